@@ -1,0 +1,1 @@
+"""Read-only consumers of MLflow: tables of a sweep's trials (paper-style reports come later)."""

@@ -1,0 +1,5 @@
+import sys
+
+from contrasweep.cli import main
+
+sys.exit(main())

@@ -1,0 +1,137 @@
+"""``contrasweep``: run, resume, list sweeps and open the MLflow UI.
+
+User errors print one line (``contrasweep: error: ...``) and exit with status 2, without a
+traceback; a sweep interrupted that way loses nothing already finished (resume it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from contrasweep.errors import UserError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="contrasweep", description=__doc__.splitlines()[0])
+    parser.add_argument("--root", help="folder holding the sweeps (default: $CONTRASWEEP_HOME or ./sweeps)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="start a sweep from a spec YAML")
+    run.add_argument("spec", help="a sweep spec, e.g. search_spaces/ce.yaml")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a spec value, e.g. --set fixed.epochs=3 --set data.k=10 (repeatable)")
+    run.add_argument("--name", help="the sweep's name (default: spec name or file stem + time)")
+    run.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite ./mlflow.db)")
+    run.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
+    run.add_argument("--smoke-test", action="store_true", help="1 epoch, 2 trials: check the set-up end to end")
+
+    resume = sub.add_parser("resume", help="resume an interrupted sweep")
+    resume.add_argument("name")
+    resume.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
+
+    sub.add_parser("list", help="list sweeps and their status")
+
+    ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1")
+    ui.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite ./mlflow.db)")
+    ui.add_argument("--port", type=int, default=5000)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except UserError as exc:
+        print(f"contrasweep: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("contrasweep: interrupted; finished trials are kept — `contrasweep resume NAME` continues", file=sys.stderr)
+        return 130
+
+
+def cmd_run(args) -> int:
+    from contrasweep import sweeps
+    from contrasweep.spec import load_spec
+
+    overrides = list(args.overrides)
+    if args.smoke_test:
+        overrides += ["fixed.epochs=1", "sweep.num_samples=2"]
+    sweep = load_spec(args.spec, overrides)
+    if args.smoke_test:
+        _smoke(sweep)
+    if args.name is not None:
+        from contrasweep.spec import _name
+
+        _name(args.name)
+    name = args.name or sweeps.default_name(sweep.name or args.spec)
+    from contrasweep.tune import run
+
+    print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} "
+          f"scheduler={sweep.scheduler} seeds={sweep.seeds}", file=sys.stderr, flush=True)
+    results = run(sweep, name, sweeps.sweeps_root(args.root), args.tracking_uri, args.address)
+    return _summary(results, sweep.metric[0], sweep.mode[0], name)
+
+
+def _smoke(sweep) -> None:
+    """--smoke-test: 1 epoch (forced above) and at most 2 trials."""
+    sweep.grid_limit = 2
+
+
+def _summary(results, metric: str, mode: str, name: str) -> int:
+    errors = sum(1 for r in results if r.error is not None)
+    try:
+        best = results.get_best_result(metric=metric, mode=mode, scope="all")
+        shown = best.metrics.get(metric)
+        print(f"[contrasweep] sweep {name!r} done: {len(results)} trials, {errors} failed; "
+              f"best {metric}={shown:.4f} with {best.config}", flush=True)
+    except (RuntimeError, TypeError, ValueError, KeyError):
+        print(f"[contrasweep] sweep {name!r} done: {len(results)} trials, {errors} failed", flush=True)
+    return 1 if errors else 0
+
+
+def cmd_resume(args) -> int:
+    from contrasweep import sweeps
+    from contrasweep.tune import resume
+
+    root = sweeps.sweeps_root(args.root)
+    results = resume(args.name, root, args.address)
+    spec = sweeps.open_existing(root, args.name).spec()
+    metric = spec.get("sweep", {}).get("metric", "val/accuracy")
+    metric = metric[0] if isinstance(metric, list) else metric
+    mode = spec.get("sweep", {}).get("mode", "max")
+    return _summary(results, metric, mode[0] if isinstance(mode, list) else mode, args.name)
+
+
+def cmd_list(args) -> int:
+    from contrasweep import sweeps
+
+    root = sweeps.sweeps_root(args.root)
+    found = sweeps.list_sweeps(root)
+    if not found:
+        print(f"no sweeps in {root}")
+        return 0
+    print(f"{'name':40} {'status':10} {'trials':>6} {'created':20}")
+    for s in found:
+        meta = s.meta()
+        print(f"{s.name:40} {meta.get('status', '?'):10} {str(meta.get('trials', '-')):>6} {meta.get('created', ''):20}")
+    return 0
+
+
+def cmd_ui(args) -> int:
+    from contrasweep.tracking import default_artifact_root, default_tracking_uri
+
+    uri = args.tracking_uri or default_tracking_uri()
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port)]
+    if uri.startswith("sqlite:///"):
+        command += ["--default-artifact-root", default_artifact_root()]
+    print(f"[contrasweep] MLflow UI on http://127.0.0.1:{args.port} ({uri})", file=sys.stderr, flush=True)
+    return subprocess.call(command, env=os.environ.copy())
+
+
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "ui": cmd_ui}
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,278 @@
+"""``DataConfig``: the validated data section of a sweep (source, columns, splits, protocol).
+
+Every value is checked where it enters, and a bad one raises a one-line ``DataError`` that
+names the key, the bad value and what is allowed (DESIGN.md, "Rules of the spine").
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from contrasweep.errors import DataError
+
+BUNDLED = ("bbc_news", "tweet_sentiment")
+FILE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
+SPLITS = ("train", "validation", "test")
+HUB_PREFIX = "hub:"
+
+# Keys every protocol accepts, then the keys only one protocol accepts.
+COMMON_KEYS = (
+    "source", "text", "text_pair", "label",
+    "split_seed", "validation_fraction", "test_fraction", "protocol", "seed",
+)
+PROTOCOL_KEYS = {
+    "full": (),
+    "max_per_class": ("max_per_class",),
+    "few_shot": ("k",),
+    "imbalance": ("minority", "rho", "minority_classes"),
+    "num_classes": ("num_classes", "classes", "per_class"),
+}
+PROTOCOLS = tuple(PROTOCOL_KEYS)
+ALL_KEYS = COMMON_KEYS + tuple(k for keys in PROTOCOL_KEYS.values() for k in keys)
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """The data section of a sweep. Build it with :meth:`from_dict`, which validates.
+
+    Protocol keys are ``None`` unless their protocol is selected; defaults that the paper
+    fixes are filled in by ``from_dict`` (few-shot ``k`` has none and is required).
+    """
+
+    source: Any
+    text: str = "text"
+    text_pair: str | None = None
+    label: str = "label"
+    split_seed: int = 0
+    validation_fraction: float = 0.1
+    test_fraction: float = 0.2
+    protocol: str = "full"
+    seed: int = 0
+    max_per_class: int | None = None  # None: LaCon Sec. 3.1 rule, resolved once C is known
+    k: int | None = None
+    minority: int | None = None
+    rho: float | None = None
+    minority_classes: tuple[str, ...] | None = None
+    num_classes: int | None = None
+    classes: tuple[str, ...] | None = None
+    per_class: int | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "DataConfig":
+        if isinstance(d, DataConfig):
+            return d
+        if not isinstance(d, Mapping):
+            raise DataError(f"data must be a mapping of keys ({', '.join(ALL_KEYS)}), got {type(d).__name__}")
+        unknown = sorted(str(k) for k in d if k not in ALL_KEYS)
+        if unknown:
+            raise DataError(f"unknown data key(s) {', '.join(unknown)}; allowed: {', '.join(ALL_KEYS)}")
+        if "source" not in d or d["source"] in (None, ""):
+            raise DataError(_SOURCE_HELP.format(value="nothing"))
+        protocol = d.get("protocol", "full")
+        if protocol not in PROTOCOLS:
+            raise DataError(f"data.protocol {protocol!r} is not allowed; allowed: {', '.join(PROTOCOLS)}")
+        for key in d:
+            owner = _owner(key)
+            if owner is not None and owner != protocol:
+                raise DataError(f"data.{key} only applies to protocol {owner!r} (protocol is {protocol!r})")
+        values = {"source": normalize_source(d["source"]), "protocol": protocol}
+        values.update(_common(d))
+        values.update(_PROTOCOL_PARSERS[protocol](d))
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Normalised config: common keys plus the selected protocol's keys (for logging)."""
+        out = {k: v for k, v in asdict(self).items() if k in COMMON_KEYS or k in PROTOCOL_KEYS[self.protocol]}
+        for key in ("minority_classes", "classes"):
+            if out.get(key) is not None:
+                out[key] = list(out[key])
+        return out
+
+    def key_dict(self) -> dict[str, Any]:
+        """What the cache key hashes besides the source content: the source's *location*
+        is left out (its bytes are hashed instead), and ``seed`` when ``full`` ignores it, so
+        runs that differ only there share one tokenised copy."""
+        out = self.to_dict()
+        out.pop("source")
+        if self.protocol == "full":
+            out.pop("seed")
+        return out
+
+    @property
+    def is_pair(self) -> bool:
+        return self.text_pair is not None
+
+
+_SOURCE_HELP = (
+    "data.source {value} is not allowed; allowed: a bundled corpus (" + ", ".join(BUNDLED) + "), "
+    "'hub:NAME[:CONFIG]', a local " + "/".join(FILE_SUFFIXES) + " file, "
+    "or a mapping {{train: path, validation: path, test: path}}"
+)
+
+
+def normalize_source(value: Any) -> Any:
+    """Bundled name and hub spec as given; file paths made absolute and checked to exist."""
+    if isinstance(value, Mapping):
+        unknown = [str(k) for k in value if k not in SPLITS]
+        if unknown or "train" not in value:
+            raise DataError(
+                f"data.source mapping has keys {sorted(map(str, value))}; "
+                "allowed: train (required), validation, test"
+            )
+        return {split: _file_path(value[split], f"data.source.{split}") for split in SPLITS if value.get(split)}
+    if not isinstance(value, (str, os.PathLike)):
+        raise DataError(_SOURCE_HELP.format(value=repr(value)))
+    value = os.fspath(value)
+    if value in BUNDLED:
+        return value
+    if value.startswith(HUB_PREFIX):
+        parts = value[len(HUB_PREFIX):].split(":")
+        if len(parts) > 2 or not parts[0]:
+            raise DataError(f"data.source {value!r} is not allowed; allowed hub form: hub:NAME or hub:NAME:CONFIG")
+        return value
+    return _file_path(value, "data.source")
+
+
+def _file_path(value: Any, key: str) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise DataError(_SOURCE_HELP.format(value=repr(value)))
+    path = os.path.abspath(os.path.expanduser(os.fspath(value)))
+    if not path.lower().endswith(FILE_SUFFIXES):
+        raise DataError(_SOURCE_HELP.format(value=repr(os.fspath(value))))
+    if not os.path.isfile(path):
+        raise DataError(f"{key}: file not found: {path}")
+    return path
+
+
+def _owner(key: str) -> str | None:
+    for protocol, keys in PROTOCOL_KEYS.items():
+        if key in keys:
+            return protocol
+    return None
+
+
+def _common(d: Mapping[str, Any]) -> dict[str, Any]:
+    out = {
+        "text": _column(d, "text", "text"),
+        "text_pair": _column(d, "text_pair", None),
+        "label": _column(d, "label", "label"),
+        "split_seed": _int(d, "split_seed", 0, lo=0),
+        "validation_fraction": _fraction(d, "validation_fraction", 0.1),
+        "test_fraction": _fraction(d, "test_fraction", 0.2),
+        "seed": _int(d, "seed", 0, lo=0),
+    }
+    if out["validation_fraction"] + out["test_fraction"] >= 1.0:
+        raise DataError(
+            f"data.validation_fraction + data.test_fraction = "
+            f"{out['validation_fraction'] + out['test_fraction']:g}; allowed: a sum below 1 (train needs rows)"
+        )
+    names = [out["text"], out["label"]] + ([out["text_pair"]] if out["text_pair"] else [])
+    if len(set(names)) != len(names):
+        raise DataError(f"data.text, data.text_pair and data.label must name different columns, got {names}")
+    return out
+
+
+def _parse_max_per_class(d):
+    return {"max_per_class": _int(d, "max_per_class", None, lo=1)}
+
+
+def _parse_few_shot(d):
+    if d.get("k") is None:
+        raise DataError("data.k is required for protocol 'few_shot'; allowed: an integer >= 1 (LaCon Sec. 4.1 uses 10, 20, 50, 100)")
+    return {"k": _int(d, "k", None, lo=1)}
+
+
+def _parse_imbalance(d):
+    return {
+        "minority": _int(d, "minority", 32, lo=1),
+        "rho": _number(d, "rho", 1.0, lo=1.0),
+        "minority_classes": _names(d, "minority_classes"),
+    }
+
+
+def _parse_num_classes(d):
+    if d.get("num_classes") is not None and d.get("classes") is not None:
+        raise DataError("data.num_classes and data.classes are exclusive; allowed: give one of them")
+    if d.get("num_classes") is None and d.get("classes") is None:
+        raise DataError("protocol 'num_classes' needs data.num_classes (an integer >= 2) or data.classes (a list of label names)")
+    classes = _names(d, "classes")
+    if classes is not None and len(classes) < 2:
+        raise DataError(f"data.classes {list(classes)} is not allowed; allowed: at least 2 distinct label names")
+    return {
+        "num_classes": _int(d, "num_classes", None, lo=2),
+        "classes": classes,
+        "per_class": _int(d, "per_class", 1000, lo=1),  # LaCon Sec. 4.5: 1000 per label
+    }
+
+
+_PROTOCOL_PARSERS = {
+    "full": lambda d: {},
+    "max_per_class": _parse_max_per_class,
+    "few_shot": _parse_few_shot,
+    "imbalance": _parse_imbalance,
+    "num_classes": _parse_num_classes,
+}
+
+
+def _column(d, key, default):
+    value = d.get(key, default)
+    if value is None and default is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise DataError(f"data.{key} must be a column name (a non-empty string), got {value!r}")
+    return value
+
+
+def _int(d, key, default, lo):
+    value = d.get(key, default)
+    if value is None:
+        return default
+    parsed = _as_number(value)
+    if parsed is None or not float(parsed).is_integer() or parsed < lo:
+        raise DataError(f"data.{key} must be an integer >= {lo}, got {value!r}")
+    return int(parsed)
+
+
+def _number(d, key, default, lo):
+    value = d.get(key, default)
+    parsed = _as_number(value)
+    if parsed is None or not math.isfinite(parsed) or parsed < lo:
+        raise DataError(f"data.{key} must be a number >= {lo:g}, got {value!r}")
+    return float(parsed)
+
+
+def _fraction(d, key, default):
+    value = d.get(key, default)
+    parsed = _as_number(value)
+    if parsed is None or not 0.0 < parsed < 1.0:
+        raise DataError(f"data.{key} must be a number in (0, 1), got {value!r}")
+    return float(parsed)
+
+
+def _as_number(value) -> float | None:
+    # Strings are accepted because PyYAML reads `1e-5`-style floats as strings (DESIGN.md).
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        try:
+            return float(value) if not value.strip().lstrip("-").isdigit() else int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _names(d, key):
+    value = d.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise DataError(f"data.{key} must be a non-empty list of label names, got {value!r}")
+    names = tuple(str(v) for v in value)
+    if len(set(names)) != len(names):
+        raise DataError(f"data.{key} {list(names)} repeats a name; allowed: distinct label names")
+    return names

@@ -1,0 +1,117 @@
+"""``prepare``: source → splits → protocol → tokenise once → content-hashed Arrow cache."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pyarrow as pa
+
+from contrasweep.data.cache import FORMAT_VERSION, MARKER, cache_key, cache_root, read_marker, write_entry
+from contrasweep.data.config import DataConfig
+from contrasweep.data.protocols import apply_protocol
+from contrasweep.data.sources import open_source
+from contrasweep.data.splits import labels_of, make_splits
+from contrasweep.data.tokens import tokenize_splits, tokenizer_identity
+from contrasweep.errors import DataError
+
+SPLITS = ("train", "validation", "test")
+MIN_MAX_LENGTH = 8  # room for special tokens ([CLS] a [SEP] b [SEP]) and some text
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """A tokenised, cached data set: ``path`` is a ``DatasetDict.save_to_disk`` directory with
+    splits train/validation/test (open it with :func:`load_splits`)."""
+
+    path: str
+    label_names: list[str]
+    num_labels: int
+    key: str
+    cache_hit: bool
+    stats: dict  # {split: {"n": rows, "per_class": {label name: rows}}}
+    is_pair: bool
+
+
+def prepare(
+    cfg: DataConfig | Mapping[str, Any],
+    tokenizer: str = "default",
+    max_length: int = 128,
+    cache_dir: str | None = None,
+) -> PreparedData:
+    """Build (or find in the cache) the tokenised splits for ``cfg``.
+
+    The cache key hashes the source content, the normalised config, the tokenizer files and
+    ``max_length``; on a hit nothing is loaded or tokenised (not even the tokenizer).
+    """
+    cfg = DataConfig.from_dict(cfg)
+    max_length = _check_max_length(max_length)
+    source = open_source(cfg)
+    key = cache_key(source.fingerprint(), cfg.key_dict(), tokenizer_identity(tokenizer), max_length)
+    final = cache_root(cache_dir) / key
+    meta = read_marker(final)
+    if meta is not None:
+        return _prepared(final, key, meta, cache_hit=True)
+
+    raw = source.load(cfg)
+    splits, names = apply_protocol(make_splits(raw, cfg), raw.label_names, cfg)
+    meta = {
+        "format": FORMAT_VERSION,
+        "label_names": names,
+        "stats": split_stats(splits, names),
+        "is_pair": cfg.is_pair,
+        "config": cfg.to_dict(),
+        "tokenizer": str(tokenizer),
+        "max_length": max_length,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    _check_nonempty(meta["stats"])
+    from contrasweep.encoder import load_tokenizer
+
+    tokenised = tokenize_splits(splits, load_tokenizer(tokenizer), max_length, cfg.is_pair, key)
+    path = write_entry(final.parent, key, tokenised, meta)
+    return _prepared(path, key, meta, cache_hit=False)
+
+
+def load_splits(path: str | Path) -> dict[str, pa.Table]:
+    """The prepared splits as memory-mapped Arrow tables (no copy: safe to open per trial)."""
+    from datasets import load_from_disk
+
+    if read_marker(Path(path)) is None:
+        raise DataError(f"{path} is not a prepared data directory (no {MARKER} inside); run prepare first")
+    dataset_dict = load_from_disk(str(path))
+    return {split: dataset_dict[split].with_format("arrow")[:] for split in dataset_dict}
+
+
+def split_stats(splits: dict[str, pa.Table], names: list[str]) -> dict:
+    out = {}
+    for split in SPLITS:
+        counts = np.bincount(labels_of(splits[split]), minlength=len(names))
+        out[split] = {"n": int(splits[split].num_rows), "per_class": {n: int(c) for n, c in zip(names, counts)}}
+    return out
+
+
+def _prepared(path: Path, key: str, meta: dict, cache_hit: bool) -> PreparedData:
+    names = list(meta["label_names"])
+    return PreparedData(
+        path=str(path), label_names=names, num_labels=len(names), key=key,
+        cache_hit=cache_hit, stats=meta["stats"], is_pair=bool(meta["is_pair"]),
+    )
+
+
+def _check_max_length(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < MIN_MAX_LENGTH:
+        raise DataError(f"max_length must be an integer >= {MIN_MAX_LENGTH}, got {value!r}")
+    return int(value)
+
+
+def _check_nonempty(stats: dict) -> None:
+    empty = [split for split in SPLITS if stats[split]["n"] == 0]
+    if empty:
+        raise DataError(
+            f"split(s) {', '.join(empty)} would be empty ({stats['train']['n']} train rows); "
+            "allowed: a data set with more rows, or larger validation_fraction/test_fraction"
+        )

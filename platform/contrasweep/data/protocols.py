@@ -1,0 +1,141 @@
+"""Data protocols of LaCon (Zhang et al. 2022): how the training set is sampled.
+
+Each protocol maps ``(splits, label_names, cfg) -> (splits, label_names)``. Sampling is per
+class, without replacement, seeded by ``cfg.seed`` and deterministic; sampled rows keep
+their source order. Only the training split is sampled unless a docstring says otherwise;
+the test split is never sampled (the paper keeps "the full original test sets").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from contrasweep.data.config import DataConfig
+from contrasweep.data.splits import labels_of, random_state, round_half_up, take
+from contrasweep.errors import DataError
+
+Splits = dict[str, pa.Table]
+
+
+def apply_protocol(splits: Splits, names: list[str], cfg: DataConfig) -> tuple[Splits, list[str]]:
+    return PROTOCOLS[cfg.protocol](splits, names, cfg)
+
+
+def full(splits: Splits, names: list[str], cfg: DataConfig):
+    """``full``: every row of every split (LaCon Sec. 3.1 trains MRPC, RTE and CoLA on their whole training sets)."""
+    return splits, names
+
+
+def max_per_class(splits: Splits, names: list[str], cfg: DataConfig):
+    """``max_per_class``: at most ``max_per_class`` training rows per class. Without a value,
+    LaCon Sec. 3.1's rule: "at most 5K (binary-class) / 1K (multi-class) training instances
+    per class", sampled without replacement."""
+    cap = cfg.max_per_class or (5000 if len(names) == 2 else 1000)
+    return _cap_train(splits, len(names), cap, cfg.seed), names
+
+
+def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
+    """``few_shot``: ``k`` training rows per class, and a validation set of another ``k`` per
+    class drawn from the same pool, disjoint from the training sample; test unchanged.
+    LaCon Sec. 4.1: "sampling 20 samples for each class to form training set. We also held
+    out the same amount of samples for validation set but keep the whole test set
+    unchanged" (k in {10, 20, 50, 100} for Fig. 2)."""
+    labels = labels_of(splits["train"])
+    counts = np.bincount(labels, minlength=len(names))
+    for c, n in enumerate(counts):
+        if n < 2 * cfg.k:
+            raise DataError(
+                f"few_shot k={cfg.k} needs {2 * cfg.k} training rows of class {names[c]!r} "
+                f"(k for train + k for validation), it has {n}; allowed: k <= {int(counts.min()) // 2}"
+            )
+    train, validation = draw_per_class(labels, {c: [cfg.k, cfg.k] for c in range(len(names))}, cfg.seed)
+    pool = splits["train"]
+    return {**splits, "train": take(pool, train), "validation": take(pool, validation)}, names
+
+
+def imbalance(splits: Splits, names: list[str], cfg: DataConfig):
+    """``imbalance``: minority classes get ``minority`` training rows, every other class
+    ``round(minority * rho)`` (half rounds up). LaCon Sec. 4.2 (after Cao et al. 2019):
+    rho = |class_max| / |class_min|, "the minority class contains 32 samples and the majority
+    class contains 32 x rho", rho in {1, 3, 5, 10, 20}. Default minority class: the last class
+    in label order (for binary tasks, label 1)."""
+    minority_names = cfg.minority_classes or (names[-1],)
+    _check_names(minority_names, names, "minority_classes")
+    majority = round_half_up(cfg.minority * cfg.rho)
+    wanted = {c: cfg.minority if name in minority_names else majority for c, name in enumerate(names)}
+    labels = labels_of(splits["train"])
+    counts = np.bincount(labels, minlength=len(names))
+    for c, need in wanted.items():
+        if counts[c] < need:
+            raise DataError(
+                f"imbalance (minority={cfg.minority}, rho={cfg.rho:g}) needs {need} training rows of class "
+                f"{names[c]!r}, it has {counts[c]}; allowed: lower minority or rho"
+            )
+    (train,) = draw_per_class(labels, {c: [n] for c, n in wanted.items()}, cfg.seed)
+    return {**splits, "train": take(splits["train"], train)}, names
+
+
+def num_classes(splits: Splits, names: list[str], cfg: DataConfig):
+    """``num_classes``: keep ``num_classes`` classes (the first ones in label order) or the
+    named ``classes`` (kept in label order), in every split, labels remapped to 0..n-1; then
+    at most ``per_class`` training rows per class. Validation and test keep all rows of the
+    kept classes. LaCon Sec. 4.5 (DBpedia, 2..14 labels): "randomly select 1000 samples for
+    each label ... as training set. Meanwhile, we keep the whole samples for the chosen labels
+    in the evaluation set unchanged"."""
+    if cfg.classes is not None:
+        _check_names(cfg.classes, names, "classes")
+        kept = [c for c, name in enumerate(names) if name in cfg.classes]
+    elif cfg.num_classes > len(names):
+        raise DataError(f"data.num_classes={cfg.num_classes} but the source has {len(names)} classes; allowed: 2..{len(names)}")
+    else:
+        kept = list(range(cfg.num_classes))
+    remap = np.full(len(names), -1, dtype=np.int64)
+    remap[kept] = np.arange(len(kept))
+    splits = {split: _keep_classes(table, remap) for split, table in splits.items()}
+    return _cap_train(splits, len(kept), cfg.per_class, cfg.seed), [names[c] for c in kept]
+
+
+def draw_per_class(labels: np.ndarray, sizes: dict[int, list[int]], seed: int) -> list[np.ndarray]:
+    """For each class ``c`` (in label order) shuffle its row indices with one seeded stream and
+    cut consecutive, hence disjoint, chunks of ``sizes[c]``; chunk ``j`` of every class goes
+    to output ``j`` (sorted)."""
+    rs = random_state(seed)
+    n_out = max(len(s) for s in sizes.values())
+    out: list[list[np.ndarray]] = [[] for _ in range(n_out)]
+    for c in sorted(sizes):
+        idx = rs.permutation(np.flatnonzero(labels == c))
+        start = 0
+        for j, n in enumerate(sizes[c]):
+            out[j].append(idx[start:start + n])
+            start += n
+    return [np.sort(np.concatenate(chunks)) for chunks in out]
+
+
+def _cap_train(splits: Splits, n_classes: int, cap: int, seed: int) -> Splits:
+    labels = labels_of(splits["train"])
+    sizes = {c: [min(cap, int(n))] for c, n in enumerate(np.bincount(labels, minlength=n_classes))}
+    (train,) = draw_per_class(labels, sizes, seed)
+    return {**splits, "train": take(splits["train"], train)}
+
+
+def _keep_classes(table: pa.Table, remap: np.ndarray) -> pa.Table:
+    new = remap[labels_of(table)]
+    kept = np.flatnonzero(new >= 0)
+    table = take(table, kept)
+    return table.set_column(table.schema.get_field_index("label"), "label", pa.array(new[kept], pa.int64()))
+
+
+def _check_names(given, names: list[str], key: str) -> None:
+    unknown = [n for n in given if n not in names]
+    if unknown:
+        raise DataError(f"data.{key}: unknown label name(s) {unknown}; label names are: {', '.join(names)}")
+
+
+PROTOCOLS = {
+    "full": full,
+    "max_per_class": max_per_class,
+    "few_shot": few_shot,
+    "imbalance": imbalance,
+    "num_classes": num_classes,
+}

@@ -1,0 +1,249 @@
+"""Data sources: bundled corpora, local files, Hugging Face hub datasets.
+
+Each source offers ``fingerprint()`` (a content hash for the cache key, cheap for files and
+bundled corpora) and ``load()`` → :class:`RawData`: Arrow tables with the columns ``text``,
+``text_pair`` (pairs only) and ``label`` (int64 in ``0..C-1``), plus the label names.
+
+Label names: the ``ClassLabel`` names for hub datasets; otherwise the sorted unique values
+(numbers sorted numerically, then written as strings). Rows without a label (null, NaN,
+or ``-1`` in a hub ``ClassLabel`` column, e.g. GLUE's unlabelled test split) or without
+text are dropped. A ``-1`` in a local file is a real class, not "unlabelled".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from contrasweep.data import corpora
+from contrasweep.data.config import BUNDLED, HUB_PREFIX, DataConfig
+from contrasweep.errors import DataError
+
+log = logging.getLogger(__name__)
+
+# Hub split names mapped to ours (first match wins; MNLI names its splits *_matched).
+VALIDATION_NAMES = ("validation", "validation_matched", "valid", "val", "dev")
+TEST_NAMES = ("test", "test_matched")
+
+
+@dataclass
+class RawData:
+    splits: dict[str, pa.Table]  # "train", and "validation"/"test" when the source has them
+    label_names: list[str]
+
+
+def open_source(cfg: DataConfig):
+    if isinstance(cfg.source, dict):
+        return FileSource(cfg.source)
+    if cfg.source in BUNDLED:
+        return BundledSource(cfg.source)
+    if cfg.source.startswith(HUB_PREFIX):
+        return HubSource(cfg.source)
+    return FileSource({"train": cfg.source})
+
+
+class BundledSource:
+    def __init__(self, name: str):
+        self.name = name
+
+    def fingerprint(self) -> str:
+        return corpora.corpus_fingerprint(self.name)
+
+    def load(self, cfg: DataConfig) -> RawData:
+        return normalize({"train": corpora.load_corpus(self.name)}, cfg, where=self.name)
+
+
+class FileSource:
+    def __init__(self, paths: dict[str, str]):
+        self.paths = paths
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        for split, path in sorted(self.paths.items()):
+            # The suffix is hashed because it decides how the bytes are parsed.
+            digest.update(f"{split}:{path.rsplit('.', 1)[-1].lower()}:".encode())
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+        return digest.hexdigest()
+
+    def load(self, cfg: DataConfig) -> RawData:
+        text_columns = [c for c in (cfg.text, cfg.text_pair) if c]
+        tables = {split: read_file(path, text_columns) for split, path in self.paths.items()}
+        return normalize(tables, cfg, where=" / ".join(self.paths.values()))
+
+
+class HubSource:
+    def __init__(self, spec: str):
+        name, _, config = spec[len(HUB_PREFIX):].partition(":")
+        self.name, self.config = name, (config or None)
+        self._dataset = None
+
+    def _load(self):
+        if self._dataset is None:  # fingerprint() and load() share one download
+            self._dataset = load_hub(self.name, self.config)
+        return self._dataset
+
+    def fingerprint(self) -> str:
+        dd = self._load()
+        parts = [self.name, str(self.config)] + [f"{s}:{dd[s]._fingerprint}:{dd[s].num_rows}" for s in sorted(dd)]
+        return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+    def load(self, cfg: DataConfig) -> RawData:
+        from datasets import ClassLabel
+
+        dd = self._load()
+        tables = {}
+        for ours, names in (("train", ("train",)), ("validation", VALIDATION_NAMES), ("test", TEST_NAMES)):
+            found = next((n for n in names if n in dd), None)
+            if found is not None:
+                tables[ours] = dd[found].with_format("arrow")[:]
+        if "train" not in tables:
+            raise DataError(f"hub dataset {self.name!r} has no 'train' split; it has: {', '.join(dd)}")
+        feature = dd["train"].features.get(cfg.label)
+        class_names = list(feature.names) if isinstance(feature, ClassLabel) else None
+        return normalize(tables, cfg, where=f"hub:{self.name}", class_names=class_names)
+
+
+def load_hub(name: str, config: str | None):
+    import datasets
+
+    try:
+        return datasets.load_dataset(name, config)
+    except ConnectionError as exc:
+        raise DataError(
+            f"hub dataset {name!r}: the Hugging Face hub is unreachable ({_first_line(exc)}); "
+            f"use a local .csv/.jsonl/.parquet file or a bundled corpus ({', '.join(BUNDLED)})"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "cannot use it"
+        raise DataError(f"hub dataset {name!r} (config {config!r}) cannot be loaded: {_first_line(exc)}") from None
+
+
+def read_file(path: str, text_columns: list[str]) -> pa.Table:
+    """Read a local file; text columns are read as strings so a tweet "123" stays text."""
+    suffix = path.rsplit(".", 1)[-1].lower()
+    try:
+        if suffix == "csv":
+            import pyarrow.csv as pacsv
+
+            return pacsv.read_csv(
+                path,
+                parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                convert_options=pacsv.ConvertOptions(column_types={c: pa.string() for c in text_columns}),
+            )
+        if suffix == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path)
+        return _read_json(path, suffix)
+    except (pa.ArrowException, ValueError, OSError) as exc:
+        raise DataError(f"cannot read {path}: {_first_line(exc)}") from None
+
+
+def _read_json(path: str, suffix: str) -> pa.Table:
+    import pyarrow.json as pajson
+
+    try:
+        return pajson.read_json(path)  # JSON lines
+    except pa.ArrowInvalid:
+        if suffix == "jsonl":
+            raise
+    with open(path, encoding="utf-8") as handle:  # a .json array of records, or {"data": [...]}
+        records = json.load(handle)
+    if isinstance(records, dict) and isinstance(records.get("data"), list):
+        records = records["data"]
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise ValueError("expected JSON lines, a JSON list of objects, or {\"data\": [objects]}")
+    return pa.Table.from_pylist(records)
+
+
+def normalize(tables: dict[str, pa.Table], cfg: DataConfig, where: str, class_names=None) -> RawData:
+    """Pick and rename the configured columns, drop unlabelled rows, encode labels."""
+    picked = {split: _pick_columns(table, cfg, f"{where} ({split})") for split, table in tables.items()}
+    picked = {split: _drop_missing(table, split, class_names) for split, table in picked.items()}
+    if picked["train"].num_rows == 0:
+        raise DataError(f"{where}: the train split has no labelled rows")
+    if class_names is None:
+        picked, class_names = _encode_labels(picked)
+    else:
+        picked = {s: t.set_column(t.schema.get_field_index("label"), "label", t["label"].cast(pa.int64())) for s, t in picked.items()}
+    if len(class_names) < 2:
+        raise DataError(f"{where}: column {cfg.label!r} has {len(class_names)} class(es) {class_names}; allowed: at least 2")
+    return RawData(picked, [str(n) for n in class_names])
+
+
+def _pick_columns(table: pa.Table, cfg: DataConfig, where: str) -> pa.Table:
+    wanted = {"text": cfg.text, "label": cfg.label}
+    if cfg.text_pair:
+        wanted = {"text": cfg.text, "text_pair": cfg.text_pair, "label": cfg.label}
+    for column in wanted.values():
+        if column not in table.column_names:
+            raise DataError(
+                f"{where}: column {column!r} not found; available columns: {', '.join(table.column_names)}"
+            )
+    out = {}
+    for ours, theirs in wanted.items():
+        column = table[theirs]
+        if pa.types.is_dictionary(column.type):  # parquet categoricals
+            column = column.cast(column.type.value_type)
+        if ours != "label" and not pa.types.is_string(column.type):
+            column = _cast(column, pa.string(), f"{where}: column {theirs!r} is not text ({column.type})")
+        out[ours] = column
+    return pa.table(out)
+
+
+def _drop_missing(table: pa.Table, split: str, class_names) -> pa.Table:
+    label = table["label"]
+    keep = pc.is_valid(label)
+    if pa.types.is_floating(label.type):
+        keep = pc.and_(keep, pc.invert(pc.is_nan(label)))
+    if class_names is not None:  # ClassLabel: -1 marks an unlabelled row (GLUE test)
+        keep = pc.and_(keep, pc.greater_equal(label, 0))
+    for column in ("text", "text_pair"):
+        if column in table.column_names:
+            keep = pc.and_(keep, pc.is_valid(table[column]))
+    kept = table.filter(keep)
+    if kept.num_rows < table.num_rows:
+        log.info("%s: dropped %d rows without label or text", split, table.num_rows - kept.num_rows)
+    return kept
+
+
+def _encode_labels(tables: dict[str, pa.Table]):
+    columns = {split: table["label"] for split, table in tables.items()}
+    if all(pa.types.is_integer(c.type) or pa.types.is_floating(c.type) for c in columns.values()):
+        columns = {s: _as_int(c) for s, c in columns.items()}
+        value_type = pa.int64()
+    else:
+        columns = {s: _cast(c, pa.string(), "labels must be strings or integers") for s, c in columns.items()}
+        value_type = pa.string()
+    values = sorted({v for c in columns.values() for v in pc.unique(c).to_pylist()})
+    value_set = pa.array(values, type=value_type)
+    out = {}
+    for split, table in tables.items():
+        encoded = pc.index_in(columns[split], value_set=value_set).cast(pa.int64())
+        out[split] = table.set_column(table.schema.get_field_index("label"), "label", encoded)
+    return out, [str(v) for v in values]
+
+
+def _as_int(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    if pa.types.is_floating(column.type):  # CSV/pandas turn integer labels into floats
+        if pc.all(pc.equal(pc.floor(column), column)).as_py() is False:
+            raise DataError("labels are non-integer numbers; allowed: class labels (strings or integers)")
+    return column.cast(pa.int64())
+
+
+def _cast(column, type_, message: str):
+    try:
+        return column.cast(type_)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        raise DataError(message) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

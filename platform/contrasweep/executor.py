@@ -1,0 +1,105 @@
+"""The trial executor (DESIGN.md, "trial executor"): what one Tune trial runs.
+
+* one CPU worker: the generic loop runs in the trial process itself (~1 s start-up);
+* ``workers > 1`` or a GPU: the same loop runs on the ranks of a Ray Train ``TorchTrainer``
+  (DDP; gloo on CPU, nccl on GPU) that the trial builds and fits (Train V2: a TorchTrainer is
+  not handed to ``tune.Tuner``). The trial itself asks for almost no CPU so it does not starve
+  its own workers; a ``TuneReportCallback`` forwards rank 0's per-epoch reports to Tune, so
+  ASHA sees the epochs of a Train run.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ray
+from ray import tune
+
+from trainables.loop import train
+from trainables.sessions import TrainSession, TuneSession
+
+TRIAL_INDEX = "__trial_index__"  # set by ray.tune.search.Repeater: which seed of the seeds axis
+
+
+def trial_hp(config: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
+    """The trial's hyperparameters: grid trials carry them under "hp", searcher trials flat."""
+    hp = dict(config["hp"]) if "hp" in config else {k: v for k, v in config.items() if not k.startswith("__")}
+    if TRIAL_INDEX in config:
+        hp["seed"] = static["seeds"][config[TRIAL_INDEX] % len(static["seeds"])]
+    hp.setdefault("seed", static["seeds"][0])
+    # Torch threads per trial = the CPUs the trial (or each worker) holds: 2 concurrent
+    # trials on 2 cores must not each start 2 threads.
+    hp.setdefault("torch_threads", max(1, int(static["resources"]["cpu"])))
+    return hp
+
+
+def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> None:
+    """The Tune function trainable. ``data`` is ``[ObjectRef]``: wrapped in a list so that
+    ``tune.with_parameters`` hands over the reference, not a copy per trial."""
+    loop_config = {
+        "method": static["method"],
+        "encoder": static["encoder"],
+        "hp": trial_hp(config, static),
+        "metric": static["metric"],
+        "mode": static["mode"],
+        "num_labels": static["num_labels"],
+    }
+    if not static["distributed"]:
+        train(loop_config, ray.get(data[0]), TuneSession(use_gpu=False))
+        return
+    run_distributed(loop_config, data[0], static, tune.get_context().get_trial_id())
+
+
+def train_worker(worker_config: dict[str, Any]) -> None:
+    """One Ray Train rank: resolve the shared data and run the same generic loop."""
+    train(worker_config["loop"], ray.get(worker_config["data"]), TrainSession())
+
+
+def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str) -> None:
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    res = static["resources"]
+    workers = int(res["workers"])
+    trainer = TorchTrainer(
+        train_worker,
+        train_loop_config={"loop": loop_config, "data": data_ref},
+        scaling_config=ScalingConfig(
+            num_workers=workers,
+            use_gpu=res["gpu"] > 0,
+            resources_per_worker={"CPU": res["cpu"], **({"GPU": res["gpu"]} if res["gpu"] > 0 else {})},
+        ),
+        run_config=RunConfig(
+            # A stable name: a restarted trial resumes its Train run from its checkpoints.
+            name=f"train-{trial_id}",
+            storage_path=static["train_storage"],
+            # Tune owns retries (sweep.max_failures); a finite controller limit keeps a trial
+            # that cannot get resources from retrying forever (DESIGN.md, facts checked).
+            failure_config=FailureConfig(max_failures=0, controller_failure_limit=3),
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=1, checkpoint_score_attribute=static["metric"], checkpoint_score_order=static["mode"]
+            ),
+            callbacks=[TuneReportCallback()],
+        ),
+    )
+    trainer.fit()
+
+
+def trial_resources(static: dict[str, Any]) -> dict[str, float]:
+    res = static["resources"]
+    if static["distributed"]:
+        return {"CPU": 0.01}
+    return {"CPU": float(res["cpu"])}
+
+
+def make_trainable(static: dict[str, Any], data_ref):
+    fn = tune.with_parameters(run_trial, data=[data_ref], static=static)
+    return tune.with_resources(fn, trial_resources(static))
+
+
+def torch_threads_env() -> None:
+    """Keep BLAS/OpenMP pools from oversubscribing the cores Ray gave the trial."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -1,0 +1,331 @@
+"""Sweep specs: one YAML per paper (DESIGN.md, "Search-space YAML") + ``--set`` overrides,
+validated into a ``Sweep``. Every number is coerced and range-checked here, where it enters,
+and every error is one line naming the bad value and what is allowed.
+
+Layout of a spec::
+
+    name: ce-demo                   # optional: the sweep's name (default: file stem + time)
+    method: ce                      # a name in trainables.registry
+    paper: {title: ..., where: ...} # provenance, logged with the sweep
+    data: {source: bbc_news, protocol: few_shot, k: 20}      # contrasweep.data.DataConfig
+    encoder: {name: default, pooling: mean, max_length: 128}
+    reported: {lr: 2.0e-5}          # the paper's setting: evaluated first
+    grid: {lr: [1.0e-5, 2.0e-5]}    # exact grid (searcher: grid)
+    search: {lr: {loguniform: [1.0e-5, 1.0e-4]}}   # domains (searcher: optuna | random)
+    fixed: {epochs: 10}             # the same for every trial
+    sweep: {searcher: grid, metric: val/accuracy, mode: max, num_samples: 1,
+            max_concurrent: 1, scheduler: asha, seeds: [0], resources: {cpu: 1, gpu: 0, workers: 1}}
+    tracking: {experiment: contrasweep}
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from contrasweep.errors import SpecError
+from trainables.params import LOOP_PARAMS, Param
+from trainables.registry import get_method, method_names
+
+TOP_KEYS = ("name", "method", "paper", "data", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
+SEARCHERS = ("grid", "optuna", "random")
+SCHEDULERS = ("asha", "none")
+MODES = ("max", "min")
+DOMAINS = ("uniform", "loguniform", "quniform", "randint", "choice")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+BASE_METRICS = ("accuracy", "macro_f1", "mcc", "f1")
+
+SWEEP_PARAMS: dict[str, Param] = {
+    "num_samples": Param("int", 1, 1, 100000),
+    "max_concurrent": Param("int", 1, 1, 1024),
+    "max_failures": Param("int", 1, 0, 100),
+}
+ASHA_PARAMS: dict[str, Param] = {
+    "grace_period": Param("int", 1, 1, 10000),
+    "reduction_factor": Param("float", 2.0, 1.0, 100.0, low_open=True),
+}
+RESOURCE_PARAMS: dict[str, Param] = {
+    "cpu": Param("float", 1.0, 0.0, 4096.0, low_open=True),
+    "gpu": Param("float", 0.0, 0.0, 64.0),
+    "workers": Param("int", 1, 1, 4096),
+}
+ENCODER_PARAMS: dict[str, Param] = {
+    "max_length": Param("int", 128, 8, 8192),
+}
+
+
+@dataclass
+class Sweep:
+    method: str
+    name: str | None = None
+    paper: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    encoder: dict = field(default_factory=lambda: {"name": "default", "pooling": "mean", "max_length": 128})
+    reported: dict = field(default_factory=dict)
+    grid: dict = field(default_factory=dict)
+    search: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
+    searcher: str = "grid"
+    metric: list = field(default_factory=lambda: ["val/accuracy"])
+    mode: list = field(default_factory=lambda: ["max"])
+    num_samples: int = 1
+    max_concurrent: int = 1
+    max_failures: int = 1
+    scheduler: str = "asha"
+    asha: dict = field(default_factory=lambda: {"grace_period": 1, "reduction_factor": 2.0})
+    seeds: list = field(default_factory=lambda: [0])
+    resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
+    experiment: str = "contrasweep"
+    grid_limit: int | None = None  # --smoke-test: only the first N grid trials
+    raw: dict = field(default_factory=dict)  # the validated spec as a plain dict (saved with the sweep)
+
+    @property
+    def distributed(self) -> bool:
+        """Ray Train (TorchTrainer, DDP) for several workers or a GPU; the trial process otherwise."""
+        return self.resources["workers"] > 1 or self.resources["gpu"] > 0
+
+    def grid_configs(self) -> list[dict]:
+        """The exact grid × seeds, the paper's reported setting first (syne-tune convention)."""
+        keys = list(self.grid)
+        points = [dict(zip(keys, values)) for values in itertools.product(*(self.grid[k] for k in keys))]
+        base = {**self.fixed}
+        reported = {**base, **self.reported}
+        configs = [{**base, **p} for p in points]
+        if self.reported:
+            configs = [reported] + [c for c in configs if c != reported]
+        configs = configs or [reported]
+        return [{**c, "seed": s} for c in configs for s in self.seeds][: self.grid_limit]
+
+
+def load_spec(path: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"spec file {str(path)!r} does not exist; allowed: a path to a sweep YAML (see search_spaces/)")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError(f"spec file {str(path)!r} is not valid YAML{where}; allowed: a YAML mapping") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"spec file {str(path)!r} must hold a YAML mapping with keys {', '.join(TOP_KEYS)}")
+    for item in overrides or []:
+        apply_override(raw, item)
+    return validate(raw)
+
+
+def apply_override(raw: dict, item: str) -> None:
+    """``--set a.b=value``: the value is read as YAML (``[1, 2]``, ``true``, ``1.0e-5``)."""
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise SpecError(f"--set {item!r} is not allowed; allowed: KEY=VALUE with a dotted KEY such as fixed.epochs=3")
+    parts = key.strip().split(".")
+    if parts[0] not in TOP_KEYS:
+        raise SpecError(f"--set {key!r}: unknown section {parts[0]!r}; allowed: {', '.join(TOP_KEYS)}")
+    try:
+        value = yaml.safe_load(text) if text.strip() else None
+    except yaml.YAMLError:
+        value = text
+    node = raw
+    for part in parts[:-1]:
+        if node.get(part) is None:
+            node[part] = {}
+        if not isinstance(node[part], dict):
+            raise SpecError(f"--set {key!r}: {part!r} is not a mapping in the spec")
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def validate(raw: dict) -> Sweep:
+    raw = copy.deepcopy(raw)
+    unknown = sorted(set(raw) - set(TOP_KEYS))
+    if unknown:
+        raise SpecError(f"unknown spec key {unknown[0]!r}; allowed: {', '.join(TOP_KEYS)}")
+    if "method" not in raw:
+        raise SpecError(f"spec has no 'method'; allowed: {', '.join(method_names())}")
+    method_cls = get_method(str(raw["method"]))
+    params = {**LOOP_PARAMS, **method_cls.params}
+    sweep = Sweep(method=str(raw["method"]))
+    sweep.name = _name(raw.get("name"))
+    sweep.paper = _mapping(raw, "paper")
+    sweep.data = _data(_mapping(raw, "data"))
+    sweep.encoder = _encoder(_mapping(raw, "encoder"))
+    sweep.reported = _values(_mapping(raw, "reported"), params, "reported")
+    sweep.fixed = _values(_mapping(raw, "fixed"), params, "fixed")
+    sweep.grid = _grid(_mapping(raw, "grid"), params)
+    sweep.search = _search(_mapping(raw, "search"), params)
+    _sweep_section(sweep, _mapping(raw, "sweep"), method_cls)
+    tracking = _mapping(raw, "tracking")
+    extra = sorted(set(tracking) - {"experiment"})
+    if extra:
+        raise SpecError(f"unknown key tracking.{extra[0]}; allowed: tracking.experiment")
+    sweep.experiment = str(tracking.get("experiment", "contrasweep"))
+    raw["method"] = sweep.method
+    sweep.raw = raw
+    return sweep
+
+
+def _name(value) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not NAME_RE.match(value):
+        raise SpecError(f"name={value!r} is not allowed; allowed: letters, digits, '_', '.', '-' (max 100, no leading punctuation)")
+    return value
+
+
+def _mapping(raw: dict, key: str) -> dict:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(f"{key} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _data(section: dict) -> dict:
+    from contrasweep.data import DataConfig
+
+    if "source" not in section:
+        raise SpecError("data.source is missing; allowed: bbc_news, tweet_sentiment, a CSV/JSONL/parquet path, or hub:NAME[:CONFIG]")
+    DataConfig.from_dict(section)  # raises DataError (a UserError) with its own one-line message
+    return section
+
+
+def _encoder(section: dict) -> dict:
+    unknown = sorted(set(section) - {"name", "pooling", "max_length"})
+    if unknown:
+        raise SpecError(f"unknown key encoder.{unknown[0]}; allowed: encoder.name, encoder.pooling, encoder.max_length")
+    pooling = section.get("pooling", "mean")
+    if pooling not in ("cls", "mean"):
+        raise SpecError(f"encoder.pooling={pooling!r} is not allowed; allowed: 'cls', 'mean'")
+    return {
+        "name": str(section.get("name") or "default"),
+        "pooling": pooling,
+        "max_length": ENCODER_PARAMS["max_length"].coerce("encoder.max_length", section.get("max_length", 128)),
+    }
+
+
+def _param(params: dict[str, Param], key: str, where: str) -> Param:
+    if key not in params:
+        raise SpecError(f"{where}.{key}: unknown hyperparameter; allowed: {', '.join(sorted(params))}")
+    return params[key]
+
+
+def _values(section: dict, params: dict[str, Param], where: str) -> dict:
+    return {k: _param(params, k, where).coerce(f"{where}.{k}", v) for k, v in section.items()}
+
+
+def _grid(section: dict, params: dict[str, Param]) -> dict:
+    out = {}
+    for key, values in section.items():
+        param = _param(params, key, "grid")
+        if not isinstance(values, list) or not values:
+            raise SpecError(f"grid.{key}={values!r} is not allowed; allowed: a non-empty list of values")
+        out[key] = [param.coerce(f"grid.{key}", v) for v in values]
+    return out
+
+
+def _search(section: dict, params: dict[str, Param]) -> dict:
+    out = {}
+    for key, domain in section.items():
+        param = _param(params, key, "search")
+        if isinstance(domain, list):  # a bare list is a categorical domain
+            domain = {"choice": domain}
+        if not isinstance(domain, dict) or len(domain) != 1 or next(iter(domain)) not in DOMAINS:
+            raise SpecError(f"search.{key}={domain!r} is not allowed; allowed: one of {{{', '.join(DOMAINS)}: [...]}}")
+        kind, args = next(iter(domain.items()))
+        if not isinstance(args, list):
+            raise SpecError(f"search.{key}.{kind}={args!r} is not allowed; allowed: a list")
+        out[key] = {kind: _domain_args(key, kind, args, param)}
+    return out
+
+
+def _domain_args(key: str, kind: str, args: list, param: Param) -> list:
+    where = f"search.{key}.{kind}"
+    if kind == "choice":
+        if not args:
+            raise SpecError(f"{where} is empty; allowed: a non-empty list of values")
+        return [param.coerce(where, v) for v in args]
+    expected = 3 if kind == "quniform" else 2
+    if len(args) != expected:
+        raise SpecError(f"{where}={args!r} is not allowed; allowed: [low, high{', q' if expected == 3 else ''}]")
+    low, high = (param.coerce(where, v) for v in args[:2])
+    if not low < high:
+        raise SpecError(f"{where}={args!r} is not allowed; allowed: low < high")
+    if kind == "loguniform" and low <= 0:
+        raise SpecError(f"{where}={args!r} is not allowed; allowed: 0 < low < high")
+    if kind == "randint" and param.kind != "int":
+        raise SpecError(f"{where}: {key} is not an integer hyperparameter; allowed: uniform, loguniform, quniform, choice")
+    rest = [Param("float", 1.0, 0.0, None, low_open=True).coerce(where + "[2]", args[2])] if expected == 3 else []
+    return [low, high, *rest]
+
+
+def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
+    allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", *SWEEP_PARAMS}
+    unknown = sorted(set(section) - allowed)
+    if unknown:
+        raise SpecError(f"unknown key sweep.{unknown[0]}; allowed: {', '.join('sweep.' + k for k in sorted(allowed))}")
+    sweep.searcher = _choice(section.get("searcher", "grid"), SEARCHERS, "sweep.searcher")
+    sweep.scheduler = _choice(section.get("scheduler", "asha"), SCHEDULERS, "sweep.scheduler")
+    for key, param in SWEEP_PARAMS.items():
+        setattr(sweep, key, param.coerce(f"sweep.{key}", section.get(key, param.default)))
+    sweep.asha = _sub(section.get("asha") or {}, ASHA_PARAMS, "sweep.asha")
+    sweep.resources = _sub(section.get("resources") or {}, RESOURCE_PARAMS, "sweep.resources")
+    _metrics(sweep, section, method_cls)
+    seeds = section.get("seeds", [0])
+    seeds = seeds if isinstance(seeds, list) else [seeds]
+    if not seeds:
+        raise SpecError("sweep.seeds is empty; allowed: a non-empty list of integers in [0, 2147483647]")
+    sweep.seeds = [LOOP_PARAMS["seed"].coerce("sweep.seeds", s) for s in seeds]
+    if len(set(sweep.seeds)) != len(sweep.seeds):
+        raise SpecError(f"sweep.seeds={seeds!r} repeats a seed; allowed: distinct integers")
+    if sweep.searcher == "grid" and sweep.search and not sweep.grid:
+        raise SpecError("sweep.searcher=grid but the spec has only a 'search' section; allowed: searcher optuna or random, or add a 'grid'")
+    if sweep.searcher != "grid" and not sweep.search:
+        raise SpecError(f"sweep.searcher={sweep.searcher} needs a 'search' section of domains; allowed: searcher grid for exact grids")
+    overlap = sorted((set(sweep.grid) | set(sweep.search)) & set(sweep.fixed))
+    if overlap:
+        raise SpecError(f"{overlap[0]} is both fixed and searched; allowed: one of fixed or grid/search")
+    if "seed" in sweep.grid or "seed" in sweep.search or "seed" in sweep.fixed:
+        raise SpecError("seed is set through sweep.seeds; allowed: sweep.seeds: [0, 1, 2]")
+
+
+def _choice(value, allowed: tuple, where: str) -> str:
+    if value not in allowed:
+        raise SpecError(f"{where}={value!r} is not allowed; allowed: {', '.join(allowed)}")
+    return value
+
+
+def _sub(section: dict, params: dict[str, Param], where: str) -> dict:
+    if not isinstance(section, dict):
+        raise SpecError(f"{where} must be a mapping; allowed keys: {', '.join(params)}")
+    unknown = sorted(set(section) - set(params))
+    if unknown:
+        raise SpecError(f"unknown key {where}.{unknown[0]}; allowed: {', '.join(where + '.' + k for k in params)}")
+    return {k: p.coerce(f"{where}.{k}", section.get(k, p.default)) for k, p in params.items()}
+
+
+def _metrics(sweep: Sweep, section: dict, method_cls) -> None:
+    metric = section.get("metric", "val/accuracy")
+    mode = section.get("mode", "max")
+    metrics = metric if isinstance(metric, list) else [metric]
+    modes = mode if isinstance(mode, list) else [mode] * len(metrics)
+    names = getattr(method_cls, "metric_names", BASE_METRICS)
+    allowed = [f"val/{m}" for m in names] + ["train/loss"]
+    for m in metrics:
+        if m not in allowed:
+            raise SpecError(f"sweep.metric={m!r} is not allowed; allowed: {', '.join(allowed)}")
+    if len(modes) != len(metrics):
+        raise SpecError(f"sweep.mode={mode!r} must name one mode per metric ({len(metrics)}); allowed: max, min")
+    for m in modes:
+        _choice(m, MODES, "sweep.mode")
+    if len(set(metrics)) != len(metrics):
+        raise SpecError(f"sweep.metric={metric!r} repeats a metric; allowed: distinct metrics")
+    sweep.metric, sweep.mode = list(metrics), list(modes)

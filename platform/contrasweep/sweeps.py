@@ -1,0 +1,94 @@
+"""Sweep directories: everything a sweep needs to be resumed lives in one folder.
+
+``<root>/<name>/``: ``spec.yaml`` (the validated spec), ``sweep.json`` (tracking URI, data
+cache key, status), ``tracking.json`` (MLflow run ids), ``tune/`` (Tune's experiment state
+and trial checkpoints), ``train/`` (Ray Train runs of distributed trials), ``optuna.db``.
+The root is ``--root``, else ``$CONTRASWEEP_HOME``, else ``./sweeps``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from contrasweep.errors import UserError
+
+
+def sweeps_root(root: str | None = None) -> Path:
+    return Path(root or os.environ.get("CONTRASWEEP_HOME") or "sweeps").resolve()
+
+
+@dataclass
+class SweepDir:
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def spec_file(self) -> Path:
+        return self.path / "spec.yaml"
+
+    @property
+    def meta_file(self) -> Path:
+        return self.path / "sweep.json"
+
+    @property
+    def tune_dir(self) -> Path:
+        return self.path / "tune"
+
+    @property
+    def train_dir(self) -> Path:
+        return self.path / "train"
+
+    @property
+    def optuna_uri(self) -> str:
+        return f"sqlite:///{self.path / 'optuna.db'}"
+
+    def meta(self) -> dict:
+        return json.loads(self.meta_file.read_text()) if self.meta_file.exists() else {}
+
+    def update_meta(self, **values) -> None:
+        meta = {**self.meta(), **values}
+        tmp = self.meta_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=1))
+        os.replace(tmp, self.meta_file)
+
+    def spec(self) -> dict:
+        return yaml.safe_load(self.spec_file.read_text())
+
+
+def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
+    sweep = SweepDir(root / name)
+    if sweep.path.exists():
+        raise UserError(
+            f"sweep {name!r} already exists in {root}; allowed: `contrasweep resume {name}` or a new --name"
+        )
+    sweep.path.mkdir(parents=True)
+    sweep.spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
+    sweep.update_meta(name=name, created=time.strftime("%Y-%m-%dT%H:%M:%S"), status="running", **meta)
+    return sweep
+
+
+def open_existing(root: Path, name: str) -> SweepDir:
+    sweep = SweepDir(root / name)
+    if not sweep.meta_file.exists():
+        known = ", ".join(s.name for s in list_sweeps(root)) or "none"
+        raise UserError(f"no sweep named {name!r} in {root}; allowed: {known}")
+    return sweep
+
+
+def list_sweeps(root: Path) -> list[SweepDir]:
+    if not root.is_dir():
+        return []
+    return sorted((SweepDir(p) for p in root.iterdir() if (p / "sweep.json").exists()), key=lambda s: s.meta().get("created", ""))
+
+
+def default_name(spec_path: str) -> str:
+    return f"{Path(spec_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"

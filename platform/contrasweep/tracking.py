@@ -1,0 +1,249 @@
+"""MLflow tracking from the driver (DESIGN.md, "contrasweep.tracking").
+
+One parent run per sweep and one nested run per trial (nesting = the tag
+``mlflow.parentRunId``), params, one metric value per epoch (step = epoch), the spec and the
+best checkpoint as artifacts. Only the driver talks to MLflow (SQLite locks under many writers).
+
+Ray's ``MLflowLoggerCallback`` keeps no state across ``Tuner.restore`` and opens a second run
+per trial on resume; this callback persists every run id (and the last epoch logged per
+trial) in ``tracking.json`` next to the sweep, so a resumed sweep re-attaches to the same runs
+and never logs an epoch twice. A trial that Tune had not yet saved when the driver died comes
+back with a new trial id but the same config: its orphaned run is re-attached by config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ray.tune import Callback
+
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def default_tracking_uri(workdir: str | os.PathLike | None = None) -> str:
+    """An absolute sqlite URI (trials change directory, so a relative one would move)."""
+    path = Path(workdir or os.getcwd()).resolve() / "mlflow.db"
+    return f"sqlite:///{path}"
+
+
+def default_artifact_root(workdir: str | os.PathLike | None = None) -> str:
+    return (Path(workdir or os.getcwd()).resolve() / "mlartifacts").as_uri()
+
+
+def get_client(tracking_uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    return client.create_experiment(name, artifact_location=f"{artifact_root}/{name}" if artifact_root else None)
+
+
+def config_key(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+class TrackingState:
+    """``tracking.json``: parent run id, trial id -> run id, last epoch logged, best checkpoint."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.data: dict[str, Any] = {"parent_run_id": None, "trials": {}}
+        if self.path.exists():
+            self.data = json.loads(self.path.read_text())
+
+    def save(self) -> None:
+        # Atomic replace: a SIGKILL mid-write must not leave a torn file behind.
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tracking-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.data, fh, indent=1)
+        os.replace(tmp, self.path)
+
+    @property
+    def trials(self) -> dict[str, dict]:
+        return self.data["trials"]
+
+
+class MlflowTracker(Callback):
+    def __init__(self, sweep_dir: Path, tracking_uri: str, experiment: str, sweep_name: str,
+                 spec: dict, params: dict, metric: str, mode: str, artifact_root: str | None = None,
+                 progress=None):
+        self.sweep_dir = Path(sweep_dir)
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.sweep_name = sweep_name
+        self.spec = spec
+        self.params = params
+        self.metric, self.mode = metric, mode
+        self.artifact_root = artifact_root
+        self.progress = progress
+        self.state: TrackingState | None = None
+        self.client = None
+
+    def __getstate__(self):
+        # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
+        # client and no stale copy of tracking.json in the pickle; setup() reads the file.
+        state = self.__dict__.copy()
+        state.update(client=None, state=None)
+        return state
+
+    # -- parent run -------------------------------------------------------------------
+    def setup(self, **info) -> None:
+        self.state = TrackingState(self.sweep_dir / "tracking.json")
+        self.client = get_client(self.tracking_uri)
+        exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
+        parent = self.state.data.get("parent_run_id")
+        if parent is None:
+            run = self.client.create_run(exp_id, run_name=self.sweep_name, tags={"contrasweep.sweep": self.sweep_name})
+            parent = run.info.run_id
+            self.state.data.update(parent_run_id=parent, experiment_id=exp_id)
+            self.state.save()
+            self.client.log_batch(parent, params=_params(self.params))
+            self.client.log_text(parent, _yaml(self.spec), "spec.yaml")
+        else:
+            self.client.update_run(parent, status="RUNNING")
+
+    @property
+    def parent_run_id(self) -> str:
+        return self.state.data["parent_run_id"]
+
+    # -- trial runs -------------------------------------------------------------------
+    def _run_for(self, trial, trials=()) -> str:
+        entry = self.state.trials.get(trial.trial_id)
+        if entry:
+            return entry["run_id"]
+        key = config_key(trial.config)
+        orphan = next((tid for tid in self._orphans(trials) if self.state.trials[tid]["config_key"] == key), None)
+        if orphan is not None:  # re-attach the run of a trial the restored experiment lost
+            entry = self.state.trials.pop(orphan)
+        else:
+            run = self.client.create_run(
+                self.state.data["experiment_id"],
+                run_name=str(trial),
+                tags={PARENT_TAG: self.parent_run_id, "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id},
+            )
+            entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0}
+            self.client.log_batch(entry["run_id"], params=_params(flatten(trial.config)))
+        self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
+        self.state.trials[trial.trial_id] = entry
+        self.state.save()
+        return entry["run_id"]
+
+    def _orphans(self, trials) -> list[str]:
+        """Unfinished runs whose trial the (restored) experiment does not know."""
+        known = {t.trial_id for t in trials}
+        return [tid for tid, e in self.state.trials.items() if tid not in known and "status" not in e]
+
+    def on_trial_start(self, iteration, trials, trial, **info):
+        self._run_for(trial, trials)
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        from mlflow.entities import Metric
+
+        run_id = self._run_for(trial)
+        entry = self.state.trials[trial.trial_id]
+        epoch = int(result.get("epoch", 0))
+        if epoch <= entry.get("last_epoch", 0):  # replayed after a restore: logged already
+            return
+        stamp = int(result.get("timestamp", 0) * 1000)
+        metrics = [Metric(k, float(v), stamp, epoch) for k, v in _numeric(result).items()]
+        self.client.log_batch(run_id, metrics=metrics)
+        entry["last_epoch"] = epoch
+        value = result.get(self.metric)
+        if value is not None and _better(value, entry.get("best_value"), self.mode):
+            entry["best_value"] = float(value)
+            entry["best_checkpoint"] = result.get("checkpoint_path")  # the Train path reports it
+        self.state.save()
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._finish(trial, "FINISHED")
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        self._finish(trial, "FAILED")
+
+    def _finish(self, trial, status: str) -> None:
+        run_id = self._run_for(trial)
+        entry = self.state.trials[trial.trial_id]
+        if entry.get("status") == status:
+            return
+        ckpt = entry.get("best_checkpoint") or _best_tune_checkpoint(trial)
+        if ckpt and status == "FINISHED":
+            self._log_checkpoint(run_id, ckpt)
+        self.client.set_terminated(run_id, status=status)
+        entry["status"] = status
+        self.state.save()
+        if self.progress:
+            self.progress(trial, entry, status)
+
+    def _log_checkpoint(self, run_id: str, path: str) -> None:
+        from trainables.loop import META_FILE, MODEL_FILE
+
+        for name in (MODEL_FILE, META_FILE):
+            file = Path(path) / name
+            if file.exists():
+                self.client.log_artifact(run_id, str(file), artifact_path="best_checkpoint")
+
+    def on_experiment_end(self, trials, **info):
+        # Runs never re-attached (their trial was lost and not regenerated) are deleted, so
+        # MLflow holds exactly one run per trial.
+        for tid in self._orphans(trials):
+            self.client.delete_run(self.state.trials.pop(tid)["run_id"])
+        done = all(t.status in ("TERMINATED", "ERROR") for t in trials)
+        any_error = any(t.status == "ERROR" for t in trials)
+        self.client.set_terminated(self.parent_run_id, status="FAILED" if any_error else ("FINISHED" if done else "KILLED"))
+        self.state.data["finished"] = done
+        self.state.save()
+
+
+def _best_tune_checkpoint(trial) -> str | None:
+    try:
+        best = trial.run_metadata.checkpoint_manager.best_checkpoint_result
+    except AttributeError:
+        return None
+    if best is None or best.checkpoint is None:
+        return None
+    return best.checkpoint.path
+
+
+def _better(value, best, mode: str) -> bool:
+    return best is None or (value > best if mode == "max" else value < best)
+
+
+_SKIP = {"timestamp", "training_iteration", "time_this_iter_s", "time_total_s", "pid", "time_since_restore",
+         "iterations_since_restore", "done", "checkpoint_dir_name"}
+
+
+def _numeric(result: dict) -> dict[str, float]:
+    return {k: v for k, v in result.items() if k not in _SKIP and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _params(params: dict[str, Any]):
+    from mlflow.entities import Param
+
+    return [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+
+
+def _yaml(spec: dict) -> str:
+    import yaml
+
+    return yaml.safe_dump(spec, sort_keys=False)

@@ -1,0 +1,257 @@
+"""Launch and resume sweeps on Ray Tune (DESIGN.md, "contrasweep.tune").
+
+Searchers: ``grid`` (the exact grid of the YAML × seeds, the paper's reported setting first,
+Tune's default generator), ``optuna`` (TPE; NSGA-II when the spec names several metrics) and
+``random`` (Optuna's RandomSampler) — both Optuna searchers keep their study in Optuna storage
+next to the sweep, because ``Tuner.restore`` does not reliably bring back Optuna's history
+(ray#30861). With several seeds a searcher is wrapped in ``Repeater``: each suggestion runs
+once per seed and the searcher is told the mean. Scheduler: ASHA on the first metric with our
+own ``epoch`` counter as time (Tune's ``training_iteration`` restarts at 0 after a restore).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from contrasweep import sweeps
+from contrasweep.errors import UserError
+from contrasweep.executor import make_trainable, torch_threads_env
+from contrasweep.spec import Sweep, validate
+from contrasweep.tracking import MlflowTracker, default_artifact_root, default_tracking_uri
+
+# Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+
+
+def init_ray(address: str | None, num_cpus: int | None = None) -> None:
+    """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``.
+
+    The dashboard stays on (bound to 127.0.0.1): Train V2 frees the CPUs of a Train run that
+    ASHA stopped through the State API, which needs it (DESIGN.md, facts checked).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+        return
+    ray.init(
+        address="local",
+        num_cpus=num_cpus or os.cpu_count(),
+        include_dashboard=True,
+        dashboard_host="127.0.0.1",
+        log_to_driver=True,
+        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}},
+    )
+
+
+def put_data(sweep: Sweep):
+    """Tokenise once (content-hashed cache), then one copy in the object store for all trials."""
+    import ray
+
+    from contrasweep.data import DataConfig, load_splits, prepare
+
+    prepared = prepare(DataConfig.from_dict(sweep.data), tokenizer=sweep.encoder["name"], max_length=sweep.encoder["max_length"])
+    payload = {"tables": load_splits(prepared.path), "num_labels": prepared.num_labels, "label_names": prepared.label_names}
+    return prepared, ray.put(payload)
+
+
+def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, num_labels: int) -> dict[str, Any]:
+    return {
+        "method": sweep.method,
+        "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
+        "metric": sweep.metric[0],
+        "mode": sweep.mode[0],
+        "num_labels": num_labels,
+        "seeds": sweep.seeds,
+        "resources": sweep.resources,
+        "distributed": sweep.distributed,
+        "train_storage": str(sweep_dir.train_dir),
+    }
+
+
+def max_epochs(sweep: Sweep) -> int:
+    from trainables.params import LOOP_PARAMS
+
+    candidates = [sweep.fixed.get("epochs"), sweep.reported.get("epochs"), *sweep.grid.get("epochs", [])]
+    domain = sweep.search.get("epochs", {})
+    for args in domain.values():
+        candidates.extend(args[:2] if "choice" not in domain else args)
+    values = [int(c) for c in candidates if c is not None]
+    return max(values) if values else LOOP_PARAMS["epochs"].default
+
+
+def param_space(sweep: Sweep) -> dict:
+    from ray import tune
+
+    if sweep.searcher == "grid":
+        return {"hp": tune.grid_search(sweep.grid_configs())}
+    space: dict[str, Any] = dict(sweep.fixed)
+    for key, domain in sweep.search.items():
+        kind, args = next(iter(domain.items()))
+        space[key] = {
+            "uniform": lambda a: tune.uniform(a[0], a[1]),
+            "loguniform": lambda a: tune.loguniform(a[0], a[1]),
+            "quniform": lambda a: tune.quniform(a[0], a[1], a[2]),
+            "randint": lambda a: tune.randint(a[0], a[1] + 1),  # the spec's bounds are inclusive
+            "choice": lambda a: tune.choice(a),
+        }[kind](args)
+    if len(sweep.seeds) == 1:
+        space["seed"] = sweep.seeds[0]
+    return space
+
+
+def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
+    from ray.tune.search import ConcurrencyLimiter, Repeater
+    from ray.tune.search.basic_variant import BasicVariantGenerator
+
+    if sweep.searcher == "grid":
+        return BasicVariantGenerator(max_concurrent=sweep.max_concurrent)
+    import optuna
+    from ray.tune.search.optuna import OptunaSearch
+
+    seed = sweep.seeds[0]
+    if sweep.searcher == "random":
+        sampler = optuna.samplers.RandomSampler(seed=seed)
+    elif len(sweep.metric) > 1:
+        sampler = optuna.samplers.NSGAIISampler(seed=seed)
+    else:
+        sampler = optuna.samplers.TPESampler(seed=seed)
+    reported = {k: v for k, v in sweep.reported.items() if k in sweep.search}
+    multi = len(sweep.metric) > 1
+    searcher = OptunaSearch(
+        metric=sweep.metric if multi else sweep.metric[0],
+        mode=sweep.mode if multi else sweep.mode[0],
+        points_to_evaluate=[reported] if reported else None,
+        sampler=sampler,
+        study_name=sweep_dir.name,
+        storage=optuna.storages.RDBStorage(sweep_dir.optuna_uri),
+    )
+    if len(sweep.seeds) > 1:
+        searcher = Repeater(searcher, repeat=len(sweep.seeds), set_index=True)
+    return ConcurrencyLimiter(searcher, max_concurrent=sweep.max_concurrent)
+
+
+def scheduler(sweep: Sweep):
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    if sweep.scheduler == "none":
+        return FIFOScheduler()
+    return ASHAScheduler(
+        time_attr="epoch",
+        metric=sweep.metric[0],
+        mode=sweep.mode[0],
+        max_t=max_epochs(sweep),
+        grace_period=min(sweep.asha["grace_period"], max_epochs(sweep)),
+        reduction_factor=sweep.asha["reduction_factor"],
+    )
+
+
+def num_samples(sweep: Sweep) -> int:
+    return 1 if sweep.searcher == "grid" else sweep.num_samples * len(sweep.seeds)
+
+
+def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
+    from ray import tune
+
+    return tune.RunConfig(
+        name="tune",
+        storage_path=str(sweep_dir.path),
+        callbacks=callbacks,
+        failure_config=tune.FailureConfig(max_failures=sweep.max_failures),
+        # Best + latest per trial: Tune always keeps the latest next to the top-1 by score.
+        checkpoint_config=tune.CheckpointConfig(
+            num_to_keep=1, checkpoint_score_attribute=sweep.metric[0], checkpoint_score_order=sweep.mode[0]
+        ),
+        verbose=1,
+    )
+
+
+def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared, tracking_uri: str) -> MlflowTracker:
+    params = {
+        "method": sweep.method, "searcher": sweep.searcher, "scheduler": sweep.scheduler,
+        "metric": ",".join(sweep.metric), "mode": ",".join(sweep.mode), "seeds": sweep.seeds,
+        "data": sweep.data, "encoder": sweep.encoder, "data.cache_key": prepared.key,
+        "data.num_labels": prepared.num_labels, "data.label_names": ",".join(prepared.label_names),
+    }
+    total = len(sweep.grid_configs()) if sweep.searcher == "grid" else num_samples(sweep)
+    return MlflowTracker(
+        sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
+        sweep.metric[0], sweep.mode[0], artifact_root=_artifact_root(tracking_uri), progress=Progress(total, sweep.metric[0]),
+    )
+
+
+def _artifact_root(tracking_uri: str) -> str | None:
+    if tracking_uri.startswith("sqlite:///"):
+        return default_artifact_root(Path(tracking_uri[len("sqlite:///"):]).parent)
+    return None  # a tracking server decides where artifacts go
+
+
+class Progress:
+    """One console line per finished trial (long sweeps: how far along, how good so far)."""
+
+    def __init__(self, total: int, metric: str):
+        self.total, self.metric, self.done = total, metric, 0
+
+    def __call__(self, trial, entry: dict, status: str) -> None:
+        self.done += 1
+        best = entry.get("best_value")
+        shown = f"{best:.4f}" if isinstance(best, float) else "n/a"
+        print(f"[contrasweep] {self.done}/{self.total} trials done: {trial} {status} "
+              f"best {self.metric}={shown} after epoch {entry.get('last_epoch', 0)}", file=sys.stderr, flush=True)
+
+
+def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None):
+    """Start a new sweep; returns the Tune ``ResultGrid``."""
+    from ray import tune
+
+    tracking_uri = tracking_uri or default_tracking_uri()
+    torch_threads_env()
+    sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri})
+    init_ray(address)
+    prepared, ref = put_data(sweep)
+    sweep_dir.update_meta(data_key=prepared.key, cache_hit=prepared.cache_hit)
+    static = static_config(sweep, sweep_dir, prepared.num_labels)
+    tuner = tune.Tuner(
+        make_trainable(static, ref),
+        param_space=param_space(sweep),
+        tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep), num_samples=num_samples(sweep)),
+        run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, tracking_uri)]),
+    )
+    return _fit(tuner, sweep_dir)
+
+
+def resume(name: str, root: Path, address: str | None):
+    """Resume an interrupted sweep: unfinished and errored trials continue from their latest
+    checkpoint, finished trials are not rerun, MLflow runs are re-attached."""
+    from ray import tune
+
+    sweep_dir = sweeps.open_existing(root, name)
+    meta = sweep_dir.meta()
+    if meta.get("status") == "finished":
+        raise UserError(f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)")
+    if not tune.Tuner.can_restore(str(sweep_dir.tune_dir)):
+        raise UserError(f"sweep {name!r} has no saved Tune state in {sweep_dir.tune_dir}; allowed: start it again with `contrasweep run`")
+    sweep = validate(sweep_dir.spec())
+    torch_threads_env()
+    init_ray(address)
+    prepared, ref = put_data(sweep)
+    static = static_config(sweep, sweep_dir, prepared.num_labels)
+    tuner = tune.Tuner.restore(
+        str(sweep_dir.tune_dir), trainable=make_trainable(static, ref), resume_unfinished=True, resume_errored=True
+    )
+    # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
+    return _fit(tuner, sweep_dir)
+
+
+def _fit(tuner, sweep_dir: sweeps.SweepDir):
+    results = tuner.fit()
+    errors = [r for r in results if r.error is not None]
+    sweep_dir.update_meta(status="finished" if not errors else "failed", trials=len(results), errors=len(errors))
+    return results

@@ -1,0 +1,39 @@
+"""Test helpers: learnable toy tables built without the data pipeline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def toy_tables(tokenizer_dir: str, n_per_class: int = 24, seed: int = 0) -> dict:
+    """Two classes decided by one word ('good'/'bad') among random filler words."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    rng = np.random.default_rng(seed)
+    filler = ["the", "a", "movie", "plot", "was", "very", "actor", "scene", "story", "really"]
+
+    def split(n):
+        texts, labels = [], []
+        for label, word in enumerate(["bad", "good"]):
+            for _ in range(n):
+                words = list(rng.choice(filler, size=5)) + [word]
+                rng.shuffle(words)
+                texts.append(" ".join(words))
+                labels.append(label)
+        enc = tok(texts, truncation=True, max_length=16)
+        return pa.table({
+            "input_ids": pa.array(enc["input_ids"], type=pa.list_(pa.int32())),
+            "token_type_ids": pa.array(enc["token_type_ids"], type=pa.list_(pa.int32())),
+            "labels": pa.array(labels, type=pa.int64()),
+        })
+
+    return {"tables": {"train": split(n_per_class), "validation": split(8), "test": split(8)}, "num_labels": 2}
+
+
+def loop_config(model_dir: str, **hp) -> dict:
+    base = {"lr": 1e-3, "batch_size": 8, "epochs": 3, "warmup_ratio": 0.0, "seed": 0, "eval_batch_size": 32}
+    base.update(hp)
+    return {"method": "ce", "encoder": {"name": model_dir, "pooling": "mean"}, "hp": base,
+            "metric": "val/accuracy", "mode": "max", "num_labels": 2}

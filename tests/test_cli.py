@@ -1,0 +1,64 @@
+"""The command line: user errors are one line on stderr, exit status 2, no traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import write_spec
+
+
+def run_cli(*args, cwd, env=None):
+    import os
+
+    env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "contrasweep", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def assert_user_error(proc, fragment):
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("contrasweep: error: ") and fragment in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_spec(tmp_path):
+    assert_user_error(run_cli("run", "nope.yaml", cwd=tmp_path), "spec file 'nope.yaml' does not exist")
+
+
+def test_bad_override_value(tmp_path, tiny_model_dir):
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir)
+    proc = run_cli("run", str(spec), "--set", "fixed.epochs=0", cwd=tmp_path)
+    assert_user_error(proc, "fixed.epochs=0 is not allowed; allowed: an integer in [1, 10000]")
+
+
+def test_bad_data_column(tmp_path, tiny_model_dir):
+    csv = tmp_path / "d.csv"
+    csv.write_text("sentence,label\nhello,a\nworld,b\n")
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, data={"source": str(csv), "protocol": "full"})
+    proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw"), "CONTRASWEEP_CACHE": str(tmp_path / "c")})
+    assert_user_error(proc, "text")
+
+
+def test_resume_unknown_sweep(tmp_path):
+    proc = run_cli("resume", "ghost", cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert_user_error(proc, "no sweep named 'ghost'")
+
+
+def test_bad_name(tmp_path, tiny_model_dir):
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir)
+    assert_user_error(run_cli("run", str(spec), "--name", "../x", cwd=tmp_path), "name='../x' is not allowed")
+
+
+def test_list_empty(tmp_path):
+    proc = run_cli("list", cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert proc.returncode == 0 and "no sweeps" in proc.stdout
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"]])
+def test_help(tmp_path, argv):
+    proc = run_cli(*argv, cwd=tmp_path)
+    assert proc.returncode == 0 and "usage" in proc.stdout

@@ -1,0 +1,27 @@
+"""The TorchTrainer path (Ray Train, 2 CPU workers, DDP over gloo) reports the same metric
+keys as the in-process path, through the same generic loop."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import write_spec
+from test_sweep_e2e import _run_sweep
+
+pytestmark = pytest.mark.slow
+
+IGNORED = {"checkpoint_path", "checkpoint_dir_name", "time/epoch_s"}
+
+
+def test_torchtrainer_path_reports_same_metric_keys(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    common = dict(fixed={"epochs": 2}, grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none"})
+    local_spec = write_spec(tmp_path / "local.yaml", tiny_model_dir, **common)
+    _, local = _run_sweep(tmp_path, local_spec, "local")
+    ddp_spec = write_spec(tmp_path / "ddp.yaml", tiny_model_dir, **{**common, "sweep": {**common["sweep"], "resources": {"cpu": 1, "workers": 2}}})
+    _, ddp = _run_sweep(tmp_path, ddp_spec, "ddp")
+    assert not local[0].error and not ddp[0].error, (local[0].error, ddp[0].error)
+    local_keys = {k for k in local[0].metrics if "/" in k} - IGNORED
+    ddp_keys = {k for k in ddp[0].metrics if "/" in k} - IGNORED
+    assert local_keys == ddp_keys
+    assert ddp[0].metrics["epoch"] == 2
+    assert "checkpoint_path" in ddp[0].metrics  # rank 0's checkpoint, forwarded by TuneReportCallback

@@ -1,0 +1,123 @@
+"""Spec validation: each bad value gives its own one-line error naming value and range."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from contrasweep.errors import SpecError, UserError
+from contrasweep.spec import apply_override, load_spec, validate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def base(**extra) -> dict:
+    raw = {
+        "method": "ce",
+        "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4},
+        "grid": {"lr": [1.0e-5, 2.0e-5]},
+        "reported": {"lr": 2.0e-5},
+        "fixed": {"epochs": 2},
+        "sweep": {"seeds": [0, 1]},
+    }
+    raw.update(extra)
+    return raw
+
+
+def test_every_search_space_file_loads():
+    for path in sorted((ROOT / "search_spaces").glob("*.yaml")):
+        sweep = load_spec(path)
+        assert sweep.method
+
+
+def test_ce_yaml_grid_is_lacon_section_3_1():
+    sweep = load_spec(ROOT / "search_spaces" / "ce.yaml")
+    assert sweep.grid["lr"] == [1e-5, 2e-5, 3e-5]
+    assert sweep.grid["batch_size"] == [8, 16, 32, 64, 96]
+    assert sweep.fixed == {"epochs": 10, "warmup_ratio": 0.06}
+    configs = sweep.grid_configs()
+    assert len(configs) == 15
+    assert configs[0] == {"epochs": 10, "warmup_ratio": 0.06, "lr": 2e-5, "batch_size": 32, "seed": 0}
+    assert len({tuple(sorted(c.items())) for c in configs}) == 15  # reported point not duplicated
+
+
+def test_grid_times_seeds_reported_first():
+    configs = validate(base()).grid_configs()
+    assert [(c["lr"], c["seed"]) for c in configs] == [(2e-5, 0), (2e-5, 1), (1e-5, 0), (1e-5, 1)]
+
+
+def test_numbers_written_without_decimal_point_are_coerced(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("method: ce\ndata: {source: bbc_news}\ngrid: {lr: [1e-5, 2e-5]}\n")
+    assert load_spec(path).grid["lr"] == [1e-5, 2e-5]
+
+
+def test_overrides():
+    raw = base()
+    apply_override(raw, "fixed.epochs=3")
+    apply_override(raw, "grid.lr=[3.0e-5]")
+    apply_override(raw, "sweep.resources.workers=2")
+    sweep = validate(raw)
+    assert sweep.fixed["epochs"] == 3 and sweep.grid["lr"] == [3e-5]
+    assert sweep.resources["workers"] == 2 and sweep.distributed
+
+
+@pytest.mark.parametrize(
+    "mutate, fragment",
+    [
+        (lambda r: r.update(method="lacon9"), "method 'lacon9' is not registered; allowed: ce"),
+        (lambda r: r.update(bogus=1), "unknown spec key 'bogus'"),
+        (lambda r: r["grid"].update(lr=[0.0]), "grid.lr=0.0 is not allowed; allowed: a number in (0, 1]"),
+        (lambda r: r["grid"].update(lr=[]), "grid.lr=[] is not allowed; allowed: a non-empty list"),
+        (lambda r: r["grid"].update(temperature=[0.1]), "grid.temperature: unknown hyperparameter"),
+        (lambda r: r["fixed"].update(batch_size=-8), "fixed.batch_size=-8 is not allowed; allowed: an integer in [1, 65536]"),
+        (lambda r: r["fixed"].update(warmup_ratio="lots"), "fixed.warmup_ratio='lots' is not allowed"),
+        (lambda r: r["sweep"].update(searcher="bayes"), "sweep.searcher='bayes' is not allowed; allowed: grid, optuna, random"),
+        (lambda r: r["sweep"].update(scheduler="pbt"), "sweep.scheduler='pbt' is not allowed; allowed: asha, none"),
+        (lambda r: r["sweep"].update(metric="val/auc"), "sweep.metric='val/auc' is not allowed"),
+        (lambda r: r["sweep"].update(mode="up"), "sweep.mode='up' is not allowed; allowed: max, min"),
+        (lambda r: r["sweep"].update(num_samples=0), "sweep.num_samples=0 is not allowed; allowed: an integer in [1, 100000]"),
+        (lambda r: r["sweep"].update(seeds=[1, 1]), "repeats a seed"),
+        (lambda r: r["sweep"].update(seeds=[-1]), "sweep.seeds=-1 is not allowed"),
+        (lambda r: r["sweep"].update(resources={"cpu": 0}), "sweep.resources.cpu=0 is not allowed; allowed: a number in (0, 4096]"),
+        (lambda r: r["sweep"].update(resources={"gpus": 1}), "unknown key sweep.resources.gpus"),
+        (lambda r: r["sweep"].update(searcher="optuna"), "needs a 'search' section"),
+        (lambda r: r.update(search={"warmup_ratio": {"loguniform": [0.0, 0.1]}}), "0 < low < high"),
+        (lambda r: r.update(search={"lr": {"uniform": [1.0e-4, 1.0e-5]}}), "low < high"),
+        (lambda r: r.update(search={"lr": {"normal": [0, 1]}}), "allowed: one of {uniform, loguniform, quniform, randint, choice"),
+        (lambda r: r.update(encoder={"pooling": "max"}), "encoder.pooling='max' is not allowed; allowed: 'cls', 'mean'"),
+        (lambda r: r.update(encoder={"max_length": 4}), "encoder.max_length=4 is not allowed; allowed: an integer in [8, 8192]"),
+        (lambda r: r["fixed"].update(lr=1e-5), "lr is both fixed and searched"),
+        (lambda r: r.update(name="bad name!"), "name='bad name!' is not allowed"),
+        (lambda r: r["data"].update(protocol="zero_shot"), "zero_shot"),
+        (lambda r: r.pop("data"), "data.source is missing"),
+    ],
+)
+def test_bad_values_give_one_line_errors(mutate, fragment):
+    raw = base()
+    mutate(raw)
+    with pytest.raises(UserError) as err:
+        validate(raw)
+    assert fragment in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(SpecError, match="does not exist"):
+        load_spec(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("method: [ce\n")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(bad)
+    bad.write_text(yaml.safe_dump([1, 2]))
+    with pytest.raises(SpecError, match="must hold a YAML mapping"):
+        load_spec(bad)
+
+
+def test_bad_override_syntax():
+    with pytest.raises(SpecError, match="KEY=VALUE"):
+        apply_override({}, "epochs")
+    with pytest.raises(SpecError, match="unknown section 'epochs'"):
+        apply_override({}, "epochs=3")

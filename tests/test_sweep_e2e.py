@@ -1,0 +1,119 @@
+"""End to end on a real local Ray and a real MLflow sqlite store, with the tiny BERT:
+spec -> data cache -> Tune (grid × seeds, ASHA) -> trials -> MLflow -> resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import write_spec
+from dashboards.trials import history, parent_runs, trial_runs
+
+pytestmark = pytest.mark.slow
+
+
+def _run_sweep(tmp_path, spec_path, name):
+    from contrasweep import spec, sweeps, tune
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    results = tune.run(spec.load_spec(spec_path), name, sweeps.sweeps_root(str(tmp_path / "sweeps")), uri, None)
+    return uri, results
+
+
+def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir)
+    uri, results = _run_sweep(tmp_path, spec_path, "e2e")
+    assert len(results) == 4 and not any(r.error for r in results)
+    parents = parent_runs(uri, "tests", "e2e")
+    assert len(parents) == 1
+    runs = trial_runs(uri, parents[0].info.run_id)
+    assert len(runs) == 4
+    by_trial = {r.data.tags["contrasweep.trial_id"]: r for r in runs}
+    assert set(by_trial) == {r.metrics["trial_id"] for r in results}
+    for result in results:
+        run = by_trial[result.metrics["trial_id"]]
+        assert run.info.status == "FINISHED"
+        epochs = [step for step, _ in history(uri, run.info.run_id, "val/accuracy")]
+        assert epochs == list(range(1, result.metrics["epoch"] + 1))  # one value per epoch
+        assert {"hp.lr", "hp.seed", "hp.epochs"} <= set(run.data.params)
+        from mlflow.tracking import MlflowClient
+
+        files = {f.path for f in MlflowClient(uri).list_artifacts(run.info.run_id, "best_checkpoint")}
+        assert "best_checkpoint/model.pt" in files
+    # the paper's reported setting ran first, once per seed
+    first = sorted(results, key=lambda r: r.metrics["trial_id"])
+    assert {r.config["hp"]["lr"] for r in results} == {1e-3, 1e-4}
+    assert len(first) == 4
+
+
+def test_second_sweep_hits_the_data_cache(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    from contrasweep import sweeps
+
+    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"},
+                           grid={"lr": [1.0e-3]})
+    _run_sweep(tmp_path, spec_path, "first")
+    _run_sweep(tmp_path, spec_path, "second")
+    root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
+    assert sweeps.open_existing(root, "first").meta()["cache_hit"] is False
+    assert sweeps.open_existing(root, "second").meta()["cache_hit"] is True
+
+
+def _cli(args, cwd, env, **kw):
+    return subprocess.Popen([sys.executable, "-m", "contrasweep", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
+
+
+def test_resume_after_sigkill_completes_without_duplicates(tiny_model_dir, cache_dir, tmp_path):
+    spec_path = write_spec(
+        tmp_path / "spec.yaml", tiny_model_dir,
+        data={"k": 12}, fixed={"epochs": 6}, sweep={"max_concurrent": 1, "scheduler": "none"}, encoder={"max_length": 128},
+    )
+    env = {**os.environ, "CONTRASWEEP_HOME": str(tmp_path / "sweeps"), "RAY_ADDRESS": ""}
+    env.pop("RAY_ADDRESS")
+    proc = _cli(["run", str(spec_path), "--name", "killme"], tmp_path, env)
+    state_file = tmp_path / "sweeps" / "killme" / "tracking.json"
+    finished_before: set[str] = set()
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if state_file.exists():
+            trials = json.loads(state_file.read_text())["trials"]
+            finished_before = {t for t, e in trials.items() if e.get("status") == "FINISHED"}
+            running = [e for e in trials.values() if "status" not in e and e.get("last_epoch", 0) >= 1]
+            if finished_before and running:
+                break
+    assert proc.poll() is None, "the sweep finished before it could be killed:\n" + proc.stdout.read()
+    time.sleep(3)  # let Tune persist the finished trial (TUNE_GLOBAL_CHECKPOINT_S=2)
+    finished_before = {t for t, e in json.loads(state_file.read_text())["trials"].items() if e.get("status") == "FINISHED"}
+    killed_at = time.time()
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+    listed = subprocess.run([sys.executable, "-m", "contrasweep", "list"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "killme" in listed.stdout and "running" in listed.stdout
+
+    resumed = _cli(["resume", "killme"], tmp_path, env)
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parents = parent_runs(uri, "tests", "killme")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    runs = trial_runs(uri, parents[0].info.run_id)
+    assert len(runs) == 4, [r.data.tags for r in runs]
+    assert all(r.info.status == "FINISHED" for r in runs)
+    for run in runs:
+        steps = [s for s, _ in history(uri, run.info.run_id, "val/accuracy")]
+        assert steps == list(range(1, 7)), steps  # every epoch exactly once, none lost, none twice
+        if run.data.tags["contrasweep.trial_id"] in finished_before:
+            stamps = [m.timestamp for m in __import__("mlflow").tracking.MlflowClient(uri).get_metric_history(run.info.run_id, "val/accuracy")]
+            assert max(stamps) / 1000 < killed_at  # finished trials were not rerun
+    listed = subprocess.run([sys.executable, "-m", "contrasweep", "list"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert "finished" in listed.stdout

@@ -1,0 +1,63 @@
+"""The method interface the generic loop trains (DESIGN.md, "Data flow" and "Rules").
+
+A method is an ``nn.Module`` holding the encoder and its own heads. The loop only ever calls:
+
+* ``forward(batch)`` / ``training_step(batch)`` -> ``{"loss": scalar, "loss/<part>": scalar, ...}``
+  (``forward`` delegates to ``training_step`` so DDP's gradient hooks see the call);
+* ``predict(batch)`` -> scores ``[B, C]``; the argmax is the predicted class (a method's
+  prediction rule, e.g. matching against label embeddings, lives here);
+* ``param_groups(lr, weight_decay)`` -> AdamW parameter groups (override for per-part rates);
+* ``second_stage(context)`` -> extra metrics or ``None`` (linear probe / fine-tune stages).
+
+Batches are dicts of tensors: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from contrasweep.encoder import Encoder
+from trainables.params import Param
+
+
+class Method(nn.Module):
+    name: ClassVar[str] = ""
+    # Method-specific hyperparameters, validated by the spec like the loop's own.
+    params: ClassVar[dict[str, Param]] = {}
+
+    def __init__(self, encoder: Encoder, num_labels: int, hp: dict[str, Any]):
+        super().__init__()
+        self.encoder = encoder
+        self.num_labels = num_labels
+        self.hp = {k: hp.get(k, p.default) for k, p in self.params.items()}
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return self.training_step(batch)
+
+    def encode(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.encoder(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+
+    def training_step(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def predict(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def param_groups(self, lr: float, weight_decay: float) -> list[dict]:
+        """AdamW groups: no weight decay on biases and LayerNorm weights (BERT convention)."""
+        decay, no_decay = [], []
+        for name, param in self.named_parameters():
+            if not param.requires_grad:
+                continue
+            (no_decay if param.ndim < 2 or "LayerNorm" in name or "norm" in name.lower() else decay).append(param)
+        return [
+            {"params": decay, "lr": lr, "weight_decay": weight_decay},
+            {"params": no_decay, "lr": lr, "weight_decay": 0.0},
+        ]
+
+    def second_stage(self, context: Any) -> dict[str, float] | None:
+        return None

@@ -1,0 +1,222 @@
+"""The generic training loop (DESIGN.md, "trainables.loop"): one loop for every method.
+
+AdamW with a linear schedule and warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps),
+gradient clipping, evaluation on the validation split every epoch, test metrics of the best
+validation epoch, one checkpoint per epoch (Tune keeps the best and the latest), seeded.
+
+The loop never branches on a method's name: it builds the method from the registry and calls
+only the interface of ``trainables.base.Method``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from contextlib import nullcontext
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from contrasweep.encoder import load_encoder
+from trainables.batches import eval_batches, to_device, train_batches
+from trainables.metrics import classification_metrics
+from trainables.params import LOOP_PARAMS
+from trainables.registry import get_method
+
+MODEL_FILE = "model.pt"
+STATE_FILE = "train_state.pt"
+META_FILE = "meta.json"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def build_method(config: dict[str, Any], num_labels: int):
+    """Encoder + method heads, from the trial config (also used to reload a checkpoint)."""
+    encoder_cfg = config.get("encoder", {})
+    encoder = load_encoder(encoder_cfg.get("name", "default"), encoder_cfg.get("pooling", "mean"))
+    return get_method(config["method"])(encoder, num_labels, config["hp"])
+
+
+def hp_value(config: dict[str, Any], key: str):
+    return config["hp"].get(key, LOOP_PARAMS[key].default)
+
+
+def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, float]:
+    """Train one trial. ``data``: {"tables": {split: pyarrow.Table}, "num_labels": int}.
+
+    ``config``: {"method", "encoder": {name, pooling}, "hp": {...}, "metric", "mode"}.
+    Returns the final metrics (also reported every epoch through ``session``).
+    """
+    hp = lambda key: hp_value(config, key)  # noqa: E731
+    torch.set_num_threads(hp("torch_threads"))
+    seed_everything(hp("seed"))
+    tables, num_labels = data["tables"], data["num_labels"]
+    method = build_method(config, num_labels)
+    model = session.wrap_model(method)
+    device = session.device
+
+    steps_per_epoch = math.ceil(tables["train"].num_rows / hp("batch_size"))
+    total_steps = steps_per_epoch * hp("epochs")
+    optimizer = torch.optim.AdamW(method.param_groups(hp("lr"), hp("weight_decay")), lr=hp("lr"), eps=hp("adam_eps"))
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(hp("warmup_ratio") * total_steps), total_steps)
+    use_amp = bool(hp("amp")) and device.type == "cuda"
+    scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+
+    tracker = BestTracker(config.get("metric", "val/accuracy"), config.get("mode", "max"))
+    start_epoch = 1
+    resume_dir = session.latest_checkpoint()
+    if resume_dir:
+        start_epoch = restore_checkpoint(resume_dir, method, optimizer, scheduler, scaler, tracker) + 1
+
+    metrics: dict[str, float] = dict(tracker.best_metrics)
+    for epoch in range(start_epoch, hp("epochs") + 1):
+        started = time.perf_counter()
+        model.train()
+        sums: dict[str, float] = {}
+        steps = 0
+        for batch in train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size):
+            batch = to_device(batch, device)
+            autocast = torch.autocast("cuda", dtype=torch.float16) if use_amp else nullcontext()
+            with autocast:
+                out = model(batch)
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(out["loss"]).backward()
+            if hp("max_grad_norm") > 0:
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(method.parameters(), hp("max_grad_norm"))
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            for key, value in out.items():
+                if torch.is_tensor(value) and value.numel() == 1:
+                    sums[key] = sums.get(key, 0.0) + float(value.detach())
+            steps += 1
+        metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0]}
+        metrics.update({f"train/{k}": v / max(steps, 1) for k, v in sums.items()})
+        metrics.update(prefixed("val", evaluate(method, tables["validation"], num_labels, hp("eval_batch_size"), session)))
+        improved = tracker.update(metrics)
+        if improved and "test" in tables:
+            tracker.best_metrics.update(prefixed("test", evaluate(method, tables["test"], num_labels, hp("eval_batch_size"), session)))
+        metrics.update(tracker.best_metrics)
+        metrics["time/epoch_s"] = time.perf_counter() - started
+        report_epoch(session, metrics, method, optimizer, scheduler, scaler, tracker, epoch, config)
+    return metrics
+
+
+def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
+    return {f"{prefix}/{k}": v for k, v in metrics.items()}
+
+
+@torch.no_grad()
+def evaluate(method, table, num_labels: int, batch_size: int, session) -> dict[str, float]:
+    """Metrics of ``method.predict`` on a split; with DDP each rank scores a strided share and
+    the shares are gathered, so every rank computes the same numbers over the whole split."""
+    method.eval()
+    rows, preds, labels = [], [], []
+    for idx, batch in eval_batches(table, batch_size, session.rank, session.world_size):
+        batch = to_device(batch, session.device)
+        preds.append(method.predict(batch).argmax(-1).cpu().numpy())
+        labels.append(batch["labels"].cpu().numpy())
+        rows.append(idx)
+    local = [np.concatenate(x) if x else np.zeros(0, dtype=np.int64) for x in (rows, preds, labels)]
+    gathered = session.all_gather(local)
+    order_rows = np.concatenate([g[0] for g in gathered])
+    _, first = np.unique(order_rows, return_index=True)
+    y_pred = np.concatenate([g[1] for g in gathered])[first]
+    y_true = np.concatenate([g[2] for g in gathered])[first]
+    method.train()
+    return classification_metrics(y_true, y_pred, num_labels)
+
+
+class BestTracker:
+    """Best value of the objective so far and the metrics (val + test) of that epoch."""
+
+    def __init__(self, metric: str, mode: str):
+        self.metric, self.mode = metric, mode
+        self.best_value: float | None = None
+        self.best_metrics: dict[str, float] = {}
+
+    def update(self, metrics: dict[str, float]) -> bool:
+        value = metrics.get(self.metric)
+        if value is None:
+            return False
+        better = self.best_value is None or (value > self.best_value if self.mode == "max" else value < self.best_value)
+        if better:
+            self.best_value = value
+            self.best_metrics = {f"best/{k}": v for k, v in metrics.items() if k.startswith("val/")}
+            self.best_metrics["best/epoch"] = metrics["epoch"]
+        return better
+
+    def state(self) -> dict:
+        return {"best_value": self.best_value, "best_metrics": self.best_metrics}
+
+    def load(self, state: dict) -> None:
+        self.best_value, self.best_metrics = state["best_value"], dict(state["best_metrics"])
+
+
+def report_epoch(session, metrics, method, optimizer, scheduler, scaler, tracker, epoch, config) -> None:
+    """Write this epoch's checkpoint (rank 0) and report; the temporary copy is removed after
+    Ray has persisted it."""
+    tmp = None
+    if session.rank == 0:
+        tmp = tempfile.mkdtemp(prefix="contrasweep-epoch-")
+        save_checkpoint(tmp, method, optimizer, scheduler, scaler, tracker, epoch, config, metrics)
+    try:
+        session.report(metrics, tmp)
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def save_checkpoint(directory, method, optimizer, scheduler, scaler, tracker, epoch, config, metrics) -> None:
+    torch.save(method.state_dict(), os.path.join(directory, MODEL_FILE))
+    torch.save(
+        {
+            "epoch": epoch,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "scaler": scaler.state_dict(),
+            "tracker": tracker.state(),
+            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
+        },
+        os.path.join(directory, STATE_FILE),
+    )
+    with open(os.path.join(directory, META_FILE), "w") as fh:
+        json.dump({"epoch": epoch, "config": config, "metrics": metrics}, fh, default=str)
+
+
+def restore_checkpoint(directory, method, optimizer, scheduler, scaler, tracker) -> int:
+    """Load model + optimiser state; return the epoch the checkpoint ended."""
+    method.load_state_dict(torch.load(os.path.join(directory, MODEL_FILE), map_location="cpu"))
+    state = torch.load(os.path.join(directory, STATE_FILE), map_location="cpu", weights_only=False)
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
+    tracker.load(state["tracker"])
+    torch.set_rng_state(state["rng"]["torch"])
+    np.random.set_state(state["rng"]["numpy"])
+    random.setstate(state["rng"]["python"])
+    return int(state["epoch"])
+
+
+def load_trained(directory: str, num_labels: int | None = None):
+    """Rebuild a trained method from a checkpoint directory (for reports and users)."""
+    with open(os.path.join(directory, META_FILE)) as fh:
+        meta = json.load(fh)
+    state = torch.load(os.path.join(directory, MODEL_FILE), map_location="cpu")
+    if num_labels is None:
+        num_labels = int(meta["config"].get("num_labels", 0)) or None
+    method = build_method(meta["config"], num_labels)
+    method.load_state_dict(state)
+    return method.eval()

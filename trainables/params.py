@@ -1,0 +1,100 @@
+"""Hyperparameter declarations: every number a user can set is validated where it enters
+(the spec), with the allowed range in the message (DESIGN.md, Rules of the spine).
+
+The loop declares its own (``LOOP_PARAMS``); each method declares its own on its class.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from contrasweep.errors import SpecError
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: str  # "float" | "int" | "bool" | "str"
+    default: Any
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False  # (low, high] instead of [low, high]
+    high_open: bool = False
+    choices: tuple | None = None
+    help: str = ""
+
+    def allowed(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind == "bool":
+            return "true or false"
+        lo = "(" if self.low_open else "["
+        hi = ")" if self.high_open else "]"
+        low = "-inf" if self.low is None else f"{self.low:g}"
+        high = "inf" if self.high is None else f"{self.high:g}"
+        return f"a{'n integer' if self.kind == 'int' else ' number'} in {lo}{low}, {high}{hi}"
+
+    def coerce(self, name: str, value: Any) -> Any:
+        """Return the value converted to this parameter's kind, or raise SpecError."""
+        bad = SpecError(f"{name}={value!r} is not allowed; allowed: {self.allowed()}")
+        if self.kind == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                return value.lower() == "true"
+            raise bad
+        if self.kind == "str":
+            if not isinstance(value, str) or (self.choices and value not in self.choices):
+                raise bad
+            return value
+        number = _to_number(value)
+        if number is None or not math.isfinite(number):
+            raise bad
+        if self.kind == "int":
+            if float(number) != int(number):
+                raise bad
+            number = int(number)
+        else:
+            number = float(number)
+        if self.choices is not None and number not in self.choices:
+            raise bad
+        if self.low is not None and (number < self.low or (self.low_open and number == self.low)):
+            raise bad
+        if self.high is not None and (number > self.high or (self.high_open and number == self.high)):
+            raise bad
+        return number
+
+
+def _to_number(value: Any) -> float | int | None:
+    # PyYAML reads `1e-5` (no decimal point) as a string: coerce it here (DESIGN.md, YAML).
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            try:
+                return float(value)
+            except ValueError:
+                return None
+    return None
+
+
+# The generic loop's hyperparameters. Defaults follow LaCon Sec. 3.1 (the setup CE and the
+# contrastive methods share): AdamW, linear schedule, 6 % warm-up, 10 epochs.
+LOOP_PARAMS: dict[str, Param] = {
+    "lr": Param("float", 2.0e-5, 0.0, 1.0, low_open=True, help="AdamW learning rate"),
+    "batch_size": Param("int", 32, 1, 65536, help="global batch size (split across workers)"),
+    "eval_batch_size": Param("int", 128, 1, 65536),
+    "epochs": Param("int", 10, 1, 10000),
+    "warmup_ratio": Param("float", 0.06, 0.0, 1.0, high_open=True),
+    "weight_decay": Param("float", 0.01, 0.0, 10.0),
+    "max_grad_norm": Param("float", 1.0, 0.0, 1.0e6, help="0 disables clipping"),
+    "adam_eps": Param("float", 1.0e-8, 0.0, 1.0, low_open=True),
+    "seed": Param("int", 0, 0, 2**31 - 1),
+    "amp": Param("bool", False, help="mixed precision on GPU (ignored on CPU)"),
+    "torch_threads": Param("int", 1, 1, 1024, help="torch intra-op threads per worker"),
+}

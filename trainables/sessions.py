@@ -1,0 +1,105 @@
+"""Where the loop runs: the loop talks to a session, never to Ray directly.
+
+* ``LocalSession``  — plain Python (unit tests, debugging): reports go to a list.
+* ``TuneSession``   — a one-worker trial run inside the Tune trial process.
+* ``TrainSession``  — one rank of a Ray Train ``TorchTrainer`` (DDP, gloo on CPU / nccl on GPU).
+
+Only rank 0 writes checkpoints; every rank calls ``report`` (Train's report is a barrier).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from typing import Any
+
+import torch
+
+
+class LocalSession:
+    rank = 0
+    world_size = 1
+
+    def __init__(self, checkpoint_root: str | None = None, resume_from: str | None = None, use_gpu: bool = False):
+        self.reports: list[dict[str, Any]] = []
+        self.checkpoints: list[str] = []
+        self._root = checkpoint_root or tempfile.mkdtemp(prefix="contrasweep-ckpt-")
+        self._resume_from = resume_from
+        self.device = torch.device("cuda" if use_gpu and torch.cuda.is_available() else "cpu")
+
+    def latest_checkpoint(self) -> str | None:
+        return self._resume_from
+
+    def report(self, metrics: dict, checkpoint_dir: str | None) -> None:
+        self.reports.append(dict(metrics))
+        if checkpoint_dir is not None:
+            kept = os.path.join(self._root, f"epoch_{metrics.get('epoch', len(self.reports))}")
+            shutil.copytree(checkpoint_dir, kept, dirs_exist_ok=True)
+            self.checkpoints.append(kept)
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        return model.to(self.device)
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        return [obj]
+
+
+class TuneSession(LocalSession):
+    """The trial process itself runs the loop (no Train worker group: ~1 s start-up, not ~30 s)."""
+
+    def __init__(self, use_gpu: bool = False):
+        super().__init__(use_gpu=use_gpu)
+
+    def latest_checkpoint(self) -> str | None:
+        from ray import tune
+
+        ckpt = tune.get_checkpoint()
+        return ckpt.to_directory() if ckpt else None
+
+    def report(self, metrics: dict, checkpoint_dir: str | None) -> None:
+        from ray import tune
+
+        checkpoint = tune.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
+        tune.report(metrics, checkpoint=checkpoint)
+
+
+class TrainSession:
+    """One Ray Train worker; ``prepare_model`` picks the device and wraps in DDP."""
+
+    def __init__(self):
+        import ray.train
+
+        context = ray.train.get_context()
+        self.rank = context.get_world_rank()
+        self.world_size = context.get_world_size()
+        from ray.train.torch import get_device
+
+        self.device = get_device()
+
+    def latest_checkpoint(self) -> str | None:
+        import ray.train
+
+        ckpt = ray.train.get_checkpoint()
+        return ckpt.to_directory() if ckpt else None
+
+    def report(self, metrics: dict, checkpoint_dir: str | None) -> None:
+        import ray.train
+
+        checkpoint = None
+        if checkpoint_dir is not None and self.rank == 0:
+            checkpoint = ray.train.Checkpoint.from_directory(checkpoint_dir)
+        ray.train.report(metrics, checkpoint=checkpoint)
+
+    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        from ray.train.torch import prepare_model
+
+        # find_unused_parameters: a method may leave a head unused in some steps (ablations).
+        return prepare_model(model, parallel_strategy_kwargs={"find_unused_parameters": True})
+
+    def all_gather(self, obj: Any) -> list[Any]:
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
