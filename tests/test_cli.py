@@ -38,7 +38,7 @@ def test_bad_override_value(tmp_path, tiny_model_dir):
 def test_bad_data_column(tmp_path, tiny_model_dir):
     csv = tmp_path / "d.csv"
     csv.write_text("sentence,label\nhello,a\nworld,b\n")
-    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, data={"source": str(csv), "protocol": "full"})
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, data={"source": str(csv), "protocol": "full", "k": None})
     proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw"), "CONTRASWEEP_CACHE": str(tmp_path / "c")})
     assert_user_error(proc, "text")
 

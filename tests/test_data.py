@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from contrasweep.data import DataConfig, PreparedData, collate_numpy, load_splits, prepare
-from contrasweep.data.cache import write_entry, read_marker
+from contrasweep.data.cache import read_marker, write_entry
 from contrasweep.data.protocols import max_per_class
 from contrasweep.data.sources import open_source
 from contrasweep.errors import DataError
@@ -97,6 +97,7 @@ def test_config_defaults_are_normalised(toy_csv):
         ({"protocol": "imbalance", "rho": 0.5}, ["data.rho must be a number >= 1, got 0.5"]),
         ({"protocol": "imbalance", "rho": "many"}, ["data.rho must be a number >= 1"]),
         ({"k": 5}, ["data.k only applies to protocol 'few_shot'"]),
+        ({"seed": -1}, ["data.seed must be an integer in [0, 4294967295], got -1"]),
         ({"test_fraction": 1.5}, ["data.test_fraction must be a number in (0, 1)"]),
         ({"validation_fraction": 0.5, "test_fraction": 0.5}, ["allowed: a sum below 1"]),
         ({"protocol": "num_classes", "num_classes": 2, "classes": ["a", "b"]}, ["exclusive"]),
@@ -283,7 +284,8 @@ def test_json_array_and_unlabelled_rows(run, tmp_path):
 def test_hub_classlabel_unlabelled_test_is_carved_from_train(run, monkeypatch):
     import datasets
 
-    features = datasets.Features({"sentence": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])})
+    label = datasets.ClassLabel(names=["neg", "pos"])
+    features = datasets.Features({"sentence": datasets.Value("string"), "label": label})
 
     def fake_load_dataset(name, config=None, **kwargs):
         assert (name, config) == ("glue", "sst2")

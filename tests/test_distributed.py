@@ -1,5 +1,6 @@
 """The TorchTrainer path (Ray Train, 2 CPU workers, DDP over gloo) reports the same metric
-keys as the in-process path, through the same generic loop."""
+keys as the in-process path, through the same generic loop. Each worker asks for 0.9 CPU: 2 workers + the trial's own
+0.01 CPU must fit the 2 CPUs of this machine."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_torchtrainer_path_reports_same_metric_keys(ray_session, tiny_model_dir,
     common = dict(fixed={"epochs": 2}, grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none"})
     local_spec = write_spec(tmp_path / "local.yaml", tiny_model_dir, **common)
     _, local = _run_sweep(tmp_path, local_spec, "local")
-    ddp_spec = write_spec(tmp_path / "ddp.yaml", tiny_model_dir, **{**common, "sweep": {**common["sweep"], "resources": {"cpu": 1, "workers": 2}}})
+    ddp_spec = write_spec(tmp_path / "ddp.yaml", tiny_model_dir, **{**common, "sweep": {**common["sweep"], "resources": {"cpu": 0.9, "workers": 2}}})
     _, ddp = _run_sweep(tmp_path, ddp_spec, "ddp")
     assert not local[0].error and not ddp[0].error, (local[0].error, ddp[0].error)
     local_keys = {k for k in local[0].metrics if "/" in k} - IGNORED

@@ -69,8 +69,6 @@ def cmd_run(args) -> int:
     name = args.name or sweeps.default_name(sweep.name or args.spec)
     from contrasweep.tune import run
 
-    print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} "
-          f"scheduler={sweep.scheduler} seeds={sweep.seeds}", file=sys.stderr, flush=True)
     results = run(sweep, name, sweeps.sweeps_root(args.root), args.tracking_uri, args.address)
     return _summary(results, sweep.metric[0], sweep.mode[0], name)
 

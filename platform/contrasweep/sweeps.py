@@ -64,12 +64,16 @@ class SweepDir:
         return yaml.safe_load(self.spec_file.read_text())
 
 
-def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
-    sweep = SweepDir(root / name)
-    if sweep.path.exists():
+def ensure_new(root: Path, name: str) -> None:
+    if (root / name).exists():
         raise UserError(
             f"sweep {name!r} already exists in {root}; allowed: `contrasweep resume {name}` or a new --name"
         )
+
+
+def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
+    ensure_new(root, name)
+    sweep = SweepDir(root / name)
     sweep.path.mkdir(parents=True)
     sweep.spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
     sweep.update_meta(name=name, created=time.strftime("%Y-%m-%dT%H:%M:%S"), status="running", **meta)

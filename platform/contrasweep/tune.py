@@ -51,15 +51,42 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     )
 
 
-def put_data(sweep: Sweep):
-    """Tokenise once (content-hashed cache), then one copy in the object store for all trials."""
+def check_resources(sweep: Sweep, local: bool) -> None:
+    """Fail fast, with the numbers, when one trial cannot fit the local Ray (otherwise Ray
+    Train waits for workers that can never start)."""
     import ray
 
-    from contrasweep.data import DataConfig, load_splits, prepare
+    if not local:
+        return  # a cluster may autoscale: let Ray decide
+    res = sweep.resources
+    have = ray.cluster_resources()
+    need_cpu = res["workers"] * res["cpu"] + (0.01 if sweep.distributed else 0.0)
+    need_gpu = res["workers"] * res["gpu"]
+    if need_cpu > have.get("CPU", 0) + 1e-9 or need_gpu > have.get("GPU", 0) + 1e-9:
+        raise UserError(
+            f"sweep.resources needs {need_cpu:g} CPU and {need_gpu:g} GPU per trial "
+            f"(workers={res['workers']} x cpu={res['cpu']:g}, gpu={res['gpu']:g}"
+            f"{' + 0.01 CPU for the trial itself' if sweep.distributed else ''}) but this Ray has "
+            f"{have.get('CPU', 0):g} CPU and {have.get('GPU', 0):g} GPU; allowed: workers x cpu within those"
+        )
 
-    prepared = prepare(DataConfig.from_dict(sweep.data), tokenizer=sweep.encoder["name"], max_length=sweep.encoder["max_length"])
+
+def prepare_data(sweep: Sweep):
+    """Tokenise once into the content-hashed cache (no Ray needed: bad data fails before any
+    process starts or any sweep folder is made)."""
+    from contrasweep.data import DataConfig, prepare
+
+    return prepare(DataConfig.from_dict(sweep.data), tokenizer=sweep.encoder["name"], max_length=sweep.encoder["max_length"])
+
+
+def put_data(prepared):
+    """One copy of the tokenised splits in the object store, shared by every trial."""
+    import ray
+
+    from contrasweep.data import load_splits
+
     payload = {"tables": load_splits(prepared.path), "num_labels": prepared.num_labels, "label_names": prepared.label_names}
-    return prepared, ray.put(payload)
+    return ray.put(payload)
 
 
 def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, num_labels: int) -> dict[str, Any]:
@@ -213,9 +240,14 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
 
     tracking_uri = tracking_uri or default_tracking_uri()
     torch_threads_env()
-    sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri})
+    sweeps.ensure_new(root, name)  # before any work
+    prepared = prepare_data(sweep)
     init_ray(address)
-    prepared, ref = put_data(sweep)
+    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
+    sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri})
+    print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
+          f"seeds={sweep.seeds} data={prepared.stats} (cache {'hit' if prepared.cache_hit else 'written'})", file=sys.stderr, flush=True)
+    ref = put_data(prepared)
     sweep_dir.update_meta(data_key=prepared.key, cache_hit=prepared.cache_hit)
     static = static_config(sweep, sweep_dir, prepared.num_labels)
     tuner = tune.Tuner(
@@ -240,8 +272,9 @@ def resume(name: str, root: Path, address: str | None):
         raise UserError(f"sweep {name!r} has no saved Tune state in {sweep_dir.tune_dir}; allowed: start it again with `contrasweep run`")
     sweep = validate(sweep_dir.spec())
     torch_threads_env()
+    prepared = prepare_data(sweep)
     init_ray(address)
-    prepared, ref = put_data(sweep)
+    ref = put_data(prepared)
     static = static_config(sweep, sweep_dir, prepared.num_labels)
     tuner = tune.Tuner.restore(
         str(sweep_dir.tune_dir), trainable=make_trainable(static, ref), resume_unfinished=True, resume_errored=True

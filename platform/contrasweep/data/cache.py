@@ -25,7 +25,8 @@ MARKER = "contrasweep.json"
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """The argument, else ``$CONTRASWEEP_CACHE``, else ``~/.cache/contrasweep``."""
     root = cache_dir or os.environ.get("CONTRASWEEP_CACHE") or "~/.cache/contrasweep"
-    return Path(root).expanduser()
+    # Absolute: trials change their working directory and still open PreparedData.path.
+    return Path(os.path.abspath(Path(root).expanduser()))
 
 
 def cache_key(source_fingerprint: str, config: dict, tokenizer: str, max_length: int) -> str:

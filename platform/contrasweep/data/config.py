@@ -7,6 +7,7 @@ names the key, the bad value and what is allowed (DESIGN.md, "Rules of the spine
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
@@ -17,6 +18,7 @@ BUNDLED = ("bbc_news", "tweet_sentiment")
 FILE_SUFFIXES = (".csv", ".jsonl", ".json", ".parquet")
 SPLITS = ("train", "validation", "test")
 HUB_PREFIX = "hub:"
+MAX_SEED = 2**32 - 1  # numpy's RandomState accepts seeds up to this
 
 # Keys every protocol accepts, then the keys only one protocol accepts.
 COMMON_KEYS = (
@@ -74,9 +76,9 @@ class DataConfig:
         protocol = d.get("protocol", "full")
         if protocol not in PROTOCOLS:
             raise DataError(f"data.protocol {protocol!r} is not allowed; allowed: {', '.join(PROTOCOLS)}")
-        for key in d:
+        for key, value in d.items():
             owner = _owner(key)
-            if owner is not None and owner != protocol:
+            if owner is not None and owner != protocol and value is not None:
                 raise DataError(f"data.{key} only applies to protocol {owner!r} (protocol is {protocol!r})")
         values = {"source": normalize_source(d["source"]), "protocol": protocol}
         values.update(_common(d))
@@ -159,10 +161,10 @@ def _common(d: Mapping[str, Any]) -> dict[str, Any]:
         "text": _column(d, "text", "text"),
         "text_pair": _column(d, "text_pair", None),
         "label": _column(d, "label", "label"),
-        "split_seed": _int(d, "split_seed", 0, lo=0),
+        "split_seed": _int(d, "split_seed", 0, lo=0, hi=MAX_SEED),
         "validation_fraction": _fraction(d, "validation_fraction", 0.1),
         "test_fraction": _fraction(d, "test_fraction", 0.2),
-        "seed": _int(d, "seed", 0, lo=0),
+        "seed": _int(d, "seed", 0, lo=0, hi=MAX_SEED),
     }
     if out["validation_fraction"] + out["test_fraction"] >= 1.0:
         raise DataError(
@@ -181,7 +183,9 @@ def _parse_max_per_class(d):
 
 def _parse_few_shot(d):
     if d.get("k") is None:
-        raise DataError("data.k is required for protocol 'few_shot'; allowed: an integer >= 1 (LaCon Sec. 4.1 uses 10, 20, 50, 100)")
+        raise DataError(
+            "data.k is required for protocol 'few_shot'; allowed: an integer >= 1 (LaCon Sec. 4.1 uses 10, 20, 50, 100)"
+        )
     return {"k": _int(d, "k", None, lo=1)}
 
 
@@ -197,7 +201,9 @@ def _parse_num_classes(d):
     if d.get("num_classes") is not None and d.get("classes") is not None:
         raise DataError("data.num_classes and data.classes are exclusive; allowed: give one of them")
     if d.get("num_classes") is None and d.get("classes") is None:
-        raise DataError("protocol 'num_classes' needs data.num_classes (an integer >= 2) or data.classes (a list of label names)")
+        raise DataError(
+            "protocol 'num_classes' needs data.num_classes (an integer >= 2) or data.classes (a list of label names)"
+        )
     classes = _names(d, "classes")
     if classes is not None and len(classes) < 2:
         raise DataError(f"data.classes {list(classes)} is not allowed; allowed: at least 2 distinct label names")
@@ -226,13 +232,15 @@ def _column(d, key, default):
     return value
 
 
-def _int(d, key, default, lo):
+def _int(d, key, default, lo, hi=None):
     value = d.get(key, default)
     if value is None:
         return default
     parsed = _as_number(value)
-    if parsed is None or not float(parsed).is_integer() or parsed < lo:
-        raise DataError(f"data.{key} must be an integer >= {lo}, got {value!r}")
+    integral = parsed is not None and math.isfinite(parsed) and float(parsed).is_integer()
+    if not integral or parsed < lo or (hi is not None and parsed > hi):
+        allowed = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise DataError(f"data.{key} must be an integer {allowed}, got {value!r}")
     return int(parsed)
 
 
@@ -256,13 +264,14 @@ def _as_number(value) -> float | None:
     # Strings are accepted because PyYAML reads `1e-5`-style floats as strings (DESIGN.md).
     if isinstance(value, bool):
         return None
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):  # int, float and numpy scalars
         return value
     if isinstance(value, str):
-        try:
-            return float(value) if not value.strip().lstrip("-").isdigit() else int(value)
-        except ValueError:
-            return None
+        for parse in (int, float):
+            try:
+                return parse(value)
+            except ValueError:
+                pass
     return None
 
 

@@ -90,7 +90,8 @@ def split_stats(splits: dict[str, pa.Table], names: list[str]) -> dict:
     out = {}
     for split in SPLITS:
         counts = np.bincount(labels_of(splits[split]), minlength=len(names))
-        out[split] = {"n": int(splits[split].num_rows), "per_class": {n: int(c) for n, c in zip(names, counts)}}
+        per_class = {name: int(c) for name, c in zip(names, counts, strict=True)}
+        out[split] = {"n": int(splits[split].num_rows), "per_class": per_class}
     return out
 
 

@@ -37,7 +37,8 @@ def max_per_class(splits: Splits, names: list[str], cfg: DataConfig):
 
 def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
     """``few_shot``: ``k`` training rows per class, and a validation set of another ``k`` per
-    class drawn from the same pool, disjoint from the training sample; test unchanged.
+    class drawn from the same training pool, disjoint from the training sample (it replaces
+    the source's validation split); test unchanged.
     LaCon Sec. 4.1: "sampling 20 samples for each class to form training set. We also held
     out the same amount of samples for validation set but keep the whole test set
     unchanged" (k in {10, 20, 50, 100} for Fig. 2)."""
@@ -87,7 +88,9 @@ def num_classes(splits: Splits, names: list[str], cfg: DataConfig):
         _check_names(cfg.classes, names, "classes")
         kept = [c for c, name in enumerate(names) if name in cfg.classes]
     elif cfg.num_classes > len(names):
-        raise DataError(f"data.num_classes={cfg.num_classes} but the source has {len(names)} classes; allowed: 2..{len(names)}")
+        raise DataError(
+            f"data.num_classes={cfg.num_classes} but the source has {len(names)} classes; allowed: 2..{len(names)}"
+        )
     else:
         kept = list(range(cfg.num_classes))
     remap = np.full(len(names), -1, dtype=np.int64)

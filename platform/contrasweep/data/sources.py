@@ -171,16 +171,16 @@ def normalize(tables: dict[str, pa.Table], cfg: DataConfig, where: str, class_na
     if class_names is None:
         picked, class_names = _encode_labels(picked)
     else:
-        picked = {s: t.set_column(t.schema.get_field_index("label"), "label", t["label"].cast(pa.int64())) for s, t in picked.items()}
+        picked = {s: _set_label(t, t["label"].cast(pa.int64())) for s, t in picked.items()}
     if len(class_names) < 2:
-        raise DataError(f"{where}: column {cfg.label!r} has {len(class_names)} class(es) {class_names}; allowed: at least 2")
+        raise DataError(
+            f"{where}: column {cfg.label!r} has {len(class_names)} class(es) {class_names}; allowed: at least 2"
+        )
     return RawData(picked, [str(n) for n in class_names])
 
 
 def _pick_columns(table: pa.Table, cfg: DataConfig, where: str) -> pa.Table:
-    wanted = {"text": cfg.text, "label": cfg.label}
-    if cfg.text_pair:
-        wanted = {"text": cfg.text, "text_pair": cfg.text_pair, "label": cfg.label}
+    wanted = {"text": cfg.text, **({"text_pair": cfg.text_pair} if cfg.text_pair else {}), "label": cfg.label}
     for column in wanted.values():
         if column not in table.column_names:
             raise DataError(
@@ -225,9 +225,12 @@ def _encode_labels(tables: dict[str, pa.Table]):
     value_set = pa.array(values, type=value_type)
     out = {}
     for split, table in tables.items():
-        encoded = pc.index_in(columns[split], value_set=value_set).cast(pa.int64())
-        out[split] = table.set_column(table.schema.get_field_index("label"), "label", encoded)
+        out[split] = _set_label(table, pc.index_in(columns[split], value_set=value_set).cast(pa.int64()))
     return out, [str(v) for v in values]
+
+
+def _set_label(table: pa.Table, labels) -> pa.Table:
+    return table.set_column(table.schema.get_field_index("label"), "label", labels)
 
 
 def _as_int(column: pa.ChunkedArray) -> pa.ChunkedArray:

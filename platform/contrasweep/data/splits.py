@@ -65,7 +65,7 @@ def make_splits(raw: RawData, cfg: DataConfig) -> dict[str, pa.Table]:
     fractions = [cfg.validation_fraction if s == "validation" else cfg.test_fraction for s in missing]
     train = splits["train"]
     rest, *carved = stratified_split(labels_of(train), fractions, cfg.split_seed)
-    for split, indices in zip(missing, carved):
+    for split, indices in zip(missing, carved, strict=True):
         splits[split] = take(train, indices)
     splits["train"] = take(train, rest)
     return splits

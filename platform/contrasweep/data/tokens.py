@@ -19,12 +19,13 @@ def tokenizer_identity(name: str | None) -> str:
 
     A local directory (``default`` resolves to one) is identified by its files' content
     only, so the same tokenizer at two paths shares the cache. A hub name is identified by
-    the name plus whichever of its files are already in the local Hugging Face cache.
+    the name plus whichever of its files are already in the local Hugging Face cache. The
+    ``tokenizers``/``transformers`` versions are included: an upgrade may change the ids.
     """
     from contrasweep.encoder import resolve_model_path
 
     path = resolve_model_path(name)
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(_versions().encode())
     if os.path.isdir(path):
         files = [(f, os.path.join(path, f)) for f in TOKENIZER_FILES]
     else:
@@ -36,6 +37,18 @@ def tokenizer_identity(name: str | None) -> str:
             with open(fpath, "rb") as handle:
                 digest.update(handle.read())
     return digest.hexdigest()
+
+
+def _versions() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for package in ("tokenizers", "transformers"):
+        try:
+            found.append(f"{package}=={version(package)}")
+        except PackageNotFoundError:  # pragma: no cover - both are dependencies
+            found.append(f"{package}==?")
+    return ",".join(found)
 
 
 def _hub_cached(repo: str, filename: str) -> str | None:
@@ -71,7 +84,8 @@ def tokenize_splits(splits: dict[str, pa.Table], tokenizer, max_length: int, is_
     for split, table in splits.items():
         out[split] = Dataset(table).map(
             encode, batched=True, batch_size=1000, remove_columns=table.column_names, features=features,
-            keep_in_memory=True, num_proc=1, desc=f"tokenise {split}",
+            # num_proc=None runs in this process; datasets 5 forks a worker pool even for num_proc=1.
+            keep_in_memory=True, num_proc=None, desc=f"tokenise {split}",
             # A fixed fingerprint: hashing the closure (it holds the tokenizer) is slow and noisy.
             new_fingerprint=hashlib.sha256(f"{fingerprint}:{split}".encode()).hexdigest()[:16],
         )
