@@ -62,3 +62,31 @@ def test_list_empty(tmp_path):
 def test_help(tmp_path, argv):
     proc = run_cli(*argv, cwd=tmp_path)
     assert proc.returncode == 0 and "usage" in proc.stdout
+
+
+def test_ui_serves_on_localhost(tmp_path):
+    import os
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "ui", "--port", str(port)], cwd=tmp_path,
+                            env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                    assert resp.status == 200
+                    break
+            except OSError:
+                assert time.time() < deadline and proc.poll() is None, "MLflow UI did not come up"
+                time.sleep(1)
+    finally:
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)

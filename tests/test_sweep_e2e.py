@@ -117,3 +117,40 @@ def test_resume_after_sigkill_completes_without_duplicates(tiny_model_dir, cache
             assert max(stamps) / 1000 < killed_at  # finished trials were not rerun
     listed = subprocess.run([sys.executable, "-m", "contrasweep", "list"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert "finished" in listed.stdout
+
+
+def test_optuna_multi_objective_with_seeds_evaluates_reported_first(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    import optuna
+
+    spec_path = write_spec(
+        tmp_path / "spec.yaml", tiny_model_dir, grid=None, reported={"lr": 1.0e-3},
+        search={"lr": {"loguniform": [1.0e-4, 1.0e-2]}, "batch_size": {"choice": [4, 8]}},
+        fixed={"epochs": 2}, sweep={"searcher": "optuna", "num_samples": 2, "max_concurrent": 2,
+                                    "metric": ["val/accuracy", "val/macro_f1"], "mode": ["max", "max"]},
+    )
+    uri, results = _run_sweep(tmp_path, spec_path, "moo")
+    assert len(results) == 4 and not any(r.error for r in results)  # 2 suggestions × 2 seeds
+    parent = parent_runs(uri, "tests", "moo")[0]
+    runs = trial_runs(uri, parent.info.run_id)
+    assert len(runs) == 4
+    params = sorted((float(r.data.params["hp.lr"]), int(r.data.params["hp.seed"])) for r in runs)
+    assert [p for p in params if p[0] == 1e-3] == [(1e-3, 0), (1e-3, 1)]  # the reported point, once per seed
+    study = optuna.load_study(study_name="moo", storage=f"sqlite:///{tmp_path / 'sweeps' / 'moo' / 'optuna.db'}")
+    assert len(study.directions) == 2  # multi-objective: NSGA-II over both metrics
+    assert study.trials[0].params["lr"] == 1e-3
+    assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) == 2
+
+
+def test_random_searcher_and_checkpoint_retention(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    spec_path = write_spec(
+        tmp_path / "spec.yaml", tiny_model_dir, grid=None, reported={},
+        search={"lr": {"uniform": [1.0e-4, 1.0e-3]}}, fixed={"epochs": 4},
+        sweep={"searcher": "random", "num_samples": 2, "seeds": [3], "scheduler": "none"},
+    )
+    uri, results = _run_sweep(tmp_path, spec_path, "rnd")
+    assert len(results) == 2 and not any(r.error for r in results)
+    assert len({r.config["lr"] for r in results}) == 2
+    for r in results:
+        kept = sorted(p.name for p in Path(r.path).glob("checkpoint_*"))
+        assert 1 <= len(kept) <= 2, kept  # the best and the latest only
+        assert r.metrics["epoch"] == 4

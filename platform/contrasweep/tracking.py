@@ -87,7 +87,7 @@ class TrackingState:
 class MlflowTracker(Callback):
     def __init__(self, sweep_dir: Path, tracking_uri: str, experiment: str, sweep_name: str,
                  spec: dict, params: dict, metric: str, mode: str, artifact_root: str | None = None,
-                 progress=None):
+                 progress=None, static: dict | None = None):
         self.sweep_dir = Path(sweep_dir)
         self.tracking_uri = tracking_uri
         self.experiment = experiment
@@ -97,6 +97,7 @@ class MlflowTracker(Callback):
         self.metric, self.mode = metric, mode
         self.artifact_root = artifact_root
         self.progress = progress
+        self.static = static or {"seeds": [0], "resources": {"cpu": 1}}
         self.state: TrackingState | None = None
         self.client = None
 
@@ -143,11 +144,17 @@ class MlflowTracker(Callback):
                 tags={PARENT_TAG: self.parent_run_id, "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id},
             )
             entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0}
-            self.client.log_batch(entry["run_id"], params=_params(flatten(trial.config)))
+            self.client.log_batch(entry["run_id"], params=_params(self._trial_params(trial.config)))
         self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
         self.state.trials[trial.trial_id] = entry
         self.state.save()
         return entry["run_id"]
+
+    def _trial_params(self, config: dict) -> dict:
+        """The hyperparameters the trial really trains with (the seed of a Repeater index too)."""
+        from contrasweep.executor import trial_hp
+
+        return {"hp": trial_hp(config, self.static)}
 
     def _orphans(self, trials) -> list[str]:
         """Unfinished runs whose trial the (restored) experiment does not know."""

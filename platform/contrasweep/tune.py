@@ -79,6 +79,10 @@ def prepare_data(sweep: Sweep):
     return prepare(DataConfig.from_dict(sweep.data), tokenizer=sweep.encoder["name"], max_length=sweep.encoder["max_length"])
 
 
+def _rows(prepared) -> str:
+    return " / ".join(f"{split} {stats['n']}" for split, stats in prepared.stats.items())
+
+
 def put_data(prepared):
     """One copy of the tokenised splits in the object store, shared by every trial."""
     import ray
@@ -211,6 +215,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared, tracking_uri: st
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.metric[0], sweep.mode[0], artifact_root=_artifact_root(tracking_uri), progress=Progress(total, sweep.metric[0]),
+        static={"seeds": sweep.seeds, "resources": sweep.resources},
     )
 
 
@@ -246,7 +251,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri})
     print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
-          f"seeds={sweep.seeds} data={prepared.stats} (cache {'hit' if prepared.cache_hit else 'written'})", file=sys.stderr, flush=True)
+          f"seeds={sweep.seeds}; data: {_rows(prepared)} rows, {prepared.num_labels} classes "
+          f"(cache {'hit' if prepared.cache_hit else 'written'})", file=sys.stderr, flush=True)
     ref = put_data(prepared)
     sweep_dir.update_meta(data_key=prepared.key, cache_hit=prepared.cache_hit)
     static = static_config(sweep, sweep_dir, prepared.num_labels)

@@ -1,0 +1,61 @@
+"""Encoder pooling, method registry and classification metrics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from contrasweep.encoder import load_encoder, pool, resolve_model_path
+from contrasweep.errors import SpecError, UserError
+from trainables.metrics import classification_metrics
+from trainables.registry import get_method, method_names
+
+
+def test_mean_pooling_ignores_padding():
+    states = torch.tensor([[[1.0, 1.0], [3.0, 3.0], [100.0, 100.0]]])
+    mask = torch.tensor([[1, 1, 0]])
+    assert torch.allclose(pool(states, mask, "mean"), torch.tensor([[2.0, 2.0]]))
+    assert torch.allclose(pool(states, mask, "cls"), torch.tensor([[1.0, 1.0]]))
+
+
+def test_tiny_encoder_shapes_and_padding_invariance(tiny_model_dir):
+    enc = load_encoder(tiny_model_dir, "mean").eval()
+    ids = torch.tensor([[101, 2204, 102, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 0, 0]])
+    pooled, states = enc(ids, mask)
+    assert pooled.shape == (1, 32) and states.shape == (1, 5, 32)
+    short, _ = enc(ids[:, :3], mask[:, :3])
+    assert torch.allclose(pooled, short, atol=1e-5)  # padding changes nothing
+
+
+def test_default_encoder_is_the_bundled_minilm():
+    path = resolve_model_path("default")
+    assert "minilm" in path.lower().replace("-", "").replace("_", "")
+
+
+def test_unknown_encoder_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="cannot load"):
+        load_encoder(str(tmp_path / "missing-model"))
+    with pytest.raises(UserError, match="pooling"):
+        from contrasweep.encoder import Encoder
+
+        Encoder(torch.nn.Module(), "max")
+
+
+def test_registry():
+    assert "ce" in method_names()
+    assert get_method("ce").name == "ce"
+    with pytest.raises(SpecError, match="allowed: ce"):
+        get_method("nope")
+
+
+def test_metrics_against_hand_values():
+    y_true = np.array([0, 0, 1, 1])
+    y_pred = np.array([0, 1, 1, 1])
+    m = classification_metrics(y_true, y_pred, 2)
+    assert m["accuracy"] == 0.75
+    assert m["f1"] == pytest.approx(0.8)  # class 1: precision 2/3, recall 1
+    assert m["macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)  # class 0: p 1, r 1/2 -> 2/3
+    assert m["mcc"] == pytest.approx(1 / np.sqrt(3))
+    assert "f1" not in classification_metrics(np.array([0, 1, 2]), np.array([0, 1, 2]), 3)
