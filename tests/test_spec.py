@@ -90,6 +90,8 @@ def test_overrides():
         (lambda r: r.update(encoder={"pooling": "max"}), "encoder.pooling='max' is not allowed; allowed: 'cls', 'mean'"),
         (lambda r: r.update(encoder={"max_length": 4}), "encoder.max_length=4 is not allowed; allowed: an integer in [8, 8192]"),
         (lambda r: r["fixed"].update(lr=1e-5), "lr is both fixed and searched"),
+        (lambda r: r.update(grid=None, search={"lr": {"uniform": [3.0e-5, 1.0e-4]}}, sweep={"searcher": "optuna"}),
+         "reported.lr=2e-05 lies outside search.lr"),
         (lambda r: r.update(name="bad name!"), "name='bad name!' is not allowed"),
         (lambda r: r["data"].update(protocol="zero_shot"), "zero_shot"),
         (lambda r: r.pop("data"), "data.source is missing"),
@@ -102,6 +104,17 @@ def test_bad_values_give_one_line_errors(mutate, fragment):
         validate(raw)
     assert fragment in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_reported_point_fills_unreported_dimensions():
+    from contrasweep.spec import reported_point
+
+    raw = base(grid=None, search={"lr": {"loguniform": [1.0e-5, 1.0e-4]}, "batch_size": {"choice": [16, 64]},
+                                  "warmup_ratio": {"uniform": [0.0, 0.1]}})
+    raw["sweep"]["searcher"] = "optuna"
+    point = reported_point(validate(raw))
+    # lr reported; batch_size default 32 is not a choice -> first choice; warmup default 0.06 fits
+    assert point == {"lr": 2e-5, "batch_size": 16, "warmup_ratio": 0.06}
 
 
 def test_missing_file_and_bad_yaml(tmp_path):

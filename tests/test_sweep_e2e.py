@@ -124,7 +124,7 @@ def test_optuna_multi_objective_with_seeds_evaluates_reported_first(ray_session,
 
     spec_path = write_spec(
         tmp_path / "spec.yaml", tiny_model_dir, grid=None, reported={"lr": 1.0e-3},
-        search={"lr": {"loguniform": [1.0e-4, 1.0e-2]}, "batch_size": {"choice": [4, 8]}},
+        search={"lr": {"loguniform": [1.0e-4, 1.0e-2]}, "weight_decay": {"choice": [0.0, 0.01]}},
         fixed={"epochs": 2}, sweep={"searcher": "optuna", "num_samples": 2, "max_concurrent": 2,
                                     "metric": ["val/accuracy", "val/macro_f1"], "mode": ["max", "max"]},
     )

@@ -104,6 +104,29 @@ class Sweep:
         return [{**c, "seed": s} for c in configs for s in self.seeds][: self.grid_limit]
 
 
+def in_domain(domain: dict, value) -> bool:
+    kind, args = next(iter(domain.items()))
+    if kind == "choice":
+        return value in args
+    return args[0] <= value <= args[1]
+
+
+def reported_point(sweep: Sweep) -> dict | None:
+    """The paper's setting as a full point of the search space (Optuna needs every dimension):
+    a dimension the paper does not report takes the parameter's default if it lies in the
+    domain, else the domain's first choice or lower bound. None if nothing is reported."""
+    if not any(k in sweep.search for k in sweep.reported):
+        return None
+    params = {**LOOP_PARAMS, **get_method(sweep.method).params}
+    point = {}
+    for key, domain in sweep.search.items():
+        default = params[key].default
+        kind, args = next(iter(domain.items()))
+        fallback = default if in_domain(domain, default) else args[0]
+        point[key] = sweep.reported.get(key, fallback)
+    return point
+
+
 def load_spec(path: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:
     path = Path(path)
     if not path.is_file():
@@ -293,6 +316,9 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
     overlap = sorted((set(sweep.grid) | set(sweep.search)) & set(sweep.fixed))
     if overlap:
         raise SpecError(f"{overlap[0]} is both fixed and searched; allowed: one of fixed or grid/search")
+    for key, value in sweep.reported.items():
+        if key in sweep.search and not in_domain(sweep.search[key], value):
+            raise SpecError(f"reported.{key}={value!r} lies outside search.{key}={sweep.search[key]}; allowed: a value inside the domain")
     if "seed" in sweep.grid or "seed" in sweep.search or "seed" in sweep.fixed:
         raise SpecError("seed is set through sweep.seeds; allowed: sweep.seeds: [0, 1, 2]")
 

@@ -4,7 +4,7 @@ Searchers: ``grid`` (the exact grid of the YAML × seeds, the paper's reported s
 Tune's default generator), ``optuna`` (TPE; NSGA-II when the spec names several metrics) and
 ``random`` (Optuna's RandomSampler) — both Optuna searchers keep their study in Optuna storage
 next to the sweep, because ``Tuner.restore`` does not reliably bring back Optuna's history
-(ray#30861). With several seeds a searcher is wrapped in ``Repeater``: each suggestion runs
+(ray#30861). With several seeds a searcher is wrapped in a ``Repeater`` (``contrasweep.repeat``): each suggestion runs
 once per seed and the searcher is told the mean. Scheduler: ASHA on the first metric with our
 own ``epoch`` counter as time (Tune's ``training_iteration`` restarts at 0 after a restore).
 """
@@ -19,12 +19,11 @@ from typing import Any
 from contrasweep import sweeps
 from contrasweep.errors import UserError
 from contrasweep.executor import make_trainable, torch_threads_env
-from contrasweep.spec import Sweep, validate
+from contrasweep.spec import Sweep, reported_point, validate
 from contrasweep.tracking import MlflowTracker, default_artifact_root, default_tracking_uri
 
 # Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
-os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
 
 
 def init_ray(address: str | None, num_cpus: int | None = None) -> None:
@@ -47,8 +46,17 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
         include_dashboard=True,
         dashboard_host="127.0.0.1",
         log_to_driver=True,
-        runtime_env={"env_vars": {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1")}},
+        runtime_env={"env_vars": worker_env()},
     )
+
+
+def worker_env() -> dict[str, str]:
+    """One thread pool per trial, and the driver's Hugging Face settings (offline mode, cache)."""
+    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "CONTRASWEEP_CACHE"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
 
 
 def check_resources(sweep: Sweep, local: bool) -> None:
@@ -139,7 +147,9 @@ def param_space(sweep: Sweep) -> dict:
 
 
 def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
-    from ray.tune.search import ConcurrencyLimiter, Repeater
+    from ray.tune.search import ConcurrencyLimiter
+
+    from contrasweep.repeat import SeedRepeater
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
     if sweep.searcher == "grid":
@@ -154,7 +164,7 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
         sampler = optuna.samplers.NSGAIISampler(seed=seed)
     else:
         sampler = optuna.samplers.TPESampler(seed=seed)
-    reported = {k: v for k, v in sweep.reported.items() if k in sweep.search}
+    reported = reported_point(sweep)
     multi = len(sweep.metric) > 1
     searcher = OptunaSearch(
         metric=sweep.metric if multi else sweep.metric[0],
@@ -165,7 +175,7 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
         storage=optuna.storages.RDBStorage(sweep_dir.optuna_uri),
     )
     if len(sweep.seeds) > 1:
-        searcher = Repeater(searcher, repeat=len(sweep.seeds), set_index=True)
+        searcher = SeedRepeater(searcher, repeat=len(sweep.seeds), set_index=True)
     return ConcurrencyLimiter(searcher, max_concurrent=sweep.max_concurrent)
 
 
@@ -292,5 +302,16 @@ def resume(name: str, root: Path, address: str | None):
 def _fit(tuner, sweep_dir: sweeps.SweepDir):
     results = tuner.fit()
     errors = [r for r in results if r.error is not None]
-    sweep_dir.update_meta(status="finished" if not errors else "failed", trials=len(results), errors=len(errors))
+    sweep_dir.update_meta(status=_status(sweep_dir, errors), trials=len(results), errors=len(errors))
     return results
+
+
+def _status(sweep_dir: sweeps.SweepDir, errors: list) -> str:
+    """finished | failed (some trial errored: resume retries it) | interrupted (Ctrl-C: Tune
+    saved its state and returned with trials still pending)."""
+    from ray.tune import ExperimentAnalysis
+
+    trials = ExperimentAnalysis(str(sweep_dir.tune_dir)).trials
+    if any(t.status not in ("TERMINATED", "ERROR") for t in trials):
+        return "interrupted"
+    return "failed" if errors else "finished"
