@@ -69,8 +69,9 @@ def cmd_run(args) -> int:
     name = args.name or sweeps.default_name(sweep.name or args.spec)
     from contrasweep.tune import run
 
-    results = run(sweep, name, sweeps.sweeps_root(args.root), args.tracking_uri, args.address)
-    return _summary(results, sweep.metric[0], sweep.mode[0], name)
+    root = sweeps.sweeps_root(args.root)
+    results = run(sweep, name, root, args.tracking_uri, args.address)
+    return _summary(results, sweep.metric[0], sweep.mode[0], name, sweeps.open_existing(root, name).meta()["status"])
 
 
 def _smoke(sweep) -> None:
@@ -78,29 +79,31 @@ def _smoke(sweep) -> None:
     sweep.grid_limit = 2
 
 
-def _summary(results, metric: str, mode: str, name: str) -> int:
+def _summary(results, metric: str, mode: str, name: str, status: str) -> int:
     errors = sum(1 for r in results if r.error is not None)
+    line = f"[contrasweep] sweep {name!r} {status}: {len(results)} trials, {errors} failed"
     try:
         best = results.get_best_result(metric=metric, mode=mode, scope="all")
-        shown = best.metrics.get(metric)
-        print(f"[contrasweep] sweep {name!r} done: {len(results)} trials, {errors} failed; "
-              f"best {metric}={shown:.4f} with {best.config}", flush=True)
+        line += f"; best {metric}={best.metrics[metric]:.4f} with {best.config}"
     except (RuntimeError, TypeError, ValueError, KeyError):
-        print(f"[contrasweep] sweep {name!r} done: {len(results)} trials, {errors} failed", flush=True)
+        pass
+    print(line, flush=True)
+    if status == "interrupted":
+        print(f"[contrasweep] continue with: contrasweep resume {name}", flush=True)
+        return 130
     return 1 if errors else 0
 
 
 def cmd_resume(args) -> int:
     from contrasweep import sweeps
+    from contrasweep.spec import validate
     from contrasweep.tune import resume
 
     root = sweeps.sweeps_root(args.root)
     results = resume(args.name, root, args.address)
-    spec = sweeps.open_existing(root, args.name).spec()
-    metric = spec.get("sweep", {}).get("metric", "val/accuracy")
-    metric = metric[0] if isinstance(metric, list) else metric
-    mode = spec.get("sweep", {}).get("mode", "max")
-    return _summary(results, metric, mode[0] if isinstance(mode, list) else mode, args.name)
+    sweep_dir = sweeps.open_existing(root, args.name)
+    sweep = validate(sweep_dir.spec())
+    return _summary(results, sweep.metric[0], sweep.mode[0], args.name, sweep_dir.meta()["status"])
 
 
 def cmd_list(args) -> int:

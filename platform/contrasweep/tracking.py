@@ -200,7 +200,8 @@ class MlflowTracker(Callback):
         entry["status"] = status
         self.state.save()
         if self.progress:
-            self.progress(trial, entry, status)
+            done = sum(1 for e in self.state.trials.values() if "status" in e)
+            self.progress(trial, entry, status, done)
 
     def _log_checkpoint(self, run_id: str, path: str) -> None:
         from trainables.loop import META_FILE, MODEL_FILE

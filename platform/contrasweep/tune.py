@@ -239,13 +239,12 @@ class Progress:
     """One console line per finished trial (long sweeps: how far along, how good so far)."""
 
     def __init__(self, total: int, metric: str):
-        self.total, self.metric, self.done = total, metric, 0
+        self.total, self.metric = total, metric
 
-    def __call__(self, trial, entry: dict, status: str) -> None:
-        self.done += 1
+    def __call__(self, trial, entry: dict, status: str, done: int) -> None:
         best = entry.get("best_value")
         shown = f"{best:.4f}" if isinstance(best, float) else "n/a"
-        print(f"[contrasweep] {self.done}/{self.total} trials done: {trial} {status} "
+        print(f"[contrasweep] {done}/{self.total} trials done: {trial} {status} "
               f"best {self.metric}={shown} after epoch {entry.get('last_epoch', 0)}", file=sys.stderr, flush=True)
 
 
