@@ -162,7 +162,12 @@ class MlflowTracker(Callback):
         return [tid for tid, e in self.state.trials.items() if tid not in known and "status" not in e]
 
     def on_trial_start(self, iteration, trials, trial, **info):
-        self._run_for(trial, trials)
+        run_id = self._run_for(trial, trials)
+        entry = self.state.trials[trial.trial_id]
+        if entry.get("status") == "FAILED":  # an errored trial retried by `resume`
+            del entry["status"]
+            self.client.update_run(run_id, status="RUNNING")
+            self.state.save()
 
     def on_trial_result(self, iteration, trials, trial, result, **info):
         from mlflow.entities import Metric
