@@ -103,7 +103,7 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
                     sums[key] = sums.get(key, 0.0) + float(value.detach())
             steps += 1
         metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0]}
-        metrics.update({f"train/{k}": v / max(steps, 1) for k, v in sums.items()})
+        metrics.update(mean_over_ranks(session, sums, steps))
         metrics.update(prefixed("val", evaluate(method, tables["validation"], num_labels, hp("eval_batch_size"), session)))
         improved = tracker.update(metrics)
         if improved and "test" in tables:
@@ -112,6 +112,16 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         metrics["time/epoch_s"] = time.perf_counter() - started
         report_epoch(session, metrics, method, optimizer, scheduler, scaler, tracker, epoch, config)
     return metrics
+
+
+def mean_over_ranks(session, sums: dict[str, float], steps: int) -> dict[str, float]:
+    """Training losses averaged over every rank's steps. Every rank must report the same
+    numbers: the loop branches on them (best epoch -> test evaluation, a collective), and a
+    rank that branched alone would wait forever in the other's all_gather."""
+    gathered = session.all_gather((sums, steps))
+    total_steps = max(sum(n for _, n in gathered), 1)
+    keys = sorted({k for part, _ in gathered for k in part})
+    return {f"train/{k}": sum(part.get(k, 0.0) for part, _ in gathered) / total_steps for k in keys}
 
 
 def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
