@@ -88,6 +88,7 @@ def _summary(results, metric: str, mode: str, name: str, status: str) -> int:
     except (RuntimeError, TypeError, ValueError, KeyError):
         pass
     print(line, flush=True)
+    print("[contrasweep] compare the runs: contrasweep ui  (MLflow on http://127.0.0.1:5000)", flush=True)
     if status == "interrupted":
         print(f"[contrasweep] continue with: contrasweep resume {name}", flush=True)
         return 130
