@@ -90,3 +90,11 @@ def test_ui_serves_on_localhost(tmp_path):
 
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_heads_not_dividing_the_encoder_width_fails_before_any_trial(tmp_path, tiny_model_dir):
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, method="lacon", grid={"temperature": [0.1]},
+                      reported={"temperature": 0.1}, fixed={"heads": 6, "epochs": 1})
+    proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert_user_error(proc, "heads=6 does not divide the encoder's hidden size 32")
+    assert not (tmp_path / "sw").exists()  # nothing started

@@ -43,6 +43,20 @@ def test_ce_yaml_grid_is_lacon_section_3_1():
     assert len({tuple(sorted(c.items())) for c in configs}) == 15  # reported point not duplicated
 
 
+def test_lacon_yaml_is_section_4_4():
+    sweep = load_spec(ROOT / "search_spaces" / "lacon.yaml")
+    assert sweep.grid["temperature"] == pytest.approx([0.05 * i for i in range(1, 11)])
+    assert sweep.grid["lam"] == pytest.approx([0.1 * i for i in range(1, 11)])
+    assert sweep.search["lr"] == {"choice": [1e-5, 2e-5, 3e-5]}
+    assert sweep.search["batch_size"] == {"choice": [8, 16, 32, 64, 96]}
+    assert sweep.fixed == {"heads": 6, "epochs": 10, "warmup_ratio": 0.06}
+    assert sweep.reported == {"temperature": 0.1}
+    configs = sweep.grid_configs()
+    # the reported point (τ 0.1, λ at its default 0.5) is the grid point (0.1, 0.5): run once, first
+    assert len(configs) == 100 and configs[0] == {"heads": 6, "epochs": 10, "warmup_ratio": 0.06, "temperature": 0.1, "seed": 0}
+    assert {"heads": 6, "epochs": 10, "warmup_ratio": 0.06, "temperature": 0.1, "lam": 0.5, "seed": 0} not in configs
+
+
 def test_grid_times_seeds_reported_first():
     configs = validate(base()).grid_configs()
     assert [(c["lr"], c["seed"]) for c in configs] == [(2e-5, 0), (2e-5, 1), (1e-5, 0), (1e-5, 1)]

@@ -34,6 +34,11 @@ class Method(nn.Module):
         self.num_labels = num_labels
         self.hp = {k: hp.get(k, p.default) for k, p in self.params.items()}
 
+    @classmethod
+    def check(cls, hp: dict[str, Any], hidden_size: int) -> None:
+        """Raise ``UserError`` for hyperparameters this encoder cannot take (called on the
+        driver before a sweep starts, and again when the method is built)."""
+
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return self.training_step(batch)
 

@@ -10,6 +10,8 @@ from contrasweep.errors import SpecError
 
 _METHODS: dict[str, str] = {
     "ce": "trainables.ce:CrossEntropy",
+    "ce_scl": "trainables.ce_scl:CrossEntropySCL",
+    "lacon": "trainables.lacon:LaCon",
 }
 
 

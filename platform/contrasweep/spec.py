@@ -86,6 +86,9 @@ class Sweep:
     grid_limit: int | None = None  # --smoke-test: only the first N grid trials
     raw: dict = field(default_factory=dict)  # the validated spec as a plain dict (saved with the sweep)
 
+    def _with_defaults(self, config: dict) -> dict:
+        return {**hp_defaults(self.method), **config}
+
     @property
     def distributed(self) -> bool:
         """Ray Train (TorchTrainer, DDP) for several workers or a GPU; the trial process otherwise."""
@@ -99,7 +102,10 @@ class Sweep:
         reported = {**base, **self.reported}
         configs = [{**base, **p} for p in points]
         if self.reported:
-            configs = [reported] + [c for c in configs if c != reported]
+            # a grid point that trains exactly like the reported one (defaults filled in) is
+            # not run twice
+            same = self._with_defaults(reported)
+            configs = [reported] + [c for c in configs if self._with_defaults(c) != same]
         configs = configs or [reported]
         return [{**c, "seed": s} for c in configs for s in self.seeds][: self.grid_limit]
 
@@ -125,6 +131,11 @@ def reported_point(sweep: Sweep) -> dict | None:
         fallback = default if in_domain(domain, default) else args[0]
         point[key] = sweep.reported.get(key, fallback)
     return point
+
+
+def hp_defaults(method: str) -> dict:
+    """Every hyperparameter of the loop and the method at its default value."""
+    return {k: p.default for k, p in {**LOOP_PARAMS, **get_method(method).params}.items()}
 
 
 def load_spec(path: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:

@@ -153,8 +153,10 @@ class MlflowTracker(Callback):
     def _trial_params(self, config: dict) -> dict:
         """The hyperparameters the trial really trains with (the seed of a Repeater index too)."""
         from contrasweep.executor import trial_hp
+        from contrasweep.spec import hp_defaults
 
-        return {"hp": trial_hp(config, self.static)}
+        defaults = hp_defaults(self.static["method"]) if "method" in self.static else {}
+        return {"hp": {**defaults, **trial_hp(config, self.static)}}  # every value the trial uses
 
     def _orphans(self, trials) -> list[str]:
         """Unfinished runs whose trial the (restored) experiment does not know."""

@@ -79,6 +79,34 @@ def check_resources(sweep: Sweep, local: bool) -> None:
         )
 
 
+def check_against_encoder(sweep: Sweep) -> None:
+    """Hyperparameters that depend on the encoder (e.g. LaCon's heads must divide its width)
+    are checked on the driver, before any trial starts: one line, not a failed sweep."""
+    from transformers import AutoConfig
+
+    from contrasweep.encoder import resolve_model_path
+    from trainables.registry import get_method
+
+    try:
+        hidden = int(AutoConfig.from_pretrained(resolve_model_path(sweep.encoder["name"])).hidden_size)
+    except (OSError, AttributeError, ValueError):
+        return  # unreadable config: load_encoder reports it with its own message
+    method = get_method(sweep.method)
+    for config in candidate_configs(sweep):
+        method.check(config, hidden)
+
+
+def candidate_configs(sweep: Sweep) -> list[dict]:
+    if sweep.searcher == "grid":
+        return sweep.grid_configs()
+    base = {**sweep.fixed, **(reported_point(sweep) or {})}
+    out = [base]
+    for key, domain in sweep.search.items():
+        for value in domain.get("choice", []):
+            out.append({**base, key: value})
+    return out
+
+
 def prepare_data(sweep: Sweep):
     """Tokenise once into the content-hashed cache (no Ray needed: bad data fails before any
     process starts or any sweep folder is made)."""
@@ -225,7 +253,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared, tracking_uri: st
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.metric[0], sweep.mode[0], artifact_root=_artifact_root(tracking_uri), progress=Progress(total, sweep.metric[0]),
-        static={"seeds": sweep.seeds, "resources": sweep.resources},
+        static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method},
     )
 
 
@@ -255,6 +283,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     tracking_uri = tracking_uri or default_tracking_uri()
     torch_threads_env()
     sweeps.ensure_new(root, name)  # before any work
+    check_against_encoder(sweep)
     prepared = prepare_data(sweep)
     init_ray(address)
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))

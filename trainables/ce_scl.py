@@ -1,0 +1,35 @@
+"""CE+SCL (Gunel et al. 2021, ICLR, "Supervised contrastive learning for pre-trained language
+model fine-tuning"): the baseline of LaCon (lacon.txt Sec. 3.2) and SCL-MOO.
+
+    L = (1 − λ)·CE + λ·SCL
+
+CE is the cross-entropy of a linear classifier on the pooled encoder output; SCL is the
+supervised contrastive loss (``trainables.losses.supcon``) over the L2-normalised pooled
+representations of the batch with temperature τ. Prediction is the classifier's argmax.
+SCL is averaged over anchors (``reduction="mean"``) so that λ weighs two per-example means.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+
+from trainables.ce import CrossEntropy
+from trainables.losses import supcon_loss
+from trainables.params import Param
+
+
+class CrossEntropySCL(CrossEntropy):
+    name = "ce_scl"
+    params = {
+        **CrossEntropy.params,
+        "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of the SCL term"),
+        "lam": Param("float", 0.9, 0.0, 1.0, help="λ: weight of SCL against CE"),
+    }
+
+    def training_step(self, batch):
+        pooled, _ = self.encode(batch)
+        logits = self.classifier(self.dropout(pooled))
+        ce = F.cross_entropy(logits, batch["labels"], label_smoothing=self.hp["label_smoothing"])
+        scl = supcon_loss(pooled, batch["labels"], self.hp["temperature"])
+        lam = self.hp["lam"]
+        return {"loss": (1 - lam) * ce + lam * scl, "loss/ce": ce.detach(), "loss/scl": scl.detach()}
