@@ -40,7 +40,7 @@ def test_bad_data_column(tmp_path, tiny_model_dir):
     csv.write_text("sentence,label\nhello,a\nworld,b\n")
     spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, data={"source": str(csv), "protocol": "full", "k": None})
     proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw"), "CONTRASWEEP_CACHE": str(tmp_path / "c")})
-    assert_user_error(proc, "text")
+    assert_user_error(proc, "column 'text' not found; available columns: sentence, label")
 
 
 def test_resume_unknown_sweep(tmp_path):

@@ -123,7 +123,7 @@ def reported_point(sweep: Sweep) -> dict | None:
     domain, else the domain's first choice or lower bound. None if nothing is reported."""
     if not any(k in sweep.search for k in sweep.reported):
         return None
-    params = {**LOOP_PARAMS, **get_method(sweep.method).params}
+    params = all_params(sweep.method)
     point = {}
     for key, domain in sweep.search.items():
         default = params[key].default
@@ -133,9 +133,14 @@ def reported_point(sweep: Sweep) -> dict | None:
     return point
 
 
+def all_params(method: str) -> dict[str, Param]:
+    """The hyperparameters a trial of ``method`` takes: the loop's and the method's own."""
+    return {**LOOP_PARAMS, **get_method(method).params}
+
+
 def hp_defaults(method: str) -> dict:
     """Every hyperparameter of the loop and the method at its default value."""
-    return {k: p.default for k, p in {**LOOP_PARAMS, **get_method(method).params}.items()}
+    return {k: p.default for k, p in all_params(method).items()}
 
 
 def load_spec(path: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:
@@ -185,7 +190,7 @@ def validate(raw: dict) -> Sweep:
     if "method" not in raw:
         raise SpecError(f"spec has no 'method'; allowed: {', '.join(method_names())}")
     method_cls = get_method(str(raw["method"]))
-    params = {**LOOP_PARAMS, **method_cls.params}
+    params = all_params(str(raw["method"]))
     sweep = Sweep(method=str(raw["method"]))
     sweep.name = _name(raw.get("name"))
     sweep.paper = _mapping(raw, "paper")

@@ -88,6 +88,7 @@ class MlflowTracker(Callback):
     def __init__(self, sweep_dir: Path, tracking_uri: str, experiment: str, sweep_name: str,
                  spec: dict, params: dict, metric: str, mode: str, artifact_root: str | None = None,
                  progress=None, static: dict | None = None):
+        # static: {"seeds", "resources", "method"} of the sweep, to log each trial's real hp
         self.sweep_dir = Path(sweep_dir)
         self.tracking_uri = tracking_uri
         self.experiment = experiment
@@ -97,7 +98,7 @@ class MlflowTracker(Callback):
         self.metric, self.mode = metric, mode
         self.artifact_root = artifact_root
         self.progress = progress
-        self.static = static or {"seeds": [0], "resources": {"cpu": 1}}
+        self.static = static
         self.state: TrackingState | None = None
         self.client = None
 
@@ -155,8 +156,8 @@ class MlflowTracker(Callback):
         from contrasweep.executor import trial_hp
         from contrasweep.spec import hp_defaults
 
-        defaults = hp_defaults(self.static["method"]) if "method" in self.static else {}
-        return {"hp": {**defaults, **trial_hp(config, self.static)}}  # every value the trial uses
+        # every value the trial trains with, defaults included
+        return {"hp": {**hp_defaults(self.static["method"]), **trial_hp(config, self.static)}}
 
     def _orphans(self, trials) -> list[str]:
         """Unfinished runs whose trial the (restored) experiment does not know."""

@@ -4,8 +4,8 @@ Searchers: ``grid`` (the exact grid of the YAML × seeds, the paper's reported s
 Tune's default generator), ``optuna`` (TPE; NSGA-II when the spec names several metrics) and
 ``random`` (Optuna's RandomSampler) — both Optuna searchers keep their study in Optuna storage
 next to the sweep, because ``Tuner.restore`` does not reliably bring back Optuna's history
-(ray#30861). With several seeds a searcher is wrapped in a ``Repeater`` (``contrasweep.repeat``): each suggestion runs
-once per seed and the searcher is told the mean. Scheduler: ASHA on the first metric with our
+(ray#30861). With several seeds a searcher is wrapped in ``contrasweep.repeat.SeedRepeater``:
+each suggestion runs once per seed and the searcher is told the mean. Scheduler: ASHA on the first metric with our
 own ``epoch`` counter as time (Tune's ``training_iteration`` restarts at 0 after a restore).
 """
 
@@ -53,7 +53,7 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
 def worker_env() -> dict[str, str]:
     """One thread pool per trial, and the driver's Hugging Face settings (offline mode, cache)."""
     env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME", "CONTRASWEEP_CACHE"):
+    for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME"):
         if key in os.environ:
             env[key] = os.environ[key]
     return env
@@ -176,9 +176,9 @@ def param_space(sweep: Sweep) -> dict:
 
 def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
     from ray.tune.search import ConcurrencyLimiter
+    from ray.tune.search.basic_variant import BasicVariantGenerator
 
     from contrasweep.repeat import SeedRepeater
-    from ray.tune.search.basic_variant import BasicVariantGenerator
 
     if sweep.searcher == "grid":
         return BasicVariantGenerator(max_concurrent=sweep.max_concurrent)

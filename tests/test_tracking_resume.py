@@ -1,0 +1,70 @@
+"""MlflowTracker across a restore, on a real sqlite MLflow store, with stand-in Tune trials:
+a resumed sweep re-attaches runs by trial id, re-attaches the run of a trial the restored
+experiment lost (same config, new id), never logs an epoch twice, and deletes runs that were
+never re-attached."""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+
+from contrasweep.tracking import MlflowTracker
+from dashboards.trials import history, parent_runs, trial_runs
+
+
+@dataclass
+class FakeTrial:
+    trial_id: str
+    config: dict
+    status: str = "RUNNING"
+    run_metadata: object = None  # no Tune checkpoint manager: no checkpoint to log
+
+    def __str__(self):
+        return f"trial_{self.trial_id}"
+
+
+def result(epoch: int, value: float) -> dict:
+    return {"epoch": epoch, "val/accuracy": value, "timestamp": 1_700_000_000 + epoch}
+
+
+def make(tmp_path):
+    return MlflowTracker(tmp_path / "sweep", f"sqlite:///{tmp_path / 'mlflow.db'}", "tests", "swp", {"method": "ce"},
+                         {"method": "ce"}, "val/accuracy", "max", static={"seeds": [0], "resources": {"cpu": 1}, "method": "ce"})
+
+
+def test_restore_reattaches_and_cleans_up(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    a = FakeTrial("a", {"hp": {"lr": 1e-3}})
+    lost = FakeTrial("lost", {"hp": {"lr": 2e-3}})
+    gone = FakeTrial("gone", {"hp": {"lr": 3e-3}})
+    first = make(tmp_path)
+    restored_copy = pickle.loads(pickle.dumps(first))  # what Tune keeps in tuner.pkl
+    first.setup()
+    for t in (a, lost, gone):
+        first.on_trial_start(0, [a, lost, gone], t)
+        first.on_trial_result(0, [a, lost, gone], t, result(1, 0.5))
+    # --- the driver dies; Tune restores trial "a", regenerates "lost" as "lost2", forgets "gone"
+    lost2 = FakeTrial("lost2", {"hp": {"lr": 2e-3}})
+    trials = [a, lost2]
+    restored_copy.setup()
+    restored_copy.on_trial_start(0, trials, a)
+    restored_copy.on_trial_start(0, trials, lost2)
+    for t in trials:
+        restored_copy.on_trial_result(0, trials, t, result(1, 0.9))  # replayed epoch: skipped
+        restored_copy.on_trial_result(0, trials, t, result(2, 0.7))
+        t.status = "TERMINATED"
+        restored_copy.on_trial_complete(0, trials, t)
+    restored_copy.on_experiment_end(trials)
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    parents = parent_runs(uri, "tests", "swp")
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    listed = trial_runs(uri, parents[0].info.run_id)
+    assert len(listed) == 2
+    runs = {r.data.params["hp.lr"]: r for r in listed}
+    assert set(runs) == {"0.001", "0.002"}  # "gone" was deleted, "lost2" reused lost's run
+    for run in runs.values():
+        assert run.info.status == "FINISHED"
+        assert history(uri, run.info.run_id, "val/accuracy") == [(1, 0.5), (2, 0.7)]
+    assert runs["0.002"].data.tags["contrasweep.trial_id"] == "lost2"
+    assert runs["0.001"].data.params["hp.warmup_ratio"] == "0.06"  # defaults logged too
