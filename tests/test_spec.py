@@ -57,6 +57,54 @@ def test_lacon_yaml_is_section_4_4():
     assert {"heads": 6, "epochs": 10, "warmup_ratio": 0.06, "temperature": 0.1, "lam": 0.5, "seed": 0} not in configs
 
 
+ODD = [0.1, 0.3, 0.5, 0.7, 0.9]
+
+
+def test_supcl_seq_yaml_is_table_1_and_4():
+    sweep = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml")
+    table_1 = [[0.0, 0.1, 0.2, 0.3, 0.4], [0.0, 0.1, 0.2, 0.3], [0.0, 0.1, 0.2], [0.0, 0.1], [0.1, 0.1]]
+    assert sweep.grid == {"dropouts": table_1, "lr": [5e-5, 1e-4]}
+    assert sweep.search["dropouts"] == {"choice": table_1}
+    assert sweep.fixed == {"temperature": 0.05, "batch_size": 48, "epochs": 5}
+    assert sweep.reported == {"dropouts": [0.0, 0.1, 0.2], "lr": 1e-4}
+    configs = sweep.grid_configs()
+    # 10 grid points, the reported one (a grid point) first and not twice
+    assert len(configs) == 10 and configs[0] == {**sweep.fixed, **sweep.reported, "seed": 0}
+
+
+def test_scl_moo_yaml_is_section_3():
+    sweep = load_spec(ROOT / "search_spaces" / "scl_moo.yaml")
+    assert sweep.grid == {"temperature": ODD, "lam": ODD, "r1": ODD, "moo": ["ls", "epo"]}
+    assert sweep.reported == {"temperature": 0.3, "lam": 0.3, "r1": 0.1}
+    assert sweep.fixed == {"lr": 1e-5, "batch_size": 16, "classifier_dropout": 0.1}
+    configs = sweep.grid_configs()
+    # reported point = (0.3, 0.3, 0.1) with the default solver (ls): a grid point, run first once
+    assert len(configs) == 250 and configs[0]["r1"] == 0.1 and "moo" not in configs[0]
+
+
+def test_ce_scl_yaml_grid():
+    sweep = load_spec(ROOT / "search_spaces" / "ce_scl.yaml")
+    assert sweep.grid == {"temperature": ODD, "lam": ODD}
+    assert sweep.fixed == {"lr": 1e-5, "batch_size": 16, "classifier_dropout": 0.1}
+    assert len(sweep.grid_configs()) == 25
+
+
+def test_list_valued_choice_travels_through_optuna_as_text(tmp_path):
+    from contrasweep import sweeps
+    from contrasweep.tune import param_space, search_alg
+
+    sweep = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml", ["sweep.searcher=optuna"])
+    space = param_space(sweep)
+    assert space["dropouts"].categories[2] == "0.0,0.1,0.2"
+    searcher = search_alg(sweep, sweeps.create(tmp_path, "s", sweep.raw, {}))
+    searcher.set_search_properties(None, None, space)  # what tune.Tuner does with param_space
+    suggested = searcher.suggest("t1")  # the reported point first, as text
+    assert suggested["dropouts"] == "0.0,0.1,0.2"
+    from trainables.registry import get_method
+
+    assert get_method("supcl_seq").params["dropouts"].coerce("dropouts", suggested["dropouts"]) == [0.0, 0.1, 0.2]
+
+
 def test_grid_times_seeds_reported_first():
     configs = validate(base()).grid_configs()
     assert [(c["lr"], c["seed"]) for c in configs] == [(2e-5, 0), (2e-5, 1), (1e-5, 0), (1e-5, 1)]

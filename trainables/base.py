@@ -7,7 +7,14 @@ A method is an ``nn.Module`` holding the encoder and its own heads. The loop onl
 * ``predict(batch)`` -> scores ``[B, C]``; the argmax is the predicted class (a method's
   prediction rule, e.g. matching against label embeddings, lives here);
 * ``param_groups(lr, weight_decay)`` -> AdamW parameter groups (override for per-part rates);
-* ``second_stage(context)`` -> extra metrics or ``None`` (linear probe / fine-tune stages).
+* ``second_stage(context)`` -> extra metrics or ``None``: called after every epoch's training
+  and before that epoch's evaluation, with a ``trainables.gather.StageContext``; a two-stage
+  method (frozen encoder + linear layer) fits its second stage here, so that every epoch's
+  validation metrics — the ones ASHA and the best checkpoint use — are those of the whole
+  two-stage pipeline. Its metrics are reported as ``stage2/<name>``.
+
+``step_metrics`` names scalar outputs of ``training_step`` that are also logged at every
+optimiser step (e.g. SCL-MOO's α and objectives), not only as epoch means.
 
 Batches are dicts of tensors: ``input_ids``, ``attention_mask``, ``token_type_ids``, ``labels``.
 """
@@ -20,6 +27,7 @@ import torch
 from torch import nn
 
 from contrasweep.encoder import Encoder
+from trainables.gather import StageContext
 from trainables.params import Param
 
 
@@ -27,12 +35,15 @@ class Method(nn.Module):
     name: ClassVar[str] = ""
     # Method-specific hyperparameters, validated by the spec like the loop's own.
     params: ClassVar[dict[str, Param]] = {}
+    # Keys of training_step's output logged per optimiser step (MLflow step = global step).
+    step_metrics: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, encoder: Encoder, num_labels: int, hp: dict[str, Any]):
         super().__init__()
         self.encoder = encoder
         self.num_labels = num_labels
-        self.hp = {k: hp.get(k, p.default) for k, p in self.params.items()}
+        # coerce again: searchers hand list-valued choices over as text (params.as_text)
+        self.hp = {k: p.coerce(k, hp.get(k, p.default)) for k, p in self.params.items()}
 
     @classmethod
     def check(cls, hp: dict[str, Any], hidden_size: int) -> None:
@@ -64,5 +75,5 @@ class Method(nn.Module):
             {"params": no_decay, "lr": lr, "weight_decay": 0.0},
         ]
 
-    def second_stage(self, context: Any) -> dict[str, float] | None:
+    def second_stage(self, context: StageContext) -> dict[str, float] | None:
         return None

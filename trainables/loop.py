@@ -25,7 +25,8 @@ import torch
 from transformers import get_linear_schedule_with_warmup
 
 from contrasweep.encoder import load_encoder
-from trainables.batches import eval_batches, to_device, train_batches
+from trainables.batches import to_device, train_batches
+from trainables.gather import StageContext, split_outputs
 from trainables.metrics import classification_metrics
 from trainables.params import LOOP_PARAMS
 from trainables.registry import get_method
@@ -33,6 +34,8 @@ from trainables.registry import get_method
 MODEL_FILE = "model.pt"
 STATE_FILE = "train_state.pt"
 META_FILE = "meta.json"
+# The result key under which per-step series travel to the tracker (Method.step_metrics).
+STEP_METRICS = "step_metrics"
 
 
 def seed_everything(seed: int) -> None:
@@ -84,6 +87,7 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         started = time.perf_counter()
         model.train()
         sums: dict[str, torch.Tensor] = {}  # on the device: no host sync per step (GPU)
+        per_step: dict[str, list[torch.Tensor]] = {k: [] for k in method.step_metrics}
         steps = 0
         for batch in train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size):
             batch = to_device(batch, device)
@@ -101,9 +105,15 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
             for key, value in out.items():
                 if torch.is_tensor(value) and value.numel() == 1:
                     sums[key] = sums.get(key, 0.0) + value.detach().float()
+            for key in per_step:
+                per_step[key].append(out[key].detach().float())
             steps += 1
         metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0]}
         metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
+        if per_step:
+            metrics[STEP_METRICS] = step_series(per_step, first_step=(epoch - 1) * steps_per_epoch + 1)
+        context = StageContext(tables, num_labels, hp("eval_batch_size"), session, hp("seed"), epoch)
+        metrics.update(prefixed("stage2", method.second_stage(context) or {}))
         metrics.update(prefixed("val", evaluate(method, tables["validation"], num_labels, hp("eval_batch_size"), session)))
         improved = tracker.update(metrics)
         if improved and "test" in tables:
@@ -112,6 +122,16 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         metrics["time/epoch_s"] = time.perf_counter() - started
         report_epoch(session, metrics, method, optimizer, scheduler, scaler, tracker, epoch, config)
     return metrics
+
+
+def step_series(per_step: dict[str, list[torch.Tensor]], first_step: int) -> dict[str, list[list[float]]]:
+    """This rank's per-step values as ``{key: [[global_step, value], ...]}`` (rank 0's are the
+    ones logged; one host sync per epoch, not per step)."""
+    out = {}
+    for key, values in per_step.items():
+        host = torch.stack(values).cpu().tolist() if values else []
+        out[key] = [[first_step + i, v] for i, v in enumerate(host)]
+    return out
 
 
 def mean_over_ranks(session, sums: dict[str, float], steps: int) -> dict[str, float]:
@@ -128,25 +148,10 @@ def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
     return {f"{prefix}/{k}": v for k, v in metrics.items()}
 
 
-@torch.no_grad()
 def evaluate(method, table, num_labels: int, batch_size: int, session) -> dict[str, float]:
-    """Metrics of ``method.predict`` on a split; with DDP each rank scores a strided share and
-    the shares are gathered, so every rank computes the same numbers over the whole split."""
-    method.eval()
-    rows, preds, labels = [], [], []
-    for idx, batch in eval_batches(table, batch_size, session.rank, session.world_size):
-        batch = to_device(batch, session.device)
-        preds.append(method.predict(batch).argmax(-1).cpu().numpy())
-        labels.append(batch["labels"].cpu().numpy())
-        rows.append(idx)
-    local = [np.concatenate(x) if x else np.zeros(0, dtype=np.int64) for x in (rows, preds, labels)]
-    gathered = session.all_gather(local)
-    order_rows = np.concatenate([g[0] for g in gathered])
-    _, first = np.unique(order_rows, return_index=True)
-    y_pred = np.concatenate([g[1] for g in gathered])[first]
-    y_true = np.concatenate([g[2] for g in gathered])[first]
-    method.train()
-    return classification_metrics(y_true, y_pred, num_labels)
+    """Metrics of ``method.predict`` on a split (every rank gets the numbers of the whole split)."""
+    y_pred, y_true = split_outputs(method, table, batch_size, session, lambda b: method.predict(b).argmax(-1))
+    return classification_metrics(y_true, y_pred.astype(np.int64), num_labels)
 
 
 class BestTracker:

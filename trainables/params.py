@@ -15,7 +15,7 @@ from contrasweep.errors import SpecError
 
 @dataclass(frozen=True)
 class Param:
-    kind: str  # "float" | "int" | "bool" | "str"
+    kind: str  # "float" | "int" | "bool" | "str" | "floats" (a non-empty list of floats)
     default: Any
     low: float | None = None
     high: float | None = None
@@ -29,6 +29,9 @@ class Param:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         if self.kind == "bool":
             return "true or false"
+        if self.kind == "floats":
+            element = Param("float", 0.0, self.low, self.high, self.low_open, self.high_open).allowed()
+            return "a non-empty list of numbers" + element.removeprefix("a number")
         lo = "(" if self.low_open else "["
         hi = ")" if self.high_open else "]"
         low = "-inf" if self.low is None else f"{self.low:g}"
@@ -44,6 +47,8 @@ class Param:
             if isinstance(value, str) and value.lower() in ("true", "false"):
                 return value.lower() == "true"
             raise bad
+        if self.kind == "floats":
+            return self._coerce_list(name, value, bad)
         if self.kind == "str":
             if not isinstance(value, str) or (self.choices and value not in self.choices):
                 raise bad
@@ -64,6 +69,27 @@ class Param:
         if self.high is not None and (number > self.high or (self.high_open and number == self.high)):
             raise bad
         return number
+
+
+    def _coerce_list(self, name: str, value: Any, bad: SpecError) -> list[float]:
+        # Optuna's categorical choices must be scalars, so a list-valued choice travels
+        # through Tune as its text ("0.0,0.1,0.2") and is read back here.
+        if isinstance(value, str):
+            value = [v for v in value.strip("[]() ").split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)) or not value:
+            raise bad
+        element = Param("float", 0.0, self.low, self.high, self.low_open, self.high_open)
+        try:
+            return [element.coerce(name, v.strip() if isinstance(v, str) else v) for v in value]
+        except SpecError:
+            raise bad from None
+
+
+def as_text(value: Any) -> Any:
+    """A list-valued hyperparameter as one categorical token (the inverse of ``coerce``)."""
+    if isinstance(value, (list, tuple)):
+        return ",".join(repr(float(v)) for v in value)
+    return value
 
 
 def _to_number(value: Any) -> float | int | None:

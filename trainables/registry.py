@@ -12,6 +12,8 @@ _METHODS: dict[str, str] = {
     "ce": "trainables.ce:CrossEntropy",
     "ce_scl": "trainables.ce_scl:CrossEntropySCL",
     "lacon": "trainables.lacon:LaCon",
+    "scl_moo": "trainables.scl_moo:SCLMOO",
+    "supcl_seq": "trainables.supcl_seq:SupCLSeq",
 }
 
 

@@ -182,7 +182,10 @@ class MlflowTracker(Callback):
             return
         stamp = int(result.get("timestamp", 0) * 1000)
         metrics = [Metric(k, float(v), stamp, epoch) for k, v in _numeric(result).items()]
-        self.client.log_batch(run_id, metrics=metrics)
+        # per-step series (Method.step_metrics) at step = global optimiser step
+        metrics += [Metric(f"step/{k}", float(v), stamp, int(s)) for k, pairs in _step_series(result).items() for s, v in pairs]
+        for start in range(0, len(metrics), 1000):  # MLflow takes at most 1000 metrics a batch
+            self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
         entry["last_epoch"] = epoch
         value = result.get(self.metric)
         if value is not None and _better(value, entry.get("best_value"), self.mode):
@@ -251,6 +254,16 @@ _SKIP = {"timestamp", "training_iteration", "time_this_iter_s", "time_total_s", 
 
 def _numeric(result: dict) -> dict[str, float]:
     return {k: v for k, v in result.items() if k not in _SKIP and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _step_series(result: dict) -> dict[str, list]:
+    from trainables.loop import STEP_METRICS
+
+    nested = result.get(STEP_METRICS)
+    if isinstance(nested, dict):
+        return nested
+    prefix = STEP_METRICS + "/"  # Tune may have flattened the dict
+    return {k[len(prefix):]: v for k, v in result.items() if k.startswith(prefix) and isinstance(v, list)}
 
 
 def _params(params: dict[str, Any]):

@@ -21,6 +21,7 @@ from contrasweep.errors import UserError
 from contrasweep.executor import make_trainable, torch_threads_env
 from contrasweep.spec import Sweep, reported_point, validate
 from contrasweep.tracking import MlflowTracker, default_artifact_root, default_tracking_uri
+from trainables.params import as_text
 
 # Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
@@ -167,7 +168,7 @@ def param_space(sweep: Sweep) -> dict:
             "loguniform": lambda a: tune.loguniform(a[0], a[1]),
             "quniform": lambda a: tune.quniform(a[0], a[1], a[2]),
             "randint": lambda a: tune.randint(a[0], a[1] + 1),  # the spec's bounds are inclusive
-            "choice": lambda a: tune.choice(a),
+            "choice": lambda a: tune.choice([as_text(v) for v in a]),
         }[kind](args)
     if len(sweep.seeds) == 1:
         space["seed"] = sweep.seeds[0]
@@ -197,7 +198,7 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
     searcher = OptunaSearch(
         metric=sweep.metric if multi else sweep.metric[0],
         mode=sweep.mode if multi else sweep.mode[0],
-        points_to_evaluate=[reported] if reported else None,
+        points_to_evaluate=[{k: as_text(v) for k, v in reported.items()}] if reported else None,
         sampler=sampler,
         study_name=sweep_dir.name,
         storage=optuna.storages.RDBStorage(sweep_dir.optuna_uri),

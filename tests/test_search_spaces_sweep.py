@@ -1,0 +1,48 @@
+"""Every paper's search space sweeps end to end (real local Ray, real MLflow sqlite store) on
+the tiny BERT: the YAML as shipped, with only the encoder, the data size and the budget
+overridden (the smoke-test path: 1 epoch, the first 2 grid trials)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dashboards.trials import history, parent_runs, trial_runs
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+EXTRA = {
+    "lacon.yaml": ["fixed.heads=2"],  # heads must divide the tiny model's width (32)
+    "scl_moo.yaml": ["grid.moo=[epo]"],  # after the reported (LS) point, an EPO point
+    "supcl_seq.yaml": ["fixed.batch_size=8"],
+}
+
+
+@pytest.mark.parametrize("name", ["ce_scl.yaml", "lacon.yaml", "supcl_seq.yaml", "scl_moo.yaml"])
+def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, cache_dir, tmp_path):
+    from contrasweep import spec, sweeps, tune
+
+    overrides = [f"encoder.name={tiny_model_dir}", "encoder.max_length=32",
+                 "data={source: bbc_news, protocol: few_shot, k: 4, test_fraction: 0.05}",
+                 "fixed.epochs=1", "sweep.max_concurrent=2", "tracking.experiment=spaces", *EXTRA.get(name, [])]
+    sweep = spec.load_spec(ROOT / "search_spaces" / name, overrides)
+    sweep.grid_limit = 2
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    results = tune.run(sweep, "s", sweeps.sweeps_root(str(tmp_path / "sweeps")), uri, None)
+    assert len(results) == 2 and not any(r.error for r in results)
+    runs = trial_runs(uri, parent_runs(uri, "spaces", "s")[0].info.run_id)
+    assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    for run in runs:
+        assert "val/accuracy" in run.data.metrics and "test/accuracy" in run.data.metrics
+        if sweep.method == "supcl_seq":  # both stages' metrics
+            assert "train/loss" in run.data.metrics and "stage2/train_accuracy" in run.data.metrics
+        if sweep.method == "scl_moo":  # α, ℓ1, ℓ2 per optimiser step, steps 1..n
+            steps = [s for s, _ in history(uri, run.info.run_id, "step/moo/alpha_1")]
+            assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2
+            alphas = [v for _, v in history(uri, run.info.run_id, "step/moo/alpha_1")]
+            assert all(0.0 <= a <= 1.0 for a in alphas)
+            assert len(history(uri, run.info.run_id, "step/moo/l2")) == len(steps)
+    if sweep.method == "scl_moo":
+        assert sorted(r.data.params["hp.moo"] for r in runs) == ["epo", "ls"]

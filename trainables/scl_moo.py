@@ -1,0 +1,91 @@
+"""SCL-MOO (Moukafih et al. 2023, scl_moo.txt Sec. 2): supervised contrastive fine-tuning as a
+two-objective problem, solved by linear scalarisation (LS) or Exact Pareto Optimal search (EPO).
+
+    ℓ1 = λ·ℓ̃pos + (1 − λ)·CE      (Eq. 2, Eq. 4)    intra-class agreement
+    ℓ2 = λ·ℓ̃neg + (1 − λ)·CE      (Eq. 3, Eq. 5)    inter-class repulsion
+
+over the L2-normalised pooled representations (``trainables.losses.scl_moo``); CE is the
+cross-entropy of a linear classifier on the same representation, which also predicts.
+
+* ``moo: ls`` (Eq. 6): minimise r1·ℓ1 + r2·ℓ2 with r = [r1, 1 − r1] on the simplex.
+* ``moo: epo`` (Eq. 7; Mahapatra & Rajan 2020): every step, the gradients of ℓ1 and ℓ2 with
+  respect to all trainable parameters (every parameter is shared: both objectives hold CE and
+  the encoder), their 2 × 2 Gram matrix and the EPO linear programme give α on the simplex
+  (``trainables.epo``); the step minimises Σ_j m·α_j·ℓ_j (m = 2). When the LP fails, α = r for
+  that step, counted in ``moo/lp_fallback`` and logged as a warning. EPO needs non-negative
+  objectives: ℓ̃pos and ℓ̃neg are shifted by the constant 1/τ, their lower bound for cosine
+  similarities (``nonneg_shift``), which changes no gradient; LS uses the same shifted values
+  so that the logged ℓ1, ℓ2 of both methods are comparable.
+
+Per step, α_1, α_2, ℓ1 and ℓ2 are logged (MLflow ``step/moo/...``) for the Pareto fronts.
+Cost: EPO takes two extra backward passes per step (one per objective) before the loop's own.
+Under DDP the per-objective gradients and losses are averaged over ranks before the LP, so
+every rank solves the same programme and takes the same α.
+Defaults are the paper's reported best: τ = 0.3, λ = 0.3, r = [0.1, 0.9] (Sec. 3).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from trainables.ce import CrossEntropy
+from trainables.epo import epo_alpha
+from trainables.losses import scl_moo_objectives
+from trainables.params import Param
+
+log = logging.getLogger("contrasweep.scl_moo")
+
+
+class SCLMOO(CrossEntropy):
+    name = "scl_moo"
+    params = {
+        **CrossEntropy.params,
+        "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of Eq. 2-3 (Sec. 3: best 0.3)"),
+        "lam": Param("float", 0.3, 0.0, 1.0, help="λ of Eq. 4-5 (Sec. 3: best 0.3)"),
+        "r1": Param("float", 0.1, 0.0, 1.0, help="preference r = [r1, 1 - r1] (Sec. 3: best [0.1, 0.9])"),
+        "moo": Param("str", "ls", choices=("ls", "epo"), help="linear scalarisation (Eq. 6) or EPO (Eq. 7)"),
+        "epo_eps": Param("float", 1.0e-4, 0.0, 1.0, help="EPO: non-uniformity above which it balances"),
+    }
+    step_metrics = ("moo/alpha_1", "moo/alpha_2", "moo/l1", "moo/l2")
+
+    def training_step(self, batch):
+        pooled, _ = self.encode(batch)
+        labels = batch["labels"]
+        ce = F.cross_entropy(self.classifier(self.dropout(pooled)), labels, label_smoothing=self.hp["label_smoothing"])
+        l1, l2 = scl_moo_objectives(pooled, labels, ce, self.hp["temperature"], self.hp["lam"], shift=True)
+        r = torch.tensor([self.hp["r1"], 1.0 - self.hp["r1"]], dtype=torch.float64)
+        if self.hp["moo"] == "ls":
+            alpha, fallback, balance = r, 0.0, 0.0
+            loss = r[0].item() * l1 + r[1].item() * l2  # Eq. 6
+        else:
+            alpha, fallback, balance = self.epo_weights(torch.stack([l1, l2]), r)
+            loss = 2 * (alpha[0].item() * l1 + alpha[1].item() * l2)  # Σ_j m·α_j·ℓ_j, m = 2
+        return {
+            "loss": loss, "loss/ce": ce.detach(), "loss/l1": l1.detach(), "loss/l2": l2.detach(),
+            "moo/l1": l1.detach(), "moo/l2": l2.detach(),
+            "moo/alpha_1": torch.tensor(float(alpha[0])), "moo/alpha_2": torch.tensor(float(alpha[1])),
+            "moo/lp_fallback": torch.tensor(fallback), "moo/balance_step": torch.tensor(balance),
+        }
+
+    def epo_weights(self, losses: torch.Tensor, r: torch.Tensor):
+        """α from the EPO LP on the Gram matrix of the per-objective gradients."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        rows = []
+        for loss in losses:
+            grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+            rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)]))
+        flat = torch.stack(rows).float()
+        values = losses.detach().float().clone()
+        if dist.is_available() and dist.is_initialized():  # the LP of the global batch, on every rank
+            for tensor in (flat, values):
+                dist.all_reduce(tensor)
+                tensor /= dist.get_world_size()
+        gram = (flat @ flat.T).double().cpu().numpy()
+        step = epo_alpha(values.double().cpu().numpy(), gram, r.numpy(), eps=self.hp["epo_eps"])
+        if not step.ok:
+            log.warning("EPO linear programme failed (losses %s); this step uses α = r", values.tolist())
+        return torch.as_tensor(step.alpha), float(not step.ok), float(step.mode == "balance")
