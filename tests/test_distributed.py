@@ -50,3 +50,20 @@ def test_asha_stopping_a_train_run_frees_its_cpus(ray_session, tiny_model_dir, c
     while ray_session.available_resources().get("CPU", 0) < 1.8 and time.time() < deadline:
         time.sleep(1)
     assert ray_session.available_resources().get("CPU", 0) >= 1.8, ray_session.available_resources()
+
+
+@pytest.mark.parametrize("method, hp", [("scl_moo", {"moo": "epo"}), ("supcl_seq", {"dropouts": [0.0, 0.1]})])
+def test_methods_with_their_own_collectives_run_under_ddp(method, hp, ray_session, tiny_model_dir, cache_dir, tmp_path):
+    """EPO all-reduces per-objective gradients inside DDP's forward; SupCL-Seq gathers frozen
+    features from both ranks for its second stage. Both must run (no hang) on 2 workers."""
+    spec = write_spec(tmp_path / "m.yaml", tiny_model_dir, method=method, fixed={"epochs": 1, **hp},
+                      grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none", "resources": {"cpu": 0.9, "workers": 2}})
+    _, results = _run_sweep(tmp_path, spec, f"ddp-{method}")
+    assert not results[0].error, results[0].error
+    metrics = results[0].metrics
+    if method == "scl_moo":
+        assert metrics["train/moo/lp_fallback"] == 0.0
+        assert metrics["train/moo/alpha_1"] + metrics["train/moo/alpha_2"] == pytest.approx(1.0)
+        assert [s for s, _ in metrics["step_metrics"]["moo/alpha_1"]] == [1, 2, 3]  # 20 rows (k 4 × 5 classes), batch 8
+    else:
+        assert 0.0 <= metrics["stage2/train_accuracy"] <= 1.0

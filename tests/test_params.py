@@ -1,7 +1,7 @@
 import pytest
 
 from contrasweep.errors import SpecError
-from trainables.params import LOOP_PARAMS, Param
+from trainables.params import LOOP_PARAMS, Param, as_text
 
 
 def test_yaml_style_strings_are_coerced():
@@ -35,3 +35,14 @@ def test_choices():
     assert p.coerce("x", "b") == "b"
     with pytest.raises(SpecError, match="one of 'a', 'b'"):
         p.coerce("x", "c")
+
+
+def test_list_valued_parameter_and_its_text_form():
+    p = Param("floats", [0.0, 0.1], 0.0, 1.0, high_open=True)
+    assert p.coerce("d", [0, "0.1", 0.2]) == [0.0, 0.1, 0.2]
+    assert p.coerce("d", "0.0,0.1,0.1") == [0.0, 0.1, 0.1]  # duplicates kept
+    assert p.coerce("d", as_text([0.0, 0.05])) == [0.0, 0.05]  # round trip through a searcher
+    assert as_text(0.3) == 0.3
+    for bad in ([], [1.0], "x", 3, [0.1, None]):
+        with pytest.raises(SpecError, match=r"allowed: a non-empty list of numbers in \[0, 1\)"):
+            p.coerce("d", bad)

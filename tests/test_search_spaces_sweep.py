@@ -46,3 +46,9 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
             assert len(history(uri, run.info.run_id, "step/moo/l2")) == len(steps)
     if sweep.method == "scl_moo":
         assert sorted(r.data.params["hp.moo"] for r in runs) == ["epo", "ls"]
+        from dashboards.compare import seed_summary
+
+        rows = seed_summary(uri, "spaces", "s", "test/accuracy", by=("moo",))
+        by_moo = {r["moo"]: r for r in rows}
+        assert set(by_moo) == {"epo", "ls"} and all(r["n"] == 1 and r["std"] == 0.0 for r in rows)
+        assert by_moo["ls"]["mean"] == next(r.data.metrics["test/accuracy"] for r in runs if r.data.params["hp.moo"] == "ls")
