@@ -75,3 +75,15 @@ def test_seeded_runs_are_identical(tiny_model_dir, tmp_path):
         train(loop_config(tiny_model_dir, epochs=1), data, s)
         runs.append(s.reports[-1]["train/loss"])
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize("schedule", ["linear", "constant"])
+def test_lr_schedule_after_warmup(schedule, tiny_model_dir, tmp_path):
+    data = toy_tables(tiny_model_dir, n_per_class=8)  # 16 rows, batch 8: 2 steps per epoch
+    session = LocalSession(str(tmp_path))
+    train(loop_config(tiny_model_dir, epochs=2, lr=1e-3, warmup_ratio=0.25, lr_schedule=schedule), data, session)
+    lrs = [r["lr"] for r in session.reports]  # the rate after each epoch's last step
+    if schedule == "constant":  # warm-up of 1 step (25 % of 4), then 1e-3 for good
+        assert lrs == [pytest.approx(1e-3), pytest.approx(1e-3)]
+    else:  # linear decay to 0 at the last step
+        assert lrs[0] == pytest.approx(1e-3 * 2 / 3) and lrs[1] == pytest.approx(0.0)

@@ -6,6 +6,10 @@ A method is an ``nn.Module`` holding the encoder and its own heads. The loop onl
   (``forward`` delegates to ``training_step`` so DDP's gradient hooks see the call);
 * ``predict(batch)`` -> scores ``[B, C]``; the argmax is the predicted class (a method's
   prediction rule, e.g. matching against label embeddings, lives here);
+* ``evaluate(context, split)`` -> that split's metrics (reported as ``val/<name>`` and, at the
+  best validation epoch, ``test/<name>``); by default classification metrics of ``predict``.
+  A method judged otherwise (representation quality: clustering, probes) overrides it and
+  lists its metric names in ``metric_names`` (what ``sweep.metric`` may name);
 * ``param_groups(lr, weight_decay)`` -> AdamW parameter groups (override for per-part rates);
 * ``second_stage(context)`` -> extra metrics or ``None``: called after every epoch's training
   and before that epoch's evaluation, with a ``trainables.gather.StageContext``; a two-stage
@@ -27,7 +31,7 @@ import torch
 from torch import nn
 
 from contrasweep.encoder import Encoder
-from trainables.gather import StageContext
+from trainables.gather import StageContext, classification_evaluate
 from trainables.params import Param
 
 
@@ -35,6 +39,8 @@ class Method(nn.Module):
     name: ClassVar[str] = ""
     # Method-specific hyperparameters, validated by the spec like the loop's own.
     params: ClassVar[dict[str, Param]] = {}
+    # What evaluate() reports per split (sweep.metric may name val/<one of these>).
+    metric_names: ClassVar[tuple[str, ...]] = ("accuracy", "macro_f1", "mcc", "f1")
     # Keys of training_step's output logged per optimiser step (MLflow step = global step).
     step_metrics: ClassVar[tuple[str, ...]] = ()
 
@@ -74,6 +80,9 @@ class Method(nn.Module):
             {"params": decay, "lr": lr, "weight_decay": weight_decay},
             {"params": no_decay, "lr": lr, "weight_decay": 0.0},
         ]
+
+    def evaluate(self, context: StageContext, split: str) -> dict[str, float]:
+        return classification_evaluate(self, context.tables[split], context.num_labels, context.eval_batch_size, context.session)
 
     def second_stage(self, context: StageContext) -> dict[str, float] | None:
         return None

@@ -4,13 +4,14 @@ so that every rank ends up with the same arrays in row order (evaluation, frozen
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from trainables.batches import eval_batches, to_device
+from trainables.metrics import classification_metrics
 
 
 @torch.no_grad()
@@ -37,10 +38,18 @@ def split_outputs(method, table, batch_size: int, session, fn: Callable[[dict], 
     return np.concatenate([g[1] for g in gathered])[first], np.concatenate([g[2] for g in gathered])[first]
 
 
+def classification_evaluate(method, table, num_labels: int, batch_size: int, session) -> dict[str, float]:
+    """Metrics of ``method.predict`` on a split (every rank gets the numbers of the whole split)."""
+    y_pred, y_true = split_outputs(method, table, batch_size, session, lambda b: method.predict(b).argmax(-1))
+    return classification_metrics(y_true, y_pred.astype(np.int64), num_labels)
+
+
 @dataclass
 class StageContext:
-    """What a method's ``second_stage`` may use: the splits, the batch size for frozen-feature
-    passes, the session (device, ranks, all_gather), the trial seed and the epoch."""
+    """One epoch's view of the trial for a method's ``second_stage`` and ``evaluate``: the
+    splits, the batch size for frozen-feature passes, the session (device, ranks, all_gather),
+    the trial seed, the epoch, and a cache that lives for this epoch only (e.g. frozen
+    embeddings computed once and reused by the validation and the test evaluation)."""
 
     tables: dict[str, Any]
     num_labels: int
@@ -48,6 +57,7 @@ class StageContext:
     session: Any
     seed: int
     epoch: int
+    cache: dict = field(default_factory=dict)
 
     def outputs(self, method, split: str, fn: Callable[[dict], torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
         return split_outputs(method, self.tables[split], self.eval_batch_size, self.session, fn)

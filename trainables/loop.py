@@ -1,8 +1,9 @@
 """The generic training loop (DESIGN.md, "trainables.loop"): one loop for every method.
 
-AdamW with a linear schedule and warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps),
-gradient clipping, evaluation on the validation split every epoch, test metrics of the best
-validation epoch, one checkpoint per epoch (Tune keeps the best and the latest), seeded.
+AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a linear decay
+(default) or a constant rate (``lr_schedule``), gradient clipping, evaluation on the
+validation split every epoch, test metrics of the best validation epoch, one checkpoint per
+epoch (Tune keeps the best and the latest), seeded.
 
 The loop never branches on a method's name: it builds the method from the registry and calls
 only the interface of ``trainables.base.Method``.
@@ -22,12 +23,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import get_linear_schedule_with_warmup
+from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from contrasweep.encoder import load_encoder
 from trainables.batches import to_device, train_batches
-from trainables.gather import StageContext, split_outputs
-from trainables.metrics import classification_metrics
+from trainables.gather import StageContext
+from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
 from trainables.params import LOOP_PARAMS
 from trainables.registry import get_method
 
@@ -72,7 +73,11 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     steps_per_epoch = math.ceil(tables["train"].num_rows / hp("batch_size"))
     total_steps = steps_per_epoch * hp("epochs")
     optimizer = torch.optim.AdamW(method.param_groups(hp("lr"), hp("weight_decay")), lr=hp("lr"), eps=hp("adam_eps"))
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(hp("warmup_ratio") * total_steps), total_steps)
+    warmup = int(hp("warmup_ratio") * total_steps)
+    if hp("lr_schedule") == "constant":
+        scheduler = get_constant_schedule_with_warmup(optimizer, warmup)
+    else:
+        scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
     use_amp = bool(hp("amp")) and device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
 
@@ -114,10 +119,10 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
             metrics[STEP_METRICS] = step_series(per_step, first_step=(epoch - 1) * steps_per_epoch + 1)
         context = StageContext(tables, num_labels, hp("eval_batch_size"), session, hp("seed"), epoch)
         metrics.update(prefixed("stage2", method.second_stage(context) or {}))
-        metrics.update(prefixed("val", evaluate(method, tables["validation"], num_labels, hp("eval_batch_size"), session)))
+        metrics.update(prefixed("val", method.evaluate(context, "validation")))
         improved = tracker.update(metrics)
         if improved and "test" in tables:
-            tracker.best_metrics.update(prefixed("test", evaluate(method, tables["test"], num_labels, hp("eval_batch_size"), session)))
+            tracker.best_metrics.update(prefixed("test", method.evaluate(context, "test")))
         metrics.update(tracker.best_metrics)
         metrics["time/epoch_s"] = time.perf_counter() - started
         report_epoch(session, metrics, method, optimizer, scheduler, scaler, tracker, epoch, config)
@@ -146,12 +151,6 @@ def mean_over_ranks(session, sums: dict[str, float], steps: int) -> dict[str, fl
 
 def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
     return {f"{prefix}/{k}": v for k, v in metrics.items()}
-
-
-def evaluate(method, table, num_labels: int, batch_size: int, session) -> dict[str, float]:
-    """Metrics of ``method.predict`` on a split (every rank gets the numbers of the whole split)."""
-    y_pred, y_true = split_outputs(method, table, batch_size, session, lambda b: method.predict(b).argmax(-1))
-    return classification_metrics(y_true, y_pred.astype(np.int64), num_labels)
 
 
 class BestTracker:

@@ -40,7 +40,6 @@ SCHEDULERS = ("asha", "none")
 MODES = ("max", "min")
 DOMAINS = ("uniform", "loguniform", "quniform", "randint", "choice")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-BASE_METRICS = ("accuracy", "macro_f1", "mcc", "f1")
 
 SWEEP_PARAMS: dict[str, Param] = {
     "num_samples": Param("int", 1, 1, 100000),
@@ -359,8 +358,7 @@ def _metrics(sweep: Sweep, section: dict, method_cls) -> None:
     mode = section.get("mode", "max")
     metrics = metric if isinstance(metric, list) else [metric]
     modes = mode if isinstance(mode, list) else [mode] * len(metrics)
-    names = getattr(method_cls, "metric_names", BASE_METRICS)
-    allowed = [f"val/{m}" for m in names] + ["train/loss"]
+    allowed = [f"val/{m}" for m in method_cls.metric_names] + ["train/loss"]
     for m in metrics:
         if m not in allowed:
             raise SpecError(f"sweep.metric={m!r} is not allowed; allowed: {', '.join(allowed)}")
