@@ -9,7 +9,8 @@ import torch
 
 from trainables.batches import eval_batches, to_device
 from trainables.loop import build_method, load_trained, train
-from trainables.registry import method_names
+from trainables.gather import StageContext
+from trainables.registry import get_method, method_names
 from trainables.sessions import LocalSession
 
 from helpers import loop_config, toy_tables
@@ -26,6 +27,9 @@ CASES = [
     ("supcl_seq", {"dropouts": [0.0, 0.1, 0.1]}),
     ("scl_moo", {"moo": "ls"}),
     ("scl_moo", {"moo": "epo"}),
+    # representation methods: labels unused in training; a cheap evaluation protocol
+    ("simcse", {"eval_kmeans_runs": 2, "probe_splits": 1, "probe_iterations": 20}),
+    ("vascl", {"neighbours": 3, "delta": 1.0, "eval_kmeans_runs": 2, "probe_splits": 1, "probe_iterations": 20}),
 ]
 IDS = [f"{n}-{'-'.join(f'{k}={v}' for k, v in hp.items())}" for n, hp in CASES]
 
@@ -56,16 +60,16 @@ def test_loss_is_finite_and_gradients_reach_everything(name, hp, tiny_model_dir,
 
 @pytest.mark.parametrize("name, hp", CASES, ids=IDS)
 def test_one_epoch_through_the_loop_and_checkpoint_round_trip(name, hp, tiny_model_dir, data, tmp_path):
-    config = {**loop_config(tiny_model_dir, epochs=1, **hp), "method": name}
+    names = get_method(name).metric_names
+    config = {**loop_config(tiny_model_dir, epochs=1, **hp), "method": name, "metric": f"val/{names[0]}"}
     session = LocalSession(str(tmp_path))
     train(config, data, session)
     report = session.reports[-1]
-    for key in ("epoch", "train/loss", "val/accuracy", "val/macro_f1", "val/mcc", "best/val/accuracy"):
+    for key in ("epoch", "train/loss", *(f"val/{m}" for m in names), f"best/val/{names[0]}", f"test/{names[0]}"):
         assert key in report
     # the checkpoint holds the model that produced this epoch's validation metrics
-    from trainables.loop import evaluate
-
     restored = load_trained(session.checkpoints[-1], num_labels=2)
-    metrics = evaluate(restored, data["tables"]["validation"], 2, 16, LocalSession(str(tmp_path / "e")))
-    assert metrics["accuracy"] == report["val/accuracy"]
-    assert metrics["macro_f1"] == report["val/macro_f1"]
+    context = StageContext(data["tables"], 2, 16, LocalSession(str(tmp_path / "e")), seed=0, epoch=1)
+    metrics = restored.evaluate(context, "validation")
+    for m in names:
+        assert metrics[m] == pytest.approx(report[f"val/{m}"], abs=1e-9), m

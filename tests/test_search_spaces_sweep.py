@@ -17,10 +17,13 @@ EXTRA = {
     "lacon.yaml": ["fixed.heads=2"],  # heads must divide the tiny model's width (32)
     "scl_moo.yaml": ["grid.moo=[epo]"],  # after the reported (LS) point, an EPO point
     "supcl_seq.yaml": ["fixed.batch_size=8"],
+    **{f"{m}_small.yaml": ["fixed.batch_size=8", "fixed.eval_kmeans_runs=2", "fixed.probe_splits=1", "fixed.probe_iterations=20"]
+       for m in ("simcse", "vascl")},
 }
+EXTRA["vascl_small.yaml"] += ["fixed.neighbours=3"]
 
 
-@pytest.mark.parametrize("name", ["ce_scl.yaml", "lacon.yaml", "supcl_seq.yaml", "scl_moo.yaml"])
+@pytest.mark.parametrize("name", ["ce_scl.yaml", "lacon.yaml", "supcl_seq.yaml", "scl_moo.yaml", "simcse_small.yaml", "vascl_small.yaml"])
 def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, cache_dir, tmp_path):
     from contrasweep import spec, sweeps, tune
 
@@ -31,11 +34,13 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     sweep.grid_limit = 2
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     results = tune.run(sweep, "s", sweeps.sweeps_root(str(tmp_path / "sweeps")), uri, None)
-    assert len(results) == 2 and not any(r.error for r in results)
+    n = min(2, len(sweep.grid_configs()))
+    assert len(results) == n and not any(r.error for r in results)
     runs = trial_runs(uri, parent_runs(uri, "spaces", "s")[0].info.run_id)
-    assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    assert len(runs) == n and all(r.info.status == "FINISHED" for r in runs)
+    objective = sweep.metric[0].removeprefix("val/")
     for run in runs:
-        assert "val/accuracy" in run.data.metrics and "test/accuracy" in run.data.metrics
+        assert f"val/{objective}" in run.data.metrics and f"test/{objective}" in run.data.metrics
         if sweep.method == "supcl_seq":  # both stages' metrics
             assert "train/loss" in run.data.metrics and "stage2/train_accuracy" in run.data.metrics
         if sweep.method == "scl_moo":  # α, ℓ1, ℓ2 per optimiser step, steps 1..n

@@ -89,6 +89,30 @@ def test_ce_scl_yaml_grid():
     assert len(sweep.grid_configs()) == 25
 
 
+def test_vascl_and_simcse_yaml_are_app_a():
+    vascl = load_spec(ROOT / "search_spaces" / "vascl.yaml")
+    assert {k: vascl.fixed[k] for k in ("lr", "head_lr", "head_dim", "batch_size", "epochs", "lr_schedule")} == {
+        "lr": 5e-6, "head_lr": 5e-4, "head_dim": 128, "batch_size": 1024, "epochs": 5, "lr_schedule": "constant"}
+    assert vascl.grid == {"delta": [15.0, 30.0]} and vascl.reported == {"delta": 15.0}
+    assert vascl.metric == ["val/cluster_acc"]
+    simcse = load_spec(ROOT / "search_spaces" / "simcse.yaml")
+    assert simcse.grid == {"lr": [1e-5, 3e-5]} and simcse.reported == {"lr": 3e-5}
+    assert simcse.fixed["batch_size"] == 1024 and simcse.fixed["epochs"] == 5 and simcse.fixed["temperature"] == 0.05
+    for small in ("vascl_small.yaml", "simcse_small.yaml"):
+        sweep = load_spec(ROOT / "search_spaces" / small)
+        assert sweep.fixed["batch_size"] == 64 and sweep.fixed["epochs"] == 1
+
+
+def test_representation_methods_default_to_clustering_accuracy(tmp_path):
+    raw = base()
+    raw.update(method="simcse", grid={"lr": [3.0e-5]})
+    raw["sweep"].pop("metric", None)
+    assert validate(raw).metric == ["val/cluster_acc"]
+    raw["sweep"]["metric"] = "val/accuracy"
+    with pytest.raises(SpecError, match="allowed: val/cluster_acc, val/nmi, val/probe5_acc"):
+        validate(raw)
+
+
 def test_list_valued_choice_travels_through_optuna_as_text(tmp_path):
     from contrasweep import sweeps
     from contrasweep.tune import param_space, search_alg

@@ -13,7 +13,9 @@ _METHODS: dict[str, str] = {
     "ce_scl": "trainables.ce_scl:CrossEntropySCL",
     "lacon": "trainables.lacon:LaCon",
     "scl_moo": "trainables.scl_moo:SCLMOO",
+    "simcse": "trainables.simcse:SimCSE",
     "supcl_seq": "trainables.supcl_seq:SupCLSeq",
+    "vascl": "trainables.vascl:VaSCL",
 }
 
 

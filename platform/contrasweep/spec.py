@@ -354,7 +354,7 @@ def _sub(section: dict, params: dict[str, Param], where: str) -> dict:
 
 
 def _metrics(sweep: Sweep, section: dict, method_cls) -> None:
-    metric = section.get("metric", "val/accuracy")
+    metric = section.get("metric", f"val/{method_cls.metric_names[0]}")
     mode = section.get("mode", "max")
     metrics = metric if isinstance(metric, list) else [metric]
     modes = mode if isinstance(mode, list) else [mode] * len(metrics)

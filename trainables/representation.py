@@ -1,0 +1,64 @@
+"""Unsupervised sentence-representation methods (SimCSE, VaSCL; vascl.txt Sec. 3-4): the base
+class every such method shares. Labels never reach ``training_step``; they are used only to
+judge the frozen representation e = pooled encoder output, the way vascl.txt Sec. 4.2.1 does:
+
+* short-text clustering: K-means on e with K = number of classes, clustering accuracy through
+  the Hungarian algorithm averaged over ``eval_kmeans_runs`` runs, plus NMI (Table 2 protocol);
+* few-shot probe: a linear softmax layer on frozen e, k ∈ {5, 10, 20} per class, 5 fixed splits,
+  lr 1e-4, batch 32, 1000 iterations, validation every 100, accuracy at the best validation
+  checkpoint (Table 3 protocol; ``trainables.evaluation.probe``).
+
+Split roles, so that validation metrics never see test rows: for ``val/*`` the probe samples
+its k + k examples per class from the training split and is scored on the validation split;
+for ``test/*`` (the best validation epoch) it samples from training ∪ validation — "we merge
+the training and validation sets" (Sec. 4.2.1) — and is scored on the test split. Clustering
+runs on the split itself. Embeddings are computed once per split and epoch and reused by
+every K-means run, probe split and k (``StageContext.cache``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from trainables.base import Method
+from trainables.evaluation import few_shot_probe, kmeans_scores
+from trainables.params import Param
+
+PROBE_KS = (5, 10, 20)  # vascl.txt Table 3
+
+
+class RepresentationMethod(Method):
+    metric_names = ("cluster_acc", "nmi", *(f"probe{k}_acc" for k in PROBE_KS))
+    params = {
+        "eval_kmeans_runs": Param("int", 10, 1, 1000, help="K-means runs averaged (Sec. 4.2.1: 10)"),
+        "probe_splits": Param("int", 5, 0, 1000, help="few-shot probe splits per k (Sec. 4.2.1: 5); 0: no probe"),
+        "probe_lr": Param("float", 1.0e-4, 0.0, 1.0, low_open=True, help="probe learning rate (Sec. 4.2.1)"),
+        "probe_iterations": Param("int", 1000, 1, 1000000, help="probe iterations (Sec. 4.2.1: 1000)"),
+    }
+
+    def representation(self, batch) -> torch.Tensor:
+        """e: what is evaluated (the pooled encoder output; heads are for training only)."""
+        return self.encode(batch)[0]
+
+    @torch.no_grad()
+    def predict(self, batch):
+        raise NotImplementedError(f"{self.name} learns representations; it is judged by evaluate(), not predict()")
+
+    def embeddings(self, context, split: str) -> tuple[np.ndarray, np.ndarray]:
+        key = ("embeddings", split)
+        if key not in context.cache:
+            context.cache[key] = context.outputs(self, split, self.representation)
+        return context.cache[key]
+
+    def evaluate(self, context, split: str) -> dict[str, float]:
+        x, y = self.embeddings(context, split)
+        metrics = kmeans_scores(x, y, n_clusters=context.num_labels, seeds=range(self.hp["eval_kmeans_runs"]))
+        if self.hp["probe_splits"] > 0:
+            pool = ["train"] if split == "validation" else ["train", "validation"]
+            parts = [self.embeddings(context, s) for s in pool]
+            pool_x, pool_y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+            metrics.update(few_shot_probe(pool_x, pool_y, x, y, context.num_labels, ks=PROBE_KS,
+                                          n_splits=self.hp["probe_splits"], seed=0, lr=self.hp["probe_lr"],
+                                          iterations=self.hp["probe_iterations"]))
+        return metrics

@@ -1,0 +1,72 @@
+"""VaSCL (Zhang et al. 2022, vascl.txt Sec. 3.2, App. A): contrastive learning with virtual
+augmentation in the neighbourhood of each instance.
+
+Per batch of M sentences: two dropout passes give e, e' (pooled); the head h (2-layer MLP,
+d × d then d × 128, App. A) gives z = h(e); the loss is Eq. 6 = the instance InfoNCE of Eq. 1
+both ways + the neighbourhood loss of Eq. 5 both ways, with N(i) the K nearest in-batch
+neighbours of e_i and the virtual augmentation e_i* = e_i + δ_i*, δ_i* found by gradient ascent
+on Eq. 2 within ‖δ_i‖ = Δ (Eq. 3-4; ``trainables.losses.vascl``). Labels are never used.
+
+Hyperparameters (App. A): head lr 5e-4 and backbone lr 5e-6 (``head_lr`` and the loop's
+``lr``; constant schedule, see search_spaces/vascl.yaml), Δ = 15 for base-size encoders and 30
+for large ones, τ = 0.05 (as SimCSE), batch 1024, 5 epochs. The paper gives no K: 16 here
+(the default of the public VaSCL code), sweepable (Fig. 2a studies top-K neighbourhoods). ``neighbour_grad`` (default true, the paper:
+Eq. 6 is minimised over every parameter and e* depends on the encoder through e) lets the
+neighbourhood term's gradient reach the encoder; false keeps it to the head. A last batch
+with M ≤ K uses K = M − 1 (and no neighbourhood term when M = 1).
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from contrasweep.errors import UserError
+from trainables.losses.infonce import info_nce
+from trainables.losses.vascl import vascl_loss
+from trainables.params import LOOP_PARAMS, Param
+from trainables.representation import RepresentationMethod
+
+
+class VaSCL(RepresentationMethod):
+    name = "vascl"
+    params = {
+        **RepresentationMethod.params,
+        "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1-2"),
+        "neighbours": Param("int", 16, 1, 100000, help="K of N(i), the in-batch nearest neighbours"),
+        "delta": Param("float", 15.0, 0.0, 1.0e6, low_open=True, help="Δ, the norm of δ* (App. A: 15 base, 30 large)"),
+        "ascent_steps": Param("int", 1, 0, 100, help="gradient-ascent steps of Eq. 3"),
+        "head_lr": Param("float", 5.0e-4, 0.0, 1.0, low_open=True, help="learning rate of h (App. A: 5e-4)"),
+        "head_dim": Param("int", 128, 1, 65536, help="output size of h (App. A: 128)"),
+        "neighbour_grad": Param("bool", True, help="neighbourhood loss gradient reaches the encoder (Eq. 6)"),
+    }
+
+    def __init__(self, encoder, num_labels, hp):
+        super().__init__(encoder, num_labels, hp)
+        d = encoder.hidden_size
+        self.head = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Linear(d, self.hp["head_dim"]))
+
+    @classmethod
+    def check(cls, hp, hidden_size):
+        k = hp.get("neighbours", cls.params["neighbours"].default)
+        batch = hp.get("batch_size", LOOP_PARAMS["batch_size"].default)
+        if not 1 <= k <= batch - 1:
+            raise UserError(f"neighbours={k} is not allowed with batch_size={batch}; allowed: 1 <= neighbours <= batch_size - 1")
+
+    def training_step(self, batch):
+        e1, e2 = self.encode(batch)[0], self.encode(batch)[0]  # two dropout masks
+        k = min(self.hp["neighbours"], len(e1) - 1)
+        if k < 1:  # a one-row batch has no neighbourhood: the instance term alone
+            loss = info_nce(self.head(e1), self.head(e2), self.hp["temperature"])
+            return {"loss": loss, "loss/instance": loss.detach()}
+        out = vascl_loss(e1, e2, self.head, self.hp["temperature"], k=k, delta=self.hp["delta"],
+                         steps=self.hp["ascent_steps"], neighbour_grad=self.hp["neighbour_grad"])
+        return {"loss": out["loss"], "loss/instance": out["instance"].detach(), "loss/neighbourhood": out["neighbourhood"].detach()}
+
+    def param_groups(self, lr, weight_decay):
+        """Backbone at the loop's ``lr``, the head at ``head_lr`` (App. A: 5e-6 vs 5e-4)."""
+        groups = []
+        for group in super().param_groups(lr, weight_decay):
+            head = [p for p in group["params"] if any(p is q for q in self.head.parameters())]
+            rest = [p for p in group["params"] if not any(p is q for q in self.head.parameters())]
+            groups += [{**group, "params": rest}, {**group, "params": head, "lr": self.hp["head_lr"]}]
+        return [g for g in groups if g["params"]]
