@@ -30,6 +30,10 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     overrides = [f"encoder.name={tiny_model_dir}", "encoder.max_length=32",
                  "data={source: bbc_news, protocol: few_shot, k: 4, test_fraction: 0.05}",
                  "fixed.epochs=1", "sweep.max_concurrent=2", "tracking.experiment=spaces", *EXTRA.get(name, [])]
+    if name == "simcse_small.yaml":  # with STS pairs: val/sts_spearman reaches MLflow too
+        from test_sts import write_pairs
+
+        overrides.append(f"evaluation.sts={write_pairs(tmp_path / 'pairs.csv')}")
     sweep = spec.load_spec(ROOT / "search_spaces" / name, overrides)
     sweep.grid_limit = 2
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -41,6 +45,8 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     objective = sweep.metric[0].removeprefix("val/")
     for run in runs:
         assert f"val/{objective}" in run.data.metrics and f"test/{objective}" in run.data.metrics
+        if sweep.evaluation:
+            assert -1.0 <= run.data.metrics["val/sts_spearman"] <= 1.0
         if sweep.method == "supcl_seq":  # both stages' metrics
             assert "train/loss" in run.data.metrics and "stage2/train_accuracy" in run.data.metrics
         if sweep.method == "scl_moo":  # α, ℓ1, ℓ2 per optimiser step, steps 1..n

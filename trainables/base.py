@@ -41,6 +41,8 @@ class Method(nn.Module):
     params: ClassVar[dict[str, Param]] = {}
     # What evaluate() reports per split (sweep.metric may name val/<one of these>).
     metric_names: ClassVar[tuple[str, ...]] = ("accuracy", "macro_f1", "mcc", "f1")
+    # ... and what it reports on the validation split when the spec gives STS pairs.
+    sts_metric_names: ClassVar[tuple[str, ...]] = ()
     # Keys of training_step's output logged per optimiser step (MLflow step = global step).
     step_metrics: ClassVar[tuple[str, ...]] = ()
 

@@ -48,7 +48,8 @@ def classification_evaluate(method, table, num_labels: int, batch_size: int, ses
 class StageContext:
     """One epoch's view of the trial for a method's ``second_stage`` and ``evaluate``: the
     splits, the batch size for frozen-feature passes, the session (device, ranks, all_gather),
-    the trial seed, the epoch, and a cache that lives for this epoch only (e.g. frozen
+    the trial seed, the epoch, the whole data payload (extra evaluation data such as STS
+    pairs under ``data["sts"]``), and a cache that lives for this epoch only (e.g. frozen
     embeddings computed once and reused by the validation and the test evaluation)."""
 
     tables: dict[str, Any]
@@ -57,6 +58,7 @@ class StageContext:
     session: Any
     seed: int
     epoch: int
+    data: dict = field(default_factory=dict)
     cache: dict = field(default_factory=dict)
 
     def outputs(self, method, split: str, fn: Callable[[dict], torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:

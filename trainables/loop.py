@@ -117,7 +117,7 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
         if per_step:
             metrics[STEP_METRICS] = step_series(per_step, first_step=(epoch - 1) * steps_per_epoch + 1)
-        context = StageContext(tables, num_labels, hp("eval_batch_size"), session, hp("seed"), epoch)
+        context = StageContext(tables, num_labels, hp("eval_batch_size"), session, hp("seed"), epoch, data)
         metrics.update(prefixed("stage2", method.second_stage(context) or {}))
         metrics.update(prefixed("val", method.evaluate(context, "validation")))
         improved = tracker.update(metrics)

@@ -14,6 +14,10 @@ for ``test/*`` (the best validation epoch) it samples from training ∪ validati
 the training and validation sets" (Sec. 4.2.1) — and is scored on the test split. Clustering
 runs on the split itself. Embeddings are computed once per split and epoch and reused by
 every K-means run, probe split and k (``StageContext.cache``).
+
+* STS (when the spec gives ``evaluation.sts``): Spearman correlation between the cosine of the
+  two sentences' e and the gold score (Sec. 4.2.1, Table 1 protocol), reported with the
+  validation metrics as ``val/sts_spearman`` (one set of pairs: it is not a test metric).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 import torch
 
 from trainables.base import Method
-from trainables.evaluation import few_shot_probe, kmeans_scores
+from trainables.evaluation import few_shot_probe, kmeans_scores, sts_spearman
 from trainables.params import Param
 
 PROBE_KS = (5, 10, 20)  # vascl.txt Table 3
@@ -30,6 +34,7 @@ PROBE_KS = (5, 10, 20)  # vascl.txt Table 3
 
 class RepresentationMethod(Method):
     metric_names = ("cluster_acc", "nmi", *(f"probe{k}_acc" for k in PROBE_KS))
+    sts_metric_names = ("sts_spearman",)
     params = {
         "eval_kmeans_runs": Param("int", 10, 1, 1000, help="K-means runs averaged (Sec. 4.2.1: 10)"),
         "probe_splits": Param("int", 5, 0, 1000, help="few-shot probe splits per k (Sec. 4.2.1: 5); 0: no probe"),
@@ -61,4 +66,16 @@ class RepresentationMethod(Method):
             metrics.update(few_shot_probe(pool_x, pool_y, x, y, context.num_labels, ks=PROBE_KS,
                                           n_splits=self.hp["probe_splits"], seed=0, lr=self.hp["probe_lr"],
                                           iterations=self.hp["probe_iterations"]))
+        sts = context.data.get("sts")
+        if sts is not None and split == "validation":
+            metrics["sts_spearman"] = self.sts_score(context, sts)
         return metrics
+
+    def sts_score(self, context, sts: dict) -> float:
+        """Spearman correlation of cosine(e(sentence1), e(sentence2)) with the gold scores
+        (Sec. 4.2.1, footnote 3: all pairs at once)."""
+        from trainables.gather import split_outputs
+
+        a, rows = split_outputs(self, sts["a"], context.eval_batch_size, context.session, self.representation)
+        b, _ = split_outputs(self, sts["b"], context.eval_batch_size, context.session, self.representation)
+        return float(sts_spearman(a, b, sts["scores"][rows]))

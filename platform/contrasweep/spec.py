@@ -8,6 +8,7 @@ Layout of a spec::
     method: ce                      # a name in trainables.registry
     paper: {title: ..., where: ...} # provenance, logged with the sweep
     data: {source: bbc_news, protocol: few_shot, k: 20}      # contrasweep.data.DataConfig
+    evaluation: {sts: pairs.csv}    # optional: STS pairs (sentence1, sentence2, score)
     encoder: {name: default, pooling: mean, max_length: 128}
     reported: {lr: 2.0e-5}          # the paper's setting: evaluated first
     grid: {lr: [1.0e-5, 2.0e-5]}    # exact grid (searcher: grid)
@@ -34,7 +35,7 @@ from contrasweep.errors import SpecError
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import get_method, method_names
 
-TOP_KEYS = ("name", "method", "paper", "data", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
+TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
 SEARCHERS = ("grid", "optuna", "random")
 SCHEDULERS = ("asha", "none")
 MODES = ("max", "min")
@@ -82,6 +83,7 @@ class Sweep:
     seeds: list = field(default_factory=lambda: [0])
     resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
     experiment: str = "contrasweep"
+    evaluation: dict = field(default_factory=dict)  # extra evaluation data, e.g. {"sts": path}
     grid_limit: int | None = None  # --smoke-test: only the first N grid trials
     raw: dict = field(default_factory=dict)  # the validated spec as a plain dict (saved with the sweep)
 
@@ -195,6 +197,7 @@ def validate(raw: dict) -> Sweep:
     sweep.paper = _mapping(raw, "paper")
     sweep.data = _data(_mapping(raw, "data"))
     sweep.encoder = _encoder(_mapping(raw, "encoder"))
+    sweep.evaluation = _evaluation(_mapping(raw, "evaluation"))
     sweep.reported = _values(_mapping(raw, "reported"), params, "reported")
     sweep.fixed = _values(_mapping(raw, "fixed"), params, "fixed")
     sweep.grid = _grid(_mapping(raw, "grid"), params)
@@ -234,6 +237,15 @@ def _data(section: dict) -> dict:
         raise SpecError("data.source is missing; allowed: bbc_news, tweet_sentiment, a CSV/JSONL/parquet path, or hub:NAME[:CONFIG]")
     DataConfig.from_dict(section)  # raises DataError (a UserError) with its own one-line message
     return section
+
+
+def _evaluation(section: dict) -> dict:
+    from contrasweep.data.sts import check_source
+
+    unknown = sorted(set(section) - {"sts"})
+    if unknown:
+        raise SpecError(f"unknown key evaluation.{unknown[0]}; allowed: evaluation.sts")
+    return {"sts": check_source(section["sts"])} if section.get("sts") is not None else {}
 
 
 def _encoder(section: dict) -> dict:
@@ -358,7 +370,8 @@ def _metrics(sweep: Sweep, section: dict, method_cls) -> None:
     mode = section.get("mode", "max")
     metrics = metric if isinstance(metric, list) else [metric]
     modes = mode if isinstance(mode, list) else [mode] * len(metrics)
-    allowed = [f"val/{m}" for m in method_cls.metric_names] + ["train/loss"]
+    names = method_cls.metric_names + (method_cls.sts_metric_names if sweep.evaluation.get("sts") else ())
+    allowed = [f"val/{m}" for m in names] + ["train/loss"]
     for m in metrics:
         if m not in allowed:
             raise SpecError(f"sweep.metric={m!r} is not allowed; allowed: {', '.join(allowed)}")

@@ -120,13 +120,23 @@ def _rows(prepared) -> str:
     return " / ".join(f"{split} {stats['n']}" for split, stats in prepared.stats.items())
 
 
-def put_data(prepared):
-    """One copy of the tokenised splits in the object store, shared by every trial."""
+def prepare_sts(sweep: Sweep) -> dict | None:
+    """STS pairs of ``evaluation.sts``, tokenised once on the driver (None without one)."""
+    from contrasweep.data.sts import prepare_sts as tokenise_pairs
+
+    source = sweep.evaluation.get("sts")
+    return tokenise_pairs(source, sweep.encoder["name"], sweep.encoder["max_length"]) if source else None
+
+
+def put_data(prepared, sts: dict | None = None):
+    """One copy of the tokenised splits (and STS pairs) in the object store, shared by every trial."""
     import ray
 
     from contrasweep.data import load_splits
 
     payload = {"tables": load_splits(prepared.path), "num_labels": prepared.num_labels, "label_names": prepared.label_names}
+    if sts is not None:
+        payload["sts"] = sts
     return ray.put(payload)
 
 
@@ -286,13 +296,14 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     sweeps.ensure_new(root, name)  # before any work
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
+    sts = prepare_sts(sweep)
     init_ray(address)
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri})
     print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
           f"seeds={sweep.seeds}; data: {_rows(prepared)} rows, {prepared.num_labels} classes "
           f"(cache {'hit' if prepared.cache_hit else 'written'})", file=sys.stderr, flush=True)
-    ref = put_data(prepared)
+    ref = put_data(prepared, sts)
     sweep_dir.update_meta(data_key=prepared.key, cache_hit=prepared.cache_hit)
     static = static_config(sweep, sweep_dir, prepared.num_labels)
     tuner = tune.Tuner(
@@ -318,8 +329,9 @@ def resume(name: str, root: Path, address: str | None):
     sweep = validate(sweep_dir.spec())
     torch_threads_env()
     prepared = prepare_data(sweep)
+    sts = prepare_sts(sweep)
     init_ray(address)
-    ref = put_data(prepared)
+    ref = put_data(prepared, sts)
     static = static_config(sweep, sweep_dir, prepared.num_labels)
     tuner = tune.Tuner.restore(
         str(sweep_dir.tune_dir), trainable=make_trainable(static, ref), resume_unfinished=True, resume_errored=True
