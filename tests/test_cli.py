@@ -98,3 +98,17 @@ def test_heads_not_dividing_the_encoder_width_fails_before_any_trial(tmp_path, t
     proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
     assert_user_error(proc, "heads=6 does not divide the encoder's hidden size 32")
     assert not (tmp_path / "sw").exists()  # nothing started
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["fixed.neighbours=8"], "neighbours=8 is not allowed with batch_size=8; allowed: 1 <= neighbours <= batch_size - 1"),
+    (["fixed.neighbours=3", "evaluation.sts=missing.csv"], "evaluation.sts file 'missing.csv' does not exist"),
+    (["fixed.delta=-1"], "fixed.delta=-1 is not allowed; allowed: a number in (0, 1e+06]"),
+])
+def test_vascl_bad_input_fails_before_any_trial(tmp_path, tiny_model_dir, overrides, fragment):
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, method="vascl", reported={}, grid={"lr": [1.0e-3]},
+                      sweep={"seeds": [0], "metric": "val/cluster_acc"})
+    args = [a for o in overrides for a in ("--set", o)]
+    proc = run_cli("run", str(spec), *args, cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert_user_error(proc, fragment)
+    assert not (tmp_path / "sw").exists()
