@@ -39,6 +39,8 @@ class Method(nn.Module):
     name: ClassVar[str] = ""
     # Method-specific hyperparameters, validated by the spec like the loop's own.
     params: ClassVar[dict[str, Param]] = {}
+    # "single": labels are class ids [B]; "multi": multi-hot [B, L] (data.task: multilabel).
+    label_kind: ClassVar[str] = "single"
     # What evaluate() reports per split (sweep.metric may name val/<one of these>).
     metric_names: ClassVar[tuple[str, ...]] = ("accuracy", "macro_f1", "mcc", "f1")
     # ... and what it reports on the validation split when the spec gives STS pairs.

@@ -126,7 +126,9 @@ def cmd_ui(args) -> int:
     from contrasweep.tracking import default_artifact_root, default_tracking_uri
 
     uri = args.tracking_uri or default_tracking_uri()
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port)]
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port),
+               # one local user: one worker (MLflow's default of 4 takes minutes to boot on 2 busy cores)
+               "--workers", "1"]
     if uri.startswith("sqlite:///"):
         command += ["--default-artifact-root", default_artifact_root()]
     print(f"[contrasweep] MLflow UI on http://127.0.0.1:{args.port} ({uri})", file=sys.stderr, flush=True)

@@ -195,7 +195,7 @@ def validate(raw: dict) -> Sweep:
     sweep = Sweep(method=str(raw["method"]))
     sweep.name = _name(raw.get("name"))
     sweep.paper = _mapping(raw, "paper")
-    sweep.data = _data(_mapping(raw, "data"))
+    sweep.data = _data(_mapping(raw, "data"), method_cls)
     sweep.encoder = _encoder(_mapping(raw, "encoder"))
     sweep.evaluation = _evaluation(_mapping(raw, "evaluation"))
     sweep.reported = _values(_mapping(raw, "reported"), params, "reported")
@@ -230,9 +230,19 @@ def _mapping(raw: dict, key: str) -> dict:
     return value
 
 
-def _data(section: dict) -> dict:
+def _data(section: dict, method_cls) -> dict:
     from contrasweep.data import DataConfig
+    from contrasweep.data.multilabel_prepare import MultiLabelConfig, is_multilabel
 
+    kind = "multi" if is_multilabel(section) else "single"
+    if kind != method_cls.label_kind:
+        takes = [n for n in method_names() if get_method(n).label_kind == kind]
+        raise SpecError(f"method {method_cls.name!r} takes {method_cls.label_kind}-label data but data.task is "
+                        f"{'multilabel' if kind == 'multi' else 'single-label'}; allowed methods for this data: "
+                        f"{', '.join(takes) or 'none registered yet'}")
+    if kind == "multi":
+        MultiLabelConfig.from_dict(section)  # raises DataError (a UserError) with its own one-line message
+        return section
     if "source" not in section:
         raise SpecError("data.source is missing; allowed: bbc_news, tweet_sentiment, a CSV/JSONL/parquet path, or hub:NAME[:CONFIG]")
     DataConfig.from_dict(section)  # raises DataError (a UserError) with its own one-line message

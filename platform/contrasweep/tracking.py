@@ -87,8 +87,9 @@ class TrackingState:
 class MlflowTracker(Callback):
     def __init__(self, sweep_dir: Path, tracking_uri: str, experiment: str, sweep_name: str,
                  spec: dict, params: dict, metric: str, mode: str, artifact_root: str | None = None,
-                 progress=None, static: dict | None = None):
-        # static: {"seeds", "resources", "method"} of the sweep, to log each trial's real hp
+                 progress=None, static: dict | None = None, texts: dict[str, str] | None = None):
+        # static: {"seeds", "resources", "method"} of the sweep, to log each trial's real hp;
+        # texts: extra files for the parent run (e.g. the data's label statistics)
         self.sweep_dir = Path(sweep_dir)
         self.tracking_uri = tracking_uri
         self.experiment = experiment
@@ -99,6 +100,7 @@ class MlflowTracker(Callback):
         self.artifact_root = artifact_root
         self.progress = progress
         self.static = static
+        self.texts = texts or {}
         self.state: TrackingState | None = None
         self.client = None
 
@@ -122,6 +124,8 @@ class MlflowTracker(Callback):
             self.state.save()
             self.client.log_batch(parent, params=_params(self.params))
             self.client.log_text(parent, _yaml(self.spec), "spec.yaml")
+            for name, text in self.texts.items():
+                self.client.log_text(parent, text, name)
         else:
             self.client.update_run(parent, status="RUNNING")
 

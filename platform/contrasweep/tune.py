@@ -11,6 +11,7 @@ own ``epoch`` counter as time (Tune's ``training_iteration`` restarts at 0 after
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -112,12 +113,15 @@ def prepare_data(sweep: Sweep):
     """Tokenise once into the content-hashed cache (no Ray needed: bad data fails before any
     process starts or any sweep folder is made)."""
     from contrasweep.data import DataConfig, prepare
+    from contrasweep.data.multilabel_prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
 
+    if is_multilabel(sweep.data):
+        return prepare_multilabel(MultiLabelConfig.from_dict(sweep.data), sweep.encoder["name"], sweep.encoder["max_length"])
     return prepare(DataConfig.from_dict(sweep.data), tokenizer=sweep.encoder["name"], max_length=sweep.encoder["max_length"])
 
 
 def _rows(prepared) -> str:
-    return " / ".join(f"{split} {stats['n']}" for split, stats in prepared.stats.items())
+    return " / ".join(f"{split} {prepared.stats[split]['n']}" for split in ("train", "validation", "test"))
 
 
 def prepare_sts(sweep: Sweep) -> dict | None:
@@ -265,6 +269,8 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared, tracking_uri: st
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.metric[0], sweep.mode[0], artifact_root=_artifact_root(tracking_uri), progress=Progress(total, sweep.metric[0]),
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method},
+        # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
+        texts={"data_stats.json": json.dumps(prepared.stats, indent=1, sort_keys=True)},
     )
 
 
