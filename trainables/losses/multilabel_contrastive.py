@@ -144,14 +144,23 @@ def _log_softmax_rows(logits: torch.Tensor, self_mask: torch.Tensor, log_g: torc
     return logits - torch.logsumexp(den, dim=1, keepdim=True)
 
 
-def _jaccard_contrast(z, y, temperature, queue_z, queue_y, prototypes, reduction):
+def _prologue(z, y, temperature, queue_z, queue_y, prototypes, reduction):
+    """Checked reduction, normalised anchors and candidates (batch, queue, prototypes) and the
+    anchor-is-candidate mask; None when there is nothing to contrast with (one candidate)."""
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction {reduction!r}; allowed: {', '.join(map(repr, _REDUCTIONS))}")
-    zn, y, cand_z, cand_y, _ = _candidates(z, y, queue_z, queue_y, prototypes, temperature)
-    b, m = zn.shape[0], cand_z.shape[0]
-    if m <= 1:
+    zn, y, cand_z, cand_y, is_proto = _candidates(z, y, queue_z, queue_y, prototypes, temperature)
+    if cand_z.shape[0] <= 1:
+        return None
+    return zn, y, cand_z, cand_y, is_proto, _self_mask(zn.shape[0], cand_z.shape[0], z.device)
+
+
+def _jaccard_contrast(z, y, temperature, queue_z, queue_y, prototypes, reduction):
+    parts = _prologue(z, y, temperature, queue_z, queue_y, prototypes, reduction)
+    if parts is None:
         return _zero(z, prototypes)
-    self_mask = _self_mask(b, m, z.device)
+    zn, y, cand_z, cand_y, _, self_mask = parts
+    b = zn.shape[0]
     log_prob = _log_softmax_rows(zn @ cand_z.T / temperature, self_mask)       # [B, M]
     inter = y @ cand_y.T                                                       # |y_i ∩ y_l|
     union = y.sum(1, keepdim=True) + cand_y.sum(1)[None, :] - inter            # |y_i ∪ y_l|
@@ -218,15 +227,13 @@ def msc_loss(z: torch.Tensor, y: torch.Tensor, temperature: float = 0.1, beta: f
     Σ_l over P(j,i) ∪ {c_j} of W_il·x_il is (W ∘ X) @ Y_cand restricted to y_ij = 1, where Y_cand
     ``[|H|+L, L]`` holds the candidates' labels (one-hot e_j for c_j).
     """
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction {reduction!r}; allowed: {', '.join(map(repr, _REDUCTIONS))}")
     if not beta > 0:
         raise ValueError(f"beta={beta}; allowed: β > 0 (the paper uses 0 < β < 1, 0.1)")
-    zn, y, cand_z, cand_y, is_proto = _candidates(z, y, queue_z, queue_y, prototypes, temperature)
-    b, m = zn.shape[0], cand_z.shape[0]
-    if m <= 1:
+    parts = _prologue(z, y, temperature, queue_z, queue_y, prototypes, reduction)
+    if parts is None:
         return _zero(z, prototypes)
-    self_mask = _self_mask(b, m, z.device)
+    zn, y, cand_z, cand_y, is_proto, self_mask = parts
+    b, m = self_mask.shape
     if use_weights:
         log_g = (~is_proto).to(zn.dtype)[None, :] * math.log(beta)                         # Eq. 1: log g
         union = y.sum(1, keepdim=True) + cand_y.sum(1)[None, :] - y @ cand_y.T             # |y_i ∪ y_l|
