@@ -46,7 +46,7 @@ def test_unknown_encoder_is_a_user_error(tmp_path):
 def test_registry():
     assert "ce" in method_names()
     assert get_method("ce").name == "ce"
-    with pytest.raises(SpecError, match="allowed: ce"):
+    with pytest.raises(SpecError, match="allowed: abalone, ce, ce_scl"):
         get_method("nope")
 
 

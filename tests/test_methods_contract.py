@@ -13,7 +13,7 @@ from trainables.gather import StageContext
 from trainables.registry import get_method, method_names
 from trainables.sessions import LocalSession
 
-from helpers import loop_config, toy_tables
+from helpers import loop_config, multilabel_tables, toy_tables
 
 
 # Every registered method, with the settings the tiny 32-wide BERT needs (heads must divide
@@ -30,6 +30,9 @@ CASES = [
     # representation methods: labels unused in training; a cheap evaluation protocol
     ("simcse", {"eval_kmeans_runs": 2, "probe_splits": 1, "probe_iterations": 20}),
     ("vascl", {"neighbours": 3, "delta": 1.0, "eval_kmeans_runs": 2, "probe_splits": 1, "probe_iterations": 20}),
+    # multi-label (ABALONE): a contrastive loss with queue + prototypes, and a BCE-family one
+    *(("abalone", {"loss": loss, "queue_size": 16, "proj_dim": 16, "probe_lrs": [0.1], "probe_weight_decays": [1e-2],
+                   "probe_epochs": 2, "probe_restarts": 1}) for loss in ("msc", "asl")),
 ]
 IDS = [f"{n}-{'-'.join(f'{k}={v}' for k, v in hp.items())}" for n, hp in CASES]
 
@@ -39,8 +42,13 @@ def test_every_registered_method_is_covered():
 
 
 @pytest.fixture(scope="module")
-def data(tiny_model_dir):
-    return toy_tables(tiny_model_dir, n_per_class=8)
+def tables(tiny_model_dir):
+    return {"single": toy_tables(tiny_model_dir, n_per_class=8), "multi": multilabel_tables(tiny_model_dir)}
+
+
+@pytest.fixture
+def data(tables, name):
+    return tables[get_method(name).label_kind]
 
 
 @pytest.mark.parametrize("name, hp", CASES, ids=IDS)
@@ -54,7 +62,7 @@ def test_loss_is_finite_and_gradients_reach_everything(name, hp, tiny_model_dir,
     encoder_grads = [p.grad for p in method.encoder.parameters() if p.grad is not None]
     assert encoder_grads and any(g.abs().sum() > 0 for g in encoder_grads)
     # a method's own trainable heads all get gradients (SupCL-Seq has none in stage 1)
-    heads = [p for n, p in method.named_parameters() if not n.startswith("encoder.")]
+    heads = [p for n, p in method.named_parameters() if not n.startswith("encoder.") and p.requires_grad]
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in heads)
 
 
@@ -68,8 +76,8 @@ def test_one_epoch_through_the_loop_and_checkpoint_round_trip(name, hp, tiny_mod
     for key in ("epoch", "train/loss", *(f"val/{m}" for m in names), f"best/val/{names[0]}", f"test/{names[0]}"):
         assert key in report
     # the checkpoint holds the model that produced this epoch's validation metrics
-    restored = load_trained(session.checkpoints[-1], num_labels=2)
-    context = StageContext(data["tables"], 2, 16, LocalSession(str(tmp_path / "e")), seed=0, epoch=1)
+    restored = load_trained(session.checkpoints[-1], num_labels=data["num_labels"])
+    context = StageContext(data["tables"], data["num_labels"], 16, LocalSession(str(tmp_path / "e")), seed=0, epoch=1)
     metrics = restored.evaluate(context, "validation")
     for m in names:
         assert metrics[m] == pytest.approx(report[f"val/{m}"], abs=1e-9), m

@@ -21,14 +21,18 @@ EXTRA = {
        for m in ("simcse", "vascl")},
 }
 EXTRA["vascl_small.yaml"] += ["fixed.neighbours=3"]
+EXTRA["abalone_small.yaml"] = ["data={task: multilabel, source: bbc_multilabel, n_docs: 60}", "fixed.queue_size=16",
+                               "fixed.probe_lrs=[0.1]", "fixed.probe_weight_decays=[0.01]", "fixed.probe_epochs=2",
+                               "fixed.batch_size=8"]
 
 
-@pytest.mark.parametrize("name", ["ce_scl.yaml", "lacon.yaml", "supcl_seq.yaml", "scl_moo.yaml", "simcse_small.yaml", "vascl_small.yaml"])
+@pytest.mark.parametrize("name", ["ce_scl.yaml", "lacon.yaml", "supcl_seq.yaml", "scl_moo.yaml", "simcse_small.yaml", "vascl_small.yaml",
+                                  "abalone_small.yaml"])
 def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, cache_dir, tmp_path):
     from contrasweep import spec, sweeps, tune
 
     overrides = [f"encoder.name={tiny_model_dir}", "encoder.max_length=32",
-                 "data={source: bbc_news, protocol: few_shot, k: 4, test_fraction: 0.05}",
+                 "data={source: bbc_news, protocol: few_shot, k: 4, test_fraction: 0.05}",  # multi-label: see EXTRA
                  "fixed.epochs=1", "sweep.max_concurrent=2", "tracking.experiment=spaces", *EXTRA.get(name, [])]
     if name == "simcse_small.yaml":  # with STS pairs: val/sts_spearman reaches MLflow too
         from test_sts import write_pairs

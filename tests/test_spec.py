@@ -113,6 +113,15 @@ def test_representation_methods_default_to_clustering_accuracy(tmp_path):
         validate(raw)
 
 
+def test_abalone_yaml_is_section_4_and_app_a():
+    sweep = load_spec(ROOT / "search_spaces" / "abalone.yaml")
+    assert sweep.grid["loss"] == ["msc", "base", "bqueue", "bqproto", "bce", "focal", "asl"]
+    assert sweep.grid["lr"] == [5e-5, 2e-5] and sweep.search["temperature"] == {"choice": [0.07, 0.1, 0.2]}
+    assert {k: sweep.fixed[k] for k in ("queue_size", "momentum", "beta", "batch_size", "proj_dim")} == {
+        "queue_size": 512, "momentum": 0.999, "beta": 0.1, "batch_size": 32, "proj_dim": 256}
+    assert sweep.metric == ["val/micro_f1"] and sweep.data["task"] == "multilabel"
+
+
 def test_list_valued_choice_travels_through_optuna_as_text(tmp_path):
     from contrasweep import sweeps
     from contrasweep.tune import param_space, search_alg
@@ -153,7 +162,7 @@ def test_overrides():
 @pytest.mark.parametrize(
     "mutate, fragment",
     [
-        (lambda r: r.update(method="lacon9"), "method 'lacon9' is not registered; allowed: ce"),
+        (lambda r: r.update(method="lacon9"), "method 'lacon9' is not registered; allowed: abalone, ce"),
         (lambda r: r.update(bogus=1), "unknown spec key 'bogus'"),
         (lambda r: r["grid"].update(lr=[0.0]), "grid.lr=0.0 is not allowed; allowed: a number in (0, 1]"),
         (lambda r: r["grid"].update(lr=[]), "grid.lr=[] is not allowed; allowed: a non-empty list"),

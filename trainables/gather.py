@@ -19,8 +19,9 @@ def split_outputs(method, table, batch_size: int, session, fn: Callable[[dict], 
     """``fn(batch)`` over every row of ``table`` -> (outputs ``[N, ...]``, labels ``[N]``).
 
     Each rank computes a strided share; the shares are gathered and put back in row order.
-    The method is in eval mode meanwhile (no dropout) and back in train mode afterwards.
+    The method is in eval mode meanwhile (no dropout) and back in its previous mode afterwards.
     """
+    was_training = method.training
     method.eval()
     rows, outs, labels = [], [], []
     for idx, batch in eval_batches(table, batch_size, session.rank, session.world_size):
@@ -28,7 +29,7 @@ def split_outputs(method, table, batch_size: int, session, fn: Callable[[dict], 
         outs.append(fn(batch).float().cpu().numpy())
         labels.append(batch["labels"].cpu().numpy())
         rows.append(idx)
-    method.train()
+    method.train(was_training)
     local = [np.concatenate(x) if x else None for x in (rows, outs, labels)]
     gathered = [g for g in session.all_gather(local) if g[0] is not None]
     if not gathered:

@@ -9,6 +9,7 @@ import importlib
 from contrasweep.errors import SpecError
 
 _METHODS: dict[str, str] = {
+    "abalone": "trainables.abalone:MultiLabelContrastive",
     "ce": "trainables.ce:CrossEntropy",
     "ce_scl": "trainables.ce_scl:CrossEntropySCL",
     "lacon": "trainables.lacon:LaCon",
