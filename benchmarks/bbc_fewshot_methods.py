@@ -76,17 +76,18 @@ def main() -> None:
         spec = spec_for(method, extra, args)
         path = work / f"{method}.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
-        started = time.perf_counter()
+        minutes = "(earlier run)"  # a sweep already in the work dir is only read back
         if not (work / "sweeps" / spec["name"]).exists():
+            started = time.perf_counter()
             cmd = [sys.executable, "-m", "contrasweep", "run", str(path), "--name", spec["name"], "--tracking-uri", uri]
             subprocess.run(cmd, check=True, env=env, cwd=work)
-        minutes = (time.perf_counter() - started) / 60
+            minutes = f"{(time.perf_counter() - started) / 60:.1f}"
         acc = seed_summary(uri, "bbc-fewshot-methods", spec["name"], "test/accuracy", by)
         f1 = seed_summary(uri, "bbc-fewshot-methods", spec["name"], "test/macro_f1", by)
         for a, f in zip(acc, f1):
             name = label + "".join(f" {a[k]}".upper() for k in by)
             lines.append(f"| {name} | {a['n']} | {a['mean']:.3f} ± {a['std']:.3f} | {f['mean']:.3f} ± {f['std']:.3f} | "
-                         f"{', '.join(f'{v:.3f}' for v in a['values'])} | {minutes:.1f} |")
+                         f"{', '.join(f'{v:.3f}' for v in a['values'])} | {minutes} |")
             print(lines[-1], flush=True)
     print(f"\nBBC News few-shot k={args.k}/class, MiniLM, {args.epochs} epochs, batch 16, lr {args.lr:g}, seeds {args.seeds}")
     print("| method | seeds | test accuracy | test macro-F1 | accuracy per seed | sweep min |")

@@ -25,10 +25,11 @@ def seed_summary(tracking_uri: str, experiment: str, sweep: str, metric: str = "
         groups.setdefault(key, []).append((row.get("hp.seed"), row[metric]))
     out = []
     for key, pairs in sorted(groups.items(), key=lambda kv: str(kv[0])):
-        values = [v for _, v in sorted(pairs, key=lambda p: str(p[0]))]
+        pairs.sort(key=lambda p: str(p[0]))  # by seed
+        values = [v for _, v in pairs]
         out.append({
             **dict(zip(by, key)), "n": len(values), "mean": statistics.fmean(values),
             "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "seeds": [s for s, _ in sorted(pairs, key=lambda p: str(p[0]))], "values": values,
+            "seeds": [s for s, _ in pairs], "values": values,
         })
     return out

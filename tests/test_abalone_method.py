@@ -10,7 +10,6 @@ import os
 import shutil
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import torch
 
