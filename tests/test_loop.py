@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -77,7 +79,7 @@ def test_seeded_runs_are_identical(tiny_model_dir, tmp_path):
     assert runs[0] == runs[1]
 
 
-@pytest.mark.parametrize("schedule", ["linear", "constant"])
+@pytest.mark.parametrize("schedule", ["linear", "constant", "cosine", "method"])
 def test_lr_schedule_after_warmup(schedule, tiny_model_dir, tmp_path):
     data = toy_tables(tiny_model_dir, n_per_class=8)  # 16 rows, batch 8: 2 steps per epoch
     session = LocalSession(str(tmp_path))
@@ -85,5 +87,7 @@ def test_lr_schedule_after_warmup(schedule, tiny_model_dir, tmp_path):
     lrs = [r["lr"] for r in session.reports]  # the rate after each epoch's last step
     if schedule == "constant":  # warm-up of 1 step (25 % of 4), then 1e-3 for good
         assert lrs == [pytest.approx(1e-3), pytest.approx(1e-3)]
-    else:  # linear decay to 0 at the last step
+    elif schedule == "cosine":  # step 2 of 4: a third of the way down the half-cosine
+        assert lrs[0] == pytest.approx(1e-3 * 0.5 * (1 + math.cos(math.pi / 3))) and lrs[1] == pytest.approx(0.0)
+    else:  # linear decay to 0 at the last step ("method": CE's paper schedules linearly)
         assert lrs[0] == pytest.approx(1e-3 * 2 / 3) and lrs[1] == pytest.approx(0.0)

@@ -89,8 +89,10 @@ the test split also the Silhouette score and Davies–Bouldin index of f(x) with
 as classes, half of the combinations kept (Sec. 5.3, Table 4: 10^4 embeddings). Only finite
 floats are returned (Tune and MLflow): a NaN score (degenerate clustering) is left out.
 
-Departures, stated: the contrastive runs use the loop's linear (or constant) schedule, not the
-cosine scheduler of App. A; the stage-1 checkpoint is chosen by the loop (best validation
+Schedule: with the loop's ``lr_schedule: method`` (both search spaces set it), the contrastive
+losses decay along a cosine and the BCE family linearly, as App. A says (``lr_schedule``).
+
+Departures, stated: the stage-1 checkpoint is chosen by the loop (best validation
 micro-F1 of the whole pipeline), which is one of App. A's criteria ("The checkpoints with the best
 micro-F1 is kept"); the probe's batch size is not given by the paper (``probe_batch_size``).
 """
@@ -204,6 +206,12 @@ class MultiLabelContrastive(Method):
     @property
     def contrastive(self) -> bool:
         return self.hp["loss"] in CONTRASTIVE
+
+    def lr_schedule(self) -> str:
+        """App. A: "As a common practice for contrastive learning, a cosine scheduler is used";
+        the baselines (and the fine-tuning, "the same as Common Process") "employed the standard
+        linear scheduler"."""
+        return "cosine" if self.contrastive else "linear"
 
     # ------------------------------------------------------------------ stage 1
 

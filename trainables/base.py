@@ -85,6 +85,11 @@ class Method(nn.Module):
             {"params": no_decay, "lr": lr, "weight_decay": 0.0},
         ]
 
+    def lr_schedule(self) -> str:
+        """The schedule ``lr_schedule: method`` resolves to: the one the paper uses for these
+        hyperparameters (one grid can mix losses whose papers schedule differently)."""
+        return "linear"
+
     def evaluate(self, context: StageContext, split: str) -> dict[str, float]:
         return classification_evaluate(self, context.tables[split], context.num_labels, context.eval_batch_size, context.session)
 

@@ -1,7 +1,7 @@
 """The generic training loop (DESIGN.md, "trainables.loop"): one loop for every method.
 
 AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a linear decay
-(default) or a constant rate (``lr_schedule``), gradient clipping, evaluation on the
+(default), a constant rate or a half-cosine decay (``lr_schedule``), gradient clipping, evaluation on the
 validation split every epoch, test metrics of the best validation epoch, one checkpoint per
 epoch (Tune keeps the best and the latest), seeded.
 
@@ -23,7 +23,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
+from transformers import (
+    get_constant_schedule_with_warmup,
+    get_cosine_schedule_with_warmup,
+    get_linear_schedule_with_warmup,
+)
 
 from contrasweep.encoder import load_encoder
 from trainables.batches import to_device, train_batches
@@ -74,10 +78,7 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     total_steps = steps_per_epoch * hp("epochs")
     optimizer = torch.optim.AdamW(method.param_groups(hp("lr"), hp("weight_decay")), lr=hp("lr"), eps=hp("adam_eps"))
     warmup = int(hp("warmup_ratio") * total_steps)
-    if hp("lr_schedule") == "constant":
-        scheduler = get_constant_schedule_with_warmup(optimizer, warmup)
-    else:
-        scheduler = get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
+    scheduler = make_scheduler(optimizer, hp("lr_schedule"), method, warmup, total_steps)
     use_amp = bool(hp("amp")) and device.type == "cuda"
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
 
@@ -127,6 +128,17 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         metrics["time/epoch_s"] = time.perf_counter() - started
         report_epoch(session, metrics, method, optimizer, scheduler, scaler, tracker, epoch, config)
     return metrics
+
+
+def make_scheduler(optimizer, schedule: str, method, warmup: int, total_steps: int):
+    """Warm-up, then ``schedule``; ``method`` defers to the method's paper (``Method.lr_schedule``)."""
+    if schedule == "method":
+        schedule = method.lr_schedule()
+    if schedule == "constant":
+        return get_constant_schedule_with_warmup(optimizer, warmup)
+    if schedule == "cosine":  # half a cosine period from the peak to 0 at the last step
+        return get_cosine_schedule_with_warmup(optimizer, warmup, total_steps)
+    return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
 
 
 def step_series(per_step: dict[str, list[torch.Tensor]], first_step: int) -> dict[str, list[list[float]]]:

@@ -117,8 +117,10 @@ LOOP_PARAMS: dict[str, Param] = {
     "eval_batch_size": Param("int", 128, 1, 65536),
     "epochs": Param("int", 10, 1, 10000),
     "warmup_ratio": Param("float", 0.06, 0.0, 1.0, high_open=True),
-    "lr_schedule": Param("str", "linear", choices=("linear", "constant"),
-                         help="after warm-up: linear decay to 0 (LaCon Sec. 3.1) or constant (VaSCL App. A)"),
+    "lr_schedule": Param("str", "linear", choices=("linear", "constant", "cosine", "method"),
+                         help="after warm-up: linear decay to 0 (LaCon Sec. 3.1), constant (VaSCL App. A), "
+                              "half-cosine to 0 (ABALONE App. A), or the one the method's paper uses for "
+                              "these hyperparameters (Method.lr_schedule)"),
     "weight_decay": Param("float", 0.01, 0.0, 10.0),
     "max_grad_norm": Param("float", 1.0, 0.0, 1.0e6, help="0 disables clipping"),
     "adam_eps": Param("float", 1.0e-8, 0.0, 1.0, low_open=True),
