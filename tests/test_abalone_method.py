@@ -76,6 +76,22 @@ def test_every_loss_trains_one_epoch_and_reports_multilabel_metrics(loss, tiny_m
         assert not any(k.startswith("stage2/") for k in report)
 
 
+@pytest.mark.parametrize("loss, schedule", [("msc", "cosine"), ("base", "cosine"), ("bce", "linear"), ("asl", "linear")])
+def test_lr_schedule_method_is_cosine_for_contrastive_learning_linear_for_bce(loss, schedule, tiny_model_dir):
+    """App. A: "a cosine scheduler is used" for contrastive learning, "the standard linear
+    scheduler" for the baselines and the fine-tuning; the loop's ``make_scheduler`` follows."""
+    from trainables.loop import make_scheduler
+
+    method = build_method(config(tiny_model_dir, loss=loss), 3)
+    assert method.lr_schedule() == schedule
+    optimizer = torch.optim.AdamW(method.param_groups(1.0, 0.0), lr=1.0)
+    scheduler = make_scheduler(optimizer, "method", method, warmup=0, total_steps=4)
+    optimizer.step()
+    scheduler.step()  # one step of four: cos(π/4) vs 3/4 of the peak
+    expected = 0.5 * (1 + math.cos(math.pi / 4)) if schedule == "cosine" else 0.75
+    assert scheduler.get_last_lr()[0] == pytest.approx(expected)
+
+
 # ------------------------------------------------------------------------------- App. B order
 
 
@@ -270,38 +286,53 @@ def test_init_from_is_checked(tiny_model_dir, tmp_path):
 # ------------------------------------------------------------------------------- DDP
 
 
-class TwoRanks:
-    """``torch.distributed`` as rank 0 of 2 sees it: ``all_gather`` puts this rank's tensor first
-    and the other rank's second, and insists on equal shapes (as gloo and NCCL do)."""
-
-    def __init__(self, other_z, other_y):
-        self.other = [torch.tensor([len(other_z)]), torch.cat([other_z, other_y.float()], 1)]
-        self.calls = 0
-
-    def all_gather(self, out, tensor):
-        other = self.other[self.calls]
-        if self.calls == 1:  # the data: padded to the larger shard
-            assert len(tensor) >= len(other)
-            other = torch.cat([other, other.new_zeros(len(tensor) - len(other), other.shape[1])])
-        assert all(o.shape == tensor.shape for o in out) and other.shape == tensor.shape
-        out[0].copy_(tensor)
-        out[1].copy_(other)
-        self.calls += 1
-
-
-@pytest.mark.parametrize("n_here, n_there", [(3, 2), (2, 3), (2, 2)])
-def test_keys_are_gathered_from_every_rank_in_rank_order(n_here, n_there, monkeypatch):
+def _ddp_rank(rank: int, world: int, init_file: str, cfg: dict, batches: list, out_dir: str) -> None:
+    """One of two real processes: DDP over gloo, two optimiser steps on this rank's own shards
+    (rank 0 gets 3 rows, rank 1 gets 2: the keys are padded to the larger shard and trimmed),
+    then the key queue, key model and labels are written for the parent to compare."""
     import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
 
-    z0, y0 = torch.randn(n_here, 4), torch.randint(0, 2, (n_here, 3))
-    z1, y1 = torch.randn(n_there, 4), torch.randint(0, 2, (n_there, 3))
-    fake = TwoRanks(z1, y1)
-    monkeypatch.setattr(dist, "is_initialized", lambda: True)
-    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
-    monkeypatch.setattr(dist, "all_gather", fake.all_gather)
-    z, y = abalone.gather_from_ranks(z0, y0)
-    assert fake.calls == 2  # the sizes, then the padded keys and labels
-    torch.testing.assert_close(z, torch.cat([z0, z1]))
-    torch.testing.assert_close(y, torch.cat([y0, y1]).float())
-    monkeypatch.undo()
-    assert abalone.gather_from_ranks(z0, y0)[0] is z0  # no process group: unchanged
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(0)  # the same initial weights on both ranks, as Ray Train's workers have
+        method = build_method(cfg, len(LABELS))
+        model = DistributedDataParallel(method, find_unused_parameters=True)  # as sessions.py wraps it
+        optimizer = torch.optim.AdamW(method.param_groups(1e-2, 0.0))
+        for batch in batches[rank]:
+            model(batch)["loss"].backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        method.flush()  # the last step's keys (second_stage does this after every epoch)
+        torch.save({"queue_z": method.queue.embeddings, "queue_y": method.queue.labels,
+                    "momentum": method.momentum.state_dict()}, os.path.join(out_dir, f"rank{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_keys_are_gathered_from_both_ranks_of_a_real_ddp_run(tiny_model_dir, data, tmp_path):
+    """Two processes, gloo: every rank's queue holds both ranks' keys in rank order after each
+    step (MoCo's shared queue), with their labels, and the key models stay identical."""
+    import torch.multiprocessing as mp
+
+    cfg = config(tiny_model_dir, loss="msc", queue_size=16, momentum=0.5, classifier_dropout=0.0)
+    shards = [(0, 3), (3, 2), (5, 3), (8, 2)]  # (offset, rows): steps 1-2 of rank 0 and of rank 1
+    batches = [[first_batch(data, n, offset=o) for o, n in shards[:2]], [first_batch(data, n, offset=o) for o, n in shards[2:]]]
+    mp.spawn(_ddp_rank, args=(2, str(tmp_path / "init"), cfg, batches, str(tmp_path)), nprocs=2, join=True)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    # step 1: rank 0's 3 keys then rank 1's 2; step 2: again 3 then 2 -> 10 in the queue of both
+    expected_labels = torch.cat([batches[0][0]["labels"], batches[1][0]["labels"],
+                                 batches[0][1]["labels"], batches[1][1]["labels"]]).float()
+    for r in ranks:
+        assert r["queue_z"].shape == (10, 16)
+        torch.testing.assert_close(r["queue_y"], expected_labels)
+    torch.testing.assert_close(ranks[0]["queue_z"], ranks[1]["queue_z"])
+    assert not torch.equal(ranks[0]["queue_z"][:3], ranks[0]["queue_z"][5:8])  # the key model moved
+    for name, value in ranks[0]["momentum"].items():
+        torch.testing.assert_close(value, ranks[1]["momentum"][name], msg=name)
+
+
+def test_gather_without_a_process_group_is_the_identity():
+    z, y = torch.randn(3, 4), torch.randint(0, 2, (3, 2))
+    assert abalone.gather_from_ranks(z, y)[0] is z

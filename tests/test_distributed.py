@@ -52,12 +52,26 @@ def test_asha_stopping_a_train_run_frees_its_cpus(ray_session, tiny_model_dir, c
     assert ray_session.available_resources().get("CPU", 0) >= 1.8, ray_session.available_resources()
 
 
-@pytest.mark.parametrize("method, hp", [("scl_moo", {"moo": "epo"}), ("supcl_seq", {"dropouts": [0.0, 0.1]})])
+ABALONE = {"loss": "msc", "queue_size": 16, "proj_dim": 16, "probe_lrs": [0.1], "probe_weight_decays": [0.01],
+           "probe_epochs": 2}
+
+
+@pytest.mark.parametrize("method, hp", [("scl_moo", {"moo": "epo"}), ("supcl_seq", {"dropouts": [0.0, 0.1]}),
+                                        ("abalone", ABALONE)])
 def test_methods_with_their_own_collectives_run_under_ddp(method, hp, ray_session, tiny_model_dir, cache_dir, tmp_path):
     """EPO all-reduces per-objective gradients inside DDP's forward; SupCL-Seq gathers frozen
-    features from both ranks for its second stage. Both must run (no hang) on 2 workers."""
+    features from both ranks for its second stage; ABALONE all-gathers every step's momentum keys
+    into the queue, then fits its linear probe on features from both ranks. All must run (no
+    hang) on 2 workers."""
+    import yaml
+
     spec = write_spec(tmp_path / "m.yaml", tiny_model_dir, method=method, fixed={"epochs": 1, **hp},
                       grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none", "resources": {"cpu": 0.9, "workers": 2}})
+    if method == "abalone":  # multi-label data, objective micro-F1
+        raw = yaml.safe_load(spec.read_text())
+        raw["data"] = {"task": "multilabel", "source": "bbc_multilabel", "n_docs": 60}
+        raw["sweep"].update(metric="val/micro_f1", mode="max")
+        spec.write_text(yaml.safe_dump(raw, sort_keys=False))
     _, results = _run_sweep(tmp_path, spec, f"ddp-{method}")
     assert not results[0].error, results[0].error
     metrics = results[0].metrics
@@ -65,5 +79,8 @@ def test_methods_with_their_own_collectives_run_under_ddp(method, hp, ray_sessio
         assert metrics["train/moo/lp_fallback"] == 0.0
         assert metrics["train/moo/alpha_1"] + metrics["train/moo/alpha_2"] == pytest.approx(1.0)
         assert [s for s, _ in metrics["step_metrics"]["moo/alpha_1"]] == [1, 2, 3]  # 20 rows (k 4 × 5 classes), batch 8
-    else:
+    elif method == "supcl_seq":
         assert 0.0 <= metrics["stage2/train_accuracy"] <= 1.0
+    else:
+        assert metrics["stage2/grid_points"] == 1.0 and 0.0 <= metrics["test/micro_f1"] <= 1.0
+        assert metrics["train/loss/msc"] == metrics["train/loss"]

@@ -39,7 +39,8 @@ def test_min_label_count_filters_labels_seen_too_rarely_in_train(tmp_path, tiny_
 
 
 @pytest.mark.parametrize("section, message", [
-    ({"source": "bbc_news"}, "not allowed for task multilabel; allowed: bbc_multilabel or a local"),
+    ({"source": "bbc_news"}, "not allowed for task multilabel; allowed: bbc_multilabel, hub:NAME"),
+    ({"source": "hub:a:b:c"}, "allowed hub form: hub:NAME or hub:NAME:CONFIG"),
     ({"source": "bbc_multilabel", "protocol": "few_shot"}, r"unknown data key\(s\) protocol for task multilabel"),
     ({"source": "bbc_multilabel", "min_label_count": 0}, "data.min_label_count must be an integer >= 1"),
     ({"source": "bbc_multilabel", "label_columns": "x"}, "allowed: a list of 0/1 column names or 'auto'"),
@@ -53,3 +54,63 @@ def test_single_label_method_rejects_multilabel_data():
     raw = {"method": "ce", "data": {"task": "multilabel", "source": "bbc_multilabel"}, "grid": {"lr": [1.0e-5]}}
     with pytest.raises(SpecError, match="method 'ce' takes single-label data but data.task is multilabel"):
         validate(raw)
+
+
+# --- hub sources (datasets.load_dataset replaced by local datasets; offline: a clear error) ----
+
+
+def _hub(monkeypatch, expected, splits):
+    import datasets
+
+    def fake_load_dataset(name, config=None, **kwargs):
+        assert (name, config) == expected
+        return datasets.DatasetDict(splits)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+
+
+def test_hub_class_label_sequences_become_names_and_test_is_carved_from_train(monkeypatch, tiny_model_dir, tmp_path):
+    """go_emotions' layout: ``labels`` is a Sequence(ClassLabel); train and validation given."""
+    import datasets
+
+    names = ["joy", "anger", "fear"]  # the dataset's order, not sorted
+    features = datasets.Features({"text": datasets.Value("string"),
+                                  "labels": datasets.Sequence(datasets.ClassLabel(names=names))})
+    rows = lambda n, offset: {"text": [f"doc {offset + i}" for i in range(n)],  # noqa: E731
+                              "labels": [[i % 3] if i % 4 else [0, 2] for i in range(n)]}
+    _hub(monkeypatch, ("go_emotions", "simplified"), {
+        "train": datasets.Dataset.from_dict(rows(40, 0), features=features),
+        "validation": datasets.Dataset.from_dict(rows(6, 100), features=features)})
+    cfg = MultiLabelConfig.from_dict({"task": "multilabel", "source": "hub:go_emotions:simplified", "test_fraction": 0.25})
+    prepared = prepare_multilabel(cfg, tiny_model_dir, 16, cache_dir=str(tmp_path))
+    assert prepared.label_names == ["anger", "fear", "joy"]  # ids follow the sorted names
+    assert [prepared.stats[s]["n"] for s in ("train", "validation", "test")] == [30, 6, 10]  # 25 % of 40 carved
+    splits = load_splits(prepared.path)
+    val = collate_numpy(splits["validation"], np.arange(6))["labels"]
+    # validation row i carries names[i % 3], or joy and fear when i % 4 == 0; ids are the sorted names
+    row_names = [["joy", "fear"] if i % 4 == 0 else [names[i % 3]] for i in range(6)]
+    expected = [[int(n in row) for n in prepared.label_names] for row in row_names]
+    assert val.tolist() == expected
+
+
+def test_hub_indicator_columns_keep_all_three_splits(monkeypatch, tiny_model_dir, tmp_path):
+    import datasets
+
+    split = lambda n: datasets.Dataset.from_dict({"sentence": [f"s {i}" for i in range(n)],  # noqa: E731
+                                                  "b": [i % 2 for i in range(n)], "a": [1] * n})
+    _hub(monkeypatch, ("sem_eval", None), {"train": split(20), "dev": split(4), "test": split(5)})
+    cfg = MultiLabelConfig.from_dict({"task": "multilabel", "source": "hub:sem_eval", "text": "sentence",
+                                      "label_columns": ["a", "b"]})
+    prepared = prepare_multilabel(cfg, tiny_model_dir, 16, cache_dir=str(tmp_path))
+    assert prepared.label_names == ["a", "b"]
+    assert [prepared.stats[s]["n"] for s in ("train", "validation", "test")] == [20, 4, 5]
+    test = collate_numpy(load_splits(prepared.path)["test"], np.arange(5))["labels"]
+    assert test.tolist() == [[1, i % 2] for i in range(5)]
+
+
+def test_hub_unreachable_multilabel_is_one_line(tiny_model_dir, tmp_path):
+    cfg = MultiLabelConfig.from_dict({"task": "multilabel", "source": "hub:go_emotions"})
+    with pytest.raises(DataError) as excinfo:
+        prepare_multilabel(cfg, tiny_model_dir, 16, cache_dir=str(tmp_path))
+    message = str(excinfo.value)
+    assert "\n" not in message and "hub is unreachable" in message and "local" in message

@@ -85,19 +85,30 @@ def read_multilabel(
     path = _checked_path(path)
     if not isinstance(text, str) or not text:
         raise DataError(f"text must be a column name (a non-empty string), got {text!r}")
+    table = read_file(path, [text, label] if label_columns is None else [text])
+    return parse_multilabel_table(table, text, label, label_columns, sep, where=path)
+
+
+def parse_multilabel_table(
+    table: pa.Table,
+    text: str = "text",
+    label: str = "labels",
+    label_columns: Sequence[str] | str | None = None,
+    sep: str | None = None,
+    where: str = "data",
+) -> tuple[pa.Table, list[str]]:
+    """``read_multilabel``'s layouts (a) and (b) on a table already in memory (a file's, or a
+    hub split's); ``where`` names it in error messages. Returns ``(table, label_names)``."""
+    _require_rows(table, where)
     if label_columns is None:
-        table = read_file(path, [text, label])
-        _require_rows(table, path)
-        _require_columns(table, [text, label], path)
-        return _from_name_lists(table, text, label, sep, path)
-    table = read_file(path, [text])
-    _require_rows(table, path)
+        _require_columns(table, [text, label], where)
+        return _from_name_lists(table, text, label, sep, where)
     if label_columns == "auto":
         columns = [c for c in table.column_names if c != text]
-        _require_columns(table, [text], path)
+        _require_columns(table, [text], where)
         if not columns:
             raise DataError(
-                f"{path}: label_columns='auto' found no column besides {text!r}; allowed: one 0/1 column per label"
+                f"{where}: label_columns='auto' found no column besides {text!r}; allowed: one 0/1 column per label"
             )
     elif isinstance(label_columns, str) or not isinstance(label_columns, Sequence) or not label_columns:
         raise DataError(
@@ -110,8 +121,8 @@ def read_multilabel(
                 f"label_columns {columns} repeat a name or include the text column {text!r}; "
                 "allowed: distinct label columns other than the text column"
             )
-        _require_columns(table, [text, *columns], path)
-    return _from_indicator_columns(table, text, columns, path)
+        _require_columns(table, [text, *columns], where)
+    return _from_indicator_columns(table, text, columns, where)
 
 
 def _checked_path(path) -> str:

@@ -2,8 +2,10 @@
 ...}`` → source → seeded split → label filtering → tokenise once → content-hashed Arrow cache.
 
 Sources: ``bbc_multilabel`` (the derived long-tailed corpus of ``multilabel.bbc_multilabel``,
-not a published benchmark) or a local CSV/JSONL/JSON/parquet file read by
-``multilabel.read_multilabel`` (a list-valued label column, or one 0/1 column per label).
+not a published benchmark), a local CSV/JSONL/JSON/parquet file read by
+``multilabel.read_multilabel`` (a list-valued label column, or one 0/1 column per label), or
+``hub:NAME[:CONFIG]`` when the Hugging Face hub is reachable (``multilabel_hub``: the same two
+layouts; the dataset's own splits are kept, missing ones carved out of train).
 The prepared splits store ``labels`` as a fixed-size list of L 0/1 values per row, which
 ``collate_numpy`` turns into a ``[B, L]`` multi-hot batch. The label statistics of the
 training split (frequencies, head/tail, combinations) are kept with the cache entry and
@@ -23,11 +25,13 @@ import numpy as np
 import pyarrow as pa
 
 from contrasweep.data.cache import FORMAT_VERSION, cache_key, cache_root, read_marker, write_entry
-from contrasweep.data.config import FILE_SUFFIXES
+from contrasweep.data.config import FILE_SUFFIXES, HUB_PREFIX
 from contrasweep.data.corpora import corpus_fingerprint
 from contrasweep.data.multilabel import (BBC_N_DOCS, bbc_multilabel, filter_labels, label_statistics, multi_hot,
                                          read_multilabel, split_multilabel)
+from contrasweep.data.multilabel_hub import hub_multilabel
 from contrasweep.data.prepare import SPLITS, PreparedData, _check_max_length
+from contrasweep.data.sources import HubSource
 from contrasweep.errors import DataError
 
 TASK = "multilabel"
@@ -60,10 +64,14 @@ class MultiLabelConfig:
         if unknown:
             raise DataError(f"unknown data key(s) {', '.join(unknown)} for task multilabel; allowed: {', '.join(KEYS)}")
         source = d.get("source")
-        if source != BUNDLED_MULTILABEL:
+        if isinstance(source, str) and source.startswith(HUB_PREFIX):
+            parts = source[len(HUB_PREFIX):].split(":")
+            if len(parts) > 2 or not parts[0]:
+                raise DataError(f"data.source {source!r} is not allowed; allowed hub form: hub:NAME or hub:NAME:CONFIG")
+        elif source != BUNDLED_MULTILABEL:
             if not isinstance(source, str) or not source.lower().endswith(FILE_SUFFIXES):
                 raise DataError(f"data.source {source!r} is not allowed for task multilabel; allowed: "
-                                f"{BUNDLED_MULTILABEL} or a local {'/'.join(FILE_SUFFIXES)} file")
+                                f"{BUNDLED_MULTILABEL}, hub:NAME[:CONFIG] or a local {'/'.join(FILE_SUFFIXES)} file")
             source = os.path.abspath(os.path.expanduser(source))
             if not os.path.isfile(source):
                 raise DataError(f"data.source: file not found: {source}")
@@ -92,11 +100,13 @@ class MultiLabelConfig:
 def prepare_multilabel(cfg: MultiLabelConfig, tokenizer: str = "default", max_length: int = 128,
                        cache_dir: str | None = None) -> PreparedData:
     max_length = _check_max_length(max_length)
-    key = cache_key(_fingerprint(cfg), {"task": TASK, **cfg.key_dict()}, _tokenizer_identity(tokenizer), max_length)
+    hub = HubSource(cfg.source) if cfg.source.startswith(HUB_PREFIX) else None  # one download for both uses
+    fingerprint = hub.fingerprint() if hub else _fingerprint(cfg)
+    key = cache_key(fingerprint, {"task": TASK, **cfg.key_dict()}, _tokenizer_identity(tokenizer), max_length)
     final = cache_root(cache_dir) / key
     meta = read_marker(final)
     if meta is None:
-        splits, names, stats = _splits(cfg)
+        splits, names, stats = _splits(cfg, hub)
         from contrasweep.encoder import load_tokenizer
 
         tokenised = _tokenise(splits, names, load_tokenizer(tokenizer), max_length, key)
@@ -112,13 +122,17 @@ def prepare_multilabel(cfg: MultiLabelConfig, tokenizer: str = "default", max_le
                         stats=meta["stats"], is_pair=False)
 
 
-def _splits(cfg: MultiLabelConfig):
-    if cfg.source == BUNDLED_MULTILABEL:
-        table, names, _ = bbc_multilabel(seed=cfg.seed, n_docs=cfg.n_docs)
+def _splits(cfg: MultiLabelConfig, hub: HubSource | None):
+    columns = list(cfg.label_columns) if isinstance(cfg.label_columns, tuple) else cfg.label_columns
+    if hub is not None:
+        splits, names = hub_multilabel(hub, cfg.text, cfg.label, columns, cfg.validation_fraction, cfg.test_fraction,
+                                       cfg.split_seed)
     else:
-        columns = list(cfg.label_columns) if isinstance(cfg.label_columns, tuple) else cfg.label_columns
-        table, names = read_multilabel(cfg.source, text=cfg.text, label=cfg.label, label_columns=columns)
-    splits = split_multilabel(table, cfg.validation_fraction, cfg.test_fraction, cfg.split_seed, num_labels=len(names))
+        if cfg.source == BUNDLED_MULTILABEL:
+            table, names, _ = bbc_multilabel(seed=cfg.seed, n_docs=cfg.n_docs)
+        else:
+            table, names = read_multilabel(cfg.source, text=cfg.text, label=cfg.label, label_columns=columns)
+        splits = split_multilabel(table, cfg.validation_fraction, cfg.test_fraction, cfg.split_seed, num_labels=len(names))
     kept = filter_labels(splits, names, cfg.min_label_count, count_split="train", drop_empty=cfg.drop_empty)
     splits, names = kept.data, kept.label_names
     stats = {split: {"n": splits[split].num_rows, **label_statistics(splits[split]["labels"], names)} for split in SPLITS}

@@ -84,20 +84,21 @@ class HubSource:
         self.name, self.config = name, (config or None)
         self._dataset = None
 
-    def _load(self):
-        if self._dataset is None:  # fingerprint() and load() share one download
+    def dataset(self):
+        """The ``DatasetDict``, loaded once (fingerprint() and the reading share one download)."""
+        if self._dataset is None:
             self._dataset = load_hub(self.name, self.config)
         return self._dataset
 
     def fingerprint(self) -> str:
-        dd = self._load()
+        dd = self.dataset()
         parts = [self.name, str(self.config)] + [f"{s}:{dd[s]._fingerprint}:{dd[s].num_rows}" for s in sorted(dd)]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
     def load(self, cfg: DataConfig) -> RawData:
         from datasets import ClassLabel
 
-        dd = self._load()
+        dd = self.dataset()
         tables = {}
         for ours, names in (("train", ("train",)), ("validation", VALIDATION_NAMES), ("test", TEST_NAMES)):
             found = next((n for n in names if n in dd), None)
