@@ -28,6 +28,22 @@ from trainables.params import as_text
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 
 
+def warn_other_ray_instances(sweep: Sweep, address: str | None) -> None:
+    """One line on stderr when this sweep starts its own local Ray next to another one and runs
+    Ray Train: Train's placement-group cleaner then cannot tell the instances apart ("Found
+    multiple active Ray instances"), so the CPUs of a Train run that ASHA stops are never
+    freed and the next distributed trial waits forever (seen on this machine, Ray 2.60)."""
+    if address or os.environ.get("RAY_ADDRESS") or not sweep.distributed:
+        return
+    from ray._private.services import find_gcs_addresses  # the lookup Ray's own address resolution uses
+
+    others = sorted(find_gcs_addresses())
+    if others:
+        print(f"[contrasweep] warning: another Ray instance runs on this machine ({', '.join(others)}); a distributed "
+              "trial stopped early may never free its CPUs next to it: run one sweep at a time, or start one cluster "
+              "(`ray start --head`) and pass --address to every sweep", file=sys.stderr, flush=True)
+
+
 def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``.
 
@@ -303,6 +319,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
+    warn_other_ray_instances(sweep, address)
     init_ray(address)
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri})
@@ -336,6 +353,7 @@ def resume(name: str, root: Path, address: str | None):
     torch_threads_env()
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
+    warn_other_ray_instances(sweep, address)
     init_ray(address)
     ref = put_data(prepared, sts)
     static = static_config(sweep, sweep_dir, prepared.num_labels)
