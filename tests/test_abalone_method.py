@@ -214,6 +214,23 @@ def test_linear_probe_chooses_grid_points_on_validation(select):
     assert fit["val_micro_f1"] > 0.9 and 0 < fit["train_loss"] < math.log(2)
 
 
+def test_clustering_scores_the_test_split_with_app_d_proportion(tiny_model_dir, data, tmp_path, monkeypatch):
+    seen = []
+    real = abalone.combination_clustering
+
+    def spy(x, y, **kwargs):
+        seen.append((len(x), kwargs))
+        return real(x, y, **kwargs)
+
+    monkeypatch.setattr(abalone, "combination_clustering", spy)
+    method = build_method(config(tiny_model_dir, loss="bce", cluster_keep_fraction=0.25, cluster_max_points=20), 3)
+    ctx = context(data, tmp_path)
+    assert "silhouette" not in method.evaluate(ctx, "validation") and not seen  # the test split only
+    metrics = method.evaluate(ctx, "test")
+    assert seen == [(24, {"keep_fraction": 0.25, "max_points": 20, "seed": 0})]
+    assert -1.0 <= metrics["silhouette"] <= 1.0 and metrics["davies_bouldin"] >= 0.0
+
+
 # ------------------------------------------------------------------------------- checkpoints
 
 
