@@ -113,4 +113,4 @@ def test_hub_unreachable_multilabel_is_one_line(tiny_model_dir, tmp_path):
     with pytest.raises(DataError) as excinfo:
         prepare_multilabel(cfg, tiny_model_dir, 16, cache_dir=str(tmp_path))
     message = str(excinfo.value)
-    assert "\n" not in message and "hub is unreachable" in message and "local" in message
+    assert "\n" not in message and "hub is unreachable" in message and "bundled corpus (bbc_multilabel)" in message

@@ -100,7 +100,7 @@ class MultiLabelConfig:
 def prepare_multilabel(cfg: MultiLabelConfig, tokenizer: str = "default", max_length: int = 128,
                        cache_dir: str | None = None) -> PreparedData:
     max_length = _check_max_length(max_length)
-    hub = HubSource(cfg.source) if cfg.source.startswith(HUB_PREFIX) else None  # one download for both uses
+    hub = HubSource(cfg.source, (BUNDLED_MULTILABEL,)) if cfg.source.startswith(HUB_PREFIX) else None  # one download for both uses
     fingerprint = hub.fingerprint() if hub else _fingerprint(cfg)
     key = cache_key(fingerprint, {"task": TASK, **cfg.key_dict()}, _tokenizer_identity(tokenizer), max_length)
     final = cache_root(cache_dir) / key

@@ -79,15 +79,15 @@ class FileSource:
 
 
 class HubSource:
-    def __init__(self, spec: str):
+    def __init__(self, spec: str, bundled: tuple[str, ...] = BUNDLED):
         name, _, config = spec[len(HUB_PREFIX):].partition(":")
-        self.name, self.config = name, (config or None)
+        self.name, self.config, self.bundled = name, (config or None), bundled
         self._dataset = None
 
     def dataset(self):
         """The ``DatasetDict``, loaded once (fingerprint() and the reading share one download)."""
         if self._dataset is None:
-            self._dataset = load_hub(self.name, self.config)
+            self._dataset = load_hub(self.name, self.config, self.bundled)
         return self._dataset
 
     def fingerprint(self) -> str:
@@ -111,7 +111,7 @@ class HubSource:
         return normalize(tables, cfg, where=f"hub:{self.name}", class_names=class_names)
 
 
-def load_hub(name: str, config: str | None):
+def load_hub(name: str, config: str | None, bundled: tuple[str, ...] = BUNDLED):
     import datasets
 
     try:
@@ -119,7 +119,7 @@ def load_hub(name: str, config: str | None):
     except ConnectionError as exc:
         raise DataError(
             f"hub dataset {name!r}: the Hugging Face hub is unreachable ({_first_line(exc)}); "
-            f"use a local .csv/.jsonl/.parquet file or a bundled corpus ({', '.join(BUNDLED)})"
+            f"use a local .csv/.jsonl/.parquet file or a bundled corpus ({', '.join(bundled)})"
         ) from None
     except Exception as exc:  # noqa: BLE001 - datasets raises many types; all mean "cannot use it"
         raise DataError(f"hub dataset {name!r} (config {config!r}) cannot be loaded: {_first_line(exc)}") from None
