@@ -8,7 +8,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
-from contrasweep.tracking import MlflowTracker
+from contrasweep.tracking import MlflowTracker, default_artifact_root
 from dashboards.trials import history, parent_runs, trial_runs
 
 
@@ -29,7 +29,8 @@ def result(epoch: int, value: float) -> dict:
 
 def make(tmp_path):
     return MlflowTracker(tmp_path / "sweep", f"sqlite:///{tmp_path / 'mlflow.db'}", "tests", "swp", {"method": "ce"},
-                         {"method": "ce"}, "val/accuracy", "max", static={"seeds": [0], "resources": {"cpu": 1}, "method": "ce"})
+                         {"method": "ce"}, "val/accuracy", "max", static={"seeds": [0], "resources": {"cpu": 1}, "method": "ce"},
+                         artifact_root=default_artifact_root(tmp_path))  # not ./mlruns of the checkout
 
 
 def test_restore_reattaches_and_cleans_up(tmp_path):
