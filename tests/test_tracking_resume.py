@@ -8,7 +8,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
-from contrasweep.tracking import MlflowTracker, default_artifact_root
+from contrasweep.tracking import MlflowTracker
 from dashboards.trials import history, parent_runs, trial_runs
 
 
@@ -29,8 +29,7 @@ def result(epoch: int, value: float) -> dict:
 
 def make(tmp_path):
     return MlflowTracker(tmp_path / "sweep", f"sqlite:///{tmp_path / 'mlflow.db'}", "tests", "swp", {"method": "ce"},
-                         {"method": "ce"}, "val/accuracy", "max", static={"seeds": [0], "resources": {"cpu": 1}, "method": "ce"},
-                         artifact_root=default_artifact_root(tmp_path))  # not ./mlruns of the checkout
+                         {"method": "ce"}, "val/accuracy", "max", static={"seeds": [0], "resources": {"cpu": 1}, "method": "ce"})
 
 
 def test_restore_reattaches_and_cleans_up(tmp_path):
@@ -69,3 +68,10 @@ def test_restore_reattaches_and_cleans_up(tmp_path):
         assert history(uri, run.info.run_id, "val/accuracy") == [(1, 0.5), (2, 0.7)]
     assert runs["0.002"].data.tags["contrasweep.trial_id"] == "lost2"
     assert runs["0.001"].data.params["hp.warmup_ratio"] == "0.06"  # defaults logged too
+
+
+def test_sqlite_store_keeps_artifacts_next_to_its_file(tmp_path):
+    # MLflow's own default is ./mlruns of the current directory (it once filled the checkout)
+    assert make(tmp_path).artifact_root == (tmp_path.resolve() / "mlartifacts").as_uri()
+    server = MlflowTracker(tmp_path, "http://127.0.0.1:5000", "e", "s", {}, {}, "m", "max")
+    assert server.artifact_root is None  # a tracking server decides

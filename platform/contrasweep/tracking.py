@@ -35,6 +35,14 @@ def default_artifact_root(workdir: str | os.PathLike | None = None) -> str:
     return (Path(workdir or os.getcwd()).resolve() / "mlartifacts").as_uri()
 
 
+def artifact_root_for(tracking_uri: str) -> str | None:
+    """Artifacts of a sqlite store go next to its file (MLflow's own default is ./mlruns of
+    whatever directory the process runs in); a tracking server decides for itself."""
+    if tracking_uri.startswith("sqlite:///"):
+        return default_artifact_root(Path(tracking_uri[len("sqlite:///"):]).parent)
+    return None
+
+
 def get_client(tracking_uri: str):
     from mlflow.tracking import MlflowClient
 
@@ -97,7 +105,7 @@ class MlflowTracker(Callback):
         self.spec = spec
         self.params = params
         self.metric, self.mode = metric, mode
-        self.artifact_root = artifact_root
+        self.artifact_root = artifact_root if artifact_root is not None else artifact_root_for(tracking_uri)
         self.progress = progress
         self.static = static
         self.texts = texts or {}

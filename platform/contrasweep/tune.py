@@ -21,7 +21,7 @@ from contrasweep import sweeps
 from contrasweep.errors import UserError
 from contrasweep.executor import make_trainable, torch_threads_env
 from contrasweep.spec import Sweep, reported_point, validate
-from contrasweep.tracking import MlflowTracker, default_artifact_root, default_tracking_uri
+from contrasweep.tracking import MlflowTracker, default_tracking_uri
 from trainables.params import as_text
 
 # Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
@@ -283,17 +283,11 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared, tracking_uri: st
     total = len(sweep.grid_configs()) if sweep.searcher == "grid" else num_samples(sweep)
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
-        sweep.metric[0], sweep.mode[0], artifact_root=_artifact_root(tracking_uri), progress=Progress(total, sweep.metric[0]),
+        sweep.metric[0], sweep.mode[0], progress=Progress(total, sweep.metric[0]),
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method},
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
         texts={"data_stats.json": json.dumps(prepared.stats, indent=1, sort_keys=True)},
     )
-
-
-def _artifact_root(tracking_uri: str) -> str | None:
-    if tracking_uri.startswith("sqlite:///"):
-        return default_artifact_root(Path(tracking_uri[len("sqlite:///"):]).parent)
-    return None  # a tracking server decides where artifacts go
 
 
 class Progress:
