@@ -2,7 +2,7 @@
 
 Both run the same 1-epoch CE trial (tiny random BERT, BBC News few-shot k=4) through
 ``contrasweep.tune.run`` on one local Ray session; the ratio of wall times is the cost of
-starting a Ray Train worker group (DESIGN.md measured ~30 s vs ~1 s). Not a test: run it as
+starting a Ray Train worker group (measured here: ~30 s vs ~1 s). Not a test: run it as
 
     python benchmarks/trial_overhead.py [--repeats 2]
 """

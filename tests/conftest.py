@@ -17,7 +17,7 @@ def build_tiny_bert(directory: Path) -> Path:
     """Save a 2-layer, 32-wide BERT with random weights and the MiniLM tokenizer."""
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from contrasweep.encoder import resolve_model_path
+    from trainables.encoder import resolve_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("default"))
     config = BertConfig(

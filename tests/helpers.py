@@ -44,7 +44,7 @@ LABELS = ["alpha", "beta", "gamma"]
 
 def multilabel_tables(tokenizer_dir: str, seed: int = 0) -> dict:
     """Three long-tailed labels, each marked by its word among random filler; multi-hot labels
-    stored as fixed-size lists (the layout of contrasweep.data.multilabel_prepare)."""
+    stored as fixed-size lists (the layout of contrasweep.data.multilabel.prepare)."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(tokenizer_dir)

@@ -19,7 +19,7 @@ from trainables.gather import StageContext
 from trainables.loop import build_method, load_trained, train
 from trainables.sessions import LocalSession
 
-from trainables import abalone
+from trainables import abalone, abalone_losses
 from trainables.abalone import MultiLabelContrastive, fit_linear_probe
 
 from helpers import LABELS, multilabel_tables
@@ -98,13 +98,13 @@ def test_lr_schedule_method_is_cosine_for_contrastive_learning_linear_for_bce(lo
 def test_queue_never_holds_the_current_batch_and_keeps_the_last_k(tiny_model_dir, data, monkeypatch):
     method = build_method(config(tiny_model_dir, loss="msc", queue_size=10, momentum=1.0), 3).eval()  # no dropout
     seen = []
-    real = abalone.msc_loss
+    real = abalone_losses.msc_loss
 
     def spy(z, y, *args, queue_z=None, queue_y=None, **kwargs):
         seen.append((queue_z.clone(), queue_y.clone()))
         return real(z, y, *args, queue_z=queue_z, queue_y=queue_y, **kwargs)
 
-    monkeypatch.setattr(abalone, "msc_loss", spy)
+    monkeypatch.setattr(abalone_losses, "msc_loss", spy)
     a, b = first_batch(data, 6), first_batch(data, 6, offset=6)
     with torch.no_grad():  # m = 1 and eval mode: the key model gives the same keys every time
         key = lambda batch: method.momentum["projection"](method.momentum["encoder"](  # noqa: E731

@@ -319,10 +319,10 @@ def test_cache_hit_does_not_tokenise(run, toy_csv, cache_dir, monkeypatch):
     def boom(*args, **kwargs):
         raise AssertionError("tokenised on a cache hit")
 
-    import contrasweep.encoder
+    import trainables.encoder
     import datasets
 
-    monkeypatch.setattr(contrasweep.encoder, "load_tokenizer", boom)
+    monkeypatch.setattr(trainables.encoder, "load_tokenizer", boom)
     monkeypatch.setattr(datasets.Dataset, "map", boom)
     second = run(source=toy_csv, protocol="few_shot", k=3)
     assert second.cache_hit and second.key == first.key and second.path == first.path

@@ -30,7 +30,7 @@ def test_torchtrainer_path_reports_same_metric_keys(ray_session, tiny_model_dir,
 
 def test_asha_stopping_a_train_run_frees_its_cpus(ray_session, tiny_model_dir, cache_dir, tmp_path):
     """ASHA stops a distributed trial mid-run; its Train workers' CPUs must come back, or the
-    next trial waits forever for its worker group (DESIGN.md: the dashboard must be on)."""
+    next trial waits forever for its worker group (docs/architecture.md, "Facts about the stack": the dashboard must be on)."""
     spec = write_spec(
         tmp_path / "asha.yaml", tiny_model_dir,
         # ASHA (rf 2) on the training loss stops the 1e-8 trial at epoch 1: its loss has not

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from contrasweep.encoder import load_encoder, pool, resolve_model_path
+from trainables.encoder import load_encoder, pool, resolve_model_path
 from contrasweep.errors import SpecError, UserError
 from trainables.metrics import classification_metrics
 from trainables.registry import get_method, method_names
@@ -38,7 +38,7 @@ def test_unknown_encoder_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="cannot load"):
         load_encoder(str(tmp_path / "missing-model"))
     with pytest.raises(UserError, match="pooling"):
-        from contrasweep.encoder import Encoder
+        from trainables.encoder import Encoder
 
         Encoder(torch.nn.Module(), "max")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from contrasweep.encoder import load_encoder
+from trainables.encoder import load_encoder
 from contrasweep.errors import UserError
 from trainables.lacon import LaCon, LabelFusion
 from trainables.losses.lacon import cosine

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from contrasweep.data import collate_numpy, load_splits
-from contrasweep.data.multilabel_prepare import MultiLabelConfig, prepare_multilabel
+from contrasweep.data.multilabel.prepare import MultiLabelConfig, prepare_multilabel
 from contrasweep.errors import DataError, SpecError
 from contrasweep.spec import validate
 

@@ -3,21 +3,9 @@ abalone_multilabel.txt): the contrastive losses L_MSC, L_Base, L_BQueue, L_BQPro
 momentum encoder, a queue and label prototypes, judged by linear evaluation; and the BCE-based
 baselines (L_BCE, L_FCL, L_ASY), also used to fine-tune a stage-1 encoder (Sec. 5.2).
 
-One method, ``loss`` picks the row of Tables 2/3 (the losses live in
-``trainables.losses.multilabel_contrastive`` / ``multilabel_bce``, queue and momentum update in
-``trainables.momentum_queue``):
-
-==========  ==========================================  ============  ======  ==========
-``loss``    loss                                        queue + key   protos  judged by
-==========  ==========================================  ============  ======  ==========
-msc         L_MSC, Eq. 1-5 (Sec. 3.3)                   yes           yes     linear eval
-bqproto     L_BQProto (Sec. 4.2.1)                      yes           yes     linear eval
-bqueue      L_BQueue (Sec. 4.2.1)                       yes           no      linear eval
-base        L_Base, Jaccard SupCon (Sec. 3.1)           no            no      linear eval
-bce         L_BCE (Sec. 4.2.2)                          no            no      its classifier
-focal       L_FCL, γ = 2 (Sec. 4.2.2, App. A)           no            no      its classifier
-asl         L_ASY, γ+ = 0, γ− = 3, m = 0.3 (App. A)     no            no      its classifier
-==========  ==========================================  ============  ======  ==========
+One method; ``loss`` picks the row of Tables 2/3 (msc, bqproto, bqueue, base, bce, focal, asl:
+the table and the selection are in ``trainables.abalone_losses``; queue and momentum update in
+``trainables.momentum_queue``).
 
 Contrastive losses (stage 1). f = the encoder's pooled output ("we designated the [CLS] token as
 the final representation", Sec. 4.3; set ``encoder.pooling: cls``), h = a projection head "composed
@@ -53,24 +41,12 @@ the same (rank) order and all queues stay identical (MoCo does the same); each r
 its own shard as anchors. Every rank calls ``training_step`` the same number of times (the
 loop's batching guarantees it), so the collective is matched.
 
-Linear evaluation (stage 2, ``second_stage``), "As in SupCon the projection head is discarded to
-evaluate the representation space" (App. A) and App. B "Discard the projection head h ...
-f_θ.freeze() ∘ p_θ̃": the features are the frozen pooled encoder outputs f(x) (not z). "For each
-label we trained logistics regression with learning rate in the set {1, 1e−1, 1e−2} and weight
-decay in {1, 1e−1, 1e−2, 1e−4, 1e−6} for a number of 40 epochs. To eliminate sensitivity to
-initialization, we trained 3 logistic regressions per label, and the output was computed as the
-mean probability. For each label individually, the best parameters for the micro-F1 are kept."
-(App. A), with AdamW (Sec. 4.3). ``fit_linear_probe`` trains all grid points × restarts × labels
-at once on the features (computed once per epoch and reused across the grid), each logistic
-regression with its own AdamW state (the update is elementwise, so one batched update is L·G·R
-independent optimisers); bias without weight decay (App. A). Selection on the validation split:
-per label (``probe_select: label``, the paper: the grid point with the best F1 of that label,
-ties to the lower validation BCE), or one grid point for all labels by validation micro-F1
-(``joint``). The chosen weights are buffers ``probe_weight`` [R, L, d] / ``probe_bias`` [R, L]
-(saved with every checkpoint, invisible to the stage-1 optimiser); the score of label j is the
-mean over the R restarts of σ(w·f(x) + b). Because the grid point is chosen on the validation
-split, ``val/*`` of these losses is optimistic (as in the paper, which selects on validation and
-reports test).
+Linear evaluation (stage 2, ``second_stage``, App. A; the fit is
+``trainables.evaluation.multilabel_probe.fit_linear_probe``): after every epoch one logistic
+regression per label on the frozen pooled features f(x), chosen on the validation split; the
+chosen weights are buffers ``probe_weight`` [R, L, d] / ``probe_bias`` [R, L] (saved with every
+checkpoint, invisible to the stage-1 optimiser). ``val/*`` of these losses is therefore optimistic
+(as in the paper, which selects on validation and reports test).
 
 BCE-family losses: plain fine-tuning of a dropout + linear classifier on f(x); prediction σ of
 its logits; no queue, momentum encoder or stage 2. "Fine-Tuning after Supervised Contrastive
@@ -100,28 +76,25 @@ micro-F1 is kept"); the probe's batch size is not given by the paper (``probe_ba
 
 from __future__ import annotations
 
-import math
-import os
-import re
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from contrasweep.errors import UserError
+from trainables.abalone_losses import (BCE_FAMILY, CONTRASTIVE, WITH_PROTOTYPES, WITH_QUEUE, bce_family_loss,
+                                       contrastive_loss)
 from trainables.base import Method
-from trainables.evaluation.multilabel import combination_clustering, multilabel_metrics, threshold_predictions
-from trainables.loop import MODEL_FILE
-from trainables.losses.multilabel_bce import asymmetric_loss, bce_loss, focal_loss
-from trainables.losses.multilabel_contrastive import bqproto_loss, jaccard_supcon_loss, msc_loss
+from trainables.errors import UserError
+from trainables.evaluation.multilabel import (combination_clustering, context_label_names, multilabel_metrics,
+                                             threshold_predictions, train_label_counts)
+from trainables.evaluation.multilabel_probe import fit_linear_probe, probe_seed
+from trainables.gather import gather_from_ranks
+from trainables.metrics import finite_metrics, metric_keys
 from trainables.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
 from trainables.params import Param
+from trainables.warm_start import check_model_file, load_encoder_weights
 
-CONTRASTIVE = ("msc", "base", "bqueue", "bqproto")
-BCE_FAMILY = ("bce", "focal", "asl")
-WITH_QUEUE = ("msc", "bqueue", "bqproto")
-WITH_PROTOTYPES = ("msc", "bqproto")
+__all__ = ["MultiLabelContrastive", "fit_linear_probe", "gather_from_ranks", "CONTRASTIVE", "BCE_FAMILY"]
 
 
 class MultiLabelContrastive(Method):
@@ -195,10 +168,8 @@ class MultiLabelContrastive(Method):
     @classmethod
     def check(cls, hp, hidden_size):
         cls._check_combination(hp)
-        init_from = hp.get("init_from", "")
-        if init_from and not os.path.isfile(_model_file(init_from)):
-            raise UserError(f"init_from={init_from!r}: no {MODEL_FILE} there; allowed: a checkpoint directory of a "
-                            f"finished stage-1 trial (holding {MODEL_FILE}), or ''")
+        if hp.get("init_from", ""):
+            check_model_file(hp["init_from"], "init_from")
 
     @staticmethod
     def _check_combination(hp):
@@ -228,7 +199,7 @@ class MultiLabelContrastive(Method):
         if not self.contrastive:
             self.load_init()
             logits = self.classifier(self.dropout(self.features(batch)))
-            loss = self._bce_family(logits, y)
+            loss = bce_family_loss(self.hp, logits, y)
             return {"loss": loss, f"loss/{self.hp['loss']}": loss.detach()}
         self.flush()  # App. B steps 5-6 of the previous iteration (module docstring)
         z = self.projection(self.features(batch))
@@ -239,25 +210,8 @@ class MultiLabelContrastive(Method):
                     batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))[0])
             self._pending = gather_from_ranks(keys.detach(), y.to(keys.dtype))
             queue_z, queue_y = self.queue.embeddings, self.queue.labels
-        loss = self._contrastive(z, y, queue_z, queue_y)
+        loss = contrastive_loss(self.hp, z, y, getattr(self, "prototypes", None), queue_z, queue_y)
         return {"loss": loss, f"loss/{self.hp['loss']}": loss.detach()}
-
-    def _contrastive(self, z, y, queue_z, queue_y) -> torch.Tensor:
-        tau, loss = self.hp["temperature"], self.hp["loss"]
-        if loss == "base":
-            return jaccard_supcon_loss(z, y, tau)
-        if loss == "bqueue":
-            return jaccard_supcon_loss(z, y, tau, queue_z=queue_z, queue_y=queue_y)
-        if loss == "bqproto":
-            return bqproto_loss(z, y, self.prototypes, tau, queue_z=queue_z, queue_y=queue_y)
-        return msc_loss(z, y, tau, self.hp["beta"], prototypes=self.prototypes, queue_z=queue_z, queue_y=queue_y)
-
-    def _bce_family(self, logits, y) -> torch.Tensor:
-        if self.hp["loss"] == "bce":
-            return bce_loss(logits, y)
-        if self.hp["loss"] == "focal":
-            return focal_loss(logits, y, self.hp["focal_gamma"])
-        return asymmetric_loss(logits, y, self.hp["asl_gamma_pos"], self.hp["asl_gamma_neg"], self.hp["asl_clip"])
 
     @torch.no_grad()
     def flush(self) -> None:
@@ -280,17 +234,7 @@ class MultiLabelContrastive(Method):
         """Load ``init_from``'s ``encoder.*`` weights once (the first training step calls it)."""
         if not self.hp["init_from"] or not hasattr(self, "init_loaded") or int(self.init_loaded):
             return
-        path = _model_file(self.hp["init_from"])
-        if not os.path.isfile(path):
-            raise UserError(f"init_from={self.hp['init_from']!r}: no {MODEL_FILE} there; allowed: a stage-1 checkpoint directory")
-        state = torch.load(path, map_location="cpu")
-        encoder_state = {k[len("encoder."):]: v for k, v in state.items() if k.startswith("encoder.")}
-        try:
-            self.encoder.load_state_dict(encoder_state)
-        except RuntimeError as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise UserError(f"init_from={self.hp['init_from']!r}: its encoder does not match this run's encoder "
-                            f"({first}); allowed: a checkpoint trained with the same encoder.name") from None
+        load_encoder_weights(self.encoder, self.hp["init_from"], "init_from")
         self.init_loaded.fill_(1)
 
     def param_groups(self, lr, weight_decay):
@@ -335,17 +279,17 @@ class MultiLabelContrastive(Method):
         fit = fit_linear_probe(
             x_train, y_train, x_val, y_val, lrs=self.hp["probe_lrs"], weight_decays=self.hp["probe_weight_decays"],
             epochs=self.hp["probe_epochs"], batch_size=self.hp["probe_batch_size"], restarts=self.hp["probe_restarts"],
-            threshold=self.hp["threshold"], select=self.hp["probe_select"], seed=_probe_seed(context.seed, context.epoch),
+            threshold=self.hp["threshold"], select=self.hp["probe_select"], seed=probe_seed(context.seed, context.epoch),
             device=self.probe_weight.device)
         self.probe_weight.copy_(fit["weight"])
         self.probe_bias.copy_(fit["bias"])
         metrics = {"train_loss": fit["train_loss"], "val_micro_f1": fit["val_micro_f1"], "grid_points": float(len(fit["grid"]))}
-        names = _metric_names(_label_names(context, self.num_labels))
+        names = metric_keys(context_label_names(context, self.num_labels))
         for j, g in enumerate(fit["choice"]):
             metrics[f"lr/{names[j]}"], metrics[f"weight_decay/{names[j]}"] = fit["grid"][g]
         if self.hp["probe_select"] == "joint":
             metrics["lr"], metrics["weight_decay"] = fit["grid"][fit["choice"][0]]
-        return _finite(metrics)
+        return finite_metrics(metrics)
 
     def evaluate(self, context, split):
         x, y = self._split_features(context, split)
@@ -353,179 +297,14 @@ class MultiLabelContrastive(Method):
             device = next(self.parameters()).device
             scores = self.scores(torch.as_tensor(x, dtype=torch.float32, device=device)).cpu().numpy()
         pred = threshold_predictions(scores, self.hp["threshold"])
-        label_names = _label_names(context, self.num_labels)
+        label_names = context_label_names(context, self.num_labels)
         out = multilabel_metrics(y, pred, label_names=label_names, train_counts=train_label_counts(context))
         metrics = {k: out[k] for k in self.metric_names if k in out}
-        for name, key in zip(label_names, _metric_names(label_names)):
+        for name, key in zip(label_names, metric_keys(label_names)):
             metrics[f"f1/{key}"] = out["per_label_f1"][name]
         if split == "test":
             clusters = combination_clustering(x, y, keep_fraction=self.hp["cluster_keep_fraction"],
                                               max_points=self.hp["cluster_max_points"], seed=context.seed)
             metrics["silhouette"], metrics["davies_bouldin"] = clusters["silhouette"], clusters["davies_bouldin"]
-        return _finite(metrics)
+        return finite_metrics(metrics)
 
-
-# ---------------------------------------------------------------------- linear evaluation
-
-
-def fit_linear_probe(x_train, y_train, x_val, y_val, lrs, weight_decays, epochs: int = 40, batch_size: int = 32,
-                     restarts: int = 3, threshold: float = 0.5, select: str = "label", seed: int = 0,
-                     device: torch.device | str = "cpu", betas=(0.9, 0.999), eps: float = 1e-8) -> dict:
-    """One logistic regression per label, per (lr, weight decay) grid point and per restart,
-    trained with AdamW on frozen features, then chosen on the validation split (App. A).
-
-    Every regression has its own parameters and AdamW moments; they are updated together in one
-    batched (elementwise) step, which is the same as training each alone: the BCE of one label
-    and grid point depends only on its own weights. Weight decay is decoupled (AdamW:
-    w ← w − lr·wd·w) and not applied to the bias. Init: U(−1/√d, 1/√d) like ``nn.Linear``,
-    from ``torch.Generator`` seeded with ``seed`` (the row order of each epoch too), so the fit is
-    a function of its inputs (the same on every DDP rank).
-
-    Selection: a label's score is the mean probability of its ``restarts`` regressions;
-    ``select="label"`` takes, for each label, the grid point with the best validation F1 of that
-    label, ``"joint"`` one grid point for all labels with the best validation micro-F1; ties go
-    to the lower validation BCE, then to the earlier grid point (lrs outer, weight decays inner).
-
-    Returns ``weight`` [R, L, d], ``bias`` [R, L], ``grid`` [(lr, wd)], ``choice`` (a grid index
-    per label), ``val_micro_f1`` of the chosen probe, ``train_loss`` (its mean BCE on train).
-    """
-    if select not in ("label", "joint"):
-        raise ValueError(f"select={select!r}; allowed: 'label' or 'joint'")
-    grid = [(float(lr), float(wd)) for lr in lrs for wd in weight_decays]
-    if not grid:
-        raise ValueError("empty probe grid; allowed: at least one learning rate and one weight decay")
-    x = torch.as_tensor(np.asarray(x_train), dtype=torch.float32, device=device)
-    y = torch.as_tensor(np.asarray(y_train), dtype=torch.float32, device=device)
-    n, d = x.shape
-    n_labels, g, r = y.shape[1], len(grid), restarts
-    p = g * r * n_labels                                     # flat index = ((grid · R) + restart) · L + label
-    gen = torch.Generator().manual_seed(int(seed))
-    bound = 1.0 / math.sqrt(d)
-    w = ((torch.rand(p, d, generator=gen) * 2 - 1) * bound).to(device)
-    b = ((torch.rand(p, generator=gen) * 2 - 1) * bound).to(device)
-    lr = torch.tensor([lr for lr, _ in grid], device=device).repeat_interleave(r * n_labels)        # [P]
-    wd = torch.tensor([wd for _, wd in grid], device=device).repeat_interleave(r * n_labels)
-    label_of = torch.arange(p, device=device) % n_labels                                           # [P]
-    state = [torch.zeros_like(w), torch.zeros_like(w), torch.zeros_like(b), torch.zeros_like(b)]
-    step = 0
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=gen).to(device)
-        for start in range(0, n, batch_size):
-            idx = order[start : start + batch_size]
-            xb, yb = x[idx], y[idx][:, label_of]                                                  # [B, d], [B, P]
-            err = (torch.sigmoid(xb @ w.T + b) - yb) / len(idx)     # ∂(mean BCE)/∂logit
-            step += 1
-            _adamw(w, err.T @ xb, state[0], state[1], lr[:, None], wd[:, None], step, betas, eps)
-            _adamw(b, err.sum(0), state[2], state[3], lr, None, step, betas, eps)
-
-    def mean_prob(features: torch.Tensor) -> torch.Tensor:          # [N, G, L]: mean over restarts
-        return torch.sigmoid(features @ w.T + b).view(len(features), g, r, n_labels).mean(2)
-
-    tp, fp, fn, val_loss = (torch.zeros(g, n_labels, dtype=torch.float64, device=device) for _ in range(4))
-    xv = torch.as_tensor(np.asarray(x_val), dtype=torch.float32, device=device)
-    yv = torch.as_tensor(np.asarray(y_val), dtype=torch.float32, device=device)
-    for start in range(0, len(xv), 1024):
-        prob = mean_prob(xv[start : start + 1024])
-        truth = yv[start : start + 1024][:, None, :].expand_as(prob)
-        hit = prob >= threshold
-        tp += (hit & (truth > 0)).sum(0)
-        fp += (hit & (truth == 0)).sum(0)
-        fn += (~hit & (truth > 0)).sum(0)
-        val_loss += F.binary_cross_entropy(prob.double(), truth.double(), reduction="none").sum(0)
-    if select == "label":
-        f1 = _f1(tp, fp, fn)                                                                        # [G, L]
-        best = torch.where(f1 == f1.max(0).values, val_loss, torch.inf).argmin(0)                  # [L]
-    else:
-        micro = _f1(tp.sum(1), fp.sum(1), fn.sum(1))                                                # [G]
-        best = torch.where(micro == micro.max(), val_loss.sum(1), torch.inf).argmin().repeat(n_labels)
-    labels = torch.arange(n_labels, device=device)
-    weight = w.view(g, r, n_labels, d)[best, :, labels, :].permute(1, 0, 2).contiguous()          # [R, L, d]
-    bias = b.view(g, r, n_labels)[best, :, labels].T.contiguous()                                  # [R, L]
-    val_micro = _f1(tp[best, labels].sum(), fp[best, labels].sum(), fn[best, labels].sum())
-    train_loss = 0.0
-    for start in range(0, n, 1024):
-        prob = torch.sigmoid(torch.einsum("nd,rld->nrl", x[start : start + 1024], weight) + bias).mean(1)
-        train_loss += float(F.binary_cross_entropy(prob.double(), y[start : start + 1024].double(), reduction="sum"))
-    return {"weight": weight, "bias": bias, "grid": grid, "choice": best.tolist(), "val_micro_f1": float(val_micro),
-            "train_loss": train_loss / max(n * n_labels, 1)}
-
-
-def _adamw(param, grad, exp_avg, exp_avg_sq, lr, weight_decay, step, betas, eps) -> None:
-    """torch.optim.AdamW's update (decoupled weight decay, bias-corrected moments), with a
-    learning rate (and weight decay) per parameter row."""
-    beta1, beta2 = betas
-    if weight_decay is not None:
-        param.mul_(1 - lr * weight_decay)
-    exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-    denom = (exp_avg_sq / (1 - beta2**step)).sqrt_().add_(eps)
-    param.sub_(lr / (1 - beta1**step) * exp_avg / denom)
-
-
-def _f1(tp, fp, fn):
-    """2·tp / (2·tp + fp + fn), 0 where nothing is predicted or present (zero_division=0)."""
-    den = 2 * tp + fp + fn
-    return torch.where(den > 0, 2 * tp / den.clamp_min(1), torch.zeros_like(den))
-
-
-def _probe_seed(seed: int, epoch: int) -> int:
-    return (int(seed) * 1_000_003 + int(epoch)) % 2**63
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def gather_from_ranks(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every rank's ``z`` [n_r, d] and ``y`` [n_r, L] concatenated in rank order (identity
-    without an initialised process group). Shards may differ in size (the last batch): they
-    are padded to the largest before ``all_gather`` and trimmed after."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return z, y
-    world = dist.get_world_size()
-    size = torch.tensor([z.shape[0]], device=z.device)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    cap = int(max(int(s) for s in sizes))
-    both = torch.cat([z, y.to(z.dtype)], dim=1)
-    padded = torch.cat([both, both.new_zeros(cap - both.shape[0], both.shape[1])])
-    parts = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(parts, padded.contiguous())
-    out = torch.cat([part[: int(s)] for part, s in zip(parts, sizes)])
-    return out[:, : z.shape[1]], out[:, z.shape[1]:]
-
-
-def train_label_counts(context) -> np.ndarray:
-    """Documents per label in the training split (defines head and tail), once per epoch."""
-    key = "abalone/train_counts"
-    if key not in context.cache:
-        import pyarrow.compute as pc
-
-        column = context.tables["train"].column("labels")
-        width = column.type.list_size
-        context.cache[key] = pc.list_flatten(column).to_numpy().astype(np.int64).reshape(-1, width).sum(0)
-    return context.cache[key]
-
-
-def _label_names(context, num_labels: int) -> list[str]:
-    names = (context.data or {}).get("label_names")
-    return [str(n) for n in names] if names is not None and len(names) == num_labels else [str(j) for j in range(num_labels)]
-
-
-def _metric_names(names: list[str]) -> list[str]:
-    """Label names usable in a metric key (MLflow: letters, digits, ``_ - .``), unique."""
-    out = []
-    for j, name in enumerate(names):
-        key = re.sub(r"[^A-Za-z0-9_.-]", "_", name) or str(j)
-        out.append(key if key not in out else f"{j}_{key}")
-    return out
-
-
-def _finite(metrics: dict) -> dict[str, float]:
-    return {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(float(v))}
-
-
-def _model_file(path: str) -> str:
-    path = os.path.expanduser(path)
-    return path if os.path.isfile(path) else os.path.join(path, MODEL_FILE)

@@ -1,4 +1,4 @@
-"""The method interface the generic loop trains (DESIGN.md, "Data flow" and "Rules").
+"""The method interface the generic loop trains (docs/architecture.md, "The method interface").
 
 A method is an ``nn.Module`` holding the encoder and its own heads. The loop only ever calls:
 
@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from contrasweep.encoder import Encoder
+from trainables.encoder import Encoder
 from trainables.gather import StageContext, classification_evaluate
 from trainables.params import Param
 

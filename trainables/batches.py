@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from contrasweep.data import collate_numpy
+from trainables.collate import collate_numpy
 
 
 def train_batches(table, batch_size: int, seed: int, epoch: int, rank: int, world: int) -> Iterator[dict]:

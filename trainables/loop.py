@@ -1,4 +1,4 @@
-"""The generic training loop (DESIGN.md, "trainables.loop"): one loop for every method.
+"""The generic training loop (docs/architecture.md, "Data flow"): one loop for every method.
 
 AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a linear decay
 (default), a constant rate or a half-cosine decay (``lr_schedule``), gradient clipping, evaluation on the
@@ -29,7 +29,7 @@ from transformers import (
     get_linear_schedule_with_warmup,
 )
 
-from contrasweep.encoder import load_encoder
+from trainables.encoder import load_encoder
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)

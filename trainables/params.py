@@ -1,5 +1,5 @@
 """Hyperparameter declarations: every number a user can set is validated where it enters
-(the spec), with the allowed range in the message (DESIGN.md, Rules of the spine).
+(the spec), with the allowed range in the message (docs/architecture.md, "Rules of the spine").
 
 The loop declares its own (``LOOP_PARAMS``); each method declares its own on its class.
 """
@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from contrasweep.errors import SpecError
+from trainables.errors import SpecError
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def as_text(value: Any) -> Any:
 
 
 def _to_number(value: Any) -> float | int | None:
-    # PyYAML reads `1e-5` (no decimal point) as a string: coerce it here (DESIGN.md, YAML).
+    # PyYAML reads `1e-5` (no decimal point) as a string: coerce it here (docs/architecture.md, "The spec format").
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-from contrasweep.errors import SpecError
+from trainables.errors import SpecError
 
 _METHODS: dict[str, str] = {
     "abalone": "trainables.abalone:MultiLabelContrastive",

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from contrasweep.errors import UserError
+from trainables.errors import UserError
 from trainables.base import Method
 from trainables.losses import supcon_loss
 from trainables.params import Param

@@ -12,7 +12,10 @@ Hyperparameters (App. A): head lr 5e-4 and backbone lr 5e-6 (``head_lr`` and the
 for large ones, τ = 0.05 (as SimCSE), batch 1024, 5 epochs. The paper gives no K: 16 here
 (the default of the public VaSCL code), sweepable (Fig. 2a studies top-K neighbourhoods). ``neighbour_grad`` (default true, the paper:
 Eq. 6 is minimised over every parameter and e* depends on the encoder through e) lets the
-neighbourhood term's gradient reach the encoder; false keeps it to the head. A last batch
+neighbourhood term's gradient reach the encoder; false keeps it to the head. ``clean_grad``
+(default true, Eq. 5-6 as written) lets that term differentiate through the clean z as well as
+through z*; false treats the clean z as constants there, as the authors' public code does
+(``trainables.losses.vascl.vascl_loss`` says why the paper's reading is the default). A last batch
 with M ≤ K uses K = M − 1 (and no neighbourhood term when M = 1).
 """
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from contrasweep.errors import UserError
+from trainables.errors import UserError
 from trainables.losses.infonce import info_nce
 from trainables.losses.vascl import vascl_loss
 from trainables.params import LOOP_PARAMS, Param
@@ -38,6 +41,8 @@ class VaSCL(RepresentationMethod):
         "head_lr": Param("float", 5.0e-4, 0.0, 1.0, low_open=True, help="learning rate of h (App. A: 5e-4)"),
         "head_dim": Param("int", 128, 1, 65536, help="output size of h (App. A: 128)"),
         "neighbour_grad": Param("bool", True, help="neighbourhood loss gradient reaches the encoder (Eq. 6)"),
+        "clean_grad": Param("bool", True, help="neighbourhood loss differentiates through the clean z too (Eq. 5 as "
+                                               "written); false: clean z as constants (the authors' code)"),
     }
 
     def __init__(self, encoder, num_labels, hp):
@@ -59,7 +64,8 @@ class VaSCL(RepresentationMethod):
             loss = info_nce(self.head(e1), self.head(e2), self.hp["temperature"])
             return {"loss": loss, "loss/instance": loss.detach()}
         out = vascl_loss(e1, e2, self.head, self.hp["temperature"], k=k, delta=self.hp["delta"],
-                         steps=self.hp["ascent_steps"], neighbour_grad=self.hp["neighbour_grad"])
+                         steps=self.hp["ascent_steps"], neighbour_grad=self.hp["neighbour_grad"],
+                         clean_grad=self.hp["clean_grad"])
         return {"loss": out["loss"], "loss/instance": out["instance"].detach(), "loss/neighbourhood": out["neighbourhood"].detach()}
 
     def param_groups(self, lr, weight_decay):

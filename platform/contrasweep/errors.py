@@ -1,14 +1,9 @@
-"""User-facing errors: the CLI prints them as one line and exits with status 2."""
+"""The user-facing errors, re-exported where the CLI catches them.
 
+They are defined at the bottom layer (``trainables.errors``) because both sides raise them:
+the training side for a bad hyperparameter or encoder, the orchestration side for a bad spec
+or data source (docs/architecture.md, "Layers")."""
 
-class UserError(Exception):
-    """Bad input from the user (spec, override, file, name). The message names the bad value
-    and what is allowed; it is printed without a traceback."""
+from trainables.errors import DataError, SpecError, UserError
 
-
-class SpecError(UserError):
-    """A value in a sweep spec or a ``--set`` override is invalid."""
-
-
-class DataError(UserError):
-    """A data source, column, split or protocol cannot be used as asked."""
+__all__ = ["DataError", "SpecError", "UserError"]

@@ -1,4 +1,4 @@
-"""The trial executor (DESIGN.md, "trial executor"): what one Tune trial runs.
+"""The trial executor (docs/architecture.md, "Data flow"): what one Tune trial runs.
 
 * one CPU worker: the generic loop runs in the trial process itself (~1 s start-up);
 * ``workers > 1`` or a GPU: the same loop runs on the ranks of a Ray Train ``TorchTrainer``
@@ -76,7 +76,7 @@ def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str) ->
             name=f"train-{trial_id}",
             storage_path=static["train_storage"],
             # Tune owns retries (sweep.max_failures); a finite controller limit keeps a trial
-            # that cannot get resources from retrying forever (DESIGN.md, facts checked).
+            # that cannot get resources from retrying forever (docs/architecture.md, "Facts about the stack").
             failure_config=FailureConfig(max_failures=0, controller_failure_limit=3),
             checkpoint_config=CheckpointConfig(
                 num_to_keep=1, checkpoint_score_attribute=static["metric"], checkpoint_score_order=static["mode"]

@@ -1,4 +1,4 @@
-"""Sweep specs: one YAML per paper (DESIGN.md, "Search-space YAML") + ``--set`` overrides,
+"""Sweep specs: one YAML per paper (docs/architecture.md, "The spec format") + ``--set`` overrides,
 validated into a ``Sweep``. Every number is coerced and range-checked here, where it enters,
 and every error is one line naming the bad value and what is allowed.
 
@@ -232,7 +232,7 @@ def _mapping(raw: dict, key: str) -> dict:
 
 def _data(section: dict, method_cls) -> dict:
     from contrasweep.data import DataConfig
-    from contrasweep.data.multilabel_prepare import MultiLabelConfig, is_multilabel
+    from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel
 
     kind = "multi" if is_multilabel(section) else "single"
     if kind != method_cls.label_kind:

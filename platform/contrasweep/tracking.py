@@ -1,4 +1,4 @@
-"""MLflow tracking from the driver (DESIGN.md, "contrasweep.tracking").
+"""MLflow tracking from the driver (docs/architecture.md, "Data flow").
 
 One parent run per sweep and one nested run per trial (nesting = the tag
 ``mlflow.parentRunId``), params, one metric value per epoch (step = epoch), the spec and the

@@ -1,4 +1,4 @@
-"""Launch and resume sweeps on Ray Tune (DESIGN.md, "contrasweep.tune").
+"""Launch and resume sweeps on Ray Tune (docs/architecture.md, "Data flow").
 
 Searchers: ``grid`` (the exact grid of the YAML × seeds, the paper's reported setting first,
 Tune's default generator), ``optuna`` (TPE; NSGA-II when the spec names several metrics) and
@@ -48,7 +48,7 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``.
 
     The dashboard stays on (bound to 127.0.0.1): Train V2 frees the CPUs of a Train run that
-    ASHA stopped through the State API, which needs it (DESIGN.md, facts checked).
+    ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about the stack").
     """
     import ray
 
@@ -102,7 +102,7 @@ def check_against_encoder(sweep: Sweep) -> None:
     are checked on the driver, before any trial starts: one line, not a failed sweep."""
     from transformers import AutoConfig
 
-    from contrasweep.encoder import resolve_model_path
+    from trainables.encoder import resolve_model_path
     from trainables.registry import get_method
 
     try:
@@ -129,7 +129,7 @@ def prepare_data(sweep: Sweep):
     """Tokenise once into the content-hashed cache (no Ray needed: bad data fails before any
     process starts or any sweep folder is made)."""
     from contrasweep.data import DataConfig, prepare
-    from contrasweep.data.multilabel_prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
+    from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
 
     if is_multilabel(sweep.data):
         return prepare_multilabel(MultiLabelConfig.from_dict(sweep.data), sweep.encoder["name"], sweep.encoder["max_length"])

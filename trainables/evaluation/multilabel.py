@@ -9,7 +9,8 @@
 * :func:`threshold_predictions`: probabilities (or logits) to multi-hot predictions.
 
 All metrics are scikit-learn's. Label matrices are multi-hot ``[N, L]`` arrays (0/1 or
-bool); ``contrasweep.data.multilabel.multi_hot`` builds them from a ``labels`` column.
+bool); ``contrasweep.data.multilabel.multi_hot`` builds them from a ``labels`` column, and
+:func:`head_label_mask` splits the labels into head and tail (the rule the data statistics use too).
 """
 
 from __future__ import annotations
@@ -20,7 +21,31 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from sklearn.metrics import davies_bouldin_score, f1_score, hamming_loss, silhouette_score
 
-from contrasweep.data.multilabel import HEAD_MASS, head_label_mask
+HEAD_MASS = 0.5  # default share of label occurrences that the head labels cover
+
+
+def head_label_mask(counts, head_mass: float = HEAD_MASS) -> np.ndarray:
+    """Which labels form the head of the distribution (boolean mask over label ids).
+
+    Definition: sort the labels by count, largest first (ties: smaller id first); the head
+    is the shortest prefix whose counts add up to at least ``head_mass`` of all label
+    occurrences (default: half). All other labels, and every label with count 0, are tail.
+    With 5 labels counted 300/150/100/75/60 (685 occurrences), the head is the first two
+    (450 = 66% ≥ 50%; the first alone is 44%).
+    """
+    counts = np.asarray(counts, dtype=np.float64).ravel()
+    if not 0.0 < head_mass <= 1.0:
+        raise ValueError(f"head_mass must be a number in (0, 1], got {head_mass!r}")
+    mask = np.zeros(len(counts), dtype=bool)
+    total = counts.sum()
+    if total <= 0:
+        return mask
+    order = np.argsort(-counts, kind="stable")
+    covered = np.cumsum(counts[order])
+    n_head = int(np.searchsorted(covered, head_mass * total - 1e-9 * total) + 1)
+    mask[order[:n_head]] = True
+    mask &= counts > 0
+    return mask
 
 
 def threshold_predictions(scores, threshold: float = 0.5) -> np.ndarray:
@@ -54,7 +79,7 @@ def multilabel_metrics(
         head_labels: the head labels, as ids or names (names need ``label_names``).
         train_counts: used only when ``head_labels`` is None: per-label document counts in
             the *training* data (``[L]`` array, or a name → count mapping), from which the
-            head is derived with ``contrasweep.data.multilabel.head_label_mask`` (fewest
+            head is derived with :func:`head_label_mask` (fewest
             most frequent labels covering ``head_mass`` of all training label occurrences).
             Counting the test labels instead would let the evaluation set define the split.
         head_mass: see ``train_counts``.
@@ -228,3 +253,22 @@ def combination_clustering(
     out["silhouette"] = float(silhouette_score(xs, cs, metric="euclidean"))
     out["davies_bouldin"] = float(davies_bouldin_score(xs, cs))
     return out
+
+
+def train_label_counts(context) -> np.ndarray:
+    """Documents per label in the training split of a ``StageContext`` (defines head and tail),
+    computed once per epoch (the split stores labels as fixed-size 0/1 lists)."""
+    key = "multilabel/train_counts"
+    if key not in context.cache:
+        import pyarrow.compute as pc
+
+        column = context.tables["train"].column("labels")
+        width = column.type.list_size
+        context.cache[key] = pc.list_flatten(column).to_numpy().astype(np.int64).reshape(-1, width).sum(0)
+    return context.cache[key]
+
+
+def context_label_names(context, num_labels: int) -> list[str]:
+    """The label names the data carry (``context.data["label_names"]``), else ``"0"``, ``"1"``, ..."""
+    names = (context.data or {}).get("label_names")
+    return [str(n) for n in names] if names is not None and len(names) == num_labels else [str(j) for j in range(num_labels)]

@@ -127,7 +127,7 @@ def virtual_augmentation(e: torch.Tensor, neighbours: torch.Tensor, head: Head, 
 
 def vascl_loss(e: torch.Tensor, e_prime: torch.Tensor, head: Head, temperature: float = 0.05,
                k: int = 16, delta: float = 15.0, steps: int = 1, neighbour_grad: bool = True,
-               generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+               generator: torch.Generator | None = None, clean_grad: bool = True) -> dict[str, torch.Tensor]:
     """Eq. 6 for one batch.
 
     Args:
@@ -141,6 +141,8 @@ def vascl_loss(e: torch.Tensor, e_prime: torch.Tensor, head: Head, temperature: 
         neighbour_grad: whether the neighbourhood term's gradient reaches the encoder through e
             (see below).
         generator: seeds the Gaussian start of δ.
+        clean_grad: whether the neighbourhood term differentiates through the clean
+            representations z_i, z_k as well as through z_i*, z_k* (see below).
 
     Computation: z = h(e), z' = h(e'); instance = ``info_nce(z, z', τ)`` (Eq. 1 both ways,
     already 1/(2M) Σ); N(i) = ``knn_neighbours(e, K)``; δ* = ``virtual_augmentation``;
@@ -161,6 +163,15 @@ def vascl_loss(e: torch.Tensor, e_prime: torch.Tensor, head: Head, temperature: 
     and N(i) is discrete. With False, e is detached inside the neighbourhood term: only the head
     learns from it and the encoder sees the instance term alone — an ablation switch, not the
     paper's method.
+
+    ``clean_grad`` (default True, the paper): Eq. 5 is ℓ_NA(i)(z_i*, z_i) + ℓ_NA(i)(z_i, z_i*)
+    with z_i = h(e_i) the same trainable quantity as in Eq. 1, and Eq. 6 sums both into one
+    objective, so the neighbourhood term differentiates through the clean z_i, z_k as well as
+    through z_i*, z_k*. The authors' public code computes the clean representations of this
+    term without gradient, so only the augmented side z* carries it; ``clean_grad=False``
+    reproduces that (z_i and z_k enter as constants: the same loss value, a different
+    gradient). The paper's text is the default because it is what the equations say and the
+    code's choice is not discussed there; the switch is one ``detach``.
     """
     if e.shape != e_prime.shape or e.ndim != 2:
         raise ValueError(f"e {tuple(e.shape)} and e_prime {tuple(e_prime.shape)} must both be [M, d]")
@@ -171,6 +182,8 @@ def vascl_loss(e: torch.Tensor, e_prime: torch.Tensor, head: Head, temperature: 
     d_star = virtual_augmentation(e, neighbours, head, temperature, delta, steps, generator)
     e_n = e if neighbour_grad else e.detach()
     z_n = z if neighbour_grad else head(e_n)
+    if not clean_grad:  # the authors' code: clean z as constants in the neighbourhood term
+        z_n = z_n.detach()
     z_star = head(e_n + d_star)                                           # Eq. 4 through h
     negatives = torch.cat([z_n[neighbours], z_star[neighbours]], dim=1)   # N_A(i): [M, 2K, d']
     both_ways = (neighbourhood_nce(z_n, z_star, negatives, temperature)

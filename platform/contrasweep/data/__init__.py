@@ -9,7 +9,7 @@ batch = collate_numpy(splits["train"], [0, 1, 2])  # numpy int64, padded to the 
 """
 
 from contrasweep.data.cache import FORMAT_VERSION, cache_root
-from contrasweep.data.collate import collate_numpy
+from trainables.collate import collate_numpy
 from contrasweep.data.config import BUNDLED, PROTOCOLS, DataConfig
 from contrasweep.data.prepare import PreparedData, load_splits, prepare
 

@@ -1,7 +1,7 @@
 """``DataConfig``: the validated data section of a sweep (source, columns, splits, protocol).
 
 Every value is checked where it enters, and a bad one raises a one-line ``DataError`` that
-names the key, the bad value and what is allowed (DESIGN.md, "Rules of the spine").
+names the key, the bad value and what is allowed (docs/architecture.md, "Rules of the spine").
 """
 
 from __future__ import annotations
@@ -261,7 +261,7 @@ def _fraction(d, key, default):
 
 
 def _as_number(value) -> float | None:
-    # Strings are accepted because PyYAML reads `1e-5`-style floats as strings (DESIGN.md).
+    # Strings are accepted because PyYAML reads `1e-5`-style floats as strings (docs/architecture.md, "The spec format").
     if isinstance(value, bool):
         return None
     if isinstance(value, numbers.Real):  # int, float and numpy scalars

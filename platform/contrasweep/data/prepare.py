@@ -69,7 +69,7 @@ def prepare(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     _check_nonempty(meta["stats"])
-    from contrasweep.encoder import load_tokenizer
+    from trainables.encoder import load_tokenizer
 
     tokenised = tokenize_splits(splits, load_tokenizer(tokenizer), max_length, cfg.is_pair, key)
     path = write_entry(final.parent, key, tokenised, meta)

@@ -67,7 +67,7 @@ def prepare_sts(source: str, tokenizer: str, max_length: int) -> dict:
     """``{"a": table, "b": table, "scores": float64 [N]}``: each side tokenised like a split
     (``labels`` holds the pair's row index, so gathered embeddings line up with ``scores``)."""
     from contrasweep.data.tokens import tokenize_splits
-    from contrasweep.encoder import load_tokenizer
+    from trainables.encoder import load_tokenizer
 
     pairs = load_pairs(source)
     index = pa.array(np.arange(pairs.num_rows, dtype=np.int64))

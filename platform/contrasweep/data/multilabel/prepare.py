@@ -1,10 +1,10 @@
 """Multi-label data for a sweep (abalone_multilabel.txt Sec. 4.1): ``data: {task: multilabel,
 ...}`` → source → seeded split → label filtering → tokenise once → content-hashed Arrow cache.
 
-Sources: ``bbc_multilabel`` (the derived long-tailed corpus of ``multilabel.bbc_multilabel``,
+Sources: ``bbc_multilabel`` (the derived long-tailed corpus of ``bbc.bbc_multilabel``,
 not a published benchmark), a local CSV/JSONL/JSON/parquet file read by
-``multilabel.read_multilabel`` (a list-valued label column, or one 0/1 column per label), or
-``hub:NAME[:CONFIG]`` when the Hugging Face hub is reachable (``multilabel_hub``: the same two
+``read.read_multilabel`` (a list-valued label column, or one 0/1 column per label), or
+``hub:NAME[:CONFIG]`` when the Hugging Face hub is reachable (``hub``: the same two
 layouts; the dataset's own splits are kept, missing ones carved out of train).
 The prepared splits store ``labels`` as a fixed-size list of L 0/1 values per row, which
 ``collate_numpy`` turns into a ``[B, L]`` multi-hot batch. The label statistics of the
@@ -27,9 +27,13 @@ import pyarrow as pa
 from contrasweep.data.cache import FORMAT_VERSION, cache_key, cache_root, read_marker, write_entry
 from contrasweep.data.config import FILE_SUFFIXES, HUB_PREFIX
 from contrasweep.data.corpora import corpus_fingerprint
-from contrasweep.data.multilabel import (BBC_N_DOCS, bbc_multilabel, filter_labels, label_statistics, multi_hot,
-                                         read_multilabel, split_multilabel)
-from contrasweep.data.multilabel_hub import hub_multilabel
+from contrasweep.data.multilabel.bbc import BBC_N_DOCS, bbc_multilabel
+from contrasweep.data.multilabel.filtering import filter_labels
+from contrasweep.data.multilabel.hub import hub_multilabel
+from contrasweep.data.multilabel.labels import multi_hot
+from contrasweep.data.multilabel.read import read_multilabel
+from contrasweep.data.multilabel.split import split_multilabel
+from contrasweep.data.multilabel.statistics import label_statistics
 from contrasweep.data.prepare import SPLITS, PreparedData, _check_max_length
 from contrasweep.data.sources import HubSource
 from contrasweep.errors import DataError
@@ -107,7 +111,7 @@ def prepare_multilabel(cfg: MultiLabelConfig, tokenizer: str = "default", max_le
     meta = read_marker(final)
     if meta is None:
         splits, names, stats = _splits(cfg, hub)
-        from contrasweep.encoder import load_tokenizer
+        from trainables.encoder import load_tokenizer
 
         tokenised = _tokenise(splits, names, load_tokenizer(tokenizer), max_length, key)
         meta = {"format": FORMAT_VERSION, "task": TASK, "label_names": names, "stats": stats, "is_pair": False,

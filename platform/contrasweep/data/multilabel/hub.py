@@ -1,7 +1,7 @@
 """Multi-label data from the Hugging Face hub (``data: {task: multilabel, source: hub:NAME[:CONFIG]}``),
 when the hub is reachable; offline it is the one-line error of ``sources.load_hub``.
 
-Layouts are those of ``multilabel.read_multilabel``: a list-valued ``label`` column (names, or
+Layouts are those of ``read.read_multilabel``: a list-valued ``label`` column (names, or
 ids of a ``Sequence(ClassLabel)`` feature such as go_emotions' ``labels``, which are turned into
 the ClassLabel names), or one 0/1 column per label (``label_columns``). Each split is parsed on
 its own and its ids are then mapped onto the sorted union of all splits' names, so one label
@@ -17,7 +17,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from contrasweep.data.multilabel import LABELS_TYPE, parse_multilabel_table, sort_names, split_multilabel
+from contrasweep.data.multilabel.labels import LABELS_TYPE, sort_names
+from contrasweep.data.multilabel.read import parse_multilabel_table
+from contrasweep.data.multilabel.split import split_multilabel
 from contrasweep.data.sources import TEST_NAMES, VALIDATION_NAMES, HubSource
 from contrasweep.errors import DataError
 

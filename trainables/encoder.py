@@ -11,7 +11,7 @@ import os
 import torch
 from torch import nn
 
-from contrasweep.errors import UserError
+from trainables.errors import UserError
 
 DEFAULT_ENCODER = "default"
 POOLINGS = ("cls", "mean")

@@ -1,0 +1,16 @@
+"""User-facing errors, raised by both layers (the training side and the orchestration above it):
+the CLI (``contrasweep.cli``, through ``contrasweep.errors``) prints them as one line and
+exits with status 2."""
+
+
+class UserError(Exception):
+    """Bad input from the user (spec, override, file, name). The message names the bad value
+    and what is allowed; it is printed without a traceback."""
+
+
+class SpecError(UserError):
+    """A value in a sweep spec or a ``--set`` override is invalid."""
+
+
+class DataError(UserError):
+    """A data source, column, split or protocol cannot be used as asked."""
