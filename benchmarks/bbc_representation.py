@@ -38,7 +38,7 @@ def untrained(spec_path: Path) -> dict[str, float]:
 
     torch.set_num_threads(2)
     sweep = spec.load_spec(spec_path)
-    prepared = prepare_data(sweep)
+    prepared = prepare_data(sweep)[0]  # the spec has one data variant
     data = {"tables": load_splits(prepared.path), "num_labels": prepared.num_labels}
     config = {"method": "simcse", "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]}, "hp": {}}
     method = build_method(config, prepared.num_labels)  # only its encoder is evaluated

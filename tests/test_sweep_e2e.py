@@ -52,6 +52,33 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
     assert [(r.config["hp"]["lr"], r.config["hp"]["seed"]) for r in ordered] == [(1e-3, 0), (1e-3, 1), (1e-4, 0), (1e-4, 1)]
 
 
+def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": [2, 3], "seed": [0, 1]}, grid={"lr": [1.0e-3]},
+                           fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"})
+    uri, results = _run_sweep(tmp_path, spec_path, "axes")
+    assert len(results) == 4 and not any(r.error for r in results)
+    runs = trial_runs(uri, parent_runs(uri, "tests", "axes")[0].info.run_id)
+    seen = set()
+    for run in runs:
+        k, split = int(run.data.params["data.k"]), int(run.data.params["data.seed"])
+        seen.add((k, split))
+        assert run.data.metrics["data/train_rows"] == 5 * k  # BBC News has 5 classes: the variant's own data
+        assert run.data.tags["contrasweep.k"] == str(k) and run.data.tags["contrasweep.data_seed"] == str(split)
+        assert run.info.run_name == f"ce lr=0.001 · k={k} split={split} seed=0"
+    assert seen == {(2, 0), (2, 1), (3, 0), (3, 1)}
+    assert len({r.data.tags["contrasweep.group"] for r in runs}) == 2  # one group per k, two split repeats each
+
+
+def test_class_count_axis_gives_each_variant_its_own_head(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, grid={"lr": [1.0e-3]}, fixed={"epochs": 1},
+                           data={"protocol": "num_classes", "k": None, "num_classes": [2, 3], "per_class": 4},
+                           sweep={"seeds": [0], "scheduler": "none", "searcher": "grid"})
+    uri, results = _run_sweep(tmp_path, spec_path, "classes")
+    assert len(results) == 2 and not any(r.error for r in results)
+    rows = sorted(int(r.metrics["data/train_rows"]) for r in results)
+    assert rows == [8, 12]
+
+
 def test_second_sweep_hits_the_data_cache(ray_session, tiny_model_dir, cache_dir, tmp_path):
     from contrasweep import sweeps
 

@@ -114,7 +114,7 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
             for key in per_step:
                 per_step[key].append(out[key].detach().float())
             steps += 1
-        metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0]}
+        metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows}
         metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
         if per_step:
             metrics[STEP_METRICS] = step_series(per_step, first_step=(epoch - 1) * steps_per_epoch + 1)

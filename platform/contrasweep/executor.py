@@ -19,12 +19,14 @@ from ray import tune
 from trainables.loop import train
 from trainables.sessions import TrainSession, TuneSession
 
-TRIAL_INDEX = "__trial_index__"  # set by ray.tune.search.Repeater: which seed of the seeds axis
+TRIAL_INDEX = "__trial_index__"  # set by ray.tune.search.Repeater: which repeat of a configuration
+DATA_KEY = "__data__"  # a grid trial's data variant (contrasweep.spec.DATA_KEY)
 
 
 def trial_hp(config: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
-    """The trial's hyperparameters: grid trials carry them under "hp", searcher trials flat."""
-    hp = dict(config["hp"]) if "hp" in config else {k: v for k, v in config.items() if not k.startswith("__")}
+    """The trial's hyperparameters: grid trials carry them under "hp", searcher trials flat.
+    A searcher trial's repeat index (``SeedRepeater``) counts seeds fastest, then variants."""
+    hp = {k: v for k, v in (config["hp"] if "hp" in config else config).items() if not k.startswith("__")}
     if TRIAL_INDEX in config:
         hp["seed"] = static["seeds"][config[TRIAL_INDEX] % len(static["seeds"])]
     hp.setdefault("seed", static["seeds"][0])
@@ -34,21 +36,33 @@ def trial_hp(config: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
     return hp
 
 
+def trial_variant(config: dict[str, Any], static: dict[str, Any]) -> int:
+    """Which data variant (``contrasweep.axes``) the trial trains on."""
+    n_variants = len(static.get("variants") or [None])
+    if "hp" in config:
+        return int(config["hp"].get(DATA_KEY, 0))
+    if TRIAL_INDEX in config:
+        return (config[TRIAL_INDEX] // len(static["seeds"])) % n_variants
+    return 0
+
+
 def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> None:
-    """The Tune function trainable. ``data`` is ``[ObjectRef]``: wrapped in a list so that
-    ``tune.with_parameters`` hands over the reference, not a copy per trial."""
+    """The Tune function trainable. ``data`` is ``[ObjectRef, ...]``, one per data variant:
+    wrapped in a list so that ``tune.with_parameters`` hands over the references, not a copy
+    per trial."""
+    variant = trial_variant(config, static)
     loop_config = {
         "method": static["method"],
         "encoder": static["encoder"],
         "hp": trial_hp(config, static),
         "metric": static["metric"],
         "mode": static["mode"],
-        "num_labels": static["num_labels"],
+        "num_labels": static["variants"][variant]["num_labels"] if static.get("variants") else static["num_labels"],
     }
     if not static["distributed"]:
-        train(loop_config, ray.get(data[0]), TuneSession(use_gpu=False))
+        train(loop_config, ray.get(data[variant]), TuneSession(use_gpu=False))
         return
-    run_distributed(loop_config, data[0], static, tune.get_context().get_trial_id())
+    run_distributed(loop_config, data[variant], static, tune.get_context().get_trial_id())
 
 
 def train_worker(worker_config: dict[str, Any]) -> None:
@@ -94,8 +108,8 @@ def trial_resources(static: dict[str, Any]) -> dict[str, float]:
     return {"CPU": float(res["cpu"])}
 
 
-def make_trainable(static: dict[str, Any], data_ref):
-    fn = tune.with_parameters(run_trial, data=[data_ref], static=static)
+def make_trainable(static: dict[str, Any], data_refs: list):
+    fn = tune.with_parameters(run_trial, data=list(data_refs), static=static)
     return tune.with_resources(fn, trial_resources(static))
 
 

@@ -41,6 +41,7 @@ SCHEDULERS = ("asha", "none")
 MODES = ("max", "min")
 DOMAINS = ("uniform", "loguniform", "quniform", "randint", "choice")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+DATA_KEY = "__data__"  # a grid trial's data variant (contrasweep.axes)
 
 SWEEP_PARAMS: dict[str, Param] = {
     "num_samples": Param("int", 1, 1, 100000),
@@ -86,6 +87,7 @@ class Sweep:
     evaluation: dict = field(default_factory=dict)  # extra evaluation data, e.g. {"sts": path}
     grid_limit: int | None = None  # --smoke-test: only the first N grid trials
     raw: dict = field(default_factory=dict)  # the validated spec as a plain dict (saved with the sweep)
+    variants: list = field(default_factory=list)  # contrasweep.axes.DataVariant per data combination
 
     def _with_defaults(self, config: dict) -> dict:
         return {**hp_defaults(self.method), **config}
@@ -95,8 +97,29 @@ class Sweep:
         """Ray Train (TorchTrainer, DDP) for several workers or a GPU; the trial process otherwise."""
         return self.resources["workers"] > 1 or self.resources["gpu"] > 0
 
+    @property
+    def repeats(self) -> int:
+        """Trials per configuration: data variants × training seeds."""
+        return max(1, len(self.variants)) * len(self.seeds)
+
+    @property
+    def varied(self) -> list[str]:
+        """The hyperparameters that differ between configurations (grid or search keys)."""
+        return list(dict.fromkeys([*self.grid, *self.search]))
+
+    def grid_trials(self) -> list[dict]:
+        """Every trial of a grid sweep: configuration × data variant (``__data__``) × seed, the
+        paper's reported configuration first, a configuration's repeats next to each other."""
+        variants = range(max(1, len(self.variants)))
+        trials = [{**c, DATA_KEY: v, "seed": s} for c in self.grid_points() for v in variants for s in self.seeds]
+        return trials[: self.grid_limit]
+
     def grid_configs(self) -> list[dict]:
         """The exact grid × seeds, the paper's reported setting first (syne-tune convention)."""
+        return [{**c, "seed": s} for c in self.grid_points() for s in self.seeds][: self.grid_limit]
+
+    def grid_points(self) -> list[dict]:
+        """The configurations of the exact grid, the paper's reported setting first."""
         keys = list(self.grid)
         points = [dict(zip(keys, values)) for values in itertools.product(*(self.grid[k] for k in keys))]
         base = {**self.fixed}
@@ -107,8 +130,7 @@ class Sweep:
             # not run twice
             same = self._with_defaults(reported)
             configs = [reported] + [c for c in configs if self._with_defaults(c) != same]
-        configs = configs or [reported]
-        return [{**c, "seed": s} for c in configs for s in self.seeds][: self.grid_limit]
+        return configs or [reported]
 
 
 def in_domain(domain: dict, value) -> bool:
@@ -195,7 +217,7 @@ def validate(raw: dict) -> Sweep:
     sweep = Sweep(method=str(raw["method"]))
     sweep.name = _name(raw.get("name"))
     sweep.paper = _mapping(raw, "paper")
-    sweep.data = _data(_mapping(raw, "data"), method_cls)
+    sweep.data, sweep.variants = _data(_mapping(raw, "data"), method_cls)
     sweep.encoder = _encoder(_mapping(raw, "encoder"))
     sweep.evaluation = _evaluation(_mapping(raw, "evaluation"))
     sweep.reported = _values(_mapping(raw, "reported"), params, "reported")
@@ -230,7 +252,10 @@ def _mapping(raw: dict, key: str) -> dict:
     return value
 
 
-def _data(section: dict, method_cls) -> dict:
+def _data(section: dict, method_cls) -> tuple[dict, list]:
+    """The data section and its variants (one per combination of list-valued axes, each
+    validated on its own: a bad combination is a one-line error before anything runs)."""
+    from contrasweep.axes import expand
     from contrasweep.data import DataConfig
     from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel
 
@@ -240,13 +265,13 @@ def _data(section: dict, method_cls) -> dict:
         raise SpecError(f"method {method_cls.name!r} takes {method_cls.label_kind}-label data but data.task is "
                         f"{'multilabel' if kind == 'multi' else 'single-label'}; allowed methods for this data: "
                         f"{', '.join(takes) or 'none registered yet'}")
-    if kind == "multi":
-        MultiLabelConfig.from_dict(section)  # raises DataError (a UserError) with its own one-line message
-        return section
-    if "source" not in section:
+    if kind == "single" and "source" not in section:
         raise SpecError("data.source is missing; allowed: bbc_news, tweet_sentiment, a CSV/JSONL/parquet path, or hub:NAME[:CONFIG]")
-    DataConfig.from_dict(section)  # raises DataError (a UserError) with its own one-line message
-    return section
+    variants = expand(section, multilabel=kind == "multi")
+    for variant in variants:
+        # raises DataError (a UserError) with its own one-line message
+        (MultiLabelConfig if kind == "multi" else DataConfig).from_dict(variant.data)
+    return section, variants
 
 
 def _evaluation(section: dict) -> dict:

@@ -151,10 +151,14 @@ class MlflowTracker(Callback):
         if orphan is not None:  # re-attach the run of a trial the restored experiment lost
             entry = self.state.trials.pop(orphan)
         else:
+            from contrasweep.identity import identify, run_name, tags
+
+            identity = identify(trial.config, self.static)
             run = self.client.create_run(
                 self.state.data["experiment_id"],
-                run_name=str(trial),
-                tags={PARENT_TAG: self.parent_run_id, "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id},
+                run_name=run_name(identity, self.static["method"], self.static.get("varied", [])),
+                tags={PARENT_TAG: self.parent_run_id, "contrasweep.sweep": self.sweep_name,
+                      "contrasweep.trial_id": trial.trial_id, **tags(identity, self.static["method"])},
             )
             entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0}
             self.client.log_batch(entry["run_id"], params=_params(self._trial_params(trial.config)))
@@ -168,8 +172,13 @@ class MlflowTracker(Callback):
         from contrasweep.executor import trial_hp
         from contrasweep.spec import hp_defaults
 
-        # every value the trial trains with, defaults included
-        return {"hp": {**hp_defaults(self.static["method"]), **trial_hp(config, self.static)}}
+        from contrasweep.executor import trial_variant
+
+        # every value the trial trains with, defaults included, and the data it trains on
+        out = {"hp": {**hp_defaults(self.static["method"]), **trial_hp(config, self.static)}}
+        if self.static.get("variants"):
+            out["data"] = self.static["variants"][trial_variant(config, self.static)]["data"]
+        return out
 
     def _orphans(self, trials) -> list[str]:
         """Unfinished runs whose trial the (restored) experiment does not know."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from contrasweep import sweeps
+from contrasweep.axes import expand
 from contrasweep.errors import UserError
 from contrasweep.executor import make_trainable, torch_threads_env
 from contrasweep.spec import Sweep, reported_point, validate
@@ -125,19 +126,27 @@ def candidate_configs(sweep: Sweep) -> list[dict]:
     return out
 
 
-def prepare_data(sweep: Sweep):
-    """Tokenise once into the content-hashed cache (no Ray needed: bad data fails before any
-    process starts or any sweep folder is made)."""
+def prepare_data(sweep: Sweep) -> list:
+    """Tokenise every data variant once into the content-hashed cache (no Ray needed: bad
+    data fails before any process starts or any sweep folder is made). One ``PreparedData``
+    per variant, in ``sweep.variants`` order."""
     from contrasweep.data import DataConfig, prepare
     from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
 
-    if is_multilabel(sweep.data):
-        return prepare_multilabel(MultiLabelConfig.from_dict(sweep.data), sweep.encoder["name"], sweep.encoder["max_length"])
-    return prepare(DataConfig.from_dict(sweep.data), tokenizer=sweep.encoder["name"], max_length=sweep.encoder["max_length"])
+    out = []
+    for variant in sweep.variants or expand(sweep.data, is_multilabel(sweep.data)):
+        if is_multilabel(sweep.data):
+            out.append(prepare_multilabel(MultiLabelConfig.from_dict(variant.data), sweep.encoder["name"],
+                                          sweep.encoder["max_length"]))
+        else:
+            out.append(prepare(DataConfig.from_dict(variant.data), tokenizer=sweep.encoder["name"],
+                               max_length=sweep.encoder["max_length"]))
+    return out
 
 
-def _rows(prepared) -> str:
-    return " / ".join(f"{split} {prepared.stats[split]['n']}" for split in ("train", "validation", "test"))
+def _rows(prepared: list) -> str:
+    first = " / ".join(f"{split} {prepared[0].stats[split]['n']}" for split in ("train", "validation", "test"))
+    return first + (f" rows in the first of {len(prepared)} data variants" if len(prepared) > 1 else " rows")
 
 
 def prepare_sts(sweep: Sweep) -> dict | None:
@@ -148,25 +157,36 @@ def prepare_sts(sweep: Sweep) -> dict | None:
     return tokenise_pairs(source, sweep.encoder["name"], sweep.encoder["max_length"]) if source else None
 
 
-def put_data(prepared, sts: dict | None = None):
-    """One copy of the tokenised splits (and STS pairs) in the object store, shared by every trial."""
+def put_data(prepared: list, sts: dict | None = None) -> list:
+    """One copy of each variant's tokenised splits (and the STS pairs) in the object store,
+    shared by every trial of that variant."""
     import ray
 
     from contrasweep.data import load_splits
 
-    payload = {"tables": load_splits(prepared.path), "num_labels": prepared.num_labels, "label_names": prepared.label_names}
-    if sts is not None:
-        payload["sts"] = sts
-    return ray.put(payload)
+    refs = []
+    for one in prepared:
+        payload = {"tables": load_splits(one.path), "num_labels": one.num_labels, "label_names": one.label_names}
+        if sts is not None:
+            payload["sts"] = sts
+        refs.append(ray.put(payload))
+    return refs
 
 
-def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, num_labels: int) -> dict[str, Any]:
+def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list) -> dict[str, Any]:
+    variants = sweep.variants or expand(sweep.data)
     return {
         "method": sweep.method,
         "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
         "metric": sweep.metric[0],
         "mode": sweep.mode[0],
-        "num_labels": num_labels,
+        "num_labels": prepared[0].num_labels,
+        "variants": [
+            {"label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat,
+             "num_labels": p.num_labels, "cache_key": p.key}
+            for v, p in zip(variants, prepared)
+        ],
+        "varied": sweep.varied,
         "seeds": sweep.seeds,
         "resources": sweep.resources,
         "distributed": sweep.distributed,
@@ -189,7 +209,7 @@ def param_space(sweep: Sweep) -> dict:
     from ray import tune
 
     if sweep.searcher == "grid":
-        return {"hp": tune.grid_search(sweep.grid_configs())}
+        return {"hp": tune.grid_search(sweep.grid_trials())}
     space: dict[str, Any] = dict(sweep.fixed)
     for key, domain in sweep.search.items():
         kind, args = next(iter(domain.items()))
@@ -200,7 +220,7 @@ def param_space(sweep: Sweep) -> dict:
             "randint": lambda a: tune.randint(a[0], a[1] + 1),  # the spec's bounds are inclusive
             "choice": lambda a: tune.choice([as_text(v) for v in a]),
         }[kind](args)
-    if len(sweep.seeds) == 1:
+    if sweep.repeats == 1:
         space["seed"] = sweep.seeds[0]
     return space
 
@@ -233,8 +253,8 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
         study_name=sweep_dir.name,
         storage=optuna.storages.RDBStorage(sweep_dir.optuna_uri),
     )
-    if len(sweep.seeds) > 1:
-        searcher = SeedRepeater(searcher, repeat=len(sweep.seeds), set_index=True)
+    if sweep.repeats > 1:  # every suggestion runs on every data variant with every seed
+        searcher = SeedRepeater(searcher, repeat=sweep.repeats, set_index=True)
     return ConcurrencyLimiter(searcher, max_concurrent=sweep.max_concurrent)
 
 
@@ -254,7 +274,7 @@ def scheduler(sweep: Sweep):
 
 
 def num_samples(sweep: Sweep) -> int:
-    return 1 if sweep.searcher == "grid" else sweep.num_samples * len(sweep.seeds)
+    return 1 if sweep.searcher == "grid" else sweep.num_samples * sweep.repeats
 
 
 def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
@@ -273,20 +293,26 @@ def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
     )
 
 
-def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared, tracking_uri: str) -> MlflowTracker:
+def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: dict, tracking_uri: str) -> MlflowTracker:
     params = {
         "method": sweep.method, "searcher": sweep.searcher, "scheduler": sweep.scheduler,
         "metric": ",".join(sweep.metric), "mode": ",".join(sweep.mode), "seeds": sweep.seeds,
-        "data": sweep.data, "encoder": sweep.encoder, "data.cache_key": prepared.key,
-        "data.num_labels": prepared.num_labels, "data.label_names": ",".join(prepared.label_names),
+        "data": sweep.data, "encoder": sweep.encoder, "data.cache_key": ",".join(p.key for p in prepared),
+        "data.num_labels": prepared[0].num_labels, "data.label_names": ",".join(prepared[0].label_names),
+        "data.variants": len(prepared),
     }
-    total = len(sweep.grid_configs()) if sweep.searcher == "grid" else num_samples(sweep)
+    if len(prepared) == 1:
+        stats = prepared[0].stats
+    else:  # one entry per data variant, named by its axis values
+        stats = {v["label"]: p.stats for v, p in zip(static["variants"], prepared)}
+    total = len(sweep.grid_trials()) if sweep.searcher == "grid" else num_samples(sweep)
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.metric[0], sweep.mode[0], progress=Progress(total, sweep.metric[0]),
-        static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method},
+        static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
+                "variants": static["variants"], "varied": static["varied"]},
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
-        texts={"data_stats.json": json.dumps(prepared.stats, indent=1, sort_keys=True)},
+        texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )
 
 
@@ -318,16 +344,16 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri})
     print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
-          f"seeds={sweep.seeds}; data: {_rows(prepared)} rows, {prepared.num_labels} classes "
-          f"(cache {'hit' if prepared.cache_hit else 'written'})", file=sys.stderr, flush=True)
-    ref = put_data(prepared, sts)
-    sweep_dir.update_meta(data_key=prepared.key, cache_hit=prepared.cache_hit)
-    static = static_config(sweep, sweep_dir, prepared.num_labels)
+          f"seeds={sweep.seeds}; data: {_rows(prepared)}, {prepared[0].num_labels} classes "
+          f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
+    refs = put_data(prepared, sts)
+    sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
+    static = static_config(sweep, sweep_dir, prepared)
     tuner = tune.Tuner(
-        make_trainable(static, ref),
+        make_trainable(static, refs),
         param_space=param_space(sweep),
         tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep), num_samples=num_samples(sweep)),
-        run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, tracking_uri)]),
+        run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri)]),
     )
     return _fit(tuner, sweep_dir)
 
@@ -349,10 +375,10 @@ def resume(name: str, root: Path, address: str | None):
     sts = prepare_sts(sweep)
     warn_other_ray_instances(sweep, address)
     init_ray(address)
-    ref = put_data(prepared, sts)
-    static = static_config(sweep, sweep_dir, prepared.num_labels)
+    refs = put_data(prepared, sts)
+    static = static_config(sweep, sweep_dir, prepared)
     tuner = tune.Tuner.restore(
-        str(sweep_dir.tune_dir), trainable=make_trainable(static, ref), resume_unfinished=True, resume_errored=True
+        str(sweep_dir.tune_dir), trainable=make_trainable(static, refs), resume_unfinished=True, resume_errored=True
     )
     # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
     return _fit(tuner, sweep_dir)

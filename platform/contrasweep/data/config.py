@@ -28,7 +28,7 @@ COMMON_KEYS = (
 PROTOCOL_KEYS = {
     "full": (),
     "max_per_class": ("max_per_class",),
-    "few_shot": ("k",),
+    "few_shot": ("k", "n_total"),
     "imbalance": ("minority", "rho", "minority_classes"),
     "num_classes": ("num_classes", "classes", "per_class"),
 }
@@ -55,6 +55,7 @@ class DataConfig:
     seed: int = 0
     max_per_class: int | None = None  # None: LaCon Sec. 3.1 rule, resolved once C is known
     k: int | None = None
+    n_total: int | None = None
     minority: int | None = None
     rho: float | None = None
     minority_classes: tuple[str, ...] | None = None
@@ -182,11 +183,14 @@ def _parse_max_per_class(d):
 
 
 def _parse_few_shot(d):
-    if d.get("k") is None:
+    if d.get("k") is not None and d.get("n_total") is not None:
+        raise DataError("data.k and data.n_total are exclusive; allowed: k per class (LaCon) or n_total in all (SCL-MOO)")
+    if d.get("k") is None and d.get("n_total") is None:
         raise DataError(
-            "data.k is required for protocol 'few_shot'; allowed: an integer >= 1 (LaCon Sec. 4.1 uses 10, 20, 50, 100)"
+            "data.k is required for protocol 'few_shot' (or data.n_total); allowed: k, an integer >= 1 per class "
+            "(LaCon Sec. 4.1 uses 10, 20, 50, 100), or n_total, an integer >= 2 in all, stratified (SCL-MOO Sec. 3: 20, 50, 100)"
         )
-    return {"k": _int(d, "k", None, lo=1)}
+    return {"k": _int(d, "k", None, lo=1), "n_total": _int(d, "n_total", None, lo=2)}
 
 
 def _parse_imbalance(d):

@@ -41,16 +41,30 @@ def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
     the source's validation split); test unchanged.
     LaCon Sec. 4.1: "sampling 20 samples for each class to form training set. We also held
     out the same amount of samples for validation set but keep the whole test set
-    unchanged" (k in {10, 20, 50, 100} for Fig. 2)."""
+    unchanged" (k in {10, 20, 50, 100} for Fig. 2).
+
+    With ``n_total`` instead of ``k``: N training rows in all, stratified (SCL-MOO Sec. 3: "20,
+    50, 100 labeled examples"), each class getting its share of the pool by largest remainder
+    (``stratified_counts``), and a validation set of the same per-class sizes drawn the same way.
+    SCL-MOO builds its validation set from the original validation split instead (500 rows);
+    we keep LaCon's rule so that one protocol holds both, and say so here."""
     labels = labels_of(splits["train"])
     counts = np.bincount(labels, minlength=len(names))
+    if cfg.n_total is not None:
+        per_class = stratified_counts(counts, cfg.n_total)
+        what = f"n_total={cfg.n_total}"
+    else:
+        per_class = np.full(len(names), cfg.k)
+        what = f"k={cfg.k}"
     for c, n in enumerate(counts):
-        if n < 2 * cfg.k:
+        if n < 2 * per_class[c]:
+            allowed = f"k <= {int(counts.min()) // 2}" if cfg.n_total is None else "a smaller n_total"
             raise DataError(
-                f"few_shot k={cfg.k} needs {2 * cfg.k} training rows of class {names[c]!r} "
-                f"(k for train + k for validation), it has {n}; allowed: k <= {int(counts.min()) // 2}"
+                f"few_shot {what} needs {2 * per_class[c]} training rows of class {names[c]!r} "
+                f"({per_class[c]} for train + {per_class[c]} for validation), it has {n}; allowed: {allowed}"
             )
-    train, validation = draw_per_class(labels, {c: [cfg.k, cfg.k] for c in range(len(names))}, cfg.seed)
+    sizes = {c: [int(per_class[c]), int(per_class[c])] for c in range(len(names))}
+    train, validation = draw_per_class(labels, sizes, cfg.seed)
     pool = splits["train"]
     return {**splits, "train": take(pool, train), "validation": take(pool, validation)}, names
 
@@ -97,6 +111,28 @@ def num_classes(splits: Splits, names: list[str], cfg: DataConfig):
     remap[kept] = np.arange(len(kept))
     splits = {split: _keep_classes(table, remap) for split, table in splits.items()}
     return _cap_train(splits, len(kept), cfg.per_class, cfg.seed), [names[c] for c in kept]
+
+
+def stratified_counts(counts: np.ndarray, n_total: int) -> np.ndarray:
+    """Rows per class for a stratified sample of ``n_total`` rows from a pool with ``counts``
+    per class: the proportional shares ``n_total · counts / counts.sum()`` rounded down, the
+    remaining rows to the largest remainders (ties: lower class id), every class with rows
+    given at least one when ``n_total`` allows it (a few-shot class with no example could not
+    be learned at all)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    present = counts > 0
+    if n_total < int(present.sum()):
+        raise DataError(f"few_shot n_total={n_total} is smaller than the {int(present.sum())} classes; "
+                        f"allowed: n_total >= {int(present.sum())} (one example per class at least)")
+    share = n_total * counts / counts.sum()
+    out = np.floor(share).astype(np.int64)
+    out[present & (out == 0)] = 1
+    while out.sum() > n_total:  # the minimum of 1 overshot: take from the largest classes
+        out[np.argmax(np.where(out > 1, out - share, -np.inf))] -= 1
+    order = np.lexsort((np.arange(len(counts)), -(share - out)))
+    for c in order[: n_total - int(out.sum())]:
+        out[c] += 1
+    return out
 
 
 def draw_per_class(labels: np.ndarray, sizes: dict[int, list[int]], seed: int) -> list[np.ndarray]:

@@ -1,0 +1,87 @@
+"""Who a trial is: its configuration (the hyperparameters it shares with its repeats), its
+data setting and repeat (``contrasweep.axes``), its training seed, and the readable name and
+tags it carries in MLflow (``lacon τ=0.1 λ=0.5 · k=20 split=3 seed=1``).
+
+A configuration's repeats are the trials with the same ``config`` key in the same ``setting``;
+aggregates and selection group by exactly that pair (``group``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from contrasweep.axes import short_value
+from contrasweep.executor import trial_hp, trial_variant
+
+# Short names of hyperparameters in run names (the papers' symbols where they have one).
+SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
+           "queue_size": "K", "r1": "r1", "learning_rate": "lr"}
+# How repeat axes read in a run name.
+AXIS_NAMES = {"seed": "split", "split_seed": "split_seed"}
+
+
+@dataclass(frozen=True)
+class TrialIdentity:
+    hp: dict  # every hyperparameter the trial sets (seed included)
+    variant: dict  # static["variants"][i]: label, data, setting, repeat, num_labels
+    seed: int
+    config: str  # key of the configuration: the hyperparameters without the seed
+    setting: str  # the setting's label ("" when the sweep varies no setting axis)
+
+    @property
+    def group(self) -> str:
+        """The repeat group: one configuration in one setting."""
+        return key_of({"config": self.config, "setting": self.setting})
+
+
+def key_of(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def identify(config: dict, static: dict) -> TrialIdentity:
+    hp = trial_hp(config, static)
+    hp.pop("torch_threads", None)  # a resource, not a hyperparameter
+    variants = static.get("variants") or [{"label": "", "data": {}, "setting": {}, "repeat": {}}]
+    variant = variants[trial_variant(config, static)]
+    setting = " ".join(f"{k}={short_value(v)}" for k, v in variant["setting"].items())
+    return TrialIdentity(hp=hp, variant=variant, seed=int(hp["seed"]),
+                         config=key_of({k: v for k, v in hp.items() if k != "seed"}), setting=setting)
+
+
+def run_name(identity: TrialIdentity, method: str, varied: list[str]) -> str:
+    """``lacon τ=0.1 λ=0.5 · k=20 split=3 seed=1``: the method, the hyperparameters that vary
+    between configurations, the data axes, the training seed."""
+    parts = [method] + [f"{SYMBOLS.get(k, k)}={_fmt(identity.hp[k])}" for k in varied if k in identity.hp]
+    data = [f"{k}={short_value(v)}" for k, v in identity.variant["setting"].items()]
+    data += [f"{AXIS_NAMES.get(k, k)}={v}" for k, v in identity.variant["repeat"].items()]
+    return " ".join(parts) + " · " + " ".join(data + [f"seed={identity.seed}"])
+
+
+def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
+    """Tags the MLflow UI can group and filter trial runs by."""
+    data = identity.variant["data"]
+    out = {
+        "contrasweep.method": method,
+        "contrasweep.dataset": short_value(data.get("source", "")),
+        "contrasweep.protocol": str(data.get("protocol", data.get("task", "full"))),
+        "contrasweep.seed": str(identity.seed),
+        "contrasweep.config": identity.config,
+        "contrasweep.setting": identity.setting,
+        "contrasweep.group": identity.group,
+    }
+    for key, tag in (("k", "k"), ("n_total", "n_total"), ("rho", "rho"), ("num_classes", "num_classes"),
+                     ("seed", "data_seed"), ("split_seed", "split_seed")):
+        if data.get(key) is not None:
+            out[f"contrasweep.{tag}"] = str(data[key])
+    return out
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_fmt(v) for v in value) + "]"
+    return str(value)
