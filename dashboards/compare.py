@@ -12,15 +12,16 @@ from dashboards.trials import parent_runs, trial_table
 
 def seed_summary(tracking_uri: str, experiment: str, sweep: str, metric: str = "test/accuracy",
                  by: tuple[str, ...] = ()) -> list[dict[str, Any]]:
-    """Finished trials of ``sweep`` grouped by the hyperparameters ``by`` (``hp.<name>`` params);
+    """Finished trials of ``sweep`` (not those ASHA stopped early) grouped by the hyperparameters
+    ``by`` (``hp.<name>`` params);
     each row: the group's values, n, mean, std (sample, n - 1; 0 for one seed), seeds, values."""
     parents = parent_runs(tracking_uri, experiment, sweep)
     if not parents:
         raise LookupError(f"no sweep {sweep!r} in experiment {experiment!r}")
     groups: dict[tuple, list[tuple[str, float]]] = {}
     for row in trial_table(tracking_uri, parents[0].info.run_id, (metric,)):
-        if row["status"] != "FINISHED" or row.get(metric) is None:
-            continue
+        if row["status"] != "FINISHED" or row.get(metric) is None or row.get("outcome") == "stopped":
+            continue  # a trial the scheduler stopped early is not a finished repeat
         key = tuple(row.get(f"hp.{k}") for k in by)
         groups.setdefault(key, []).append((row.get("hp.seed"), row[metric]))
     out = []

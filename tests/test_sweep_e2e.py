@@ -79,6 +79,29 @@ def test_class_count_axis_gives_each_variant_its_own_head(ray_session, tiny_mode
     assert rows == [8, 12]
 
 
+def test_asha_stops_or_continues_whole_repeat_groups(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    """Two configurations × 2 split repeats × 2 seeds, ASHA at epochs 1 and 2 of 4: every repeat
+    of a configuration ends at the same epoch, and the runs say whether they are complete."""
+    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": 3, "seed": [0, 1]},
+                           grid={"lr": [1.0e-3, 1.0e-7]}, fixed={"epochs": 4},
+                           sweep={"seeds": [0, 1], "asha": {"grace_period": 1, "reduction_factor": 2.0}})
+    uri, results = _run_sweep(tmp_path, spec_path, "groups")
+    assert len(results) == 8 and not any(r.error for r in results)
+    runs = trial_runs(uri, parent_runs(uri, "tests", "groups")[0].info.run_id)
+    groups: dict[str, list] = {}
+    for run in runs:
+        groups.setdefault(run.data.tags["contrasweep.group"], []).append(run)
+    assert len(groups) == 2 and all(len(g) == 4 for g in groups.values())
+    for group in groups.values():
+        last = {int(r.data.tags["contrasweep.last_epoch"]) for r in group}
+        assert len(last) == 1  # the same budget for every repeat
+        outcome = {r.data.tags["contrasweep.outcome"] for r in group}
+        assert outcome == {"complete" if last == {4} else "stopped"}
+        assert {r.data.tags["contrasweep.group_size"] for r in group} == {"4"}
+    decisions = json.loads((tmp_path / "sweeps" / "groups" / "group_asha.json").read_text())["decisions"]
+    assert set(decisions["1"].values()) <= {"continue", "stop"} and len(decisions["1"]) == 2
+
+
 def test_second_sweep_hits_the_data_cache(ray_session, tiny_model_dir, cache_dir, tmp_path):
     from contrasweep import sweeps
 

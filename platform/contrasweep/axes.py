@@ -58,9 +58,11 @@ def axes_of(section: Mapping[str, Any], multilabel: bool = False) -> list[str]:
 
 
 def expand(section: Mapping[str, Any], multilabel: bool = False) -> list[DataVariant]:
-    """Every combination of the axis values, in the order the keys appear (the last key varies
-    fastest), as data sections with scalar values."""
-    axes = axes_of(section, multilabel)
+    """Every combination of the axis values as data sections with scalar values: setting axes
+    outer, repeat axes inner (so one setting's repeats are contiguous), each kind in the order
+    its keys appear; the last key varies fastest."""
+    found = axes_of(section, multilabel)
+    axes = [k for k in found if k not in REPEAT_AXES] + [k for k in found if k in REPEAT_AXES]
     out = []
     for index, values in enumerate(itertools.product(*(section[k] for k in axes))):
         chosen = dict(zip(axes, values))

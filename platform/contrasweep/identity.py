@@ -85,3 +85,14 @@ def _fmt(value) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_fmt(v) for v in value) + "]"
     return str(value)
+
+
+class GroupKey:
+    """``config -> repeat group`` for a sweep's static config (picklable: the scheduler that
+    holds it is saved with the Tuner)."""
+
+    def __init__(self, static: dict):
+        self.static = static
+
+    def __call__(self, config: dict) -> str:
+        return identify(config, self.static).group

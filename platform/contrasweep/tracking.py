@@ -154,11 +154,14 @@ class MlflowTracker(Callback):
             from contrasweep.identity import identify, run_name, tags
 
             identity = identify(trial.config, self.static)
+            sizes = self.static.get("group_sizes", 1)
+            size = sizes if isinstance(sizes, int) else sizes.get(identity.group, 1)
             run = self.client.create_run(
                 self.state.data["experiment_id"],
                 run_name=run_name(identity, self.static["method"], self.static.get("varied", [])),
                 tags={PARENT_TAG: self.parent_run_id, "contrasweep.sweep": self.sweep_name,
-                      "contrasweep.trial_id": trial.trial_id, **tags(identity, self.static["method"])},
+                      "contrasweep.trial_id": trial.trial_id, "contrasweep.group_size": str(size),
+                      **tags(identity, self.static["method"])},
             )
             entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0}
             self.client.log_batch(entry["run_id"], params=_params(self._trial_params(trial.config)))
@@ -228,12 +231,25 @@ class MlflowTracker(Callback):
         ckpt = entry.get("best_checkpoint") or _best_tune_checkpoint(trial)
         if ckpt and status == "FINISHED":
             self._log_checkpoint(run_id, ckpt)
+        self.client.set_tag(run_id, "contrasweep.outcome", self._outcome(trial, entry, status))
+        self.client.set_tag(run_id, "contrasweep.last_epoch", str(entry.get("last_epoch", 0)))
         self.client.set_terminated(run_id, status=status)
         entry["status"] = status
         self.state.save()
         if self.progress:
             done = sum(1 for e in self.state.trials.values() if "status" in e)
             self.progress(trial, entry, status, done)
+
+    def _outcome(self, trial, entry: dict, status: str) -> str:
+        """complete (trained every epoch: a repeat aggregates may count), stopped (the scheduler
+        ended it early: never counted as a finished repeat) or failed."""
+        if status != "FINISHED":
+            return "failed"
+        from contrasweep.executor import trial_hp
+        from trainables.params import LOOP_PARAMS
+
+        epochs = int(trial_hp(trial.config, self.static).get("epochs", LOOP_PARAMS["epochs"].default))
+        return "complete" if entry.get("last_epoch", 0) >= epochs else "stopped"
 
     def _log_checkpoint(self, run_id: str, path: str) -> None:
         from trainables.loop import META_FILE, MODEL_FILE

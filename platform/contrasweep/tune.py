@@ -231,8 +231,9 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
 
     from contrasweep.repeat import SeedRepeater
 
+    limit = live_limit(sweep, group_sizes(sweep))
     if sweep.searcher == "grid":
-        return BasicVariantGenerator(max_concurrent=sweep.max_concurrent)
+        return BasicVariantGenerator(max_concurrent=limit)
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
@@ -255,22 +256,61 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
     )
     if sweep.repeats > 1:  # every suggestion runs on every data variant with every seed
         searcher = SeedRepeater(searcher, repeat=sweep.repeats, set_index=True)
-    return ConcurrencyLimiter(searcher, max_concurrent=sweep.max_concurrent)
+    return ConcurrencyLimiter(searcher, max_concurrent=limit)
 
 
-def scheduler(sweep: Sweep):
-    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+def scheduler(sweep: Sweep, sweep_dir: sweeps.SweepDir):
+    """FIFO, or ASHA over repeat groups (``contrasweep.group_asha``: a configuration's repeats
+    continue or stop together, on their mean at each rung)."""
+    from ray.tune.schedulers import FIFOScheduler
+
+    from contrasweep.group_asha import GroupASHA
+    from contrasweep.identity import GroupKey
 
     if sweep.scheduler == "none":
         return FIFOScheduler()
-    return ASHAScheduler(
-        time_attr="epoch",
+    return GroupASHA(
         metric=sweep.metric[0],
         mode=sweep.mode[0],
         max_t=max_epochs(sweep),
         grace_period=min(sweep.asha["grace_period"], max_epochs(sweep)),
         reduction_factor=sweep.asha["reduction_factor"],
+        group_of=GroupKey(group_static(sweep)),
+        group_sizes=group_sizes(sweep),
+        max_running=sweep.max_concurrent,
+        state_path=sweep_dir.path / "group_asha.json",
     )
+
+
+def group_static(sweep: Sweep) -> dict:
+    """What ``contrasweep.identity`` needs to name a trial's repeat group (no prepared data)."""
+    variants = sweep.variants or expand(sweep.data)
+    return {"seeds": sweep.seeds, "resources": sweep.resources,
+            "variants": [{"label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat} for v in variants]}
+
+
+def group_sizes(sweep: Sweep) -> dict[str, int] | int:
+    """Trials per repeat group: counted on the grid (a --smoke-test grid may cut a group
+    short), for searchers the repeats of one suggestion in one setting."""
+    from collections import Counter
+
+    from contrasweep.identity import GroupKey
+
+    if sweep.searcher == "grid":
+        key = GroupKey(group_static(sweep))
+        return dict(Counter(key({"hp": trial}) for trial in sweep.grid_trials()))
+    settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
+    return sweep.repeats // len(settings)
+
+
+def live_limit(sweep: Sweep, sizes: dict[str, int] | int) -> int:
+    """How many trials the searcher may keep live (running or paused): with group ASHA a whole
+    repeat group must be live to pass a rung; RUNNING trials stay within sweep.max_concurrent
+    (``GroupASHA.choose_trial_to_run``)."""
+    if sweep.scheduler == "none":
+        return sweep.max_concurrent
+    largest = max(sizes.values()) if isinstance(sizes, dict) else sizes
+    return max(sweep.max_concurrent, largest)
 
 
 def num_samples(sweep: Sweep) -> int:
@@ -310,7 +350,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.metric[0], sweep.mode[0], progress=Progress(total, sweep.metric[0]),
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
-                "variants": static["variants"], "varied": static["varied"]},
+                "variants": static["variants"], "varied": static["varied"], "group_sizes": group_sizes(sweep)},
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
         texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )
@@ -352,7 +392,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     tuner = tune.Tuner(
         make_trainable(static, refs),
         param_space=param_space(sweep),
-        tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep), num_samples=num_samples(sweep)),
+        tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep, sweep_dir),
+                                    num_samples=num_samples(sweep)),
         run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri)]),
     )
     return _fit(tuner, sweep_dir)

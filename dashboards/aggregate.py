@@ -1,0 +1,92 @@
+"""Repeat groups read back from MLflow (read-only): one row per configuration in one setting,
+with mean, sample std and n of every final metric over its repeats, and the selection rule.
+
+Rules (docs/architecture.md, "Repeat groups and early stopping"):
+
+* A group **counts** only when it is complete: every expected repeat
+  (``contrasweep.group_size``) finished with ``contrasweep.outcome = complete``. A group that
+  ASHA stopped, or one with a failed repeat, is listed but never selected and never averaged
+  as if complete.
+* **Selection**: per setting, the complete group with the best mean of ``best/<metric>`` (each
+  repeat's best validation value) — grid, random and Optuna sweeps alike. Test metrics
+  (``test/*``, taken by each repeat at its best validation epoch) are reported for the chosen
+  group, never used to choose it.
+
+Runs of sweeps made before repeat groups existed carry no group tags: they are grouped by
+their ``hp.*`` params without the seed, and a FINISHED run counts as complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dashboards.trials import trial_runs
+
+
+@dataclass
+class Group:
+    group: str
+    setting: str
+    config: str
+    hp: dict[str, str]  # the configuration's hyperparameters (MLflow params, seed left out)
+    size: int  # repeats expected
+    outcomes: dict[str, int] = field(default_factory=dict)  # complete / stopped / failed -> count
+    repeats: list[dict[str, Any]] = field(default_factory=list)  # per run: run_id, seeds, metrics
+
+    @property
+    def complete(self) -> bool:
+        return self.outcomes.get("complete", 0) == self.size == len(self.repeats)
+
+    def values(self, metric: str) -> list[float]:
+        return [r["metrics"][metric] for r in self.repeats if metric in r["metrics"]]
+
+    def stats(self, metric: str) -> dict[str, float]:
+        """mean, std (sample, n − 1; 0 for one repeat) and n of ``metric`` over the repeats."""
+        values = np.asarray(self.values(metric), dtype=float)
+        if values.size == 0:
+            return {"mean": math.nan, "std": math.nan, "n": 0}
+        return {"mean": float(values.mean()), "std": float(values.std(ddof=1)) if values.size > 1 else 0.0,
+                "n": int(values.size)}
+
+
+def groups(tracking_uri: str, parent_run_id: str) -> list[Group]:
+    """The sweep's repeat groups, in the order their first run was created."""
+    out: dict[str, Group] = {}
+    for run in sorted(trial_runs(tracking_uri, parent_run_id), key=lambda r: r.info.start_time or 0):
+        tags, params = run.data.tags, run.data.params
+        hp = {k[3:]: v for k, v in params.items() if k.startswith("hp.") and k != "hp.seed"}
+        key = tags.get("contrasweep.group") or json.dumps(hp, sort_keys=True)
+        group = out.setdefault(key, Group(
+            group=key, setting=tags.get("contrasweep.setting", ""), config=tags.get("contrasweep.config", key),
+            hp=hp, size=int(tags.get("contrasweep.group_size", 0)),
+        ))
+        outcome = tags.get("contrasweep.outcome") or ("complete" if run.info.status == "FINISHED" else "failed")
+        group.outcomes[outcome] = group.outcomes.get(outcome, 0) + 1
+        group.repeats.append({
+            "run_id": run.info.run_id, "outcome": outcome,
+            "seed": params.get("hp.seed"), "data_seed": tags.get("contrasweep.data_seed"),
+            "split_seed": tags.get("contrasweep.split_seed"), "metrics": dict(run.data.metrics),
+        })
+    for group in out.values():
+        group.size = group.size or len(group.repeats)  # legacy runs: every run found is a repeat
+    return list(out.values())
+
+
+def select(found: list[Group], metric: str, mode: str = "max") -> dict[str, Group]:
+    """The best complete group of every setting by the mean of ``best/<metric>``."""
+    best: dict[str, Group] = {}
+    key = f"best/{metric}"
+    sign = 1.0 if mode == "max" else -1.0
+    for group in found:
+        mean = group.stats(key)["mean"]
+        if not group.complete or math.isnan(mean):
+            continue
+        current = best.get(group.setting)
+        if current is None or sign * mean > sign * current.stats(key)["mean"]:
+            best[group.setting] = group
+    return best

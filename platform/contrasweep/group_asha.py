@@ -1,0 +1,180 @@
+"""ASHA over repeat groups: early stopping that never drops single seeds from an aggregate.
+
+The rule (docs/architecture.md, "Repeat groups and early stopping"): a configuration's repeats
+in one setting (its data repeats × training seeds, one *repeat group*,
+``contrasweep.identity``) always run to the same budget. At each rung (ASHA's milestones
+``grace_period · reduction_factor^i`` epochs, below ``max_t``) a trial that reaches the rung
+is PAUSED until every repeat of its group has reached it; then the group's **mean** at the rung
+is compared with the means other groups had at the same rung, exactly as asynchronous
+successive halving compares single trials (Li et al. 2020: continue when the value is in the
+top ``1/reduction_factor`` of those recorded at the rung). The whole group continues or the
+whole group stops. A stopped group's trials are tagged as stopped by the tracker and no
+aggregate counts them as finished repeats.
+
+Pausing costs a checkpoint restore per rung (the loop checkpoints every epoch and resumes from
+the latest); rungs are few (1, 2, 4, 8 for grace 1, factor 2, 10 epochs).
+
+The scheduler also enforces ``sweep.max_concurrent`` on RUNNING trials, because the searcher
+must be allowed to create a whole group (more live trials than may run) for the rung barrier
+to be reachable. Its records live in ``group_asha.json`` next to the sweep, so a resumed sweep
+keeps every decision made before the interruption.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import FIFOScheduler, TrialScheduler
+
+logger = logging.getLogger(__name__)
+
+CONTINUE, STOP = "continue", "stop"
+
+
+def rungs(max_t: int, grace_period: int, reduction_factor: float) -> list[int]:
+    """ASHA's milestones below ``max_t``, smallest first."""
+    out, t = [], float(grace_period)
+    while t < max_t:
+        out.append(int(math.ceil(t)))
+        t *= reduction_factor
+    return sorted(set(out))
+
+
+def survives(value: float, recorded: list[float], reduction_factor: float, mode: str) -> bool:
+    """ASHA's cutoff: keep a value in the top ``1/reduction_factor`` of the values recorded at
+    the rung (its own included). NaN never survives against a number."""
+    values = np.asarray([v for v in recorded if not math.isnan(v)], dtype=float)
+    if math.isnan(value):
+        return values.size == 0
+    signed = values if mode == "max" else -values
+    cutoff = np.percentile(signed, (1 - 1 / reduction_factor) * 100)
+    return (value if mode == "max" else -value) >= cutoff
+
+
+class GroupASHA(FIFOScheduler):
+    def __init__(self, metric: str, mode: str, max_t: int, grace_period: int, reduction_factor: float,
+                 group_of: Callable[[dict], str], group_sizes: dict[str, int] | int, max_running: int,
+                 state_path: str | os.PathLike, time_attr: str = "epoch"):
+        super().__init__()
+        self._metric, self._mode, self.time_attr = metric, mode, time_attr
+        self.max_t, self.reduction_factor = max_t, reduction_factor
+        self.rungs = rungs(max_t, grace_period, reduction_factor)
+        self.group_of = group_of  # trial config -> repeat group key
+        self.group_sizes = group_sizes  # {group: expected repeats} or one number for every group
+        self.max_running = max_running
+        self.state_path = str(state_path)
+        self._state: dict[str, Any] | None = None
+
+    # -- state -------------------------------------------------------------------------
+    @property
+    def state(self) -> dict[str, Any]:
+        """``{"values": {rung: {group: {trial_id: value}}}, "decisions": {rung: {group: ...}}}``."""
+        if self._state is None:
+            path = Path(self.state_path)
+            self._state = json.loads(path.read_text()) if path.exists() else {"values": {}, "decisions": {}}
+        return self._state
+
+    def _save(self) -> None:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.state_path), prefix=".group-asha-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.state, fh, indent=1)
+        os.replace(tmp, self.state_path)
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_state"] = None  # re-read from group_asha.json after a restore
+        return state
+
+    def _size(self, group: str) -> int:
+        return self.group_sizes if isinstance(self.group_sizes, int) else self.group_sizes.get(group, 1)
+
+    def _decision(self, rung: int, group: str) -> str | None:
+        return self.state["decisions"].get(str(rung), {}).get(group)
+
+    def _stopped(self, group: str) -> bool:
+        return any(d.get(group) == STOP for d in self.state["decisions"].values())
+
+    def waiting(self, trial: Trial) -> bool:
+        """The trial has reached a rung whose group decision is still open."""
+        group = self.group_of(trial.config)
+        for rung in self.rungs:
+            recorded = self.state["values"].get(str(rung), {}).get(group, {})
+            if trial.trial_id in recorded and self._decision(rung, group) is None:
+                return True
+        return False
+
+    # -- scheduler API -----------------------------------------------------------------
+    def on_trial_result(self, tune_controller, trial: Trial, result: dict) -> str:
+        if self.time_attr not in result or self._metric not in result:
+            return TrialScheduler.CONTINUE
+        group = self.group_of(trial.config)
+        if self._stopped(group):
+            return TrialScheduler.STOP
+        t = result[self.time_attr]
+        if t >= self.max_t:
+            return TrialScheduler.CONTINUE
+        action = TrialScheduler.CONTINUE
+        for rung in self.rungs:
+            if t < rung or self._decision(rung, group) == CONTINUE:
+                continue
+            values = self.state["values"].setdefault(str(rung), {}).setdefault(group, {})
+            values.setdefault(trial.trial_id, float(result[self._metric]))
+            self._save()
+            if len(values) < self._size(group):
+                return TrialScheduler.PAUSE  # wait for the group's other repeats at this rung
+            action = self._decide(tune_controller, trial, rung, group)
+            if action == TrialScheduler.STOP:
+                return action
+        return action
+
+    def _decide(self, tune_controller, trial: Trial, rung: int, group: str) -> str:
+        means = {g: float(np.mean(list(v.values()))) for g, v in self.state["values"][str(rung)].items()
+                 if len(v) >= self._size(g)}
+        decision = CONTINUE if survives(means[group], list(means.values()), self.reduction_factor, self._mode) else STOP
+        self.state["decisions"].setdefault(str(rung), {})[group] = decision
+        self._save()
+        logger.info("group %s at rung %d: mean %s=%.4f over %d repeats -> %s", group, rung, self._metric,
+                    means[group], self._size(group), decision)
+        if decision == STOP:
+            for other in self._members(tune_controller, group):
+                if other is not trial and other.status in (Trial.PAUSED, Trial.PENDING):
+                    tune_controller.stop_trial(other)
+            return TrialScheduler.STOP
+        return TrialScheduler.CONTINUE
+
+    def _members(self, tune_controller, group: str) -> list[Trial]:
+        return [t for t in tune_controller.get_trials() if self.group_of(t.config) == group]
+
+    def on_trial_error(self, tune_controller, trial: Trial) -> None:
+        """A repeat that failed for good can never reach the next rung: its group stops (its
+        aggregate would be partial anyway); resume retries the failed repeat alone."""
+        group = self.group_of(trial.config)
+        for other in self._members(tune_controller, group):
+            if other is not trial and other.status == Trial.PAUSED and self.waiting(other):
+                tune_controller.stop_trial(other)
+
+    def choose_trial_to_run(self, tune_controller) -> Trial | None:
+        trials = tune_controller.get_trials()
+        if sum(t.status == Trial.RUNNING for t in trials) >= self.max_running:
+            return None
+        for status in (Trial.PENDING, Trial.PAUSED):
+            for trial in trials:
+                if trial.status == status and not self.waiting(trial):
+                    if self._stopped(self.group_of(trial.config)):
+                        tune_controller.stop_trial(trial)
+                        continue
+                    return trial
+        return None
+
+    def debug_string(self) -> str:
+        decided = sum(len(d) for d in self.state["decisions"].values())
+        return f"GroupASHA: rungs {self.rungs}, {decided} group decisions."

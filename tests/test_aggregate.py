@@ -1,0 +1,65 @@
+"""Repeat-group aggregates and selection read back from a real MLflow store (dashboards.aggregate)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from contrasweep.tracking import PARENT_TAG, get_client
+from dashboards.aggregate import groups, select
+from dashboards.compare import seed_summary
+
+
+@pytest.fixture()
+def store(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = get_client(uri)
+    exp = client.create_experiment("agg", artifact_location=(tmp_path / "art").as_uri())
+    parent = client.create_run(exp, run_name="sweep", tags={"contrasweep.sweep": "s"}).info.run_id
+
+    def trial(group, setting, lr, seed, best, test, outcome="complete", size=2):
+        run = client.create_run(exp, tags={
+            PARENT_TAG: parent, "contrasweep.sweep": "s", "contrasweep.group": group, "contrasweep.setting": setting,
+            "contrasweep.config": f"cfg-{lr}", "contrasweep.group_size": str(size), "contrasweep.outcome": outcome,
+            "contrasweep.data_seed": str(seed)}).info.run_id
+        client.log_param(run, "hp.lr", str(lr))
+        client.log_param(run, "hp.seed", str(seed))
+        client.log_metric(run, "best/val/accuracy", best)
+        client.log_metric(run, "test/accuracy", test)
+        client.set_terminated(run)
+
+    trial("A", "k=5", 1e-5, 0, 0.8, 0.75)
+    trial("A", "k=5", 1e-5, 1, 0.6, 0.65)
+    trial("B", "k=5", 2e-5, 0, 0.9, 0.95)   # the best single repeat, not the best mean
+    trial("B", "k=5", 2e-5, 1, 0.4, 0.35)
+    trial("C", "k=5", 3e-5, 0, 0.99, 0.99)  # its other repeat was stopped by ASHA
+    trial("C", "k=5", 3e-5, 1, 0.5, 0.5, outcome="stopped")
+    trial("D", "k=20", 1e-5, 0, 0.7, 0.72, size=1)
+    return uri, parent
+
+
+def test_aggregates_equal_numpy_over_the_stored_repeats(store):
+    uri, parent = store
+    found = {g.group: g for g in groups(uri, parent)}
+    assert list(found) == ["A", "B", "C", "D"]
+    a = found["A"]
+    assert a.complete and a.hp == {"lr": "1e-05"} and a.setting == "k=5" and a.size == 2
+    for metric, values in (("best/val/accuracy", [0.8, 0.6]), ("test/accuracy", [0.75, 0.65])):
+        stats = a.stats(metric)
+        assert stats["mean"] == pytest.approx(np.mean(values)) and stats["std"] == pytest.approx(np.std(values, ddof=1))
+        assert stats["n"] == 2
+    assert found["D"].stats("test/accuracy") == {"mean": pytest.approx(0.72), "std": 0.0, "n": 1}
+    assert not found["C"].complete and found["C"].outcomes == {"complete": 1, "stopped": 1}
+
+
+def test_selection_is_the_best_complete_mean_per_setting(store):
+    uri, parent = store
+    best = select(groups(uri, parent), "val/accuracy", "max")
+    assert {s: g.group for s, g in best.items()} == {"k=5": "A", "k=20": "D"}
+    assert select(groups(uri, parent), "val/accuracy", "min")["k=5"].group == "B"
+
+
+def test_seed_summary_leaves_out_stopped_trials(store):
+    uri, _ = store
+    rows = {r["lr"]: r for r in seed_summary(uri, "agg", "s", "test/accuracy", by=("lr",))}
+    assert rows["3e-05"]["n"] == 1 and rows["1e-05"]["n"] == 3

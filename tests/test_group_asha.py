@@ -1,0 +1,101 @@
+"""ASHA over repeat groups (contrasweep.group_asha): a configuration's repeats pause at a rung
+until all have reached it, then continue or stop together on their mean."""
+
+from __future__ import annotations
+
+import pytest
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import TrialScheduler
+
+from contrasweep.group_asha import GroupASHA, rungs, survives
+
+
+class FakeTrial:
+    def __init__(self, trial_id, group):
+        self.trial_id, self.config, self.status = trial_id, {"group": group}, Trial.PENDING
+
+
+class FakeController:
+    def __init__(self, trials):
+        self.trials, self.stopped = trials, []
+
+    def get_trials(self):
+        return self.trials
+
+    def stop_trial(self, trial):
+        self.stopped.append(trial.trial_id)
+        trial.status = Trial.TERMINATED
+
+
+def make(tmp_path, sizes=2, max_running=2, **kw):
+    return GroupASHA(metric="val/accuracy", mode=kw.pop("mode", "max"), max_t=4, grace_period=1, reduction_factor=2,
+                     group_of=lambda config: config["group"], group_sizes=sizes, max_running=max_running,
+                     state_path=tmp_path / "group_asha.json", **kw)
+
+
+def result(epoch, value):
+    return {"epoch": epoch, "val/accuracy": value}
+
+
+def test_rungs_and_cutoff():
+    assert rungs(10, 1, 2) == [1, 2, 4, 8] and rungs(4, 1, 2) == [1, 2] and rungs(1, 1, 2) == []
+    assert survives(0.5, [0.5], 2, "max")
+    assert survives(0.8, [0.2, 0.8], 2, "max") and not survives(0.2, [0.2, 0.8], 2, "max")
+    assert survives(0.2, [0.2, 0.8], 2, "min") and not survives(0.8, [0.2, 0.8], 2, "min")
+
+
+def test_group_waits_then_continues_or_stops_together(tmp_path):
+    a1, a2, b1, b2 = FakeTrial("a1", "A"), FakeTrial("a2", "A"), FakeTrial("b1", "B"), FakeTrial("b2", "B")
+    ctl = FakeController([a1, a2, b1, b2])
+    s = make(tmp_path)
+    for t in (a1, a2):
+        t.status = Trial.RUNNING
+    assert s.on_trial_result(ctl, a1, result(1, 0.9)) == TrialScheduler.PAUSE  # a2 has not reached rung 1
+    a1.status = Trial.PAUSED
+    assert s.waiting(a1) and s.choose_trial_to_run(ctl) is b1  # a1 waits; a free slot goes to a PENDING trial
+    assert s.on_trial_result(ctl, a2, result(1, 0.7)) == TrialScheduler.CONTINUE  # A's mean 0.8 passes
+    assert not s.waiting(a1)
+    b1.status = Trial.RUNNING
+    assert s.on_trial_result(ctl, b1, result(1, 0.99)) == TrialScheduler.PAUSE
+    b1.status, b2.status = Trial.PAUSED, Trial.RUNNING
+    # B's single best repeat (0.99) beats A's, but B's mean (0.545) does not: the group stops whole
+    assert s.on_trial_result(ctl, b2, result(1, 0.1)) == TrialScheduler.STOP
+    assert ctl.stopped == ["b1"]
+    assert s.state["decisions"]["1"] == {"A": "continue", "B": "stop"}
+    # A's next rung, and the max_t epoch always continues
+    a1.status = Trial.RUNNING
+    assert s.on_trial_result(ctl, a1, result(2, 0.9)) == TrialScheduler.PAUSE
+    assert s.on_trial_result(ctl, a2, result(2, 0.9)) == TrialScheduler.CONTINUE
+    assert s.on_trial_result(ctl, a2, result(4, 0.9)) == TrialScheduler.CONTINUE
+    # decisions survive a restore (the file), and a stopped group's late trial stops at once
+    again = make(tmp_path)
+    late = FakeTrial("b3", "B")
+    assert again.on_trial_result(FakeController([late]), late, result(1, 1.0)) == TrialScheduler.STOP
+
+
+def test_choose_respects_max_running_and_stops_pending_trials_of_stopped_groups(tmp_path):
+    s = make(tmp_path, sizes=1, max_running=1)
+    x, y, z = FakeTrial("x", "X"), FakeTrial("y", "Y"), FakeTrial("z", "Y")
+    ctl = FakeController([x, y, z])
+    x.status = Trial.RUNNING
+    assert s.choose_trial_to_run(ctl) is None  # one may run
+    s.on_trial_result(ctl, x, result(1, 0.9))
+    s.state["decisions"]["1"]["Y"] = "stop"
+    x.status = Trial.TERMINATED
+    assert s.choose_trial_to_run(ctl) is None and ctl.stopped == ["y", "z"]
+
+
+def test_an_errored_repeat_releases_its_waiting_group(tmp_path):
+    a1, a2 = FakeTrial("a1", "A"), FakeTrial("a2", "A")
+    ctl = FakeController([a1, a2])
+    s = make(tmp_path)
+    a1.status = Trial.RUNNING
+    assert s.on_trial_result(ctl, a1, result(1, 0.5)) == TrialScheduler.PAUSE
+    a1.status, a2.status = Trial.PAUSED, Trial.ERROR
+    s.on_trial_error(ctl, a2)
+    assert ctl.stopped == ["a1"]  # it would wait forever for a repeat that failed
+
+
+@pytest.mark.parametrize("value", [float("nan")])
+def test_nan_never_beats_a_number(value):
+    assert not survives(value, [0.3, value], 2, "max") and survives(value, [value], 2, "max")
