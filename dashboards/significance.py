@@ -10,7 +10,7 @@ from typing import Any
 
 from scipy import stats
 
-from dashboards.aggregate import Group
+from contrasweep.aggregate import Group
 
 MATCH_KEYS = ("data_seed", "split_seed", "seed")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from contrasweep.tracking import PARENT_TAG, get_client
+from contrasweep.tracking import trial_runs as _trial_runs
 
 
 def parent_runs(tracking_uri: str, experiment: str, sweep: str | None = None) -> list:
@@ -19,11 +20,8 @@ def parent_runs(tracking_uri: str, experiment: str, sweep: str | None = None) ->
 
 
 def trial_runs(tracking_uri: str, parent_run_id: str) -> list:
-    client = get_client(tracking_uri)
-    parent = client.get_run(parent_run_id)
-    return client.search_runs(
-        [parent.info.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'", max_results=5000
-    )
+    """The sweep's trial (repeat) runs, below its configuration runs."""
+    return _trial_runs(get_client(tracking_uri), parent_run_id)
 
 
 def trial_table(tracking_uri: str, parent_run_id: str, metrics: tuple[str, ...] = ("best/val/accuracy",)) -> list[dict[str, Any]]:

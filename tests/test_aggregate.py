@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from contrasweep.tracking import PARENT_TAG, get_client
-from dashboards.aggregate import groups, select
+from contrasweep.aggregate import groups, select
 from dashboards.compare import seed_summary
 
 

@@ -67,6 +67,25 @@ def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_di
         assert run.info.run_name == f"ce lr=0.001 · k={k} split={split} seed=0"
     assert seen == {(2, 0), (2, 1), (3, 0), (3, 1)}
     assert len({r.data.tags["contrasweep.group"] for r in runs}) == 2  # one group per k, two split repeats each
+    # sweep -> configuration (one per k) -> repeat runs; the configuration holds the repeats' mean
+    import numpy as np
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    parent = parent_runs(uri, "tests", "axes")[0]
+    configs = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    assert sorted(c.info.run_name for c in configs) == ["ce lr=0.001 · k=2", "ce lr=0.001 · k=3"]
+    for config in configs:
+        members = [r for r in runs if r.data.tags["mlflow.parentRunId"] == config.info.run_id]
+        assert len(members) == 2 and config.data.metrics["n_repeats"] == 2
+        values = [r.data.metrics["best/val/accuracy"] for r in members]
+        assert config.data.metrics["mean/best/val/accuracy"] == pytest.approx(np.mean(values))
+        assert config.data.metrics["std/best/val/accuracy"] == pytest.approx(np.std(values, ddof=1))
+        assert config.data.tags["contrasweep.outcome"] == "complete" and config.info.status == "FINISHED"
+    parent = client.get_run(parent.info.run_id)
+    for k in (2, 3):
+        assert f"best_config/k_{k}/mean/test/accuracy" in parent.data.metrics
+        assert parent.data.tags[f"contrasweep.best_config.k_{k}"] in {c.info.run_id for c in configs}
 
 
 def test_class_count_axis_gives_each_variant_its_own_head(ray_session, tiny_model_dir, cache_dir, tmp_path):

@@ -60,6 +60,13 @@ def run_name(identity: TrialIdentity, method: str, varied: list[str]) -> str:
     return " ".join(parts) + " · " + " ".join(data + [f"seed={identity.seed}"])
 
 
+def config_run_name(identity: TrialIdentity, method: str, varied: list[str]) -> str:
+    """``lacon τ=0.1 λ=0.5 · k=20``: a configuration in one setting (its repeats' runs nest under it)."""
+    parts = [method] + [f"{SYMBOLS.get(k, k)}={_fmt(identity.hp[k])}" for k in varied if k in identity.hp]
+    data = [f"{k}={short_value(v)}" for k, v in identity.variant["setting"].items()]
+    return " ".join(parts) + (" · " + " ".join(data) if data else "")
+
+
 def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
     """Tags the MLflow UI can group and filter trial runs by."""
     data = identity.variant["data"]

@@ -1,8 +1,13 @@
 """MLflow tracking from the driver (docs/architecture.md, "Data flow").
 
-One parent run per sweep and one nested run per trial (nesting = the tag
-``mlflow.parentRunId``), params, one metric value per epoch (step = epoch), the spec and the
-best checkpoint as artifacts. Only the driver talks to MLflow (SQLite locks under many writers).
+Runs nest two levels (nesting = the tag ``mlflow.parentRunId``): one parent run per sweep,
+one configuration run per repeat group (a configuration in one setting, ``contrasweep.identity``)
+and below it one run per trial (a repeat), with params, one metric value per epoch
+(step = epoch), the spec and the best checkpoint as artifacts. When every repeat of a group
+has ended, its configuration run gets ``mean/<metric>``, ``std/<metric>`` and ``n_repeats``
+(``contrasweep.aggregate``); when the sweep ends, the parent gets each setting's best
+configuration (``best_config/...`` metrics, ``contrasweep.best_config`` tags). Only the driver
+talks to MLflow (SQLite locks under many writers).
 
 Ray's ``MLflowLoggerCallback`` keeps no state across ``Tuner.restore`` and opens a second run
 per trial on resume; this callback persists every run id (and the last epoch logged per
@@ -23,6 +28,18 @@ from typing import Any
 from ray.tune import Callback
 
 PARENT_TAG = "mlflow.parentRunId"
+KIND_TAG = "contrasweep.kind"  # "configuration" or "trial" (the sweep's parent run has none)
+SWEEP_RUN_TAG = "contrasweep.sweep_run"  # a trial run's sweep (parent) run, two levels up
+
+
+def trial_runs(client, parent_run_id: str) -> list:
+    """The trial (repeat) runs of a sweep: nested under its configuration runs, or directly
+    under the sweep's run for sweeps tracked before configuration runs existed."""
+    exp = client.get_run(parent_run_id).info.experiment_id
+    nested = client.search_runs([exp], filter_string=f"tags.`{SWEEP_RUN_TAG}` = '{parent_run_id}'", max_results=5000)
+    direct = client.search_runs([exp], filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'", max_results=5000)
+    seen = {r.info.run_id for r in nested}
+    return nested + [r for r in direct if KIND_TAG not in r.data.tags and r.info.run_id not in seen]
 
 
 def default_tracking_uri(workdir: str | os.PathLike | None = None) -> str:
@@ -154,21 +171,47 @@ class MlflowTracker(Callback):
             from contrasweep.identity import identify, run_name, tags
 
             identity = identify(trial.config, self.static)
-            sizes = self.static.get("group_sizes", 1)
-            size = sizes if isinstance(sizes, int) else sizes.get(identity.group, 1)
             run = self.client.create_run(
                 self.state.data["experiment_id"],
                 run_name=run_name(identity, self.static["method"], self.static.get("varied", [])),
-                tags={PARENT_TAG: self.parent_run_id, "contrasweep.sweep": self.sweep_name,
-                      "contrasweep.trial_id": trial.trial_id, "contrasweep.group_size": str(size),
+                tags={PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id, KIND_TAG: "trial",
+                      "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
+                      "contrasweep.group_size": str(self._group_size(identity.group)),
                       **tags(identity, self.static["method"])},
             )
-            entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0}
+            entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group}
             self.client.log_batch(entry["run_id"], params=_params(self._trial_params(trial.config)))
         self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
         self.state.trials[trial.trial_id] = entry
         self.state.save()
         return entry["run_id"]
+
+    def _group_size(self, group: str) -> int:
+        sizes = self.static.get("group_sizes", 1)
+        return sizes if isinstance(sizes, int) else sizes.get(group, 1)
+
+    def _config_run(self, identity) -> str:
+        """The configuration run of a repeat group (sweep → configuration → repeats), made
+        when its first repeat starts."""
+        from contrasweep.identity import config_run_name, tags
+
+        configs = self.state.data.setdefault("configs", {})
+        if identity.group not in configs:
+            method = self.static["method"]
+            own = {k: v for k, v in tags(identity, method).items()
+                   if k in ("contrasweep.method", "contrasweep.dataset", "contrasweep.protocol", "contrasweep.k",
+                            "contrasweep.n_total", "contrasweep.rho", "contrasweep.num_classes",
+                            "contrasweep.config", "contrasweep.setting", "contrasweep.group")}
+            run = self.client.create_run(
+                self.state.data["experiment_id"], run_name=config_run_name(identity, method, self.static.get("varied", [])),
+                tags={PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration", "contrasweep.sweep": self.sweep_name,
+                      "contrasweep.group_size": str(self._group_size(identity.group)), **own},
+            )
+            configs[identity.group] = run.info.run_id
+            hp = {k: v for k, v in identity.hp.items() if k != "seed"}
+            self.client.log_batch(run.info.run_id, params=_params({"hp": hp, "data": identity.variant.get("setting", {})}))
+            self.state.save()
+        return configs[identity.group]
 
     def _trial_params(self, config: dict) -> dict:
         """The hyperparameters the trial really trains with (the seed of a Repeater index too)."""
@@ -236,9 +279,40 @@ class MlflowTracker(Callback):
         self.client.set_terminated(run_id, status=status)
         entry["status"] = status
         self.state.save()
+        self._close_group(entry.get("group"))
         if self.progress:
             done = sum(1 for e in self.state.trials.values() if "status" in e)
             self.progress(trial, entry, status, done)
+
+    def _close_group(self, group: str | None) -> None:
+        """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
+        from contrasweep.aggregate import groups_of, summary
+
+        config_run = self.state.data.get("configs", {}).get(group)
+        members = [e for e in self.state.trials.values() if e.get("group") == group]
+        if config_run is None or len(members) < self._group_size(group) or any("status" not in e for e in members):
+            return
+        (found,) = groups_of([self.client.get_run(e["run_id"]) for e in members])
+        metrics = summary(found)
+        self.client.log_batch(config_run, metrics=[_metric(k, v) for k, v in metrics.items()])
+        outcome = "complete" if found.complete else ("stopped" if found.outcomes.get("stopped") else "failed")
+        self.client.set_tag(config_run, "contrasweep.outcome", outcome)
+        self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
+
+    def _best_to_parent(self) -> None:
+        """The parent run holds each setting's best configuration (best mean validation metric
+        over complete repeat groups): its aggregates, and a tag naming its run."""
+        from contrasweep.aggregate import groups_of, select, summary
+
+        found = groups_of(trial_runs(self.client, self.parent_run_id))
+        metric = self.metric[len("best/"):] if self.metric.startswith("best/") else self.metric
+        configs = self.state.data.get("configs", {})
+        for setting, group in select(found, metric, self.mode).items():
+            prefix = f"best_config/{_slug(setting)}/" if setting else "best_config/"
+            self.client.log_batch(self.parent_run_id, metrics=[_metric(prefix + k, v) for k, v in summary(group).items()])
+            if group.group in configs:
+                self.client.set_tag(self.parent_run_id, f"contrasweep.best_config{'.' + _slug(setting) if setting else ''}",
+                                    configs[group.group])
 
     def _outcome(self, trial, entry: dict, status: str) -> str:
         """complete (trained every epoch: a repeat aggregates may count), stopped (the scheduler
@@ -264,8 +338,14 @@ class MlflowTracker(Callback):
         # MLflow holds exactly one run per trial.
         for tid in self._orphans(trials):
             self.client.delete_run(self.state.trials.pop(tid)["run_id"])
+        live_groups = {e.get("group") for e in self.state.trials.values()}
+        for group, run_id in list(self.state.data.get("configs", {}).items()):
+            if group not in live_groups:  # every repeat of it was an orphan
+                self.client.delete_run(self.state.data["configs"].pop(group))
         done = all(t.status in ("TERMINATED", "ERROR") for t in trials)
         any_error = any(t.status == "ERROR" for t in trials)
+        if done:
+            self._best_to_parent()
         self.client.set_terminated(self.parent_run_id, status="FAILED" if any_error else ("FINISHED" if done else "KILLED"))
         self.state.data["finished"] = done
         self.state.save()
@@ -301,6 +381,21 @@ def _step_series(result: dict) -> dict[str, list]:
         return nested
     prefix = STEP_METRICS + "/"  # Tune may have flattened the dict
     return {k[len(prefix):]: v for k, v in result.items() if k.startswith(prefix) and isinstance(v, list)}
+
+
+def _metric(key: str, value: float):
+    import time
+
+    from mlflow.entities import Metric
+
+    return Metric(key, float(value), int(time.time() * 1000), 0)
+
+
+def _slug(text: str) -> str:
+    """A setting label as part of a metric key (MLflow allows letters, digits, ``_-./`` and spaces)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text.replace("=", "_"))
 
 
 def _params(params: dict[str, Any]):

@@ -1,5 +1,7 @@
-"""Repeat groups read back from MLflow (read-only): one row per configuration in one setting,
-with mean, sample std and n of every final metric over its repeats, and the selection rule.
+"""Repeat groups of a sweep's trial runs: one row per configuration in one setting, with mean,
+sample std and n of every final metric over its repeats, and the selection rule. The tracker
+uses it to log a configuration run's aggregates and the parent's best configuration; reports
+(``dashboards``) read the same groups back from MLflow.
 
 Rules (docs/architecture.md, "Repeat groups and early stopping"):
 
@@ -25,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from dashboards.trials import trial_runs
+from contrasweep.tracking import get_client, trial_runs
 
 
 @dataclass
@@ -55,9 +57,14 @@ class Group:
 
 
 def groups(tracking_uri: str, parent_run_id: str) -> list[Group]:
-    """The sweep's repeat groups, in the order their first run was created."""
+    """The sweep's repeat groups read back from MLflow, in the order their first run was created."""
+    return groups_of(trial_runs(get_client(tracking_uri), parent_run_id))
+
+
+def groups_of(runs: list) -> list[Group]:
+    """Trial runs (MLflow ``Run`` objects) grouped by their repeat group."""
     out: dict[str, Group] = {}
-    for run in sorted(trial_runs(tracking_uri, parent_run_id), key=lambda r: r.info.start_time or 0):
+    for run in sorted(runs, key=lambda r: r.info.start_time or 0):
         tags, params = run.data.tags, run.data.params
         hp = {k[3:]: v for k, v in params.items() if k.startswith("hp.") and k != "hp.seed"}
         key = tags.get("contrasweep.group") or json.dumps(hp, sort_keys=True)
@@ -75,6 +82,16 @@ def groups(tracking_uri: str, parent_run_id: str) -> list[Group]:
     for group in out.values():
         group.size = group.size or len(group.repeats)  # legacy runs: every run found is a repeat
     return list(out.values())
+
+
+def summary(group: Group) -> dict[str, float]:
+    """``mean/<metric>``, ``std/<metric>`` for every final metric the repeats share, and ``n_repeats``."""
+    names = set.intersection(*(set(r["metrics"]) for r in group.repeats)) if group.repeats else set()
+    out: dict[str, float] = {"n_repeats": float(len(group.repeats))}
+    for name in sorted(n for n in names if not n.startswith(("step/", "time/"))):
+        stats = group.stats(name)
+        out[f"mean/{name}"], out[f"std/{name}"] = stats["mean"], stats["std"]
+    return {k: v for k, v in out.items() if not math.isnan(v)}
 
 
 def select(found: list[Group], metric: str, mode: str = "max") -> dict[str, Group]:
