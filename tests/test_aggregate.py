@@ -63,3 +63,21 @@ def test_seed_summary_leaves_out_stopped_trials(store):
     uri, _ = store
     rows = {r["lr"]: r for r in seed_summary(uri, "agg", "s", "test/accuracy", by=("lr",))}
     assert rows["3e-05"]["n"] == 1 and rows["1e-05"]["n"] == 3
+
+
+def test_cli_names_the_best_mean_configuration_not_the_best_trial():
+    from types import SimpleNamespace
+
+    from contrasweep.cli import _best_configurations
+    from contrasweep.spec import validate
+
+    sweep = validate({"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 5},
+                      "grid": {"lr": [1.0e-5, 2.0e-5, 3.0e-5]}, "fixed": {"epochs": 2}, "sweep": {"seeds": [0, 1]}})
+    values = {(1e-5, 0): (0.8, 2), (1e-5, 1): (0.6, 2), (2e-5, 0): (0.9, 2), (2e-5, 1): (0.4, 2),
+              (3e-5, 0): (0.99, 1), (3e-5, 1): (0.98, 1)}  # 3e-5 was stopped by ASHA after epoch 1
+    results = [SimpleNamespace(error=None, config={"hp": trial},
+                               metrics={"best/val/accuracy": values[(trial["lr"], trial["seed"])][0],
+                                        "epoch": values[(trial["lr"], trial["seed"])][1]})
+               for trial in sweep.grid_trials()]
+    assert _best_configurations(results, sweep, "val/accuracy", "max") == [
+        "[contrasweep] best configuration: val/accuracy=0.7000 ± 0.1414 over 2 repeats with {'lr': 1e-05}"]

@@ -71,7 +71,7 @@ def cmd_run(args) -> int:
 
     root = sweeps.sweeps_root(args.root)
     results = run(sweep, name, root, args.tracking_uri, args.address)
-    return _summary(results, sweep.metric[0], sweep.mode[0], name, sweeps.open_existing(root, name).meta()["status"])
+    return _summary(results, sweep.metric[0], sweep.mode[0], name, sweeps.open_existing(root, name).meta()["status"], sweep)
 
 
 def _smoke(sweep) -> None:
@@ -79,15 +79,11 @@ def _smoke(sweep) -> None:
     sweep.grid_limit = 2
 
 
-def _summary(results, metric: str, mode: str, name: str, status: str) -> int:
+def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None) -> int:
     errors = sum(1 for r in results if r.error is not None)
-    line = f"[contrasweep] sweep {name!r} {status}: {len(results)} trials, {errors} failed"
-    try:
-        best = results.get_best_result(metric=metric, mode=mode, scope="all")
-        line += f"; best {metric}={best.metrics[metric]:.4f} with {best.config}"
-    except (RuntimeError, TypeError, ValueError, KeyError):
-        pass
-    print(line, flush=True)
+    print(f"[contrasweep] sweep {name!r} {status}: {len(results)} trials, {errors} failed", flush=True)
+    for line in _best_configurations(results, sweep, metric, mode) if sweep is not None else []:
+        print(line, flush=True)
     print("[contrasweep] compare the runs: contrasweep ui  (MLflow on http://127.0.0.1:5000)", flush=True)
     if status == "interrupted":
         print(f"[contrasweep] continue with: contrasweep resume {name}", flush=True)
@@ -104,7 +100,39 @@ def cmd_resume(args) -> int:
     results = resume(args.name, root, args.address)
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep = validate(sweep_dir.spec())
-    return _summary(results, sweep.metric[0], sweep.mode[0], args.name, sweep_dir.meta()["status"])
+    return _summary(results, sweep.metric[0], sweep.mode[0], args.name, sweep_dir.meta()["status"], sweep)
+
+
+def _best_configurations(results, sweep, metric: str, mode: str) -> list[str]:
+    """One line per setting: the configuration with the best mean of ``best/<metric>`` over
+    its complete repeat groups (the selection rule of ``contrasweep.aggregate``), mean ± std."""
+    from contrasweep.aggregate import Group, select
+    from contrasweep.identity import identify
+    from contrasweep.tune import group_sizes, group_static
+    from trainables.params import LOOP_PARAMS
+
+    static, sizes = group_static(sweep), group_sizes(sweep)
+    found: dict[str, Group] = {}
+    for result in results:
+        if result.error is not None or not result.metrics:
+            continue
+        ident = identify(result.config, static)
+        group = found.setdefault(ident.group, Group(
+            group=ident.group, setting=ident.setting, config=ident.config,
+            hp={k: v for k, v in ident.hp.items() if k != "seed"},
+            size=sizes if isinstance(sizes, int) else sizes.get(ident.group, 1)))
+        epochs = int(ident.hp.get("epochs", LOOP_PARAMS["epochs"].default))
+        outcome = "complete" if result.metrics.get("epoch", 0) >= epochs else "stopped"
+        group.outcomes[outcome] = group.outcomes.get(outcome, 0) + 1
+        group.repeats.append({"outcome": outcome, "metrics": result.metrics})
+    lines = []
+    for setting, group in select(list(found.values()), metric, mode).items():
+        stats = group.stats(f"best/{metric}")
+        shown = {k: group.hp[k] for k in sweep.varied if k in group.hp} or group.hp
+        where = f" [{setting}]" if setting else ""
+        lines.append(f"[contrasweep] best configuration{where}: {metric}={stats['mean']:.4f} ± {stats['std']:.4f} "
+                     f"over {stats['n']} repeats with {shown}")
+    return lines
 
 
 def cmd_list(args) -> int:

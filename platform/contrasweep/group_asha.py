@@ -73,6 +73,7 @@ class GroupASHA(FIFOScheduler):
         self.max_running = max_running
         self.state_path = str(state_path)
         self._state: dict[str, Any] | None = None
+        self._groups: dict[str, str] = {}  # trial id -> group (choose_trial_to_run asks often)
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -92,7 +93,13 @@ class GroupASHA(FIFOScheduler):
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_state"] = None  # re-read from group_asha.json after a restore
+        state["_groups"] = {}
         return state
+
+    def _group(self, trial: Trial) -> str:
+        if trial.trial_id not in self._groups:
+            self._groups[trial.trial_id] = self.group_of(trial.config)
+        return self._groups[trial.trial_id]
 
     def _size(self, group: str) -> int:
         return self.group_sizes if isinstance(self.group_sizes, int) else self.group_sizes.get(group, 1)
@@ -105,7 +112,7 @@ class GroupASHA(FIFOScheduler):
 
     def waiting(self, trial: Trial) -> bool:
         """The trial has reached a rung whose group decision is still open."""
-        group = self.group_of(trial.config)
+        group = self._group(trial)
         for rung in self.rungs:
             recorded = self.state["values"].get(str(rung), {}).get(group, {})
             if trial.trial_id in recorded and self._decision(rung, group) is None:
@@ -116,7 +123,7 @@ class GroupASHA(FIFOScheduler):
     def on_trial_result(self, tune_controller, trial: Trial, result: dict) -> str:
         if self.time_attr not in result or self._metric not in result:
             return TrialScheduler.CONTINUE
-        group = self.group_of(trial.config)
+        group = self._group(trial)
         if self._stopped(group):
             return TrialScheduler.STOP
         t = result[self.time_attr]
@@ -152,12 +159,12 @@ class GroupASHA(FIFOScheduler):
         return TrialScheduler.CONTINUE
 
     def _members(self, tune_controller, group: str) -> list[Trial]:
-        return [t for t in tune_controller.get_trials() if self.group_of(t.config) == group]
+        return [t for t in tune_controller.get_trials() if self._group(t) == group]
 
     def on_trial_error(self, tune_controller, trial: Trial) -> None:
         """A repeat that failed for good can never reach the next rung: its group stops (its
         aggregate would be partial anyway); resume retries the failed repeat alone."""
-        group = self.group_of(trial.config)
+        group = self._group(trial)
         for other in self._members(tune_controller, group):
             if other is not trial and other.status == Trial.PAUSED and self.waiting(other):
                 tune_controller.stop_trial(other)
@@ -169,7 +176,7 @@ class GroupASHA(FIFOScheduler):
         for status in (Trial.PENDING, Trial.PAUSED):
             for trial in trials:
                 if trial.status == status and not self.waiting(trial):
-                    if self._stopped(self.group_of(trial.config)):
+                    if self._stopped(self._group(trial)):
                         tune_controller.stop_trial(trial)
                         continue
                     return trial
