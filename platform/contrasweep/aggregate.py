@@ -40,6 +40,11 @@ class Group:
     outcomes: dict[str, int] = field(default_factory=dict)  # complete / stopped / failed -> count
     repeats: list[dict[str, Any]] = field(default_factory=list)  # per run: run_id, seeds, metrics
 
+    def add(self, outcome: str, repeat: dict[str, Any]) -> None:
+        """One repeat (``{"metrics": {...}, ...}``) that ended with ``outcome``."""
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        self.repeats.append({**repeat, "outcome": outcome})
+
     @property
     def complete(self) -> bool:
         return self.outcomes.get("complete", 0) == self.size == len(self.repeats)
@@ -73,15 +78,20 @@ def groups_of(runs: list) -> list[Group]:
             hp=hp, size=int(tags.get("contrasweep.group_size", 0)),
         ))
         outcome = tags.get("contrasweep.outcome") or ("complete" if run.info.status == "FINISHED" else "failed")
-        group.outcomes[outcome] = group.outcomes.get(outcome, 0) + 1
-        group.repeats.append({
-            "run_id": run.info.run_id, "outcome": outcome,
-            "seed": params.get("hp.seed"), "data_seed": tags.get("contrasweep.data_seed"),
+        group.add(outcome, {
+            "run_id": run.info.run_id, "seed": params.get("hp.seed"), "data_seed": tags.get("contrasweep.data_seed"),
             "split_seed": tags.get("contrasweep.split_seed"), "metrics": dict(run.data.metrics),
         })
     for group in out.values():
         group.size = group.size or len(group.repeats)  # legacy runs: every run found is a repeat
     return list(out.values())
+
+
+def ran_every_epoch(last_epoch: int, hp: dict) -> bool:
+    """Whether a trial that reached ``last_epoch`` trained its whole budget (``hp["epochs"]``)."""
+    from trainables.params import LOOP_PARAMS
+
+    return int(last_epoch) >= int(hp.get("epochs", LOOP_PARAMS["epochs"].default))
 
 
 def summary(group: Group) -> dict[str, float]:

@@ -106,10 +106,9 @@ def cmd_resume(args) -> int:
 def _best_configurations(results, sweep, metric: str, mode: str) -> list[str]:
     """One line per setting: the configuration with the best mean of ``best/<metric>`` over
     its complete repeat groups (the selection rule of ``contrasweep.aggregate``), mean ± std."""
-    from contrasweep.aggregate import Group, select
+    from contrasweep.aggregate import Group, ran_every_epoch, select
     from contrasweep.identity import identify
     from contrasweep.tune import group_sizes, group_static
-    from trainables.params import LOOP_PARAMS
 
     static, sizes = group_static(sweep), group_sizes(sweep)
     found: dict[str, Group] = {}
@@ -121,10 +120,8 @@ def _best_configurations(results, sweep, metric: str, mode: str) -> list[str]:
             group=ident.group, setting=ident.setting, config=ident.config,
             hp={k: v for k, v in ident.hp.items() if k != "seed"},
             size=sizes if isinstance(sizes, int) else sizes.get(ident.group, 1)))
-        epochs = int(ident.hp.get("epochs", LOOP_PARAMS["epochs"].default))
-        outcome = "complete" if result.metrics.get("epoch", 0) >= epochs else "stopped"
-        group.outcomes[outcome] = group.outcomes.get(outcome, 0) + 1
-        group.repeats.append({"outcome": outcome, "metrics": result.metrics})
+        group.add("complete" if ran_every_epoch(result.metrics.get("epoch", 0), ident.hp) else "stopped",
+                  {"metrics": result.metrics})
     lines = []
     for setting, group in select(list(found.values()), metric, mode).items():
         stats = group.stats(f"best/{metric}")

@@ -18,7 +18,7 @@ from contrasweep.executor import trial_hp, trial_variant
 
 # Short names of hyperparameters in run names (the papers' symbols where they have one).
 SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
-           "queue_size": "K", "r1": "r1", "learning_rate": "lr"}
+           "queue_size": "K"}
 # How repeat axes read in a run name.
 AXIS_NAMES = {"seed": "split", "split_seed": "split_seed"}
 

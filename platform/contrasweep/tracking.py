@@ -319,11 +319,10 @@ class MlflowTracker(Callback):
         ended it early: never counted as a finished repeat) or failed."""
         if status != "FINISHED":
             return "failed"
+        from contrasweep.aggregate import ran_every_epoch
         from contrasweep.executor import trial_hp
-        from trainables.params import LOOP_PARAMS
 
-        epochs = int(trial_hp(trial.config, self.static).get("epochs", LOOP_PARAMS["epochs"].default))
-        return "complete" if entry.get("last_epoch", 0) >= epochs else "stopped"
+        return "complete" if ran_every_epoch(entry.get("last_epoch", 0), trial_hp(trial.config, self.static)) else "stopped"
 
     def _log_checkpoint(self, run_id: str, path: str) -> None:
         from trainables.loop import META_FILE, MODEL_FILE
