@@ -86,6 +86,28 @@ def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_di
     for k in (2, 3):
         assert f"best_config/k_{k}/mean/test/accuracy" in parent.data.metrics
         assert parent.data.tags[f"contrasweep.best_config.k_{k}"] in {c.info.run_id for c in configs}
+    # the parent describes the sweep; each repeat links the exact data it trained on
+    assert parent.data.tags["contrasweep.method"] == "ce" and parent.data.tags["contrasweep.kind"] == "sweep"
+    assert parent.data.tags["mlflow.note.content"].startswith("**axes**: `ce` sweep.")
+    for run in runs:
+        (dataset,) = client.get_run(run.info.run_id).inputs.dataset_inputs
+        k, split = run.data.params["data.k"], run.data.params["data.seed"]
+        assert dataset.dataset.name == f"bbc_news few_shot k={k} seed={split}"
+        profile = json.loads(dataset.dataset.profile)
+        assert profile["num_rows"]["train"] == 5 * int(k) and profile["num_labels"] == 5
+    assert len({r.data.params["data.k"] + r.data.params["data.seed"] for r in runs}) == len(
+        {client.get_run(r.info.run_id).inputs.dataset_inputs[0].dataset.digest for r in runs})
+    # each setting's best configuration: its best repeat registered under the sweep's name
+    from contrasweep.models import load_registered, registered_versions
+
+    versions = registered_versions(client, "axes")
+    assert sorted(v.tags["contrasweep.setting"] for v in versions) == ["k=2", "k=3"]
+    for version in versions:
+        config_run = parent.data.tags[f"contrasweep.best_config.k_{version.tags['contrasweep.setting'][2:]}"]
+        assert client.get_run(version.run_id).data.tags["mlflow.parentRunId"] == config_run
+        assert json.loads(version.tags["contrasweep.data"])["k"] == int(version.tags["contrasweep.setting"][2:])
+    method = load_registered(uri, "axes", "best-k2")
+    assert method.num_labels == 5 and not method.training
 
 
 def test_class_count_axis_gives_each_variant_its_own_head(ray_session, tiny_model_dir, cache_dir, tmp_path):

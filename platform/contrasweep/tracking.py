@@ -28,7 +28,7 @@ from typing import Any
 from ray.tune import Callback
 
 PARENT_TAG = "mlflow.parentRunId"
-KIND_TAG = "contrasweep.kind"  # "configuration" or "trial" (the sweep's parent run has none)
+KIND_TAG = "contrasweep.kind"  # "sweep", "configuration" or "trial" (sweeps tracked before 0.2 tag none)
 SWEEP_RUN_TAG = "contrasweep.sweep_run"  # a trial run's sweep (parent) run, two levels up
 
 
@@ -143,7 +143,10 @@ class MlflowTracker(Callback):
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
         parent = self.state.data.get("parent_run_id")
         if parent is None:
-            run = self.client.create_run(exp_id, run_name=self.sweep_name, tags={"contrasweep.sweep": self.sweep_name})
+            from contrasweep.describe import NOTE_TAG, sweep_description, sweep_tags
+
+            run = self.client.create_run(exp_id, run_name=self.sweep_name, tags={
+                **sweep_tags(self.spec, self.sweep_name), NOTE_TAG: sweep_description(self.spec, self.sweep_name)})
             parent = run.info.run_id
             self.state.data.update(parent_run_id=parent, experiment_id=exp_id)
             self.state.save()
@@ -179,8 +182,12 @@ class MlflowTracker(Callback):
                       "contrasweep.group_size": str(self._group_size(identity.group)),
                       **tags(identity, self.static["method"])},
             )
-            entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group}
+            entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
+                     "variant": identity.variant.get("index", 0)}
             self.client.log_batch(entry["run_id"], params=_params(self._trial_params(trial.config)))
+            from contrasweep.describe import dataset_input
+
+            self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
         self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
         self.state.trials[trial.trial_id] = entry
         self.state.save()
@@ -313,6 +320,32 @@ class MlflowTracker(Callback):
             if group.group in configs:
                 self.client.set_tag(self.parent_run_id, f"contrasweep.best_config{'.' + _slug(setting) if setting else ''}",
                                     configs[group.group])
+            self._register(setting, group, f"best/{metric}")
+
+    def _register(self, setting: str, group, metric: str) -> None:
+        """The best repeat (by its own validation value) of a setting's best configuration into
+        the model registry, under the sweep's name (``contrasweep.models``); once per setting
+        and run, so a sweep resumed after its end registers nothing twice."""
+        from contrasweep.models import has_checkpoint, register
+
+        candidates = [r for r in group.repeats if metric in r["metrics"]]
+        if not candidates:
+            return
+        sign = 1.0 if self.mode == "max" else -1.0
+        best = max(candidates, key=lambda r: sign * r["metrics"][metric])
+        done = self.state.data.setdefault("registered", {})
+        if done.get(setting, {}).get("run_id") == best["run_id"] or not has_checkpoint(self.client, best["run_id"]):
+            return
+        entry = next((e for e in self.state.trials.values() if e["run_id"] == best["run_id"]), {})
+        variants = self.static.get("variants") or [{"data": {}}]
+        data = variants[min(entry.get("variant", 0), len(variants) - 1)]["data"]
+        version = register(self.client, self.sweep_name, best["run_id"], setting, data,
+                           f"{metric}={best['metrics'][metric]:.4f}; configuration mean over "
+                           f"{len(group.repeats)} repeats: {group.stats(metric)['mean']:.4f}")
+        done[setting] = {"run_id": best["run_id"], "version": version}
+        self.state.save()
+        self.client.set_tag(self.parent_run_id, f"contrasweep.model{'.' + _slug(setting) if setting else ''}",
+                            f"models:/{self.sweep_name}/{version}")
 
     def _outcome(self, trial, entry: dict, status: str) -> str:
         """complete (trained every epoch: a repeat aggregates may count), stopped (the scheduler

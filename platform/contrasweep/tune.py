@@ -182,8 +182,8 @@ def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list) -> d
         "mode": sweep.mode[0],
         "num_labels": prepared[0].num_labels,
         "variants": [
-            {"label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat,
-             "num_labels": p.num_labels, "cache_key": p.key}
+            {"index": v.index, "label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat,
+             "num_labels": p.num_labels, "cache_key": p.key, "sizes": {s: v["n"] for s, v in p.stats.items() if isinstance(v, dict) and "n" in v}}
             for v, p in zip(variants, prepared)
         ],
         "varied": sweep.varied,

@@ -1,0 +1,85 @@
+"""The model registry: each setting's best configuration, represented by the checkpoint of
+its best repeat, is registered under the sweep's name, so a user (or a report) loads it with
+``load_registered(uri, "<sweep>")`` or ``models:/<sweep>@best`` without knowing run ids.
+
+"Best repeat": among the selected group's repeats (``contrasweep.aggregate.select``: best mean
+validation metric), the one with the best validation value itself. Test metrics never choose.
+Each version carries its setting and data as tags; the alias ``best`` (one setting) or
+``best-<setting>`` points at it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from trainables.errors import UserError
+
+SETTING_TAG = "contrasweep.setting"
+DATA_TAG = "contrasweep.data"
+CHECKPOINT_PATH = "best_checkpoint"  # artifact folder of a trial run (tracking._log_checkpoint)
+
+
+def alias_for(setting: str) -> str:
+    """MLflow aliases allow letters, digits, ``_`` and ``-``."""
+    return "best" if not setting else "best-" + re.sub(r"[^A-Za-z0-9_-]+", "-", setting.replace("=", "")).strip("-")
+
+
+def register(client, name: str, run_id: str, setting: str, data: dict, description: str) -> str:
+    """A new version of model ``name`` from ``run_id``'s best checkpoint; returns its version."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        client.create_registered_model(name, tags={"contrasweep.sweep": name},
+                                       description=f"Best configurations of sweep {name!r} (contrasweep).")
+    except MlflowException as exc:
+        if "RESOURCE_ALREADY_EXISTS" not in str(exc.error_code):
+            raise
+    version = client.create_model_version(
+        name, source=f"runs:/{run_id}/{CHECKPOINT_PATH}", run_id=run_id, description=description,
+        tags={SETTING_TAG: setting, DATA_TAG: json.dumps(data, sort_keys=True, default=str)},
+    ).version
+    client.set_registered_model_alias(name, alias_for(setting), version)
+    return str(version)
+
+
+def has_checkpoint(client, run_id: str) -> bool:
+    return any(f.path.endswith("model.pt") for f in client.list_artifacts(run_id, CHECKPOINT_PATH))
+
+
+def registered_versions(client, name: str) -> list:
+    """The versions of model ``name``, newest first ([] when it was never registered)."""
+    return sorted(client.search_model_versions(f"name = '{name}'"), key=lambda v: -int(v.version))
+
+
+def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> str:
+    """A local folder holding the checkpoint of ``name`` at ``version`` (number or alias; by
+    default the alias ``best``, else the newest version)."""
+    import mlflow
+
+    from contrasweep.tracking import get_client
+
+    client = get_client(tracking_uri)
+    found = registered_versions(client, name)
+    if not found:
+        raise UserError(f"no registered model {name!r} in {tracking_uri}; allowed: the name of a finished sweep")
+    registered = client.get_registered_model(name)  # search results carry no aliases; this does
+    aliases = dict(registered.aliases)  # alias -> version
+    if version is None:
+        version = "best" if "best" in aliases else str(found[0].version)
+    number = aliases.get(str(version), str(version))
+    chosen = next((v for v in found if str(v.version) == str(number)), None)
+    if chosen is None:
+        allowed = sorted({str(v.version) for v in found} | set(aliases))
+        raise UserError(f"model {name!r} has no version or alias {version!r}; allowed: {', '.join(allowed)}")
+    # the version's source is runs:/<id>/best_checkpoint: fetch from the run's artifacts (the
+    # registry client would look for the model under the global registry URI, not this one)
+    return mlflow.artifacts.download_artifacts(run_id=chosen.run_id, artifact_path=CHECKPOINT_PATH,
+                                               tracking_uri=tracking_uri)
+
+
+def load_registered(tracking_uri: str, name: str, version: str | None = None):
+    """The registered method, rebuilt by ``trainables.loop.load_trained`` (eval mode, CPU)."""
+    from trainables.loop import load_trained
+
+    return load_trained(checkpoint_dir(tracking_uri, name, version))
