@@ -1,9 +1,11 @@
 """SCL-MOO as a method (scl_moo.txt Sec. 2.2): LS = Eq. 6, EPO's α from the Gram matrix of the
-per-objective gradients, the LP fallback, and α/ℓ1/ℓ2 logged per optimiser step."""
+per-objective gradients, the LP fallback, α/ℓ1/ℓ2 logged per optimiser step, and ℓ1/ℓ2 of a
+split (Eq. 4–5) reported by evaluate and selectable as sweep metrics."""
 
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -12,6 +14,8 @@ import torch.nn.functional as F
 
 import trainables.scl_moo as scl_moo_module
 from trainables.batches import eval_batches, to_device
+from trainables.ce import CrossEntropy
+from trainables.collate import collate_numpy
 from trainables.epo import EpoStep, epo_alpha
 from trainables.losses import scl_moo_objectives
 from trainables.loop import build_method, train
@@ -101,3 +105,75 @@ def test_per_step_series_reach_the_report_with_global_steps(tiny_model_dir, data
         assert all(v >= 0 for _, v in series["moo/l1"] + series["moo/l2"])  # shifted: EPO's premise
         # the epoch mean is reported too
         assert report["train/moo/alpha_1"] == pytest.approx(np.mean([v for _, v in series["moo/alpha_1"]]))
+
+
+# --- evaluate(): ℓ1 and ℓ2 of a split, Eq. 4–5 --------------------------------------------------
+
+
+def context_for(data, tmp_path):
+    from trainables.gather import StageContext
+
+    return StageContext(data["tables"], data["num_labels"], 5, LocalSession(str(tmp_path)), seed=0, epoch=1)
+
+
+def ce_by_hand(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    rows = logits.double().tolist()
+    return sum(math.log(sum(math.exp(v) for v in row)) - row[y] for row, y in zip(rows, labels.tolist())) / len(rows)
+
+
+def test_evaluate_l1_l2_are_eq_4_5_by_hand_over_the_training_sized_batches(tiny_model_dir, data, tmp_path):
+    """Batch size 6 on the 16 validation rows: batches of 6, 6 and 4 rows, in the fixed
+    shuffle. Each batch's ℓ̃pos, ℓ̃neg (Eq. 2–3, from the float64 hand code of
+    test_loss_scl_moo.py), CE, shifted by 1/τ and mixed by λ (Eq. 4–5), then the batch mean."""
+    from test_loss_scl_moo import neg_by_hand, pos_by_hand
+
+    tau, lam = 0.3, 0.4
+    method, _ = make(tiny_model_dir, data, moo="ls", batch_size=6, temperature=tau, lam=lam)
+    method.train()
+    metrics = method.evaluate(context_for(data, tmp_path), "validation")
+    assert method.training  # evaluate restores the mode it found
+    assert list(metrics) == [*CrossEntropy.metric_names, "l1", "l2"]
+
+    table = data["tables"]["validation"]
+    order = np.random.default_rng([scl_moo_module.EVAL_ORDER_SEED, 0]).permutation(table.num_rows)
+    l1s, l2s = [], []
+    method.eval()
+    for start in range(0, len(order), 6):
+        batch = to_device(collate_numpy(table, order[start:start + 6]), torch.device("cpu"))
+        with torch.no_grad():
+            pooled, _ = method.encode(batch)
+            logits = method.classifier(pooled)
+        x, y = pooled.double(), batch["labels"].tolist()
+        assert len(set(y)) == 2 or start == 12  # the shuffle mixes the class-sorted split
+        ce = ce_by_hand(logits, batch["labels"])
+        l1s.append(lam * (pos_by_hand(x, y, tau) + 1 / tau) + (1 - lam) * ce)
+        l2s.append(lam * (neg_by_hand(x, y, tau) + 1 / tau) + (1 - lam) * ce)
+    assert len(l1s) == 3
+    assert metrics["l1"] == pytest.approx(np.mean(l1s), rel=1e-5)
+    assert metrics["l2"] == pytest.approx(np.mean(l2s), rel=1e-5)
+
+
+def test_evaluate_equals_training_step_in_eval_mode_on_one_whole_batch(tiny_model_dir, data, tmp_path):
+    """With batch_size ≥ the split, the split is one batch: evaluate's ℓ1, ℓ2 are the values
+    training_step computes (eval mode) on that batch, and no graph is kept."""
+    method, _ = make(tiny_model_dir, data, moo="epo", r1=0.3, batch_size=64, label_smoothing=0.1)
+    metrics = method.evaluate(context_for(data, tmp_path), "validation")
+    _, whole = next(eval_batches(data["tables"]["validation"], 64))
+    out = method(to_device(whole, torch.device("cpu")))
+    assert metrics["l1"] == pytest.approx(float(out["moo/l1"]), rel=1e-6)
+    assert metrics["l2"] == pytest.approx(float(out["moo/l2"]), rel=1e-6)
+    assert metrics["l1"] >= 0 and metrics["l2"] >= 0  # shifted like the trained objectives
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+
+
+def test_val_l1_and_l2_are_sweep_metrics_and_accuracy_stays_the_default():
+    from contrasweep.spec import validate
+
+    def raw(**sweep):
+        return {"method": "scl_moo", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4},
+                "grid": {"r1": [0.1, 0.9]}, "fixed": {"epochs": 2}, "sweep": {"seeds": [0], **sweep}}
+
+    assert validate(raw()).metric == ["val/accuracy"]
+    assert validate(raw(metric="val/l1", mode="min")).metric == ["val/l1"]
+    both = validate(raw(metric=["val/l1", "val/l2"], mode=["min", "min"], scheduler="none"))
+    assert both.metric == ["val/l1", "val/l2"] and both.mode == ["min", "min"]

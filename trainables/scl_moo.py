@@ -17,7 +17,9 @@ cross-entropy of a linear classifier on the same representation, which also pred
   similarities (``nonneg_shift``), which changes no gradient; LS uses the same shifted values
   so that the logged ℓ1, ℓ2 of both methods are comparable.
 
-Per step, α_1, α_2, ℓ1 and ℓ2 are logged (MLflow ``step/moo/...``) for the Pareto fronts.
+Per step, α_1, α_2, ℓ1 and ℓ2 are logged (MLflow ``step/moo/...``). ``evaluate`` adds the
+split's ℓ1 and ℓ2 (``val/l1``, ``val/l2``, ``test/l1``, ``test/l2``; a sweep may select on them)
+for the Pareto fronts of ``dashboards/moo.py``.
 Cost: EPO takes two extra backward passes per step (one per objective) before the loop's own.
 Under DDP the per-objective gradients and losses are averaged over ranks before the LP, so
 every rank solves the same programme and takes the same α.
@@ -32,12 +34,18 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from trainables.batches import to_device, train_batches
 from trainables.ce import CrossEntropy
 from trainables.epo import epo_alpha
 from trainables.losses import scl_moo_objectives
-from trainables.params import Param
+from trainables.params import LOOP_PARAMS, Param
 
 log = logging.getLogger("contrasweep.scl_moo")
+
+# evaluate() shuffles a split with this fixed seed before cutting it into batches: a split may be
+# stored sorted by class (one-class batches would make ℓ̃neg = 0), and a fixed order measures
+# every epoch and every trial of a sweep on the same batches.
+EVAL_ORDER_SEED = 0
 
 
 class SCLMOO(CrossEntropy):
@@ -51,12 +59,26 @@ class SCLMOO(CrossEntropy):
         "epo_eps": Param("float", 1.0e-4, 0.0, 1.0, help="EPO: non-uniformity above which it balances"),
     }
     step_metrics = ("moo/alpha_1", "moo/alpha_2", "moo/l1", "moo/l2")
+    # after the classification metrics: the default sweep metric stays val/accuracy
+    metric_names = CrossEntropy.metric_names + ("l1", "l2")
 
-    def training_step(self, batch):
+    def __init__(self, encoder, num_labels, hp):
+        super().__init__(encoder, num_labels, hp)
+        # The loop's (global) batch size is not a method parameter, so it is not in self.hp;
+        # evaluate() needs it to cut a split into batches like the ones trained on.
+        size = LOOP_PARAMS["batch_size"]
+        self.train_batch_size = size.coerce("batch_size", hp.get("batch_size", size.default))
+
+    def objectives(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(CE, ℓ1, ℓ2) of one batch, Eq. 4–5 with the 1/τ shift; shared by training and evaluate."""
         pooled, _ = self.encode(batch)
         labels = batch["labels"]
         ce = F.cross_entropy(self.classifier(self.dropout(pooled)), labels, label_smoothing=self.hp["label_smoothing"])
         l1, l2 = scl_moo_objectives(pooled, labels, ce, self.hp["temperature"], self.hp["lam"], shift=True)
+        return ce, l1, l2
+
+    def training_step(self, batch):
+        ce, l1, l2 = self.objectives(batch)
         r = torch.tensor([self.hp["r1"], 1.0 - self.hp["r1"]], dtype=torch.float64)
         if self.hp["moo"] == "ls":
             alpha, fallback, balance = r, 0.0, 0.0
@@ -70,6 +92,46 @@ class SCLMOO(CrossEntropy):
             "moo/alpha_1": torch.tensor(float(alpha[0])), "moo/alpha_2": torch.tensor(float(alpha[1])),
             "moo/lp_fallback": torch.tensor(fallback), "moo/balance_step": torch.tensor(balance),
         }
+
+    def evaluate(self, context, split):
+        """The classification metrics of ``predict`` plus ``l1`` and ``l2``: ℓ1 and ℓ2 (Eq. 4–5,
+        shifted by 1/τ like the trained and logged values, so ``val/l1`` compares with
+        ``train/moo/l1`` and EPO's ray r1·ℓ1 = r2·ℓ2 of Eq. 7 is stated on the same numbers).
+
+        ℓ̃pos and ℓ̃neg (Eq. 2–3) are defined on a mini-batch (the paper's ℓ_j, Eq. 1, is their
+        expectation over batches), so the split's value is a batch-mean estimate: the mean over
+        the split's batches of each batch's ℓ1 / ℓ2. The batches are cut exactly as training
+        cuts them (``train_batches``: the loop's ``batch_size``, split over the DDP ranks, each
+        rank computing its shard's terms), because the in-batch log-mean-exps depend on how many
+        positives and negatives a batch holds: any other size would estimate another quantity.
+        Every batch weighs the same, the short last one too (as in the epoch's training mean),
+        and CE is the trained one (label smoothing included). The order is a fixed shuffle (``EVAL_ORDER_SEED``), the method is in eval mode (no
+        dropout) and nothing is differentiated. Costs one more forward pass over the split.
+        """
+        metrics = super().evaluate(context, split)
+        metrics.update(self.objective_means(context.tables[split], context.session))
+        return metrics
+
+    @torch.no_grad()
+    def objective_means(self, table, session) -> dict[str, float]:
+        """{"l1", "l2"}: each objective's mean over the batches of ``table`` (see ``evaluate``);
+        every rank gets the same numbers. NaN for an empty split."""
+        was_training = self.training
+        self.eval()
+        per_batch = []
+        try:
+            for batch in train_batches(table, self.train_batch_size, EVAL_ORDER_SEED, 0, session.rank, session.world_size):
+                _, l1, l2 = self.objectives(to_device(batch, session.device))
+                per_batch.append(torch.stack([l1, l2]).float())
+        finally:
+            self.train(was_training)
+        sums = torch.stack(per_batch).double().sum(0).cpu().tolist() if per_batch else [0.0, 0.0]
+        # the mean over every rank's batches, as the loop averages training losses
+        gathered = session.all_gather((sums, len(per_batch)))
+        steps = sum(n for _, n in gathered)
+        if not steps:
+            return {"l1": float("nan"), "l2": float("nan")}
+        return {name: sum(part[j] for part, _ in gathered) / steps for j, name in enumerate(("l1", "l2"))}
 
     def epo_weights(self, losses: torch.Tensor, r: torch.Tensor):
         """α from the EPO LP on the Gram matrix of the per-objective gradients."""
