@@ -102,6 +102,10 @@ def test_config_defaults_are_normalised(toy_csv):
         ({"validation_fraction": 0.5, "test_fraction": 0.5}, ["allowed: a sum below 1"]),
         ({"protocol": "num_classes", "num_classes": 2, "classes": ["a", "b"]}, ["exclusive"]),
         ({"protocol": "max_per_class", "max_per_class": True}, ["data.max_per_class must be an integer >= 1"]),
+        ({"dev_test_fraction": 1.0}, ["data.dev_test_fraction must be a number in (0, 1), got 1.0"]),
+        ({"dev_test_fraction": 0.5, "test_fraction": 0.2}, ["data.test_fraction does not apply with data.dev_test_fraction"]),
+        ({"dev_validation_max": 500}, ["data.dev_validation_max needs data.dev_test_fraction"]),
+        ({"dev_test_fraction": 0.5, "dev_validation_max": 0}, ["data.dev_validation_max must be an integer >= 1, got 0"]),
     ],
 )
 def test_config_errors_are_one_line(toy_csv, extra, fragments):
@@ -190,6 +194,74 @@ def test_split_seed_changes_the_automatic_split(run, toy_csv):
     a, b = run(source=toy_csv), run(source=toy_csv, split_seed=1)
     assert a.key != b.key
     assert _row_set(load_splits(a.path)["test"]) != _row_set(load_splits(b.path)["test"])
+
+
+# --- the dev rule: validation and test from the source's dev split (SCL-MOO Sec. 3) ---------
+
+
+def _dev_source(tmp_path):
+    """train 40 (20 + 20), dev 40 (24 + 16), a labelled test of 10: as parquet files."""
+    rows = [{"text": _text(i), "label": "ab"[i % 2]} for i in range(40)]
+    dev = [{"text": _text(100 + i), "label": "ab"[int(i >= 24)]} for i in range(40)]
+    test = [{"text": _text(200 + i), "label": "ab"[i % 2]} for i in range(10)]
+    paths = {}
+    for split, part in (("train", rows), ("validation", dev), ("test", test)):
+        paths[split] = str(tmp_path / f"dev_{split}.parquet")
+        pq.write_table(pa.Table.from_pylist(part), paths[split])
+    return paths
+
+
+def test_dev_rule_test_is_half_the_dev_split_validation_the_rest_capped(run, tmp_path):
+    paths = _dev_source(tmp_path)
+    prep = run(source=paths, dev_test_fraction=0.5, dev_validation_max=10)
+    plain = run(source=paths)
+    assert _per_class(prep, "test") == {"a": 12, "b": 8}  # half of each class of the dev split
+    assert _per_class(prep, "validation") == {"a": 6, "b": 4}  # the other half, cut to 10 rows, stratified
+    assert prep.stats["train"] == plain.stats["train"]  # the source's train split, untouched
+    splits, plain_splits = load_splits(prep.path), load_splits(plain.path)
+    dev = _row_set(plain_splits["validation"])
+    assert _row_set(splits["test"]) <= dev and _row_set(splits["validation"]) <= dev
+    assert not _row_set(splits["test"]) & _row_set(splits["validation"])
+    assert not _row_set(splits["test"]) & _row_set(plain_splits["test"])  # the source's own test is not used
+    uncapped = run(source=paths, dev_test_fraction=0.5)
+    assert _per_class(uncapped, "validation") == {"a": 12, "b": 8}
+    assert prep.key != uncapped.key != plain.key
+
+
+def test_dev_rule_with_few_shot_keeps_the_dev_validation_and_draws_the_same_train_rows(run, tmp_path):
+    paths = _dev_source(tmp_path)
+    prep = run(source=paths, protocol="few_shot", n_total=6, dev_test_fraction=0.5, dev_validation_max=10)
+    lacon_rule = run(source=paths, protocol="few_shot", n_total=6)
+    assert _per_class(prep, "train") == {"a": 3, "b": 3}
+    assert _per_class(prep, "validation") == {"a": 6, "b": 4} and prep.stats["test"]["n"] == 20
+    assert _per_class(lacon_rule, "validation") == {"a": 3, "b": 3}  # without the rule: drawn from train
+    assert load_splits(prep.path)["train"].equals(load_splits(lacon_rule.path)["train"])
+    # without a validation draw the whole class may be used for training
+    assert _per_class(run(source=paths, protocol="few_shot", k=20, dev_test_fraction=0.5), "train") == {"a": 20, "b": 20}
+    with pytest.raises(DataError) as excinfo:
+        run(source=paths, protocol="few_shot", k=21, dev_test_fraction=0.5)
+    _one_line_error(excinfo, "needs 21 training rows of class 'a', it has 20", "allowed: k <= 20")
+
+
+def test_dev_rule_without_a_dev_split_carves_one_from_train(run, toy_csv):
+    prep = run(source=toy_csv, validation_fraction=0.4, dev_test_fraction=0.5)
+    # dev = 40 % of each class (24, 16, 12), half of it test, the rest validation; no test_fraction carve
+    assert _per_class(prep, "test") == {"apple": 12, "banana": 8, "cherry": 6}
+    assert _per_class(prep, "validation") == {"apple": 12, "banana": 8, "cherry": 6}
+    assert _per_class(prep, "train") == {"apple": 36, "banana": 24, "cherry": 18}
+    splits = load_splits(prep.path)
+    all_rows = [_row_set(t) for t in splits.values()]
+    assert sum(map(len, all_rows)) == len(set().union(*all_rows)) == 130  # disjoint, complete
+    with pytest.raises(DataError) as excinfo:
+        run(source=toy_csv, validation_fraction=0.4, dev_test_fraction=0.5, dev_validation_max=2)
+    _one_line_error(excinfo, "data.dev_validation_max=2 is smaller than the 3 classes", "allowed: dev_validation_max >= 3")
+
+
+def test_dev_rule_keys_stay_out_of_the_config_while_unset(toy_csv):
+    plain = DataConfig.from_dict({"source": toy_csv})
+    assert "dev_test_fraction" not in plain.to_dict() and "dev_validation_max" not in plain.key_dict()
+    dev = DataConfig.from_dict({"source": toy_csv, "dev_test_fraction": "0.5", "dev_validation_max": 500})
+    assert (dev.to_dict()["dev_test_fraction"], dev.to_dict()["dev_validation_max"]) == (0.5, 500)
 
 
 def test_imbalance_minority_and_majority_counts(run, toy_csv):

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 EXTRA = {
     "lacon.yaml": ["fixed.heads=2"],  # heads must divide the tiny model's width (32)
+    "lacon_fusion.yaml": ["fixed.heads=2"],
     "scl_moo.yaml": ["grid.moo=[epo]"],  # after the reported (LS) point, an EPO point
     "supcl_seq.yaml": ["fixed.batch_size=8"],
     **{f"{m}_small.yaml": ["fixed.batch_size=8", "fixed.eval_kmeans_runs=2", "fixed.probe_splits=1", "fixed.probe_iterations=20"]
@@ -26,7 +27,8 @@ EXTRA["abalone_small.yaml"] = ["data={task: multilabel, source: bbc_multilabel, 
                                "fixed.batch_size=8"]
 
 
-@pytest.mark.parametrize("name", ["ce_scl.yaml", "lacon.yaml", "supcl_seq.yaml", "scl_moo.yaml", "simcse_small.yaml", "vascl_small.yaml",
+@pytest.mark.parametrize("name", ["ce_scl.yaml", "lacon.yaml", "lacon_fusion.yaml", "supcl_seq.yaml", "scl_moo.yaml",
+                                  "simcse_small.yaml", "vascl_small.yaml",
                                   "abalone_small.yaml"])
 def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, cache_dir, tmp_path):
     from contrasweep import spec, sweeps, tune

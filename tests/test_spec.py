@@ -43,18 +43,33 @@ def test_ce_yaml_grid_is_lacon_section_3_1():
     assert len({tuple(sorted(c.items())) for c in configs}) == 15  # reported point not duplicated
 
 
-def test_lacon_yaml_is_section_4_4():
-    sweep = load_spec(ROOT / "search_spaces" / "lacon.yaml")
+@pytest.mark.parametrize("name, fusion", [("lacon.yaml", False), ("lacon_fusion.yaml", True)])
+def test_lacon_yaml_is_section_3_1_crossed_with_section_4_4(name, fusion):
+    sweep = load_spec(ROOT / "search_spaces" / name)
     assert sweep.grid["temperature"] == pytest.approx([0.05 * i for i in range(1, 11)])
     assert sweep.grid["lam"] == pytest.approx([0.1 * i for i in range(1, 11)])
+    assert sweep.grid["lr"] == [1e-5, 2e-5, 3e-5] and sweep.grid["batch_size"] == [8, 16, 32, 64, 96]  # Sec. 3.1
     assert sweep.search["lr"] == {"choice": [1e-5, 2e-5, 3e-5]}
     assert sweep.search["batch_size"] == {"choice": [8, 16, 32, 64, 96]}
-    assert sweep.fixed == {"heads": 6, "epochs": 10, "warmup_ratio": 0.06}
+    fixed = {"heads": 6, "epochs": 10, "lr_schedule": "linear", "warmup_ratio": 0.06}
+    assert sweep.fixed == ({"fusion": True, "fusion_window": 3, **fixed} if fusion else fixed)
     assert sweep.reported == {"temperature": 0.1}
+    assert sweep.data["validation_fraction"] == 0.05 and sweep.data["protocol"] == "max_per_class"  # Sec. 3.1, fn. 1
+    assert sweep.seeds == list(range(10))  # Sec. 3.1: 10 runs
+    points = sweep.grid_points()
+    # the reported point (τ 0.1; λ, lr, batch at their defaults 0.5, 2e-5, 32) is that grid point: run once, first
+    assert len(points) == 3 * 5 * 10 * 10 and points[0] == {**sweep.fixed, "temperature": 0.1}
+    assert {**sweep.fixed, "temperature": 0.1, "lam": 0.5, "lr": 2e-5, "batch_size": 32} not in points
     configs = sweep.grid_configs()
-    # the reported point (τ 0.1, λ at its default 0.5) is the grid point (0.1, 0.5): run once, first
-    assert len(configs) == 100 and configs[0] == {"heads": 6, "epochs": 10, "warmup_ratio": 0.06, "temperature": 0.1, "seed": 0}
-    assert {"heads": 6, "epochs": 10, "warmup_ratio": 0.06, "temperature": 0.1, "lam": 0.5, "seed": 0} not in configs
+    assert len(configs) == 15000 and [c["seed"] for c in configs[:10]] == list(range(10))
+
+
+def test_lacon_few_shot_override_is_section_4_1():
+    sweep = load_spec(ROOT / "search_spaces" / "lacon.yaml", [
+        "data.protocol=few_shot", "data.k=[10, 20, 50, 100]", "fixed.epochs=20",
+        "data.seed=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]", "sweep.seeds=[0]"])
+    assert sweep.fixed["epochs"] == 20 and len(sweep.variants) == 40 and sweep.repeats == 40
+    assert {v.data["k"] for v in sweep.variants} == {10, 20, 50, 100}
 
 
 ODD = [0.1, 0.3, 0.5, 0.7, 0.9]
@@ -63,23 +78,32 @@ ODD = [0.1, 0.3, 0.5, 0.7, 0.9]
 def test_supcl_seq_yaml_is_table_1_and_4():
     sweep = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml")
     table_1 = [[0.0, 0.1, 0.2, 0.3, 0.4], [0.0, 0.1, 0.2, 0.3], [0.0, 0.1, 0.2], [0.0, 0.1], [0.1, 0.1]]
-    assert sweep.grid == {"dropouts": table_1, "lr": [5e-5, 1e-4]}
-    assert sweep.search["dropouts"] == {"choice": table_1}
-    assert sweep.fixed == {"temperature": 0.05, "batch_size": 48, "epochs": 5}
+    table_4 = [[0.0, 0.05, 0.1, 0.2], [0.0, 0.2], [0.0, 0.2, 0.3, 0.4, 0.5]]  # the sets Table 1 lacks
+    assert sweep.grid == {"dropouts": table_1 + table_4, "lr": [5e-5, 1e-4]}
+    assert sweep.search["dropouts"] == {"choice": table_1 + table_4}
+    assert sweep.fixed == {"temperature": 0.05, "batch_size": 480, "epochs": 5}  # Table 1's batch for [0.0, 0.1, 0.2]
     assert sweep.reported == {"dropouts": [0.0, 0.1, 0.2], "lr": 1e-4}
     configs = sweep.grid_configs()
-    # 10 grid points, the reported one (a grid point) first and not twice
-    assert len(configs) == 10 and configs[0] == {**sweep.fixed, **sweep.reported, "seed": 0}
+    # 16 grid points, the reported one (a grid point) first and not twice
+    assert len(configs) == 16 and configs[0] == {**sweep.fixed, **sweep.reported, "seed": 0}
+    # Table 1 exactly: one sweep per dropout set at its own batch size (the header's loop)
+    one = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml",
+                    ["grid.dropouts=[[0.1,0.1]]", "fixed.batch_size=256", "reported={}"])
+    assert [(c["dropouts"], c["batch_size"]) for c in one.grid_points()] == [([0.1, 0.1], 256)] * 2
 
 
 def test_scl_moo_yaml_is_section_3():
     sweep = load_spec(ROOT / "search_spaces" / "scl_moo.yaml")
     assert sweep.grid == {"temperature": ODD, "lam": ODD, "r1": ODD, "moo": ["ls", "epo"]}
     assert sweep.reported == {"temperature": 0.3, "lam": 0.3, "r1": 0.1}
-    assert sweep.fixed == {"lr": 1e-5, "batch_size": 16, "classifier_dropout": 0.1}
+    assert sweep.fixed == {"lr": 1e-5, "batch_size": 16, "classifier_dropout": 0.1, "epochs": 10}
     configs = sweep.grid_configs()
     # reported point = (0.3, 0.3, 0.1) with the default solver (ls): a grid point, run first once
     assert len(configs) == 250 and configs[0]["r1"] == 0.1 and "moo" not in configs[0]
+    # N = 20, 50, 100 in all (settings) × 10 seeds (repeats); test and validation from the dev split
+    assert {v.data["n_total"] for v in sweep.variants} == {20, 50, 100} and len(sweep.variants) == 30
+    assert {v.label for v in sweep.variants[:10]} == {f"n_total=20 seed={i}" for i in range(10)}
+    assert (sweep.data["dev_test_fraction"], sweep.data["dev_validation_max"]) == (0.5, 500)
 
 
 def test_ce_scl_yaml_grid():
@@ -93,8 +117,13 @@ def test_vascl_and_simcse_yaml_are_app_a():
     vascl = load_spec(ROOT / "search_spaces" / "vascl.yaml")
     assert {k: vascl.fixed[k] for k in ("lr", "head_lr", "head_dim", "batch_size", "epochs", "lr_schedule")} == {
         "lr": 5e-6, "head_lr": 5e-4, "head_dim": 128, "batch_size": 1024, "epochs": 5, "lr_schedule": "constant"}
-    assert vascl.grid == {"delta": [15.0, 30.0]} and vascl.reported == {"delta": 15.0}
-    assert vascl.metric == ["val/cluster_acc"]
+    # App. A: Δ is set by model size (15 base, 30 large), not searched; one configuration
+    assert vascl.grid == {} and vascl.search == {} and vascl.reported == {} and vascl.fixed["delta"] == 15.0
+    assert len(vascl.grid_points()) == 1 and vascl.metric == ["val/cluster_acc"]
+    # App. A's model selection on STS-B dev, when the pairs are given
+    with_sts = load_spec(ROOT / "search_spaces" / "vascl.yaml",
+                         ["evaluation.sts=hub:mteb/stsbenchmark-sts", "sweep.metric=val/sts_spearman"])
+    assert with_sts.metric == ["val/sts_spearman"]
     simcse = load_spec(ROOT / "search_spaces" / "simcse.yaml")
     assert simcse.grid == {"lr": [1e-5, 3e-5]} and simcse.reported == {"lr": 3e-5}
     assert simcse.fixed["batch_size"] == 1024 and simcse.fixed["epochs"] == 5 and simcse.fixed["temperature"] == 0.05
@@ -113,13 +142,20 @@ def test_representation_methods_default_to_clustering_accuracy(tmp_path):
         validate(raw)
 
 
-def test_abalone_yaml_is_section_4_and_app_a():
+def test_abalone_yaml_is_table_2_and_app_a():
     sweep = load_spec(ROOT / "search_spaces" / "abalone.yaml")
-    assert sweep.grid["loss"] == ["msc", "base", "bqueue", "bqproto", "bce", "focal", "asl"]
-    assert sweep.grid["lr"] == [5e-5, 2e-5] and sweep.search["temperature"] == {"choice": [0.07, 0.1, 0.2]}
+    # Table 2: the contrastive losses × three temperatures × three seeds, both Sec. 4.3 rates, 80 epochs (App. A)
+    assert sweep.grid == {"loss": ["msc", "base", "bqueue", "bqproto"], "temperature": [0.07, 0.1, 0.2],
+                          "lr": [5e-5, 2e-5], "epochs": [80]}
+    assert sweep.seeds == [0, 1, 2] and sweep.search["temperature"] == {"choice": [0.07, 0.1, 0.2]}
+    assert len(sweep.grid_points()) == 24 and sweep.grid_points()[0]["loss"] == "msc"
     assert {k: sweep.fixed[k] for k in ("queue_size", "momentum", "beta", "batch_size", "proj_dim")} == {
         "queue_size": 512, "momentum": 0.999, "beta": 0.1, "batch_size": 32, "proj_dim": 256}
     assert sweep.metric == ["val/micro_f1"] and sweep.data["task"] == "multilabel"
+    # the BCE-family baselines (App. A: epochs from {10, 40, 80}) with the header's override
+    bce = load_spec(ROOT / "search_spaces" / "abalone.yaml",
+                    ["reported={}", "grid={loss: [bce, focal, asl], lr: [5.0e-5, 2.0e-5], epochs: [10, 40, 80]}"])
+    assert len(bce.grid_points()) == 18 and {p["epochs"] for p in bce.grid_points()} == {10, 40, 80}
 
 
 def test_list_valued_choice_travels_through_optuna_as_text(tmp_path):

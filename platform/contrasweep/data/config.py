@@ -24,7 +24,11 @@ MAX_SEED = 2**32 - 1  # numpy's RandomState accepts seeds up to this
 COMMON_KEYS = (
     "source", "text", "text_pair", "label",
     "split_seed", "validation_fraction", "test_fraction", "protocol", "seed",
+    "dev_test_fraction", "dev_validation_max",
 )
+# Keys that are left out of ``to_dict`` (and so of the cache key) while unset, so that data
+# sections written before they existed keep their cache entries.
+OPTIONAL_KEYS = ("dev_test_fraction", "dev_validation_max")
 PROTOCOL_KEYS = {
     "full": (),
     "max_per_class": ("max_per_class",),
@@ -51,6 +55,8 @@ class DataConfig:
     split_seed: int = 0
     validation_fraction: float = 0.1
     test_fraction: float = 0.2
+    dev_test_fraction: float | None = None  # splits.dev_splits: test and validation from the dev split
+    dev_validation_max: int | None = None
     protocol: str = "full"
     seed: int = 0
     max_per_class: int | None = None  # None: LaCon Sec. 3.1 rule, resolved once C is known
@@ -89,6 +95,9 @@ class DataConfig:
     def to_dict(self) -> dict[str, Any]:
         """Normalised config: common keys plus the selected protocol's keys (for logging)."""
         out = {k: v for k, v in asdict(self).items() if k in COMMON_KEYS or k in PROTOCOL_KEYS[self.protocol]}
+        for key in OPTIONAL_KEYS:
+            if out.get(key) is None:
+                out.pop(key, None)
         for key in ("minority_classes", "classes"):
             if out.get(key) is not None:
                 out[key] = list(out[key])
@@ -166,8 +175,18 @@ def _common(d: Mapping[str, Any]) -> dict[str, Any]:
         "validation_fraction": _fraction(d, "validation_fraction", 0.1),
         "test_fraction": _fraction(d, "test_fraction", 0.2),
         "seed": _int(d, "seed", 0, lo=0, hi=MAX_SEED),
+        "dev_test_fraction": _fraction(d, "dev_test_fraction", None) if d.get("dev_test_fraction") is not None else None,
+        "dev_validation_max": _int(d, "dev_validation_max", None, lo=1),
     }
-    if out["validation_fraction"] + out["test_fraction"] >= 1.0:
+    if out["dev_test_fraction"] is not None:
+        # the dev rule (splits.dev_splits): test comes from the dev split, never from train
+        if d.get("test_fraction") is not None:
+            raise DataError("data.test_fraction does not apply with data.dev_test_fraction (the test split is that "
+                            "fraction of the dev split); allowed: one of them")
+    elif out["dev_validation_max"] is not None:
+        raise DataError("data.dev_validation_max needs data.dev_test_fraction; allowed: both (SCL-MOO Sec. 3: "
+                        "dev_test_fraction 0.5, dev_validation_max 500) or neither")
+    elif out["validation_fraction"] + out["test_fraction"] >= 1.0:
         raise DataError(
             f"data.validation_fraction + data.test_fraction = "
             f"{out['validation_fraction'] + out['test_fraction']:g}; allowed: a sum below 1 (train needs rows)"

@@ -46,8 +46,11 @@ def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
     With ``n_total`` instead of ``k``: N training rows in all, stratified (SCL-MOO Sec. 3: "20,
     50, 100 labeled examples"), each class getting its share of the pool by largest remainder
     (``stratified_counts``), and a validation set of the same per-class sizes drawn the same way.
-    SCL-MOO builds its validation set from the original validation split instead (500 rows);
-    we keep LaCon's rule so that one protocol holds both, and say so here."""
+
+    With ``dev_test_fraction`` (the dev rule, ``splits.dev_splits``; SCL-MOO Sec. 3 builds its
+    validation set from the original validation split: "500 examples") the validation split
+    already comes from the dev split and is kept; only the training rows are drawn here (the
+    same rows as without the rule, for the same seed)."""
     labels = labels_of(splits["train"])
     counts = np.bincount(labels, minlength=len(names))
     if cfg.n_total is not None:
@@ -56,17 +59,26 @@ def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
     else:
         per_class = np.full(len(names), cfg.k)
         what = f"k={cfg.k}"
+    keep_validation = cfg.dev_test_fraction is not None
     for c, n in enumerate(counts):
-        if n < 2 * per_class[c]:
+        if keep_validation and n < per_class[c]:
+            allowed = f"k <= {int(counts.min())}" if cfg.n_total is None else "a smaller n_total"
+            raise DataError(f"few_shot {what} needs {per_class[c]} training rows of class {names[c]!r}, "
+                            f"it has {n}; allowed: {allowed}")
+        if not keep_validation and n < 2 * per_class[c]:
             allowed = f"k <= {int(counts.min()) // 2}" if cfg.n_total is None else "a smaller n_total"
             raise DataError(
                 f"few_shot {what} needs {2 * per_class[c]} training rows of class {names[c]!r} "
                 f"({per_class[c]} for train + {per_class[c]} for validation), it has {n}; allowed: {allowed}"
             )
-    sizes = {c: [int(per_class[c]), int(per_class[c])] for c in range(len(names))}
-    train, validation = draw_per_class(labels, sizes, cfg.seed)
+    chunks = 1 if keep_validation else 2
+    sizes = {c: [int(per_class[c])] * chunks for c in range(len(names))}
+    train, *validation = draw_per_class(labels, sizes, cfg.seed)
     pool = splits["train"]
-    return {**splits, "train": take(pool, train), "validation": take(pool, validation)}, names
+    out = {**splits, "train": take(pool, train)}
+    if validation:
+        out["validation"] = take(pool, validation[0])
+    return out, names
 
 
 def imbalance(splits: Splits, names: list[str], cfg: DataConfig):

@@ -7,6 +7,9 @@ stratified, seeded split (``split_seed``): ``test_fraction`` of the train rows o
 go to test and ``validation_fraction`` to validation (both fractions of the same pool,
 carved in one pass; the rest stays train). A single-file source or a bundled corpus thus
 becomes 70/10/20 by default.
+
+With ``dev_test_fraction`` the dev rule applies instead (``dev_splits``): validation and test
+both come from the source's development (validation) split, as in SCL-MOO Sec. 3.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pyarrow as pa
 
 from contrasweep.data.config import DataConfig
 from contrasweep.data.sources import RawData
+from contrasweep.errors import DataError
 
 
 def round_half_up(x: float) -> int:
@@ -59,6 +63,8 @@ def stratified_split(labels: np.ndarray, fractions: Sequence[float], seed: int) 
 def make_splits(raw: RawData, cfg: DataConfig) -> dict[str, pa.Table]:
     """Return ``{"train", "validation", "test"}`` tables (module docstring has the rule)."""
     splits = dict(raw.splits)
+    if cfg.dev_test_fraction is not None:
+        return dev_splits(splits, cfg)
     missing = [s for s in ("validation", "test") if s not in splits or splits[s].num_rows == 0]
     if not missing:
         return splits
@@ -69,3 +75,36 @@ def make_splits(raw: RawData, cfg: DataConfig) -> dict[str, pa.Table]:
         splits[split] = take(train, indices)
     splits["train"] = take(train, rest)
     return splits
+
+
+def dev_splits(splits: dict[str, pa.Table], cfg: DataConfig) -> dict[str, pa.Table]:
+    """The dev rule. SCL-MOO Sec. 3 (few-shot, "similar to" Gunel et al.): "we sample 500
+    examples from the original validation set of each dataset to build our validation set, and
+    half of the validation to build the test set". Here: the source's validation split is the
+    dev split; ``dev_test_fraction`` of each of its classes (``stratified_split``, seeded by
+    ``split_seed``) becomes the test split; the rest is the validation split, cut down to
+    ``dev_validation_max`` rows when it has more (stratified by largest remainder, the same
+    seed), so the two are disjoint. The train split is the source's train split, untouched (a
+    few-shot protocol samples it afterwards). A labelled test split of the source is not used.
+    A source without a dev split (a single file, a bundled corpus) first gives
+    ``validation_fraction`` of its train rows per class to a dev split."""
+    from contrasweep.data.protocols import draw_per_class, stratified_counts  # protocols imports this module
+
+    train = splits["train"]
+    dev = splits.get("validation")
+    if dev is None or dev.num_rows == 0:
+        rest, carved = stratified_split(labels_of(train), [cfg.validation_fraction], cfg.split_seed)
+        train, dev = take(train, rest), take(train, carved)
+    keep, test = stratified_split(labels_of(dev), [cfg.dev_test_fraction], cfg.split_seed)
+    cap = cfg.dev_validation_max
+    if cap is not None and len(keep) > cap:
+        labels = labels_of(dev)[keep]
+        counts = np.bincount(labels)
+        classes = int((counts > 0).sum())
+        if cap < classes:
+            raise DataError(f"data.dev_validation_max={cap} is smaller than the {classes} classes of the dev split; "
+                            f"allowed: dev_validation_max >= {classes}")
+        per_class = stratified_counts(counts, cap)
+        (chosen,) = draw_per_class(labels, {c: [int(n)] for c, n in enumerate(per_class)}, cfg.split_seed)
+        keep = keep[chosen]
+    return {"train": train, "validation": take(dev, keep), "test": take(dev, test)}
