@@ -120,6 +120,7 @@ def test_run_name_tags_and_groups():
 
     class Prepared:
         num_labels, key = 5, "abc"
+        stats = {"train": {"n": 10}, "validation": {"n": 10}, "test": {"n": 20}}
 
     class Folder:
         train_dir = "/tmp/unused"

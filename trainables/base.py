@@ -93,5 +93,15 @@ class Method(nn.Module):
     def evaluate(self, context: StageContext, split: str) -> dict[str, float]:
         return classification_evaluate(self, context.tables[split], context.num_labels, context.eval_batch_size, context.session)
 
+    def instance_embeddings(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The representation a report plots (t-SNE): the pooled encoder output unless the
+        method classifies in another space (LaCon: the head's output, where its labels live)."""
+        return self.encode(batch)[0]
+
+    def label_embeddings(self) -> torch.Tensor | None:
+        """``[C, d]`` label vectors in the space of ``instance_embeddings``, for methods that
+        learn them (LaCon's W_emb); None otherwise."""
+        return None
+
     def second_stage(self, context: StageContext) -> dict[str, float] | None:
         return None

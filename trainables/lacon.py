@@ -82,6 +82,12 @@ class LaCon(Method):
         self.label_emb = nn.Parameter(torch.randn(num_labels, d) * 0.02)  # W_emb, random init (Sec. 2.1)
         self.fusion = LabelFusion(num_labels, self.hp["fusion_window"]) if self.hp["fusion"] else None
 
+    def instance_embeddings(self, batch) -> torch.Tensor:
+        return self.represent(batch)  # H_x: the space where Eq. 8 compares instances with labels
+
+    def label_embeddings(self) -> torch.Tensor:
+        return self.label_emb.detach()
+
     def represent(self, batch) -> torch.Tensor:
         pooled, tokens = self.encode(batch)
         if self.fusion is not None:

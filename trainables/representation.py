@@ -42,6 +42,9 @@ class RepresentationMethod(Method):
         "probe_iterations": Param("int", 1000, 1, 1000000, help="probe iterations (Sec. 4.2.1: 1000)"),
     }
 
+    def instance_embeddings(self, batch) -> torch.Tensor:
+        return self.representation(batch)
+
     def representation(self, batch) -> torch.Tensor:
         """e: what is evaluated (the pooled encoder output; heads are for training only)."""
         return self.encode(batch)[0]

@@ -37,6 +37,7 @@ class Group:
     config: str
     hp: dict[str, str]  # the configuration's hyperparameters (MLflow params, seed left out)
     size: int  # repeats expected
+    info: dict[str, str] = field(default_factory=dict)  # method, dataset, protocol (the runs' tags)
     outcomes: dict[str, int] = field(default_factory=dict)  # complete / stopped / failed -> count
     repeats: list[dict[str, Any]] = field(default_factory=list)  # per run: run_id, seeds, metrics
 
@@ -76,6 +77,7 @@ def groups_of(runs: list) -> list[Group]:
         group = out.setdefault(key, Group(
             group=key, setting=tags.get("contrasweep.setting", ""), config=tags.get("contrasweep.config", key),
             hp=hp, size=int(tags.get("contrasweep.group_size", 0)),
+            info={k: tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol") if f"contrasweep.{k}" in tags},
         ))
         outcome = tags.get("contrasweep.outcome") or ("complete" if run.info.status == "FINISHED" else "failed")
         group.add(outcome, {

@@ -1,4 +1,4 @@
-"""``contrasweep``: run, resume, list sweeps and open the MLflow UI.
+"""``contrasweep``: run, resume, list and report sweeps, and open the MLflow UI.
 
 User errors print one line (``contrasweep: error: ...``) and exit with status 2, without a
 traceback; a sweep interrupted that way loses nothing already finished (resume it).
@@ -33,6 +33,14 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
 
     sub.add_parser("list", help="list sweeps and their status")
+
+    report = sub.add_parser("report", help="tables, curves, fronts and t-SNE of a sweep (HTML, logged to MLflow)")
+    report.add_argument("name", help="the sweep to report on")
+    report.add_argument("--compare", nargs="+", default=[], metavar="OTHER", help="more sweeps in the same tables and curves")
+    report.add_argument("--baseline", help="the sweep p-values are computed against (default: the first ce sweep)")
+    report.add_argument("--tracking-uri", help="MLflow tracking URI (default: the sweep's own, else sqlite ./mlflow.db)")
+    report.add_argument("--out", help="folder for report.html and its files (default: <sweep folder>/report)")
+    report.add_argument("--no-tsne", action="store_true", help="skip the t-SNE of the registered model")
 
     ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1")
     ui.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite ./mlflow.db)")
@@ -71,7 +79,10 @@ def cmd_run(args) -> int:
 
     root = sweeps.sweeps_root(args.root)
     results = run(sweep, name, root, args.tracking_uri, args.address)
-    return _summary(results, sweep.metric[0], sweep.mode[0], name, sweeps.open_existing(root, name).meta()["status"], sweep)
+    status = sweeps.open_existing(root, name).meta()["status"]
+    code = _summary(results, sweep.metric[0], sweep.mode[0], name, status, sweep)
+    _auto_report(root, name, status)
+    return code
 
 
 def _smoke(sweep) -> None:
@@ -100,7 +111,49 @@ def cmd_resume(args) -> int:
     results = resume(args.name, root, args.address)
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep = validate(sweep_dir.spec())
-    return _summary(results, sweep.metric[0], sweep.mode[0], args.name, sweep_dir.meta()["status"], sweep)
+    status = sweep_dir.meta()["status"]
+    code = _summary(results, sweep.metric[0], sweep.mode[0], args.name, status, sweep)
+    _auto_report(root, args.name, status)
+    return code
+
+
+def _auto_report(root, name: str, status: str) -> None:
+    """A finished sweep gets its report at once (logged to its parent run); a report that
+    fails never fails the sweep: one line says so and how to retry."""
+    if status != "finished":
+        return
+    from contrasweep import sweeps
+
+    sweep_dir = sweeps.open_existing(root, name)
+    try:
+        from dashboards.report import build
+
+        built = build(sweep_dir.meta()["tracking_uri"], name, sweep_dir.path / "report")
+    except Exception as exc:  # noqa: BLE001 - the sweep's results are safe in MLflow either way
+        print(f"[contrasweep] report not written ({type(exc).__name__}: {exc}); retry with: contrasweep report {name}",
+              file=sys.stderr, flush=True)
+        return
+    print(f"[contrasweep] report: {built.html_path} (also in MLflow: parent run → Artifacts → report/)", flush=True)
+
+
+def cmd_report(args) -> int:
+    from contrasweep import sweeps
+    from contrasweep.tracking import default_tracking_uri
+    from dashboards.report import build
+
+    from contrasweep.spec import _name
+
+    root = sweeps.sweeps_root(args.root)
+    folder = root / _name(args.name)  # a name, never a path (no reading outside the root)
+    meta = sweeps.SweepDir(folder).meta()
+    uri = args.tracking_uri or meta.get("tracking_uri") or default_tracking_uri()
+    out = args.out or (folder / "report" if meta else f"report-{args.name}")
+    built = build(uri, args.name, out, compare=tuple(args.compare), baseline=args.baseline, tsne=not args.no_tsne)
+    print(built.main.title)
+    print(built.main.text())
+    print(f"[contrasweep] report: {built.html_path} ({len(built.sections)} sections; logged to the parent run "
+          f"of {args.name!r} under report/)")
+    return 0
 
 
 def _best_configurations(results, sweep, metric: str, mode: str) -> list[str]:
@@ -160,7 +213,7 @@ def cmd_ui(args) -> int:
     return subprocess.call(command, env=os.environ.copy())
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "ui": cmd_ui}
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "report": cmd_report, "ui": cmd_ui}
 
 if __name__ == "__main__":
     sys.exit(main())

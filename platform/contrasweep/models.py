@@ -52,19 +52,13 @@ def registered_versions(client, name: str) -> list:
     return sorted(client.search_model_versions(f"name = '{name}'"), key=lambda v: -int(v.version))
 
 
-def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> str:
-    """A local folder holding the checkpoint of ``name`` at ``version`` (number or alias; by
-    default the alias ``best``, else the newest version)."""
-    import mlflow
-
-    from contrasweep.tracking import get_client
-
-    client = get_client(tracking_uri)
+def resolve(client, name: str, version: str | None = None):
+    """The ``ModelVersion`` of ``name`` at ``version`` (a number or an alias; by default the
+    alias ``best``, else the newest version)."""
     found = registered_versions(client, name)
     if not found:
-        raise UserError(f"no registered model {name!r} in {tracking_uri}; allowed: the name of a finished sweep")
-    registered = client.get_registered_model(name)  # search results carry no aliases; this does
-    aliases = dict(registered.aliases)  # alias -> version
+        raise UserError(f"no registered model {name!r} in {client.tracking_uri}; allowed: the name of a finished sweep")
+    aliases = dict(client.get_registered_model(name).aliases)  # alias -> version (search results carry none)
     if version is None:
         version = "best" if "best" in aliases else str(found[0].version)
     number = aliases.get(str(version), str(version))
@@ -72,10 +66,24 @@ def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> 
     if chosen is None:
         allowed = sorted({str(v.version) for v in found} | set(aliases))
         raise UserError(f"model {name!r} has no version or alias {version!r}; allowed: {', '.join(allowed)}")
-    # the version's source is runs:/<id>/best_checkpoint: fetch from the run's artifacts (the
-    # registry client would look for the model under the global registry URI, not this one)
-    return mlflow.artifacts.download_artifacts(run_id=chosen.run_id, artifact_path=CHECKPOINT_PATH,
+    return chosen
+
+
+def download(tracking_uri: str, model_version) -> str:
+    """A local folder with the version's checkpoint. Its source is ``runs:/<id>/best_checkpoint``:
+    fetched from the run's artifacts (the registry client would look the model up under the
+    global registry URI, not ``tracking_uri``)."""
+    import mlflow
+
+    return mlflow.artifacts.download_artifacts(run_id=model_version.run_id, artifact_path=CHECKPOINT_PATH,
                                                tracking_uri=tracking_uri)
+
+
+def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> str:
+    """A local folder holding the checkpoint of ``name`` at ``version`` (see ``resolve``)."""
+    from contrasweep.tracking import get_client
+
+    return download(tracking_uri, resolve(get_client(tracking_uri), name, version))
 
 
 def load_registered(tracking_uri: str, name: str, version: str | None = None):

@@ -1,0 +1,259 @@
+"""``contrasweep report NAME [--compare OTHER ...]``: a sweep's results as the papers show
+them, read from MLflow only, written as one self-contained HTML file (figures inlined) plus its
+CSV, Markdown and PNG files, and logged to the sweep's parent run under ``report/`` so that
+the MLflow UI shows them.
+
+Sections (each present only when the sweeps hold what it needs):
+
+* main table: method × dataset/setting, mean ± std of the selected configuration's test
+  metric, Wilcoxon p against the baseline (LaCon Table 2, SCL-MOO Table 1);
+* every configuration of each sweep (outcome, validation and test mean ± std, selected);
+* curves over data axes: k (LaCon Fig. 2), N, ρ (Fig. 3), classes (Fig. 6);
+* sensitivity: the test metric against each searched hyperparameter, the others at the
+  selected configuration's values (Fig. 5);
+* Pareto fronts of configuration means for multi-metric sweeps; SCL-MOO's LS and EPO fronts
+  in the (ℓ1, ℓ2) plane with the preference rays;
+* t-SNE of the registered model's instance and label embeddings (Fig. 4).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contrasweep.aggregate import Group
+from contrasweep.errors import UserError
+from dashboards import plots, tables
+from dashboards.pareto import pareto_front
+from dashboards.source import SweepRecord, load
+
+# data axes that get a curve, with what the axis is and where the paper plots it
+CURVE_AXES = {"k": "examples per class k (LaCon Fig. 2)", "n_total": "labelled examples N (SCL-MOO Sec. 3)",
+              "rho": "imbalance ratio ρ (LaCon Fig. 3)", "num_classes": "number of classes (LaCon Fig. 6)"}
+ARTIFACT_PATH = "report"
+
+
+@dataclass
+class Section:
+    title: str
+    body: str = ""  # HTML
+    images: list[tuple[str, str]] = field(default_factory=list)  # (png path, caption)
+    files: list[str] = field(default_factory=list)  # other files written (csv, md)
+
+
+@dataclass
+class Report:
+    html_path: Path
+    main: tables.Table
+    sections: list[Section]
+
+
+def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str, ...] = (),
+          baseline: str | None = None, log: bool = True, tsne: bool = True) -> Report:
+    records = [load(tracking_uri, n) for n in dict.fromkeys([name, *compare])]
+    base = pick_baseline(records, baseline)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    main = tables.main_table(records, base)
+    sections = [table_section("Results", main, out / "main_table", note=_main_note(records, base))]
+    sections += [table_section(f"Configurations of {r.name}", tables.configurations_table(r),
+                               out / f"configurations_{_slug(r.name)}") for r in records]
+    sections += curve_sections(records, out) + sensitivity_sections(records, out)
+    sections += pareto_sections(records, out) + moo_sections(records, out)
+    if tsne:
+        sections.append(tsne_section(records[0], out))
+    path = out / "report.html"
+    path.write_text(render(records, sections), encoding="utf-8")
+    if log:
+        from contrasweep.tracking import get_client
+
+        get_client(tracking_uri).log_artifacts(records[0].parent.info.run_id, str(out), ARTIFACT_PATH)
+    return Report(path, main, sections)
+
+
+def pick_baseline(records: list[SweepRecord], name: str | None) -> SweepRecord | None:
+    """``--baseline NAME``, else the first CE sweep among several, else none (no p-values)."""
+    if name is not None:
+        found = [r for r in records if r.name == name]
+        if not found:
+            raise UserError(f"--baseline {name!r} is not among the report's sweeps; allowed: "
+                            + ", ".join(r.name for r in records))
+        return found[0]
+    if len(records) < 2:
+        return None
+    return next((r for r in records if r.method == "ce"), records[0])
+
+
+def _main_note(records: list[SweepRecord], base: SweepRecord | None) -> str:
+    metric = records[0].metric
+    note = (f"Per setting, the configuration with the best mean {metric} over a complete repeat group is "
+            f"selected; the table reports its {records[0].test_metric} (never used to select).")
+    if base is not None:
+        note += (f" p: two-sided Wilcoxon signed-rank test against {base.name} over repeats matched by "
+                 "data split and training seed.")
+    return note
+
+
+def table_section(title: str, table: tables.Table, stem: Path, note: str = "") -> Section:
+    stem.with_suffix(".csv").write_text(table.csv(), encoding="utf-8")
+    stem.with_suffix(".md").write_text(f"**{table.title}**\n\n" + table.markdown(), encoding="utf-8")
+    body = (f"<p>{html.escape(note)}</p>" if note else "") + f"<p class='cap'>{html.escape(table.title)}</p>" + table.html()
+    return Section(title, body, files=[str(stem.with_suffix(".csv")), str(stem.with_suffix(".md"))])
+
+
+def curve_sections(records: list[SweepRecord], out: Path) -> list[Section]:
+    """For every data axis with two or more values: the selected configurations' test metric
+    against it, one line per sweep and combination of the other setting axes."""
+    sections = []
+    for axis, meaning in CURVE_AXES.items():
+        series: dict[str, plots.Series] = {}
+        for record in records:
+            for group in record.selected.values():
+                setting = tables.parse_setting(group.setting)
+                if axis not in setting:
+                    continue
+                others = " ".join(f"{k}={v}" for k, v in setting.items() if k != axis)
+                label = f"{record.method} ({record.name})" + (f" {others}" if others else "")
+                stats = group.stats(record.shown(group, record.test_metric))
+                line = series.setdefault(label, plots.Series(label, [], [], []))
+                line.x.append(setting[axis])
+                line.mean.append(stats["mean"])
+                line.std.append(stats["std"])
+        if len({x for s in series.values() for x in s.x}) < 2:
+            continue
+        path = str(out / f"curve_{axis}.png")
+        metric = records[0].test_metric
+        plots.curves(list(series.values()), meaning, metric, f"{metric} vs {axis}", path, log_x=axis in ("k", "n_total"))
+        sections.append(Section(f"{metric} against {axis}", images=[(path, f"selected configuration per setting; mean ± std over repeats; x: {meaning}")]))
+    return sections
+
+
+def sensitivity_sections(records: list[SweepRecord], out: Path) -> list[Section]:
+    sections = []
+    for record in records:
+        for hp in record.varied:
+            series = []
+            for setting, best in record.selected.items():
+                line = _sensitivity_line(record, hp, setting, best)
+                if line is not None:
+                    series.append(line)
+            if not series:
+                continue
+            path = str(out / f"sensitivity_{_slug(record.name)}_{_slug(hp)}.png")
+            metric = record.test_metric
+            plots.curves(series, hp, metric, f"{record.name}: {metric} vs {hp}", path)
+            sections.append(Section(f"{record.name}: sensitivity to {hp}", images=[(
+                path, "complete configurations equal to the selected one in every other searched hyperparameter; "
+                      "mean ± std over repeats (LaCon Fig. 5)")]))
+    return sections
+
+
+def _sensitivity_line(record: SweepRecord, hp: str, setting: str, best: Group) -> plots.Series | None:
+    others = [k for k in record.varied if k != hp]
+    found = [g for g in record.groups if g.setting == setting and g.complete and hp in g.hp
+             and all(g.hp.get(k) == best.hp.get(k) for k in others)]
+    if len({g.hp[hp] for g in found}) < 2:
+        return None
+    line = plots.Series(setting or record.name, [], [], [])
+    for group in found:
+        stats = group.stats(record.shown(group, record.test_metric))
+        line.x.append(group.hp[hp])
+        line.mean.append(stats["mean"])
+        line.std.append(stats["std"])
+    return line
+
+
+def pareto_sections(records: list[SweepRecord], out: Path) -> list[Section]:
+    """Multi-metric sweeps: per setting, the complete configurations' means of each metric's
+    best validation value and the non-dominated ones (Optuna's sort)."""
+    sections = []
+    for record in (r for r in records if len(r.metrics) > 1):
+        keys = [f"best/{m}" for m in record.metrics]
+        for setting in dict.fromkeys(g.setting for g in record.groups):
+            found = [g for g in record.groups if g.setting == setting and g.complete]
+            points = [[g.stats(k)["mean"] for k in keys] for g in found]
+            if not points:
+                continue
+            on = set(pareto_front(points, record.modes))
+            table = tables.Table(f"{record.name} {setting}: Pareto front of configuration means",
+                                 ["configuration", *keys, "on front"],
+                                 [[_hp_text(g, record), *(f"{v:.4f}" for v in p), "✓" if i in on else ""]
+                                  for i, (g, p) in enumerate(zip(found, points))],
+                                 [{"setting": setting, **{f"hp.{k}": v for k, v in g.hp.items()},
+                                   **dict(zip(keys, p)), "on_front": i in on} for i, (g, p) in enumerate(zip(found, points))])
+            stem = out / f"pareto_{_slug(record.name)}{'_' + _slug(setting) if setting else ''}"
+            section = table_section(f"{record.name}{' ' + setting if setting else ''}: Pareto front", table, stem)
+            path = str(stem.with_suffix(".png"))
+            plots.front([(p[0], p[1]) for p in points], [i in on for i in range(len(points))],
+                        [_hp_text(g, record) for g in found], keys[0], keys[1], table.title, path)
+            section.images.append((path, f"{len(on)} of {len(points)} configurations non-dominated "
+                                         f"({', '.join(f'{k} {m}' for k, m in zip(keys, record.modes))})"))
+            sections.append(section)
+    return sections
+
+
+def moo_sections(records: list[SweepRecord], out: Path) -> list[Section]:
+    """SCL-MOO sweeps that report ℓ1 and ℓ2: LS and EPO fronts across preferences r (Eq. 6-7)."""
+    from dashboards.moo import write_fronts
+
+    sections = []
+    for record in (r for r in records if r.method == "scl_moo"):
+        for setting in dict.fromkeys(g.setting for g in record.groups):
+            found = [g for g in record.groups if g.setting == setting]
+            if not any(g.values("val/l1") and g.complete for g in found):
+                continue
+            stem = out / f"moo_fronts_{_slug(record.name)}{'_' + _slug(setting) if setting else ''}"
+            points = write_fronts(found, str(stem.with_suffix(".png")), str(stem.with_suffix(".csv")),
+                                  accuracy=record.test_metric, selection=f"best/{record.metric}",
+                                  selection_mode=record.mode, setting=setting)
+            count = sum(len(p) for p in points.values())
+            sections.append(Section(f"{record.name}{' ' + setting if setting else ''}: SCL-MOO fronts",
+                                    images=[(str(stem.with_suffix(".png")), f"{count} (solver, r) points; final val ℓ1, ℓ2 "
+                                             "means over repeats; dotted: preference rays (Eq. 7)")],
+                                    files=[str(stem.with_suffix(".csv"))]))
+    return sections
+
+
+def tsne_section(record: SweepRecord, out: Path) -> Section:
+    from dashboards.embeddings import tsne_map
+
+    path, caption = tsne_map(record, str(out / "tsne.png"))
+    section = Section(f"{record.name}: t-SNE of the registered model")
+    if path is None:
+        section.body = f"<p>{html.escape(caption)}</p>"
+    else:
+        section.images.append((path, caption + " (LaCon Fig. 4)"))
+    return section
+
+
+def render(records: list[SweepRecord], sections: list[Section]) -> str:
+    parts = [f"<h1>contrasweep report: {html.escape(', '.join(r.name for r in records))}</h1>"]
+    for r in records:
+        paper = r.spec.get("paper") or {}
+        ref = f" — {html.escape(paper.get('title', ''))} ({html.escape(str(paper.get('where', '')))})" if paper else ""
+        parts.append(f"<p><b>{html.escape(r.name)}</b>: <code>{html.escape(r.method)}</code>, "
+                     f"{len(r.groups)} configurations × settings, selection on {html.escape(r.metric)} "
+                     f"({html.escape(r.mode)}){ref}; MLflow run {html.escape(r.parent.info.run_id)}</p>")
+    for section in sections:
+        parts.append(f"<h2>{html.escape(section.title)}</h2>{section.body}")
+        for path, caption in section.images:
+            data = base64.b64encode(Path(path).read_bytes()).decode()
+            parts.append(f"<figure><img src='data:image/png;base64,{data}' alt='{html.escape(Path(path).name)}'>"
+                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+             "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}"
+             "th{background:#f3f3f3}.cap{font-style:italic}img{max-width:100%}figcaption{font-size:12px;color:#555}")
+    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>contrasweep report</title>"
+            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def _hp_text(group: Group, record: SweepRecord) -> str:
+    keys = record.varied or sorted(group.hp)
+    return " ".join(f"{k}={group.hp.get(k, '')}" for k in keys)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text.replace("=", "")).strip("_") or "all"

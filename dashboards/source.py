@@ -1,0 +1,93 @@
+"""A sweep read back from MLflow (read only): its parent run, the spec it ran (the parent's
+``spec.yaml``, already validated when the sweep started), its repeat groups and each
+setting's selected configuration (``contrasweep.aggregate``: best mean validation metric)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import yaml
+
+from contrasweep.aggregate import Group, groups, select
+from contrasweep.errors import UserError
+from contrasweep.tracking import PARENT_TAG, get_client
+
+
+@dataclass
+class SweepRecord:
+    name: str
+    tracking_uri: str
+    parent: object  # mlflow Run
+    spec: dict
+    groups: list[Group]
+
+    @property
+    def method(self) -> str:
+        return str(self.spec.get("method", ""))
+
+    @property
+    def metrics(self) -> list[str]:
+        metric = self.spec.get("sweep", {}).get("metric", "val/accuracy")
+        return list(metric) if isinstance(metric, list) else [metric]
+
+    @property
+    def modes(self) -> list[str]:
+        mode = self.spec.get("sweep", {}).get("mode", "max")
+        return list(mode) if isinstance(mode, list) else [mode] * len(self.metrics)
+
+    @property
+    def metric(self) -> str:
+        """The selection metric (the sweep's first): validation, e.g. ``val/accuracy``."""
+        return self.metrics[0]
+
+    @property
+    def mode(self) -> str:
+        return self.modes[0]
+
+    @property
+    def test_metric(self) -> str:
+        """What tables report for a selected configuration: the test counterpart of the
+        selection metric (each repeat's test value at its best validation epoch)."""
+        name = self.metric.split("/", 1)[-1]
+        return f"test/{name}"
+
+    @property
+    def varied(self) -> list[str]:
+        """Hyperparameters that differ between configurations (grid or search keys)."""
+        return [k for k in dict.fromkeys([*self.spec.get("grid", {}), *self.spec.get("search", {})]) if k != "seed"]
+
+    @cached_property
+    def selected(self) -> dict[str, Group]:
+        return select(self.groups, self.metric, self.mode)
+
+    def shown(self, group: Group, metric: str) -> str:
+        """The value a table shows for ``group``: ``metric`` if its repeats have it, else the
+        best validation value (representation methods report no test twin of every metric)."""
+        return metric if group.values(metric) else f"best/{self.metric}"
+
+
+def find_parent(client, name: str):
+    """The newest parent run tagged with sweep ``name`` in any experiment."""
+    found = []
+    for exp in client.search_experiments():
+        runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`contrasweep.sweep` = '{name}'",
+                                  max_results=5000)
+        found += [r for r in runs if PARENT_TAG not in r.data.tags]
+    if not found:
+        raise UserError(f"no sweep {name!r} in MLflow at {client.tracking_uri}; allowed: a sweep name from "
+                        "`contrasweep list` (and --tracking-uri of the store it was tracked in)")
+    return max(found, key=lambda r: r.info.start_time or 0)
+
+
+def load(tracking_uri: str, name: str) -> SweepRecord:
+    import mlflow
+
+    client = get_client(tracking_uri)
+    parent = find_parent(client, name)
+    path = mlflow.artifacts.download_artifacts(run_id=parent.info.run_id, artifact_path="spec.yaml",
+                                               tracking_uri=tracking_uri)
+    with open(path, encoding="utf-8") as fh:
+        spec = yaml.safe_load(fh) or {}
+    return SweepRecord(name=name, tracking_uri=tracking_uri, parent=parent, spec=spec,
+                       groups=groups(tracking_uri, parent.info.run_id))

@@ -1,0 +1,145 @@
+"""Report tables (read only).
+
+* The **main table** (LaCon Table 2, SCL-MOO Table 1): one row per sweep (method), one column
+  per dataset and setting; a cell is the selected configuration's test metric, mean ± std over
+  its repeats, with the Wilcoxon signed-rank p-value against the baseline sweep's selected
+  configuration in the same column (matched repeats, ``dashboards.significance``).
+* The **configurations table**: every repeat group of one sweep, with its outcome, validation
+  and test mean ± std, and whether it was selected.
+
+Each table renders as CSV rows, Markdown, HTML and fixed-width terminal text.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import math
+from dataclasses import dataclass
+
+from contrasweep.aggregate import Group
+from dashboards.significance import wilcoxon
+from dashboards.source import SweepRecord
+
+
+def parse_setting(label: str) -> dict[str, str]:
+    """``"k=5 rho=0.1"`` -> ``{"k": "5", "rho": "0.1"}`` (the labels ``contrasweep.identity`` writes)."""
+    return dict(part.split("=", 1) for part in label.split() if "=" in part)
+
+
+def column_of(group: Group) -> str:
+    """``bbc_news k=5``: the dataset (unless the setting names it) and the setting."""
+    setting = parse_setting(group.setting)
+    dataset = "" if "source" in setting else group.info.get("dataset", "")
+    return f"{dataset} {group.setting}".strip() or "all"
+
+
+@dataclass
+class Cell:
+    metric: str
+    mean: float
+    std: float
+    n: int
+    p_value: float | None = None  # None for the baseline itself or without a baseline
+
+    def text(self) -> str:
+        if self.n == 0 or math.isnan(self.mean):
+            return "–"
+        out = f"{self.mean:.4f} ± {self.std:.4f}"
+        if self.p_value is not None:
+            out += f" (p={self.p_value:.3g})" if not math.isnan(self.p_value) else " (p=n/a)"
+        return out
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]]  # already formatted cells, first column(s) = row labels
+    records: list[dict]  # machine-readable rows for the CSV
+
+    def markdown(self) -> str:
+        lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in self.rows]
+        return "\n".join(lines) + "\n"
+
+    def csv(self) -> str:
+        out = io.StringIO()
+        if self.records:
+            writer = csv.DictWriter(out, fieldnames=list(self.records[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(self.records)
+        return out.getvalue()
+
+    def html(self) -> str:
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self.rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    def text(self) -> str:
+        widths = [max(len(r[i]) for r in [self.columns, *self.rows]) for i in range(len(self.columns))]
+        fmt = "  ".join(f"{{:{w}}}" for w in widths)
+        return "\n".join([fmt.format(*self.columns), fmt.format(*("-" * w for w in widths))]
+                         + [fmt.format(*row) for row in self.rows])
+
+
+def cell(record: SweepRecord, group: Group, baseline_group: Group | None) -> Cell:
+    metric = record.shown(group, record.test_metric)
+    stats = group.stats(metric)
+    p_value = None
+    if baseline_group is not None and baseline_group is not group:
+        p_value = wilcoxon(group, baseline_group, metric)["p_value"]
+    return Cell(metric, stats["mean"], stats["std"], stats["n"], p_value)
+
+
+def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None) -> Table:
+    """Rows: the sweeps; columns: every (dataset, setting) any of them selected a configuration in."""
+    columns: list[str] = []
+    for record in records:
+        for group in record.selected.values():
+            if column_of(group) not in columns:
+                columns.append(column_of(group))
+    base = {column_of(g): g for g in baseline.selected.values()} if baseline is not None else {}
+    rows, out = [], []
+    for record in records:
+        mine = {column_of(g): g for g in record.selected.values()}
+        label = f"{record.method} ({record.name})" + (" [baseline]" if record is baseline else "")
+        row = [label]
+        for column in columns:
+            group = mine.get(column)
+            if group is None:
+                row.append("–")
+                continue
+            value = cell(record, group, base.get(column))
+            row.append(value.text())
+            out.append({"sweep": record.name, "method": record.method, "column": column, "metric": value.metric,
+                        "mean": value.mean, "std": value.std, "n": value.n,
+                        "p_value": "" if value.p_value is None else value.p_value,
+                        "baseline": baseline.name if baseline is not None else "",
+                        "hp": " ".join(f"{k}={v}" for k, v in sorted(group.hp.items()))})
+        rows.append(row)
+    metric = records[0].test_metric if records else ""
+    return Table(f"{metric}: mean ± std over repeats of each setting's selected configuration", ["method"] + columns,
+                 rows, out)
+
+
+def configurations_table(record: SweepRecord) -> Table:
+    """Every repeat group of ``record``: setting, varied hyperparameters, outcome, n, validation
+    and test mean ± std, and a mark on the selected one of each setting."""
+    varied = record.varied or sorted({k for g in record.groups for k in g.hp})
+    chosen = {id(g) for g in record.selected.values()}
+    val, test = f"best/{record.metric}", record.test_metric
+    rows, out = [], []
+    for group in record.groups:
+        v, t = group.stats(val), group.stats(test)
+        outcome = "complete" if group.complete else ",".join(f"{k}:{n}" for k, n in sorted(group.outcomes.items()))
+        hp = [group.hp.get(k, "") for k in varied]
+        rows.append([group.setting or "–", *hp, outcome, f"{len(group.repeats)}/{group.size}",
+                     Cell(val, v["mean"], v["std"], v["n"]).text(), Cell(test, t["mean"], t["std"], t["n"]).text(),
+                     "✓" if id(group) in chosen else ""])
+        out.append({"setting": group.setting, **{f"hp.{k}": group.hp.get(k, "") for k in varied}, "outcome": outcome,
+                    "repeats": len(group.repeats), "expected": group.size, f"mean {val}": v["mean"], f"std {val}": v["std"],
+                    f"mean {test}": t["mean"], f"std {test}": t["std"], "selected": id(group) in chosen})
+    return Table(f"{record.name}: every configuration (selected: best mean {val} among complete groups)",
+                 ["setting", *varied, "outcome", "repeats", val, test, "selected"], rows, out)

@@ -1,0 +1,94 @@
+"""`contrasweep report` end to end: two tiny sweeps (CE and LaCon, k ∈ {2, 3} × 2 split seeds,
+two configurations each) on a real local Ray and MLflow store, then the report: the main
+table equals numpy/scipy over the stored repeats, every section's files exist, the HTML is
+self-contained, and everything is logged to the parent run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from conftest import write_spec
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def two_sweeps(ray_session, tiny_model_dir, tmp_path_factory):
+    from contrasweep import spec, sweeps, tune
+
+    tmp = tmp_path_factory.mktemp("report")
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    root = sweeps.sweeps_root(str(tmp / "sweeps"))
+    common = dict(data={"k": [2, 3], "seed": [0, 1]}, fixed={"epochs": 1, "batch_size": 8, "warmup_ratio": 0.0},
+                  sweep={"seeds": [0], "scheduler": "none", "metric": ["val/accuracy", "val/macro_f1"],
+                         "mode": ["max", "max"]})
+    ce = write_spec(tmp / "ce.yaml", tiny_model_dir, **common)
+    lacon = write_spec(tmp / "lacon.yaml", tiny_model_dir, method="lacon", reported={"temperature": 0.1},
+                       grid={"lr": [1.0e-3], "temperature": [0.1, 0.5]},  # heads: LaCon's default 6 does not divide 32
+                       **{**common, "fixed": {**common["fixed"], "heads": 4}})
+    import os
+
+    os.environ["CONTRASWEEP_CACHE"] = str(tmp / "cache")
+    for path, name in ((ce, "ce-small"), (lacon, "lacon-small")):
+        results = tune.run(spec.load_spec(path), name, root, uri, None)
+        assert len(results) == 8 and not any(r.error for r in results)
+    return uri, root, tmp
+
+
+def test_report_tables_sections_and_artifacts(two_sweeps):
+    from contrasweep.tracking import get_client
+    from dashboards.report import build
+    from dashboards.significance import matched_values
+    from dashboards.source import load
+
+    uri, root, tmp = two_sweeps
+    report = build(uri, "lacon-small", tmp / "out", compare=("ce-small",))
+    # main table: one row per sweep, one column per k; the baseline is the CE sweep
+    assert report.main.columns == ["method", "bbc_news k=2", "bbc_news k=3"]
+    assert [row[0] for row in report.main.rows] == ["lacon (lacon-small)", "ce (ce-small) [baseline]"]
+    lacon, ce = load(uri, "lacon-small"), load(uri, "ce-small")
+    for record in (lacon, ce):
+        for setting, group in record.selected.items():
+            values = [r["metrics"]["test/accuracy"] for r in group.repeats]
+            assert len(values) == 2  # the group's 2 split repeats × 1 seed
+            row = next(r for r in report.main.records if r["sweep"] == record.name and r["column"].endswith(setting))
+            assert row["mean"] == pytest.approx(np.mean(values)) and row["std"] == pytest.approx(np.std(values, ddof=1))
+            if record is lacon:  # p against the CE sweep's selected group, over matched repeats
+                pairs = matched_values(group, ce.selected[setting], "test/accuracy")
+                diffs = [a - b for a, b in pairs]
+                expected = stats.wilcoxon(*zip(*pairs)).pvalue if any(diffs) else math.nan
+                assert len(pairs) == 2 and (row["p_value"] == pytest.approx(expected, nan_ok=True))
+    titles = [s.title for s in report.sections]
+    assert "test/accuracy against k" in titles
+    assert "lacon-small: sensitivity to temperature" in titles and "ce-small: sensitivity to lr" in titles
+    assert any(t.startswith("lacon-small k=2: Pareto front") for t in titles)
+    tsne = report.sections[-1]
+    assert tsne.images and "label embeddings" in tsne.images[0][1]  # LaCon's W_emb drawn as stars
+    out = tmp / "out"
+    for name in ("report.html", "main_table.csv", "main_table.md", "curve_k.png", "tsne.png",
+                 "configurations_lacon-small.csv", "sensitivity_lacon-small_temperature.png"):
+        assert (out / name).stat().st_size > 0, name
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == sum(len(s.images) for s in report.sections) >= 6
+    assert "src='http" not in page and 'src="http' not in page  # self-contained
+    client = get_client(uri)
+    logged = {f.path for f in client.list_artifacts(lacon.parent.info.run_id, "report")}
+    assert {"report/report.html", "report/main_table.csv", "report/curve_k.png", "report/tsne.png"} <= logged
+
+
+def test_report_command_prints_the_table_and_rejects_bad_names(two_sweeps, capsys):
+    from contrasweep.cli import main
+
+    uri, root, tmp = two_sweeps
+    assert main(["--root", str(root), "report", "ce-small", "--no-tsne"]) == 0
+    printed = capsys.readouterr().out
+    assert "ce (ce-small)" in printed and "bbc_news k=2" in printed and "report.html" in printed
+    assert (root / "ce-small" / "report" / "report.html").exists()
+    assert main(["--root", str(root), "report", "nope", "--tracking-uri", uri]) == 2
+    assert "no sweep 'nope'" in capsys.readouterr().err
+    assert main(["--root", str(root), "report", "ce-small", "--baseline", "other"]) == 2
+    assert main(["--root", str(root), "report", "../ce-small"]) == 2
