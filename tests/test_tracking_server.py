@@ -3,16 +3,9 @@ by the test on 127.0.0.1 with its own sqlite store and proxied artifact folder."
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
 
+from browser import mlflow_server as start_mlflow_server
 from conftest import write_spec
 from dashboards.trials import parent_runs, trial_runs
 
@@ -21,27 +14,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture()
 def mlflow_server(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-           "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}",
-           "--artifacts-destination", str(tmp_path / "server-artifacts"), "--workers", "1"]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    uri = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2):
-                    break
-            except OSError:
-                assert time.time() < deadline and proc.poll() is None, "mlflow server did not start"
-                time.sleep(1)
-        yield uri, tmp_path / "server-artifacts"
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+    with start_mlflow_server(tmp_path / "server", proxy_artifacts=True) as server:
+        yield server.uri, server.artifacts
 
 
 def test_sweep_logs_to_a_tracking_server(ray_session, mlflow_server, tiny_model_dir, cache_dir, tmp_path):

@@ -1,0 +1,130 @@
+"""The MLflow UI, looked at in a real browser: every run of a sweep's hierarchy (sweep →
+configuration → trial) shows its readable name and links to its parent and children by name,
+and the sweep run's artifact view finds ``report/report.html``.
+
+A real ``mlflow server`` (tests/browser.py) serves the UI; headless Chromium renders its pages.
+``populate`` runs a real tiny sweep with ``contrasweep run`` against that server over HTTP
+(which also writes the sweep's report to its parent run).
+
+Pages used (MLflow 3.x, hash routes of the React app):
+- ``#/experiments/<exp>/runs/<run>``: the run page. Its header (``data-testid="runs-header"``)
+  is the run's name; "About this run" has a "Parent run" row and a "Child runs" row
+  (``data-testid="key-value-Parent run"`` / ``"key-value-Child runs"``) whose entries are links
+  ``#/experiments/<exp>/runs/<id>`` with the run's name as text. The experiment's runs table is
+  not used: it shows only top-level runs, collapsed.
+- ``#/experiments/<exp>/runs/<run>/artifacts/<path>``: the Artifacts tab with ``<path>``
+  selected: the preview pane's header reads ``report/report.html`` (and its size), the tree
+  lists the folder ``report`` and under it a node ``report.html``. Headless Chromium never
+  finishes the tree's expand animation (the folder stays collapsed on screen, the
+  ``report.html`` node is in the DOM under ``display: none``), so the tree is checked for the
+  node, not for its visibility; ``.../artifacts`` without a path lists only the folder.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from browser import mlflow_server, render, require_chromium, screenshot
+from conftest import write_spec
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+SWEEP = "ui-sweep"
+REPORT = "report/report.html"
+
+
+def populate(tracking_uri: str, tmp, model_dir: str) -> dict:
+    """A real tiny sweep (CE, one configuration × 2 split repeats, 1 epoch) run by the CLI
+    against the server over HTTP, which also writes the report to the sweep run. Returns
+    ``experiment_id``, ``{parent,config,trial}_run_id``, ``{parent,config,trial}_name`` and
+    ``report`` (the artifact path on the sweep run)."""
+    from contrasweep.cli import main
+    from contrasweep.tracking import get_client, trial_runs
+    from dashboards.trials import parent_runs
+
+    spec = write_spec(tmp / "spec.yaml", model_dir, data={"k": 2, "seed": [0, 1]}, grid={"lr": [1.0e-3]},
+                      fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"})
+    assert main(["--root", str(tmp / "sweeps"), "run", str(spec), "--name", SWEEP, "--tracking-uri", tracking_uri]) == 0
+    client = get_client(tracking_uri)
+    parent = parent_runs(tracking_uri, "tests", SWEEP)[0]
+    trial = trial_runs(client, parent.info.run_id)[0]
+    config = client.get_run(trial.data.tags["mlflow.parentRunId"])
+    return {"experiment_id": parent.info.experiment_id, "parent_run_id": parent.info.run_id,
+            "config_run_id": config.info.run_id, "trial_run_id": trial.info.run_id,
+            "parent_name": parent.info.run_name, "config_name": config.info.run_name,
+            "trial_name": trial.info.run_name, "report": REPORT}
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    return require_chromium()  # skips before a server is started
+
+
+@pytest.fixture(scope="module")
+def server(chromium, tmp_path_factory):
+    # artifacts proxied by the server (mlflow-artifacts:/), as a shared server serves them
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-ui"), proxy_artifacts=True) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def runs(server, ray_session, tiny_model_dir, tmp_path_factory) -> dict:
+    tmp = tmp_path_factory.mktemp("ui-sweep")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CONTRASWEEP_CACHE", str(tmp / "cache"))
+        found = populate(server.uri, tmp, tiny_model_dir)
+    assert found["config_name"] == "ce lr=0.001" and found["trial_name"].startswith("ce lr=0.001 · split=")
+    return found
+
+
+def run_url(server, runs: dict, run_id: str, suffix: str = "") -> str:
+    return f"{server.uri}/#/experiments/{runs['experiment_id']}/runs/{run_id}{suffix}"
+
+
+# page: (its run, its parent run or None, its child run or None), as keys of populate's dict
+HIERARCHY = {
+    "sweep": ("parent", None, "config"),
+    "configuration": ("config", "parent", "trial"),
+    "trial": ("trial", "config", None),
+}
+
+
+@pytest.mark.parametrize("page_name", list(HIERARCHY))
+def test_run_page_names_the_run_its_parent_and_its_children(server, runs, page_name):
+    own, parent, child = HIERARCHY[page_name]
+    run_id, name = runs[f"{own}_run_id"], runs[f"{own}_name"]
+    related = [k for k in (parent, child) if k]
+    page = render(run_url(server, runs, run_id), expect=[run_id, name] + [runs[f"{k}_name"] for k in related])
+    context = f"{page_name} run page {page.url}:\n{page.text[:1500]}"
+
+    assert [e.text for e in page.by_testid("key-value-Run ID")] == [f"Run ID {run_id}"], f"the run did not load: {context}"
+    assert [e.text for e in page.by_testid("runs-header")] == [name], context
+    for key, row in ((parent, "Parent run"), (child, "Child runs")):
+        rows = page.by_testid(f"key-value-{row}")
+        if key is None:
+            assert not rows, f"unexpected {row!r} row: {context}"
+            continue
+        other_id, other_name = runs[f"{key}_run_id"], runs[f"{key}_name"]
+        assert len(rows) == 1 and other_name in rows[0].text, f"{row!r} does not name {other_name!r}: {context}"
+        assert page.links_to(f"/runs/{other_id}") == [other_name], f"no link to {other_name!r}: {context}"
+
+
+def test_artifact_view_finds_the_report(server, runs):
+    folder, _, file = runs["report"].rpartition("/")
+    page = render(run_url(server, runs, runs["parent_run_id"], f"/artifacts/{runs['report']}"),
+                  expect=[runs["report"], runs["parent_name"]])
+    context = f"{page.url}:\n{page.text[:1500]}"
+
+    assert [e.text for e in page.by_testid("runs-header")] == [runs["parent_name"]], context
+    tree = [e.attrs.get("artifact-name") for e in page.by_testid("artifact-tree-node")]
+    assert tree[0] == folder and {file, "main_table.csv", "main_table.md"} <= set(tree), f"artifact tree {tree}: {context}"
+    assert runs["report"] in page.text, f"the preview pane does not show {runs['report']}: {context}"
+
+
+def test_screenshot_of_the_sweep_run_page(server, runs, tmp_path):
+    png = screenshot(run_url(server, runs, runs["parent_run_id"]), tmp_path / "sweep-run.png")
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    # 1400x1000: about:blank is ~6 kB, a one-line page ~8 kB, the rendered run page ~160 kB
+    assert len(data) > 40_000, f"the screenshot looks blank ({len(data)} bytes): {png}"
+    print(f"screenshot: {png}")
