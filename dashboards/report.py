@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contrasweep.aggregate import Group
+from contrasweep.aggregate import Group, selection_key
 from contrasweep.errors import UserError
 from dashboards import plots, tables
 from dashboards.pareto import pareto_front
@@ -98,10 +98,10 @@ def _main_note(records: list[SweepRecord], base: SweepRecord | None) -> str:
 
 
 def table_section(title: str, table: tables.Table, stem: Path, note: str = "") -> Section:
-    stem.with_suffix(".csv").write_text(table.csv(), encoding="utf-8")
-    stem.with_suffix(".md").write_text(f"**{table.title}**\n\n" + table.markdown(), encoding="utf-8")
+    _file(stem, ".csv").write_text(table.csv(), encoding="utf-8")
+    _file(stem, ".md").write_text(f"**{table.title}**\n\n" + table.markdown(), encoding="utf-8")
     body = (f"<p>{html.escape(note)}</p>" if note else "") + f"<p class='cap'>{html.escape(table.title)}</p>" + table.html()
-    return Section(title, body, files=[str(stem.with_suffix(".csv")), str(stem.with_suffix(".md"))])
+    return Section(title, body, files=[str(_file(stem, ".csv")), str(_file(stem, ".md"))])
 
 
 def curve_sections(records: list[SweepRecord], out: Path) -> list[Section]:
@@ -171,7 +171,7 @@ def pareto_sections(records: list[SweepRecord], out: Path) -> list[Section]:
     best validation value and the non-dominated ones (Optuna's sort)."""
     sections = []
     for record in (r for r in records if len(r.metrics) > 1):
-        keys = [f"best/{m}" for m in record.metrics]
+        keys = [selection_key(m) for m in record.metrics]
         for setting in dict.fromkeys(g.setting for g in record.groups):
             found = [g for g in record.groups if g.setting == setting and g.complete]
             points = [[g.stats(k)["mean"] for k in keys] for g in found]
@@ -186,7 +186,7 @@ def pareto_sections(records: list[SweepRecord], out: Path) -> list[Section]:
                                    **dict(zip(keys, p)), "on_front": i in on} for i, (g, p) in enumerate(zip(found, points))])
             stem = out / f"pareto_{_slug(record.name)}{'_' + _slug(setting) if setting else ''}"
             section = table_section(f"{record.name}{' ' + setting if setting else ''}: Pareto front", table, stem)
-            path = str(stem.with_suffix(".png"))
+            path = str(_file(stem, ".png"))
             plots.front([(p[0], p[1]) for p in points], [i in on for i in range(len(points))],
                         [_hp_text(g, record) for g in found], keys[0], keys[1], table.title, path)
             section.images.append((path, f"{len(on)} of {len(points)} configurations non-dominated "
@@ -206,14 +206,14 @@ def moo_sections(records: list[SweepRecord], out: Path) -> list[Section]:
             if not any(g.values("val/l1") and g.complete for g in found):
                 continue
             stem = out / f"moo_fronts_{_slug(record.name)}{'_' + _slug(setting) if setting else ''}"
-            points = write_fronts(found, str(stem.with_suffix(".png")), str(stem.with_suffix(".csv")),
-                                  accuracy=record.test_metric, selection=f"best/{record.metric}",
+            points = write_fronts(found, str(_file(stem, ".png")), str(_file(stem, ".csv")),
+                                  accuracy=record.test_metric, selection=selection_key(record.metric),
                                   selection_mode=record.mode, setting=setting)
             count = sum(len(p) for p in points.values())
             sections.append(Section(f"{record.name}{' ' + setting if setting else ''}: SCL-MOO fronts",
-                                    images=[(str(stem.with_suffix(".png")), f"{count} (solver, r) points; final val ℓ1, ℓ2 "
+                                    images=[(str(_file(stem, ".png")), f"{count} (solver, r) points; final val ℓ1, ℓ2 "
                                              "means over repeats; dotted: preference rays (Eq. 7)")],
-                                    files=[str(stem.with_suffix(".csv"))]))
+                                    files=[str(_file(stem, ".csv"))]))
     return sections
 
 
@@ -253,6 +253,11 @@ def render(records: list[SweepRecord], sections: list[Section]) -> str:
 def _hp_text(group: Group, record: SweepRecord) -> str:
     keys = record.varied or sorted(group.hp)
     return " ".join(f"{k}={group.hp.get(k, '')}" for k in keys)
+
+
+def _file(stem: Path, extension: str) -> Path:
+    """``stem`` + extension (not ``with_suffix``: a stem like ``pareto_rho0.1`` has a dot)."""
+    return stem.parent / (stem.name + extension)
 
 
 def _slug(text: str) -> str:

@@ -9,7 +9,7 @@ from functools import cached_property
 
 import yaml
 
-from contrasweep.aggregate import Group, groups, select
+from contrasweep.aggregate import Group, groups, select, selection_key
 from contrasweep.errors import UserError
 from contrasweep.tracking import PARENT_TAG, get_client
 
@@ -48,14 +48,19 @@ class SweepRecord:
     @property
     def test_metric(self) -> str:
         """What tables report for a selected configuration: the test counterpart of the
-        selection metric (each repeat's test value at its best validation epoch)."""
-        name = self.metric.split("/", 1)[-1]
-        return f"test/{name}"
+        selection metric (each repeat's test value at its best validation epoch); a metric that
+        is not a validation one (``cost/train_s``) is reported as it is."""
+        if not self.metric.startswith("val/"):
+            return self.metric
+        return "test/" + self.metric.split("/", 1)[-1]
 
     @property
     def varied(self) -> list[str]:
         """Hyperparameters that differ between configurations (grid or search keys)."""
-        return [k for k in dict.fromkeys([*self.spec.get("grid", {}), *self.spec.get("search", {})]) if k != "seed"]
+        grid = self.spec.get("grid") or {}
+        blocks = grid if isinstance(grid, list) else [grid]  # a grid may be a list of blocks
+        keys = [k for block in blocks for k in block] + list(self.spec.get("search") or {})
+        return [k for k in dict.fromkeys(keys) if k != "seed"]
 
     @cached_property
     def selected(self) -> dict[str, Group]:
@@ -64,7 +69,7 @@ class SweepRecord:
     def shown(self, group: Group, metric: str) -> str:
         """The value a table shows for ``group``: ``metric`` if its repeats have it, else the
         best validation value (representation methods report no test twin of every metric)."""
-        return metric if group.values(metric) else f"best/{self.metric}"
+        return metric if group.values(metric) else selection_key(self.metric)
 
 
 def find_parent(client, name: str):

@@ -18,7 +18,7 @@ import io
 import math
 from dataclasses import dataclass
 
-from contrasweep.aggregate import Group
+from contrasweep.aggregate import Group, selection_key
 from dashboards.significance import wilcoxon
 from dashboards.source import SweepRecord
 
@@ -129,11 +129,12 @@ def configurations_table(record: SweepRecord) -> Table:
     and test mean ± std, and a mark on the selected one of each setting."""
     varied = record.varied or sorted({k for g in record.groups for k in g.hp})
     chosen = {id(g) for g in record.selected.values()}
-    val, test = f"best/{record.metric}", record.test_metric
+    val, test = selection_key(record.metric), record.test_metric
     rows, out = [], []
     for group in record.groups:
         v, t = group.stats(val), group.stats(test)
-        outcome = "complete" if group.complete else ",".join(f"{k}:{n}" for k, n in sorted(group.outcomes.items()))
+        # an incomplete group says what its repeats did: "1 complete, 2 stopped" (never averaged as complete)
+        outcome = "complete" if group.complete else ", ".join(f"{n} {k}" for k, n in sorted(group.outcomes.items()))
         hp = [group.hp.get(k, "") for k in varied]
         rows.append([group.setting or "–", *hp, outcome, f"{len(group.repeats)}/{group.size}",
                      Cell(val, v["mean"], v["std"], v["n"]).text(), Cell(test, t["mean"], t["std"], t["n"]).text(),

@@ -67,6 +67,12 @@ def test_checkpoint_round_trip_and_resume(tiny_model_dir, tmp_path):
     train(loop_config(tiny_model_dir, epochs=4), data, straight)
     for key in ("train/loss", "val/accuracy", "best/val/accuracy"):
         assert straight.reports[-1][key] == pytest.approx(resumed.reports[-1][key], abs=1e-5)
+    # cost metrics: trainable parameters, and training seconds that keep counting across the resume
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert all(r["cost/parameters"] == params for r in first.reports + resumed.reports)
+    times = [r["cost/train_s"] for r in first.reports + resumed.reports]
+    assert all(b > a > 0 for a, b in zip(times, times[1:])), times
+    assert times[-1] < sum(r["time/epoch_s"] for r in first.reports + resumed.reports)  # evaluation excluded
 
 
 def test_seeded_runs_are_identical(tiny_model_dir, tmp_path):

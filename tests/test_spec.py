@@ -77,19 +77,32 @@ ODD = [0.1, 0.3, 0.5, 0.7, 0.9]
 
 def test_supcl_seq_yaml_is_table_1_and_4():
     sweep = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml")
-    table_1 = [[0.0, 0.1, 0.2, 0.3, 0.4], [0.0, 0.1, 0.2, 0.3], [0.0, 0.1, 0.2], [0.0, 0.1], [0.1, 0.1]]
-    table_4 = [[0.0, 0.05, 0.1, 0.2], [0.0, 0.2], [0.0, 0.2, 0.3, 0.4, 0.5]]  # the sets Table 1 lacks
-    assert sweep.grid == {"dropouts": table_1 + table_4, "lr": [5e-5, 1e-4]}
-    assert sweep.search["dropouts"] == {"choice": table_1 + table_4}
-    assert sweep.fixed == {"temperature": 0.05, "batch_size": 480, "epochs": 5}  # Table 1's batch for [0.0, 0.1, 0.2]
-    assert sweep.reported == {"dropouts": [0.0, 0.1, 0.2], "lr": 1e-4}
+    table_1 = {(0.0, 0.1, 0.2, 0.3, 0.4): 800, (0.0, 0.1, 0.2, 0.3): 640, (0.0, 0.1, 0.2): 480, (0.0, 0.1): 320,
+               (0.1, 0.1): 256}
+    table_4 = {(0.0, 0.05, 0.1, 0.2): 128, (0.0, 0.2): 48, (0.0, 0.2, 0.3, 0.4, 0.5): 16}  # the sets Table 1 lacks
+    sets = [list(k) for k in {**table_1, **table_4}]
+    assert sweep.grid == {"dropouts": sets, "batch_size": list({**table_1, **table_4}.values()), "lr": [5e-5, 1e-4]}
+    assert sweep.search["dropouts"] == {"choice": sets}
+    assert sweep.fixed == {"temperature": 0.05, "epochs": 5}
+    assert sweep.reported == {"dropouts": [0.0, 0.1, 0.2], "batch_size": 480, "lr": 1e-4}
     configs = sweep.grid_configs()
-    # 16 grid points, the reported one (a grid point) first and not twice
+    # 16 grid points (each set at its own batch size × 2 rates), the reported one first and not twice
     assert len(configs) == 16 and configs[0] == {**sweep.fixed, **sweep.reported, "seed": 0}
-    # Table 1 exactly: one sweep per dropout set at its own batch size (the header's loop)
-    one = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml",
-                    ["grid.dropouts=[[0.1,0.1]]", "fixed.batch_size=256", "reported={}"])
-    assert [(c["dropouts"], c["batch_size"]) for c in one.grid_points()] == [([0.1, 0.1], 256)] * 2
+    assert all(c["batch_size"] == {**table_1, **table_4}[tuple(c["dropouts"])] for c in configs)
+    assert sorted((tuple(c["dropouts"]), c["lr"]) for c in configs) == sorted(
+        (k, lr) for k in {**table_1, **table_4} for lr in (5e-5, 1e-4))
+
+
+def test_grid_blocks_run_in_order_each_a_product_and_shared_points_once():
+    raw = {"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4},
+           "grid": [{"lr": [1e-3, 1e-4], "batch_size": [8]}, {"lr": [1e-4], "batch_size": [8, 16]}]}
+    sweep = validate(raw)
+    assert [(p["lr"], p["batch_size"]) for p in sweep.grid_points()] == [(1e-3, 8), (1e-4, 8), (1e-4, 16)]
+    assert sweep.grid == {"lr": [1e-3, 1e-4], "batch_size": [8, 16]} and sweep.varied == ["lr", "batch_size"]
+    for bad, says in (([{"lr": [1e-3]}, 3], "a non-empty list"), ([{}], "a non-empty list"),
+                      ([{"lr": 1e-3}], "grid.lr=0.001 is not allowed"), ([{"lr": [5.0]}], "grid.lr")):
+        with pytest.raises(SpecError, match=says):
+            validate({**raw, "grid": bad})
 
 
 def test_scl_moo_yaml_is_section_3():
@@ -144,18 +157,19 @@ def test_representation_methods_default_to_clustering_accuracy(tmp_path):
 
 def test_abalone_yaml_is_table_2_and_app_a():
     sweep = load_spec(ROOT / "search_spaces" / "abalone.yaml")
-    # Table 2: the contrastive losses × three temperatures × three seeds, both Sec. 4.3 rates, 80 epochs (App. A)
-    assert sweep.grid == {"loss": ["msc", "base", "bqueue", "bqproto"], "temperature": [0.07, 0.1, 0.2],
-                          "lr": [5e-5, 2e-5], "epochs": [80]}
+    # Table 2: the contrastive losses × three temperatures × both Sec. 4.3 rates at 80 epochs (App. A); then the
+    # BCE-family baselines (Table 3) × both rates × epochs {10, 40, 80} (App. A), not crossed with τ: 24 + 18
+    assert [sorted(b) for b in sweep.grids] == [["epochs", "loss", "lr", "temperature"], ["epochs", "loss", "lr"]]
+    points = sweep.grid_points()
+    contrastive = [p for p in points if p["loss"] in ("msc", "base", "bqueue", "bqproto")]
+    baselines = [p for p in points if p["loss"] in ("bce", "focal", "asl")]
+    assert len(points) == 42 and points[0]["loss"] == "msc" and len(contrastive) == 24 and len(baselines) == 18
+    assert {p["temperature"] for p in contrastive} == {0.07, 0.1, 0.2} and {p["epochs"] for p in contrastive} == {80}
+    assert all("temperature" not in p for p in baselines) and {p["epochs"] for p in baselines} == {10, 40, 80}
     assert sweep.seeds == [0, 1, 2] and sweep.search["temperature"] == {"choice": [0.07, 0.1, 0.2]}
-    assert len(sweep.grid_points()) == 24 and sweep.grid_points()[0]["loss"] == "msc"
     assert {k: sweep.fixed[k] for k in ("queue_size", "momentum", "beta", "batch_size", "proj_dim")} == {
         "queue_size": 512, "momentum": 0.999, "beta": 0.1, "batch_size": 32, "proj_dim": 256}
     assert sweep.metric == ["val/micro_f1"] and sweep.data["task"] == "multilabel"
-    # the BCE-family baselines (App. A: epochs from {10, 40, 80}) with the header's override
-    bce = load_spec(ROOT / "search_spaces" / "abalone.yaml",
-                    ["reported={}", "grid={loss: [bce, focal, asl], lr: [5.0e-5, 2.0e-5], epochs: [10, 40, 80]}"])
-    assert len(bce.grid_points()) == 18 and {p["epochs"] for p in bce.grid_points()} == {10, 40, 80}
 
 
 def test_list_valued_choice_travels_through_optuna_as_text(tmp_path):

@@ -89,6 +89,10 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         start_epoch = restore_checkpoint(resume_dir, method, optimizer, scheduler, scaler, tracker) + 1
 
     metrics: dict[str, float] = dict(tracker.best_metrics)
+    # cost metrics (a Pareto sweep may trade them against quality): trainable parameters and
+    # the cumulative seconds spent in optimisation steps (evaluation excluded), kept across resumes
+    parameters = float(sum(p.numel() for p in method.parameters() if p.requires_grad))
+    train_seconds = previous_cost(resume_dir)
     for epoch in range(start_epoch, hp("epochs") + 1):
         started = time.perf_counter()
         model.train()
@@ -114,7 +118,9 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
             for key in per_step:
                 per_step[key].append(out[key].detach().float())
             steps += 1
-        metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows}
+        train_seconds += time.perf_counter() - started
+        metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
+                   "cost/train_s": train_seconds, "cost/parameters": parameters}
         metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
         if per_step:
             metrics[STEP_METRICS] = step_series(per_step, first_step=(epoch - 1) * steps_per_epoch + 1)
@@ -234,6 +240,17 @@ def restore_checkpoint(directory, method, optimizer, scheduler, scaler, tracker)
     np.random.set_state(state["rng"]["numpy"])
     random.setstate(state["rng"]["python"])
     return int(state["epoch"])
+
+
+def previous_cost(directory: str | None) -> float:
+    """``cost/train_s`` as the checkpoint being resumed recorded it (0 for a fresh start)."""
+    if not directory:
+        return 0.0
+    try:
+        with open(os.path.join(directory, META_FILE)) as fh:
+            return float(json.load(fh)["metrics"].get("cost/train_s", 0.0))
+    except (OSError, ValueError, KeyError):
+        return 0.0
 
 
 def load_trained(directory: str, num_labels: int | None = None):

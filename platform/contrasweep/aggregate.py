@@ -106,10 +106,16 @@ def summary(group: Group) -> dict[str, float]:
     return {k: v for k, v in out.items() if not math.isnan(v)}
 
 
+def selection_key(metric: str) -> str:
+    """What a repeat is judged by: its best validation value (``best/val/...``, taken at its best
+    epoch), or the final value of a metric that is not a validation one (``cost/train_s``)."""
+    return f"best/{metric}" if metric.startswith("val/") else metric
+
+
 def select(found: list[Group], metric: str, mode: str = "max") -> dict[str, Group]:
-    """The best complete group of every setting by the mean of ``best/<metric>``."""
+    """The best complete group of every setting by the mean of ``selection_key(metric)``."""
     best: dict[str, Group] = {}
-    key = f"best/{metric}"
+    key = selection_key(metric)
     sign = 1.0 if mode == "max" else -1.0
     for group in found:
         mean = group.stats(key)["mean"]

@@ -159,7 +159,7 @@ def cmd_report(args) -> int:
 def _best_configurations(results, sweep, metric: str, mode: str) -> list[str]:
     """One line per setting: the configuration with the best mean of ``best/<metric>`` over
     its complete repeat groups (the selection rule of ``contrasweep.aggregate``), mean ± std."""
-    from contrasweep.aggregate import Group, ran_every_epoch, select
+    from contrasweep.aggregate import Group, ran_every_epoch, select, selection_key
     from contrasweep.identity import identify
     from contrasweep.tune import group_sizes, group_static
 
@@ -177,7 +177,7 @@ def _best_configurations(results, sweep, metric: str, mode: str) -> list[str]:
                   {"metrics": result.metrics})
     lines = []
     for setting, group in select(list(found.values()), metric, mode).items():
-        stats = group.stats(f"best/{metric}")
+        stats = group.stats(selection_key(metric))
         shown = {k: group.hp[k] for k in sweep.varied if k in group.hp} or group.hp
         where = f" [{setting}]" if setting else ""
         lines.append(f"[contrasweep] best configuration{where}: {metric}={stats['mean']:.4f} ± {stats['std']:.4f} "

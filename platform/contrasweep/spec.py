@@ -11,7 +11,9 @@ Layout of a spec::
     evaluation: {sts: pairs.csv}    # optional: STS pairs (sentence1, sentence2, score)
     encoder: {name: default, pooling: mean, max_length: 128}
     reported: {lr: 2.0e-5}          # the paper's setting: evaluated first
-    grid: {lr: [1.0e-5, 2.0e-5]}    # exact grid (searcher: grid)
+    grid: {lr: [1.0e-5, 2.0e-5]}    # exact grid (searcher: grid); or a list of such
+                                    # blocks, run one after another (tied values, e.g.
+                                    # SupCL-Seq Table 1's batch size per dropout set)
     search: {lr: {loguniform: [1.0e-5, 1.0e-4]}}   # domains (searcher: optuna | random)
     fixed: {epochs: 10}             # the same for every trial
     sweep: {searcher: grid, metric: val/accuracy, mode: max, num_samples: 1,
@@ -27,7 +29,6 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -70,7 +71,8 @@ class Sweep:
     data: dict = field(default_factory=dict)
     encoder: dict = field(default_factory=lambda: {"name": "default", "pooling": "mean", "max_length": 128})
     reported: dict = field(default_factory=dict)
-    grid: dict = field(default_factory=dict)
+    grid: dict = field(default_factory=dict)  # every grid key with all its values (the blocks' union)
+    grids: list = field(default_factory=list)  # the grid's blocks, each a product of its own lists
     search: dict = field(default_factory=dict)
     fixed: dict = field(default_factory=dict)
     searcher: str = "grid"
@@ -120,8 +122,8 @@ class Sweep:
 
     def grid_points(self) -> list[dict]:
         """The configurations of the exact grid, the paper's reported setting first."""
-        keys = list(self.grid)
-        points = [dict(zip(keys, values)) for values in itertools.product(*(self.grid[k] for k in keys))]
+        points = [dict(zip(block, values)) for block in (self.grids or [self.grid])
+                  for values in itertools.product(*block.values())]
         base = {**self.fixed}
         reported = {**base, **self.reported}
         configs = [{**base, **p} for p in points]
@@ -130,7 +132,11 @@ class Sweep:
             # not run twice
             same = self._with_defaults(reported)
             configs = [reported] + [c for c in configs if self._with_defaults(c) != same]
-        return configs or [reported]
+        unique = []  # two blocks may share a point: it runs once
+        for config in configs:
+            if config not in unique:
+                unique.append(config)
+        return unique or [reported]
 
 
 def in_domain(domain: dict, value) -> bool:
@@ -222,7 +228,8 @@ def validate(raw: dict) -> Sweep:
     sweep.evaluation = _evaluation(_mapping(raw, "evaluation"))
     sweep.reported = _values(_mapping(raw, "reported"), params, "reported")
     sweep.fixed = _values(_mapping(raw, "fixed"), params, "fixed")
-    sweep.grid = _grid(_mapping(raw, "grid"), params)
+    sweep.grids = _grids(raw.get("grid") or {}, params)
+    sweep.grid = _union(sweep.grids)
     sweep.search = _search(_mapping(raw, "search"), params)
     _sweep_section(sweep, _mapping(raw, "sweep"), method_cls)
     tracking = _mapping(raw, "tracking")
@@ -305,6 +312,27 @@ def _param(params: dict[str, Param], key: str, where: str) -> Param:
 
 def _values(section: dict, params: dict[str, Param], where: str) -> dict:
     return {k: _param(params, k, where).coerce(f"{where}.{k}", v) for k, v in section.items()}
+
+
+def _grids(section, params: dict[str, Param]) -> list[dict]:
+    """``grid`` as one mapping (one product) or a list of mappings (blocks run in order: values
+    tied across keys, e.g. a batch size per dropout set)."""
+    if isinstance(section, dict):
+        return [_grid(section, params)] if section else []
+    if not isinstance(section, list) or not section or not all(isinstance(b, dict) and b for b in section):
+        raise SpecError(f"grid={section!r} is not allowed; allowed: a mapping {{name: [values]}} or a non-empty list "
+                        "of such mappings (blocks)")
+    return [_grid(block, params) for block in section]
+
+
+def _union(blocks: list[dict]) -> dict:
+    """Every key of the blocks with every value it takes in any of them (first-seen order)."""
+    out: dict[str, list] = {}
+    for block in blocks:
+        for key, values in block.items():
+            seen = out.setdefault(key, [])
+            seen += [v for v in values if v not in seen]
+    return out
 
 
 def _grid(section: dict, params: dict[str, Param]) -> dict:
@@ -406,7 +434,8 @@ def _metrics(sweep: Sweep, section: dict, method_cls) -> None:
     metrics = metric if isinstance(metric, list) else [metric]
     modes = mode if isinstance(mode, list) else [mode] * len(metrics)
     names = method_cls.metric_names + (method_cls.sts_metric_names if sweep.evaluation.get("sts") else ())
-    allowed = [f"val/{m}" for m in names] + ["train/loss"]
+    # cost metrics (trainables/loop.py) for quality-cost Pareto sweeps, e.g. [val/accuracy, cost/train_s]
+    allowed = [f"val/{m}" for m in names] + ["train/loss", "cost/train_s", "cost/parameters"]
     for m in metrics:
         if m not in allowed:
             raise SpecError(f"sweep.metric={m!r} is not allowed; allowed: {', '.join(allowed)}")

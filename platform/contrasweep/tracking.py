@@ -309,7 +309,7 @@ class MlflowTracker(Callback):
     def _best_to_parent(self) -> None:
         """The parent run holds each setting's best configuration (best mean validation metric
         over complete repeat groups): its aggregates, and a tag naming its run."""
-        from contrasweep.aggregate import groups_of, select, summary
+        from contrasweep.aggregate import groups_of, select, selection_key, summary
 
         found = groups_of(trial_runs(self.client, self.parent_run_id))
         metric = self.metric[len("best/"):] if self.metric.startswith("best/") else self.metric
@@ -320,7 +320,7 @@ class MlflowTracker(Callback):
             if group.group in configs:
                 self.client.set_tag(self.parent_run_id, f"contrasweep.best_config{'.' + _slug(setting) if setting else ''}",
                                     configs[group.group])
-            self._register(setting, group, f"best/{metric}")
+            self._register(setting, group, selection_key(metric))
 
     def _register(self, setting: str, group, metric: str) -> None:
         """The best repeat (by its own validation value) of a setting's best configuration into
