@@ -138,10 +138,9 @@ def _auto_report(root, name: str, status: str) -> None:
 
 def cmd_report(args) -> int:
     from contrasweep import sweeps
+    from contrasweep.spec import _name
     from contrasweep.tracking import default_tracking_uri
     from dashboards.report import build
-
-    from contrasweep.spec import _name
 
     root = sweeps.sweeps_root(args.root)
     folder = root / _name(args.name)  # a name, never a path (no reading outside the root)

@@ -228,7 +228,7 @@ class MlflowTracker(Callback):
         from contrasweep.executor import trial_variant
 
         # every value the trial trains with, defaults included, and the data it trains on
-        out = {"hp": {**hp_defaults(self.static["method"]), **trial_hp(config, self.static)}}
+        out = {"method": self.static["method"], "hp": {**hp_defaults(self.static["method"]), **trial_hp(config, self.static)}}
         if self.static.get("variants"):
             out["data"] = self.static["variants"][trial_variant(config, self.static)]["data"]
         return out
