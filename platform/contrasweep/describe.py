@@ -37,11 +37,13 @@ def dataset_input(variant: dict):
 
 def sweep_tags(spec: dict, sweep_name: str) -> dict[str, str]:
     """Tags of the parent run, so the experiment's run list can be filtered by them."""
+    from contrasweep.tracking import KIND_TAG
+
     data, sweep = spec.get("data", {}), spec.get("sweep", {})
     metric = sweep.get("metric", "")
     return {
         "contrasweep.sweep": sweep_name,
-        "contrasweep.kind": "sweep",
+        KIND_TAG: "sweep",
         "contrasweep.method": str(spec.get("method", "")),
         "contrasweep.dataset": short_value(data.get("source", "")),
         "contrasweep.protocol": str(data.get("protocol", data.get("task", "full"))),

@@ -222,10 +222,8 @@ class MlflowTracker(Callback):
 
     def _trial_params(self, config: dict) -> dict:
         """The hyperparameters the trial really trains with (the seed of a Repeater index too)."""
-        from contrasweep.executor import trial_hp
+        from contrasweep.executor import trial_hp, trial_variant
         from contrasweep.spec import hp_defaults
-
-        from contrasweep.executor import trial_variant
 
         # every value the trial trains with, defaults included, and the data it trains on
         out = {"method": self.static["method"], "hp": {**hp_defaults(self.static["method"]), **trial_hp(config, self.static)}}
