@@ -5,6 +5,7 @@ fine-tuning start from a stage-1 checkpoint (Sec. 5.2)."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -15,6 +16,7 @@ import torch
 
 from contrasweep.errors import UserError
 from trainables.batches import eval_batches, to_device
+from trainables.checkpoints import META_FILE, WEIGHTS_FILE, best_folder, load_weights, weights_file
 from trainables.gather import StageContext
 from trainables.loop import build_method, load_trained, train
 from trainables.sessions import LocalSession
@@ -234,33 +236,38 @@ def test_clustering_scores_the_test_split_with_app_d_proportion(tiny_model_dir, 
 # ------------------------------------------------------------------------------- checkpoints
 
 
+def resume_weights(session):
+    """The weights of the resume state the session's last reported pointer names."""
+    meta = json.load(open(os.path.join(session.checkpoints[-1], META_FILE)))
+    return load_weights(os.path.join(session.state_dir, meta["resume"], WEIGHTS_FILE))
+
+
 def test_checkpoint_restores_queue_prototypes_probe_and_metrics(tiny_model_dir, data, tmp_path):
     cfg = config(tiny_model_dir, loss="msc")
     session = LocalSession(str(tmp_path / "run"))
     train(cfg, data, session)
     report = session.reports[-1]
-    saved = torch.load(os.path.join(session.checkpoints[-1], "model.pt"))
+    saved = load_weights(weights_file(session.checkpoints[-1]))  # the best epoch's weights
     restored = load_trained(session.checkpoints[-1], num_labels=3)
     assert len(restored.queue) == 16  # 48 keys enqueued (the last step's by second_stage), K = 16
     for key in ("queue._z", "queue._y", "prototypes", "probe_weight", "probe_bias", "momentum.projection.0.weight"):
         assert torch.equal(restored.state_dict()[key], saved[key]), key
     assert restored.probe_weight.abs().sum() > 0
     ctx = context(data, tmp_path)
-    for split, prefix in (("validation", "val"), ("test", "test")):
+    for split, prefix in (("validation", "best/val"), ("test", "test")):
         metrics = restored.evaluate(ctx, split)
-        assert metrics.keys() == {k.split("/", 1)[1] for k in report if k.startswith(prefix + "/")}
+        assert metrics.keys() == {k[len(prefix) + 1:] for k in report if k.startswith(prefix + "/")}
         for name, value in metrics.items():
             assert value == pytest.approx(report[f"{prefix}/{name}"], abs=1e-9), name
 
 
 def test_resume_continues_exactly(tiny_model_dir, data, tmp_path):
-    cfg = config(tiny_model_dir, loss="msc", epochs=2)
+    cfg = config(tiny_model_dir, loss="msc", epochs=2, checkpoint_every=1)
     whole = LocalSession(str(tmp_path / "whole"))
     train(cfg, data, whole)
     resumed = LocalSession(str(tmp_path / "resumed"), resume_from=whole.checkpoints[0])
     train(cfg, data, resumed)
-    a = torch.load(os.path.join(whole.checkpoints[-1], "model.pt"))
-    b = torch.load(os.path.join(resumed.checkpoints[-1], "model.pt"))
+    a, b = resume_weights(whole), resume_weights(resumed)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert resumed.reports[-1]["val/micro_f1"] == whole.reports[-1]["val/micro_f1"]
 
@@ -272,8 +279,8 @@ def test_init_from_starts_bce_from_the_stage1_encoder(tiny_model_dir, data, tmp_
     stage1 = LocalSession(str(tmp_path / "stage1"))
     train(config(tiny_model_dir, loss="base"), data, stage1)
     ckpt = str(tmp_path / "best_stage1")
-    shutil.copytree(stage1.checkpoints[-1], ckpt)
-    encoder_state = {k[len("encoder."):]: v for k, v in torch.load(os.path.join(ckpt, "model.pt")).items()
+    shutil.copytree(best_folder(stage1.checkpoints[-1]), ckpt)
+    encoder_state = {k[len("encoder."):]: v for k, v in load_weights(weights_file(ckpt)).items()
                      if k.startswith("encoder.")}
     cfg = config(tiny_model_dir, loss="bce", init_from=ckpt)
     MultiLabelContrastive.check(cfg["hp"], 32)
@@ -288,13 +295,13 @@ def test_init_from_starts_bce_from_the_stage1_encoder(tiny_model_dir, data, tmp_
     shutil.rmtree(ckpt)
     restored = load_trained(session.checkpoints[-1], num_labels=3)
     metrics = restored.evaluate(context(data, tmp_path), "validation")
-    assert metrics["micro_f1"] == pytest.approx(session.reports[-1]["val/micro_f1"], abs=1e-9)
+    assert metrics["micro_f1"] == pytest.approx(session.reports[-1]["best/val/micro_f1"], abs=1e-9)
 
 
 def test_init_from_is_checked(tiny_model_dir, tmp_path):
     with pytest.raises(UserError, match="init_from with loss bce, focal or asl"):
         MultiLabelContrastive.check({"loss": "msc", "init_from": str(tmp_path)}, 32)
-    with pytest.raises(UserError, match="no model.pt there"):
+    with pytest.raises(UserError, match="no model.safetensors there"):
         MultiLabelContrastive.check({"loss": "bce", "init_from": str(tmp_path / "missing")}, 32)
     with pytest.raises(UserError, match="init_from with loss bce"):
         build_method(config(tiny_model_dir, loss="bqueue", init_from=str(tmp_path)), 3)

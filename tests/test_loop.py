@@ -23,7 +23,8 @@ def test_loss_decreases_and_metrics_reported(tiny_model_dir, tmp_path):
     last = session.reports[-1]
     for key in ("val/accuracy", "val/macro_f1", "val/mcc", "val/f1", "best/val/accuracy", "best/epoch", "train/loss/ce"):
         assert key in last
-    assert "test/accuracy" in last  # test metrics of the best validation epoch
+    assert "test/accuracy" in last  # test metrics of the best validation epoch, after the last
+    assert not any("test/accuracy" in r for r in session.reports[:-1])  # ... and never before
     assert last["best/val/accuracy"] == max(r["val/accuracy"] for r in session.reports)
 
 
@@ -48,7 +49,7 @@ def test_checkpoint_round_trip_and_resume(tiny_model_dir, tmp_path):
     data = toy_tables(tiny_model_dir)
     first = CrashAfter(str(tmp_path / "a"), 2)
     with pytest.raises(Crash):
-        train(loop_config(tiny_model_dir, epochs=4), data, first)
+        train(loop_config(tiny_model_dir, epochs=4, checkpoint_every=2), data, first)
     ckpt = first.checkpoints[-1]
 
     # the saved model predicts exactly what the trained one did
@@ -61,11 +62,11 @@ def test_checkpoint_round_trip_and_resume(tiny_model_dir, tmp_path):
 
     # resuming from epoch 2 runs epochs 3..4 only and equals an uninterrupted 4-epoch run
     resumed = LocalSession(str(tmp_path / "b"), resume_from=ckpt)
-    train(loop_config(tiny_model_dir, epochs=4), data, resumed)
+    train(loop_config(tiny_model_dir, epochs=4, checkpoint_every=2), data, resumed)
     assert [r["epoch"] for r in resumed.reports] == [3, 4]
     straight = LocalSession(str(tmp_path / "c"))
     train(loop_config(tiny_model_dir, epochs=4), data, straight)
-    for key in ("train/loss", "val/accuracy", "best/val/accuracy"):
+    for key in ("train/loss", "val/accuracy", "best/val/accuracy", "test/accuracy", "best/epoch"):
         assert straight.reports[-1][key] == pytest.approx(resumed.reports[-1][key], abs=1e-5)
     # cost metrics: trainable parameters, and training seconds that keep counting across the resume
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)

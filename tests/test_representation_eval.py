@@ -111,6 +111,23 @@ def test_kmeans_scores_options():
     assert kmeans_scores(x, y, n_clusters=6, seeds=[0])["cluster_acc"] < 1.0
 
 
+def test_kmeans_scores_is_one_seeded_bounded_init_per_run():
+    """Each run is exactly one scikit-learn k-means++ init seeded with the run's seed, at most
+    KMEANS_MAX_ITER Lloyd iterations: the same partition as a hand-made KMeans(n_init=1)."""
+    from sklearn.metrics import normalized_mutual_info_score
+
+    from trainables.evaluation.clustering import KMEANS_MAX_ITER
+
+    x, y = blobs(20, n_classes=4, spread=1.5, seed=5)
+    for seed in range(3):
+        km = KMeans(n_clusters=4, init="k-means++", n_init=1, max_iter=KMEANS_MAX_ITER, random_state=seed)
+        pred = km.fit_predict(np.asarray(x, dtype=np.float64))
+        assert km.n_iter_ <= KMEANS_MAX_ITER
+        assert kmeans_scores(x, y, seeds=[seed]) == {
+            "cluster_acc": clustering_accuracy(y, pred), "cluster_acc_std": 0.0,
+            "nmi": normalized_mutual_info_score(y, pred)}
+
+
 # ---------------------------------------------------------------- few-shot splits
 
 def pool_labels():
@@ -208,6 +225,9 @@ def test_few_shot_probe_keys_per_k():
     assert all(0.0 <= v <= 1.0 for v in out.values())
     assert out == few_shot_probe(pool_x, pool_y, sx, sy, num_classes=3, ks=(1, 3), n_splits=2,
                                  lr=1e-2, iterations=20, eval_every=10)
+    # the device is an argument (CPU here); torch inputs on it give the same numbers
+    assert out == few_shot_probe(torch.as_tensor(pool_x), torch.as_tensor(pool_y), sx, sy, num_classes=3, ks=(1, 3),
+                                 n_splits=2, lr=1e-2, iterations=20, eval_every=10, device=torch.device("cpu"))
 
 
 # ---------------------------------------------------------------- STS
@@ -233,3 +253,27 @@ def test_sts_spearman_is_one_for_monotone_scores():
 def test_sts_spearman_rejects_mismatched_shapes():
     with pytest.raises(ValueError):
         sts_spearman(np.zeros((3, 4)), np.zeros((3, 5)), np.zeros(3))
+
+
+# ---------------------------------------------------------------- RepresentationMethod.evaluate
+
+def test_representation_evaluate_probes_on_the_sessions_device(monkeypatch):
+    """The probes get the trial's device (``context.session.device``) and every split's
+    embeddings once; the numbers are those of ``few_shot_probe`` on those embeddings."""
+    from types import SimpleNamespace
+
+    import trainables.representation as rep
+
+    parts = {"train": blobs(12, dim=8, spread=6.0, seed=40), "validation": blobs(10, dim=8, spread=6.0, seed=41)}
+    asked, seen = [], {}
+    stub = SimpleNamespace(hp={"eval_kmeans_runs": 2, "probe_splits": 2, "probe_lr": 1e-2, "probe_iterations": 20},
+                           embeddings=lambda context, split: asked.append(split) or parts[split])
+    original = rep.few_shot_probe
+    monkeypatch.setattr(rep, "few_shot_probe", lambda *a, **k: seen.update(k) or original(*a, **k))
+    device = torch.device("cpu")
+    context = SimpleNamespace(num_labels=3, session=SimpleNamespace(device=device), data={}, cache={})
+    metrics = rep.RepresentationMethod.evaluate(stub, context, "validation")
+    assert seen["device"] == device and sorted(set(asked)) == ["train", "validation"]
+    (px, py), (vx, vy) = parts["train"], parts["validation"]
+    assert {k: metrics[k] for k in metrics if k.startswith("probe")} == few_shot_probe(
+        px, py, vx, vy, 3, ks=rep.PROBE_KS, n_splits=2, seed=0, lr=1e-2, iterations=20)

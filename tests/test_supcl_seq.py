@@ -9,6 +9,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 
 from trainables.batches import eval_batches, to_device
+from trainables.checkpoints import load_weights, weights_file
 from trainables.losses import supcon_loss
 from trainables.loop import build_method, train
 from trainables.sessions import LocalSession
@@ -89,7 +90,7 @@ def test_two_stages_through_the_loop(tiny_model_dir, data, tmp_path):
         assert np.isfinite(report["train/loss"]) and 0.0 <= report["stage2/train_accuracy"] <= 1.0
         assert "stage2/train_loss" in report and "val/accuracy" in report
     # the stage-2 layer is in the checkpoint and is what predicts
-    state = torch.load(f"{session.checkpoints[-1]}/model.pt")
+    state = load_weights(weights_file(session.checkpoints[-1]))
     assert state["head_weight"].abs().sum() > 0
     # the stage-1 optimiser never sees the stage-2 layer
     method = build_method(config, 2)

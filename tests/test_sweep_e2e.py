@@ -46,7 +46,13 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
         from mlflow.tracking import MlflowClient
 
         files = {f.path for f in MlflowClient(uri).list_artifacts(run.info.run_id, "best_checkpoint")}
-        assert "best_checkpoint/model.pt" in files
+        state = Path(result.path) / "state"
+        if run.data.tags["contrasweep.outcome"] == "complete":  # its best weights, tested once at the end
+            assert {"best_checkpoint/model.safetensors", "best_checkpoint/meta.json"} <= files
+            assert "test/accuracy" in run.data.metrics and state.is_dir()
+        else:  # stopped by ASHA: never a candidate, never tested, its states removed
+            assert not files and "test/accuracy" not in run.data.metrics and not state.exists()
+    assert {r.data.tags["contrasweep.outcome"] for r in runs} == {"complete", "stopped"}
     # the paper's reported setting (lr 1e-3) comes first in the grid, once per seed
     ordered = sorted(results, key=lambda r: r.metrics["trial_id"])  # ids end in _00000, _00001, ...
     assert [(r.config["hp"]["lr"], r.config["hp"]["seed"]) for r in ordered] == [(1e-3, 0), (1e-3, 1), (1e-4, 0), (1e-4, 1)]

@@ -32,5 +32,5 @@ def test_sweep_logs_to_a_tracking_server(ray_session, mlflow_server, tiny_model_
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
     assert runs[0].data.metrics["epoch"] == 2
     # the checkpoint went through the server into its artifact destination
-    assert list(artifacts.rglob("model.pt"))
+    assert list(artifacts.rglob("model.safetensors"))
     assert not (tmp_path / "mlflow.db").exists()  # nothing fell back to a local store

@@ -52,7 +52,7 @@ BCE-family losses: plain fine-tuning of a dropout + linear classifier on f(x); p
 its logits; no queue, momentum encoder or stage 2. "Fine-Tuning after Supervised Contrastive
 Learning" (Sec. 5.2; App. A: "we discard the projection head and train a linear layer using BCE
 ... learning rate in {5e−5, 2e−5} and a number of epochs in {5, 10}") is a second sweep: set
-``init_from`` to the directory of the best stage-1 checkpoint (its ``model.pt``) and ``loss: bce``.
+``init_from`` to the best folder of a stage-1 trial (its ``model.safetensors``; ``trainables.checkpoints``) and ``loss: bce``.
 Only the keys under ``encoder.`` are loaded (the head, momentum model, queue, prototypes and probe
 are discarded), at the first ``training_step`` (``load_init``): a resumed trial restores its own
 checkpoint instead (the ``init_loaded`` buffer is saved with it), and ``load_trained`` of a

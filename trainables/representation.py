@@ -12,8 +12,11 @@ Split roles, so that validation metrics never see test rows: for ``val/*`` the p
 its k + k examples per class from the training split and is scored on the validation split;
 for ``test/*`` (the best validation epoch) it samples from training ∪ validation — "we merge
 the training and validation sets" (Sec. 4.2.1) — and is scored on the test split. Clustering
-runs on the split itself. Embeddings are computed once per split and epoch and reused by
-every K-means run, probe split and k (``StageContext.cache``).
+runs on the split itself. Embeddings are computed once per split and context and reused by
+every K-means run, probe split and k (``StageContext.cache``). The probes of all splits and
+every k are trained together as one batched computation on the trial's device
+(``context.session.device``: the GPU when the trial has one; ``few_shot_probe``), K-means runs
+on CPU (scikit-learn, one seeded k-means++ init per run).
 
 * STS (when the spec gives ``evaluation.sts``): Spearman correlation between the cosine of the
   two sentences' e and the gold score (Sec. 4.2.1, Table 1 protocol), reported with the
@@ -68,7 +71,7 @@ class RepresentationMethod(Method):
             pool_x, pool_y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
             metrics.update(few_shot_probe(pool_x, pool_y, x, y, context.num_labels, ks=PROBE_KS,
                                           n_splits=self.hp["probe_splits"], seed=0, lr=self.hp["probe_lr"],
-                                          iterations=self.hp["probe_iterations"]))
+                                          iterations=self.hp["probe_iterations"], device=context.session.device))
         sts = context.data.get("sts")
         if sts is not None and split == "validation":
             metrics["sts_spearman"] = self.sts_score(context, sts)

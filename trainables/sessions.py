@@ -5,6 +5,10 @@
 * ``TrainSession``  — one rank of a Ray Train ``TorchTrainer`` (DDP, gloo on CPU / nccl on GPU).
 
 Only rank 0 writes checkpoints; every rank calls ``report`` (Train's report is a barrier).
+Each session names the trial's *state folder* (``trainables.checkpoints``): where the loop
+writes best weights and resume states once, and what it reports is a small pointer to them.
+``prune`` says whether superseded states are deleted (not by ``LocalSession``: a debugging run
+keeps every epoch's state, so that any epoch can be resumed from).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import torch
 class LocalSession:
     rank = 0
     world_size = 1
+    prune = False
 
     def __init__(self, checkpoint_root: str | None = None, resume_from: str | None = None, use_gpu: bool = False):
         self.reports: list[dict[str, Any]] = []
@@ -27,6 +32,10 @@ class LocalSession:
         self._root = checkpoint_root or tempfile.mkdtemp(prefix="contrasweep-ckpt-")
         self._resume_from = resume_from
         self.device = torch.device("cuda" if use_gpu and torch.cuda.is_available() else "cpu")
+
+    @property
+    def state_dir(self) -> str:
+        return os.path.join(self._root, "state")
 
     def latest_checkpoint(self) -> str | None:
         return self._resume_from
@@ -46,10 +55,19 @@ class LocalSession:
 
 
 class TuneSession(LocalSession):
-    """The trial process itself runs the loop (no Train worker group: ~1 s start-up, not ~30 s)."""
+    """The trial process itself runs the loop (no Train worker group: ~1 s start-up, not ~30 s),
+    on the GPU Tune gave the trial when ``use_gpu`` (a fraction of one GPU is enough: several
+    small trials share it)."""
 
-    def __init__(self, use_gpu: bool = False):
+    prune = True
+
+    def __init__(self, state_dir: str, use_gpu: bool = False):
         super().__init__(use_gpu=use_gpu)
+        self._state_dir = state_dir
+
+    @property
+    def state_dir(self) -> str:
+        return self._state_dir
 
     def latest_checkpoint(self) -> str | None:
         from ray import tune
@@ -65,10 +83,16 @@ class TuneSession(LocalSession):
 
 
 class TrainSession:
-    """One Ray Train worker; ``prepare_model`` picks the device and wraps in DDP."""
+    """One Ray Train worker; ``prepare_model`` picks the device and wraps in DDP. ``state_dir``:
+    the Tune trial's state folder, handed over by the trial (rank 0 writes it; every rank reads
+    it on a restore, so it must be on storage every worker sees)."""
 
-    def __init__(self):
+    prune = True
+
+    def __init__(self, state_dir: str):
         import ray.train
+
+        self.state_dir = state_dir
 
         context = ray.train.get_context()
         self.rank = context.get_world_rank()

@@ -3,35 +3,29 @@ checkpoint, its heads discarded (ABALONE Sec. 5.2's fine-tuning after contrastiv
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import nn
 
+from trainables.checkpoints import WEIGHTS_FILE, load_weights, weights_file
 from trainables.errors import UserError
-from trainables.loop import MODEL_FILE
-
-
-def model_file(path: str) -> str:
-    """The weights file of a checkpoint: ``path`` itself, or ``path/model.pt`` for a directory."""
-    path = os.path.expanduser(path)
-    return path if os.path.isfile(path) else os.path.join(path, MODEL_FILE)
 
 
 def check_model_file(path: str, key: str = "init_from") -> str:
-    """``model_file(path)``, or a one-line ``UserError`` naming ``key`` when there is none."""
-    found = model_file(path)
-    if not os.path.isfile(found):
-        raise UserError(f"{key}={path!r}: no {MODEL_FILE} there; allowed: a checkpoint directory of a "
-                        f"finished stage-1 trial (holding {MODEL_FILE}), or ''")
-    return found
+    """The weights file of ``path`` (``trainables.checkpoints.weights_file``: a weights file,
+    a best folder, a registry download or a reported checkpoint), or a one-line ``UserError``
+    naming ``key`` when there is none."""
+    found = weights_file(path)
+    if found is None:
+        raise UserError(f"{key}={path!r}: no {WEIGHTS_FILE} there; allowed: the best folder (or a checkpoint) "
+                        f"of a finished stage-1 trial, a {WEIGHTS_FILE} file, or ''")
+    return str(found)
 
 
 @torch.no_grad()
 def load_encoder_weights(encoder: nn.Module, path: str, key: str = "init_from") -> None:
     """Copy the ``encoder.*`` entries of a checkpoint's state dict into ``encoder``. Every DDP
     rank reads the file, so it must be on storage every worker sees."""
-    state = torch.load(check_model_file(path, key), map_location="cpu")
+    state = load_weights(check_model_file(path, key))
     encoder_state = {k[len("encoder."):]: v for k, v in state.items() if k.startswith("encoder.")}
     try:
         encoder.load_state_dict(encoder_state)

@@ -1,7 +1,8 @@
 """The trial executor (docs/architecture.md, "Data flow"): what one Tune trial runs.
 
-* one CPU worker: the generic loop runs in the trial process itself (~1 s start-up);
-* ``workers > 1`` or a GPU: the same loop runs on the ranks of a Ray Train ``TorchTrainer``
+* one worker (CPU, or a GPU or a fraction of one): the generic loop runs in the trial process
+  itself (~1 s start-up; Tune sets ``CUDA_VISIBLE_DEVICES`` for the trial's GPU share);
+* ``workers > 1``: the same loop runs on the ranks of a Ray Train ``TorchTrainer``
   (DDP; gloo on CPU, nccl on GPU) that the trial builds and fits (Train V2: a TorchTrainer is
   not handed to ``tune.Tuner``). The trial itself asks for almost no CPU so it does not starve
   its own workers; a ``TuneReportCallback`` forwards rank 0's per-epoch reports to Tune, so
@@ -59,18 +60,27 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
         "mode": static["mode"],
         "num_labels": static["variants"][variant]["num_labels"] if static.get("variants") else static["num_labels"],
     }
+    if static.get("checkpoint_at"):
+        loop_config["checkpoint_at"] = static["checkpoint_at"]
     if not static["distributed"]:
-        train(loop_config, ray.get(data[variant]), TuneSession(use_gpu=False))
+        train(loop_config, ray.get(data[variant]), TuneSession(state_dir(static), use_gpu=static["resources"]["gpu"] > 0))
         return
-    run_distributed(loop_config, data[variant], static, tune.get_context().get_trial_id())
+    run_distributed(loop_config, data[variant], static, tune.get_context().get_trial_id(), state_dir(static))
+
+
+def state_dir(static: dict[str, Any]) -> str:
+    """The trial's state folder (``trainables.checkpoints``) in the trial's folder on the sweep's
+    storage. Not ``get_trial_dir()`` itself: that is a driver-side staging folder whose files
+    Tune copies to storage again."""
+    return os.path.join(static["trial_storage"], os.path.basename(tune.get_context().get_trial_dir()), "state")
 
 
 def train_worker(worker_config: dict[str, Any]) -> None:
     """One Ray Train rank: resolve the shared data and run the same generic loop."""
-    train(worker_config["loop"], ray.get(worker_config["data"]), TrainSession())
+    train(worker_config["loop"], ray.get(worker_config["data"]), TrainSession(worker_config["state_dir"]))
 
 
-def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str) -> None:
+def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str, state_dir: str) -> None:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -79,7 +89,7 @@ def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str) ->
     workers = int(res["workers"])
     trainer = TorchTrainer(
         train_worker,
-        train_loop_config={"loop": loop_config, "data": data_ref},
+        train_loop_config={"loop": loop_config, "data": data_ref, "state_dir": state_dir},
         scaling_config=ScalingConfig(
             num_workers=workers,
             use_gpu=res["gpu"] > 0,
@@ -92,9 +102,8 @@ def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str) ->
             # Tune owns retries (sweep.max_failures); a finite controller limit keeps a trial
             # that cannot get resources from retrying forever (docs/architecture.md, "Facts about the stack").
             failure_config=FailureConfig(max_failures=0, controller_failure_limit=3),
-            checkpoint_config=CheckpointConfig(
-                num_to_keep=1, checkpoint_score_attribute=static["metric"], checkpoint_score_order=static["mode"]
-            ),
+            # pointers to the trial's state folder (trainables.checkpoints): kilobytes each
+            checkpoint_config=CheckpointConfig(num_to_keep=2),
             callbacks=[TuneReportCallback()],
         ),
     )
@@ -102,10 +111,13 @@ def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str) ->
 
 
 def trial_resources(static: dict[str, Any]) -> dict[str, float]:
+    """What Tune reserves for the trial process: almost nothing when it only drives a Train
+    worker group; otherwise the worker's CPUs and its GPU share (``gpu: 0.25``: four trials
+    on one GPU)."""
     res = static["resources"]
     if static["distributed"]:
         return {"CPU": 0.01}
-    return {"CPU": float(res["cpu"])}
+    return {"CPU": float(res["cpu"]), **({"GPU": float(res["gpu"])} if res["gpu"] > 0 else {})}
 
 
 def make_trainable(static: dict[str, Any], data_refs: list):

@@ -44,7 +44,7 @@ def register(client, name: str, run_id: str, setting: str, data: dict, descripti
 
 
 def has_checkpoint(client, run_id: str) -> bool:
-    return any(f.path.endswith("model.pt") for f in client.list_artifacts(run_id, CHECKPOINT_PATH))
+    return any(f.path.endswith((".safetensors", "model.pt")) for f in client.list_artifacts(run_id, CHECKPOINT_PATH))
 
 
 def registered_versions(client, name: str) -> list:

@@ -96,8 +96,9 @@ class Sweep:
 
     @property
     def distributed(self) -> bool:
-        """Ray Train (TorchTrainer, DDP) for several workers or a GPU; the trial process otherwise."""
-        return self.resources["workers"] > 1 or self.resources["gpu"] > 0
+        """Ray Train (TorchTrainer, DDP) for several workers; one worker (CPU, a GPU or a
+        fraction of one) trains in the Tune trial process itself (no worker group to start)."""
+        return self.resources["workers"] > 1
 
     @property
     def repeats(self) -> int:
@@ -391,6 +392,10 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
         setattr(sweep, key, param.coerce(f"sweep.{key}", section.get(key, param.default)))
     sweep.asha = _sub(section.get("asha") or {}, ASHA_PARAMS, "sweep.asha")
     sweep.resources = _sub(section.get("resources") or {}, RESOURCE_PARAMS, "sweep.resources")
+    gpu, workers = sweep.resources["gpu"], sweep.resources["workers"]
+    if workers > 1 and gpu != int(gpu):
+        raise SpecError(f"sweep.resources.gpu={gpu:g} with workers={workers}: DDP ranks need a whole GPU each; allowed: "
+                        "a fraction of a GPU with workers 1 (trials share a GPU), or whole GPUs with several workers")
     _metrics(sweep, section, method_cls)
     seeds = section.get("seeds", [0])
     seeds = seeds if isinstance(seeds, list) else [seeds]

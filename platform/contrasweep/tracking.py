@@ -262,7 +262,8 @@ class MlflowTracker(Callback):
         value = result.get(self.metric)
         if value is not None and _better(value, entry.get("best_value"), self.mode):
             entry["best_value"] = float(value)
-            entry["best_checkpoint"] = result.get("checkpoint_path")  # the Train path reports it
+        if result.get("best/epoch"):  # names the trial's best folder (trainables.checkpoints)
+            entry["best_epoch"] = int(result["best/epoch"])
         self.state.save()
 
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -276,10 +277,17 @@ class MlflowTracker(Callback):
         entry = self.state.trials[trial.trial_id]
         if entry.get("status") == status:
             return
-        ckpt = entry.get("best_checkpoint") or _best_tune_checkpoint(trial)
-        if ckpt and status == "FINISHED":
-            self._log_checkpoint(run_id, ckpt)
-        self.client.set_tag(run_id, "contrasweep.outcome", self._outcome(trial, entry, status))
+        outcome = self._outcome(trial, entry, status)
+        folder = getattr(trial, "path", None)  # the trial's folder on the sweep's storage
+        if folder and outcome == "complete" and entry.get("best_epoch"):
+            from trainables.checkpoints import best_of_trial
+
+            self._log_checkpoint(run_id, best_of_trial(folder, entry["best_epoch"]))
+        if folder and outcome == "stopped":  # never selected, never resumed: its weights and states go
+            from trainables.checkpoints import remove_state
+
+            remove_state(folder)
+        self.client.set_tag(run_id, "contrasweep.outcome", outcome)
         self.client.set_tag(run_id, "contrasweep.last_epoch", str(entry.get("last_epoch", 0)))
         self.client.set_terminated(run_id, status=status)
         entry["status"] = status
@@ -355,10 +363,11 @@ class MlflowTracker(Callback):
 
         return "complete" if ran_every_epoch(entry.get("last_epoch", 0), trial_hp(trial.config, self.static)) else "stopped"
 
-    def _log_checkpoint(self, run_id: str, path: str) -> None:
-        from trainables.loop import META_FILE, MODEL_FILE
+    def _log_checkpoint(self, run_id: str, path) -> None:
+        """The best folder's weights and meta as the run's ``best_checkpoint`` artifact."""
+        from trainables.checkpoints import META_FILE, WEIGHTS_FILE
 
-        for name in (MODEL_FILE, META_FILE):
+        for name in (WEIGHTS_FILE, META_FILE):
             file = Path(path) / name
             if file.exists():
                 self.client.log_artifact(run_id, str(file), artifact_path="best_checkpoint")
@@ -379,16 +388,6 @@ class MlflowTracker(Callback):
         self.client.set_terminated(self.parent_run_id, status="FAILED" if any_error else ("FINISHED" if done else "KILLED"))
         self.state.data["finished"] = done
         self.state.save()
-
-
-def _best_tune_checkpoint(trial) -> str | None:
-    try:
-        best = trial.run_metadata.checkpoint_manager.best_checkpoint_result
-    except AttributeError:
-        return None
-    if best is None or best.checkpoint is None:
-        return None
-    return best.checkpoint.path
 
 
 def _better(value, best, mode: str) -> bool:

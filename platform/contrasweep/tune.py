@@ -191,7 +191,20 @@ def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list) -> d
         "resources": sweep.resources,
         "distributed": sweep.distributed,
         "train_storage": str(sweep_dir.train_dir),
+        "trial_storage": str(sweep_dir.tune_dir),  # where Tune keeps each trial's folder
+        "checkpoint_at": pause_epochs(sweep),
     }
+
+
+def pause_epochs(sweep: Sweep) -> list[int]:
+    """Epochs at which group ASHA may pause a trial (its rungs): the loop writes a full resume
+    state there, so that a paused trial continues exactly where it stopped."""
+    if sweep.scheduler == "none":
+        return []
+    from contrasweep.group_asha import rungs
+
+    top = max_epochs(sweep)
+    return rungs(top, min(sweep.asha["grace_period"], top), sweep.asha["reduction_factor"])
 
 
 def max_epochs(sweep: Sweep) -> int:
@@ -325,10 +338,9 @@ def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
         storage_path=str(sweep_dir.path),
         callbacks=callbacks,
         failure_config=tune.FailureConfig(max_failures=sweep.max_failures),
-        # Best + latest per trial: Tune always keeps the latest next to the top-1 by score.
-        checkpoint_config=tune.CheckpointConfig(
-            num_to_keep=1, checkpoint_score_attribute=sweep.metric[0], checkpoint_score_order=sweep.mode[0]
-        ),
+        # The two newest pointers to the trial's state folder (trainables.checkpoints: the
+        # weights and optimiser state are written there once; Tune copies kilobytes).
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=2),
         verbose=1,
     )
 

@@ -1,0 +1,170 @@
+"""Checkpoints sized to their job and the test split evaluated once (trainables.checkpoints,
+trainables.loop): what is written when, what a pointer holds, what pruning keeps, resuming
+between full states, and the test evaluation on the best validation epoch's weights (no Ray)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from trainables import loop
+from trainables.checkpoints import (
+    META_FILE,
+    STATE_FILE,
+    WEIGHTS_FILE,
+    StateFolder,
+    best_folder,
+    best_of_trial,
+    load_weights,
+    remove_state,
+    weights_file,
+)
+from trainables.loop import load_trained, train
+from trainables.sessions import LocalSession
+
+from helpers import loop_config, toy_tables
+
+
+class PruningSession(LocalSession):
+    prune = True  # as Tune and Train sessions do
+
+
+class CrashAfter(PruningSession):
+    def __init__(self, root, n, **kwargs):
+        super().__init__(root, **kwargs)
+        self.n = n
+
+    def report(self, metrics, checkpoint_dir):
+        super().report(metrics, checkpoint_dir)
+        if len(self.reports) == self.n:
+            raise RuntimeError("killed")
+
+
+@pytest.fixture
+def count_test_evaluations(monkeypatch):
+    """Counts ``evaluate(context, "test")`` calls and records the weights each one saw."""
+    from trainables.base import Method
+
+    calls = []
+    original = Method.evaluate
+
+    def evaluate(self, context, split):
+        if split == "test":
+            calls.append({k: v.clone() for k, v in self.state_dict().items()})
+        return original(self, context, split)
+
+    monkeypatch.setattr(Method, "evaluate", evaluate)
+    return calls
+
+
+def test_test_split_evaluated_once_on_the_best_epochs_weights(tiny_model_dir, tmp_path, count_test_evaluations):
+    data = toy_tables(tiny_model_dir)
+    session = PruningSession(str(tmp_path))
+    train(loop_config(tiny_model_dir, epochs=5, lr=3e-3, checkpoint_every=2), data, session)
+    assert len(count_test_evaluations) == 1
+    last = session.reports[-1]
+    best_epoch = int(last["best/epoch"])
+    folder = StateFolder(session.state_dir)
+    assert folder.names("best") == [f"best-e{best_epoch:04d}"]  # older bests pruned
+    best = load_weights(folder.path(folder.names("best")[0]) / WEIGHTS_FILE)
+    seen = count_test_evaluations[0]
+    assert all(torch.equal(seen[k], best[k]) for k in best)
+    # the same number as evaluating the saved best model afresh
+    model = load_trained(str(folder.path(folder.names("best")[0])))
+    from trainables.gather import classification_evaluate
+
+    again = classification_evaluate(model, data["tables"]["test"], 2, 32, LocalSession(str(tmp_path / "x")))
+    assert last["test/accuracy"] == pytest.approx(again["accuracy"])
+
+
+def test_what_is_written_and_kept(tiny_model_dir, tmp_path):
+    data = toy_tables(tiny_model_dir)
+    session = PruningSession(str(tmp_path))
+    config = loop_config(tiny_model_dir, epochs=7, checkpoint_every=3)
+    config["checkpoint_at"] = [1]  # a rung where a scheduler may pause the trial
+    train(config, data, session)
+    # pointers only at epochs with a full state: 1 (rung), 3, 6 (every 3), 7 (last)
+    pointers = [json.load(open(os.path.join(c, META_FILE))) for c in session.checkpoints]
+    assert [p["epoch"] for p in pointers] == [1, 3, 6, 7]
+    for c in session.checkpoints:  # a pointer is kilobytes: the meta, nothing else
+        assert os.listdir(c) == [META_FILE] and os.path.getsize(os.path.join(c, META_FILE)) < 20_000
+    folder = StateFolder(session.state_dir)
+    assert folder.names("resume") == ["resume-e0006", "resume-e0007"]  # the two newest
+    resume = folder.path("resume-e0007")
+    assert sorted(os.listdir(resume)) == [WEIGHTS_FILE, STATE_FILE]
+    state = torch.load(resume / STATE_FILE, weights_only=False)
+    assert {"optimizer", "scheduler", "scaler", "tracker", "rng", "epoch", "best"} <= set(state)
+    # the weights file holds the model once: its size is the parameters' and buffers' bytes
+    model = load_trained(session.checkpoints[-1])
+    tensor_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    assert tensor_bytes <= os.path.getsize(resume / WEIGHTS_FILE) < tensor_bytes + 100_000
+    assert not list(folder.root.glob(".*.tmp"))
+    # the best folder follows from the trial folder and the reported best epoch (what the tracker logs)
+    assert best_of_trial(tmp_path, int(session.reports[-1]["best/epoch"])) == folder.path(pointers[-1]["best"])
+
+
+def test_kill_between_full_states_redoes_at_most_checkpoint_every_epochs(tiny_model_dir, tmp_path):
+    data = toy_tables(tiny_model_dir)
+    killed = CrashAfter(str(tmp_path / "a"), 5)
+    with pytest.raises(RuntimeError):
+        train(loop_config(tiny_model_dir, epochs=6, checkpoint_every=2), data, killed)
+    assert [json.load(open(os.path.join(c, META_FILE)))["epoch"] for c in killed.checkpoints] == [2, 4]
+    resumed = PruningSession(str(tmp_path / "a"), resume_from=killed.checkpoints[-1])  # same trial folder
+    train(loop_config(tiny_model_dir, epochs=6, checkpoint_every=2), data, resumed)
+    assert [r["epoch"] for r in resumed.reports] == [5, 6]
+    straight = PruningSession(str(tmp_path / "b"))
+    train(loop_config(tiny_model_dir, epochs=6, checkpoint_every=2), data, straight)
+    for key in ("train/loss", "best/val/accuracy", "best/epoch", "test/accuracy"):
+        assert resumed.reports[-1][key] == pytest.approx(straight.reports[-1][key], abs=1e-5)
+
+
+def test_restored_after_the_last_epoch_reports_the_test_metrics_again(tiny_model_dir, tmp_path, count_test_evaluations):
+    data = toy_tables(tiny_model_dir)
+    first = PruningSession(str(tmp_path))
+    train(loop_config(tiny_model_dir, epochs=2, checkpoint_every=1), data, first)
+    again = PruningSession(str(tmp_path), resume_from=first.checkpoints[-1])
+    train(loop_config(tiny_model_dir, epochs=2, checkpoint_every=1), data, again)
+    assert [r["epoch"] for r in again.reports] == [2] and again.checkpoints == []
+    assert again.reports[0]["test/accuracy"] == pytest.approx(first.reports[-1]["test/accuracy"])
+
+
+def test_pointer_best_folder_and_legacy_files_resolve(tiny_model_dir, tmp_path):
+    data = toy_tables(tiny_model_dir)
+    session = PruningSession(str(tmp_path / "run"))
+    train(loop_config(tiny_model_dir, epochs=1), data, session)
+    folder = best_folder(session.checkpoints[-1])
+    assert folder is not None and folder.name == "best-e0001"
+    assert weights_file(session.checkpoints[-1]) == folder / WEIGHTS_FILE
+    assert weights_file(folder / WEIGHTS_FILE) == folder / WEIGHTS_FILE
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    torch.save(load_weights(folder / WEIGHTS_FILE), legacy / "model.pt")
+    (legacy / META_FILE).write_text((folder / META_FILE).read_text())
+    a, b = load_trained(str(legacy)), load_trained(str(folder))
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert best_folder(tmp_path / "nowhere") is None
+    with pytest.raises(FileNotFoundError, match="no trained weights"):
+        load_trained(str(tmp_path))
+
+
+def test_prune_removes_interrupted_writes_and_remove_state_frees_the_folder(tmp_path):
+    folder = StateFolder(tmp_path / "trial" / "state")
+    weights = {"w": torch.ones(3)}
+    for epoch in (1, 2, 3):
+        folder.write_best(weights, epoch, {"epoch": epoch})
+    (folder.root / ".resume-e0004.abc.tmp").mkdir()  # a write killed half-way
+    folder.prune({"best-e0003", "best-e0001"})
+    assert folder.names("best") == ["best-e0001", "best-e0003"]
+    assert not list(folder.root.glob(".*.tmp"))
+    assert remove_state(tmp_path / "trial") > 0 and not folder.root.exists()
+    assert remove_state(tmp_path / "trial") == 0
+
+
+def test_checkpoint_every_is_a_loop_parameter():
+    param = loop.LOOP_PARAMS["checkpoint_every"]
+    assert param.coerce("checkpoint_every", 3) == 3
+    with pytest.raises(Exception, match="checkpoint_every"):
+        param.coerce("checkpoint_every", 0)

@@ -1,0 +1,203 @@
+"""Checkpoints sized to their job (docs/architecture.md, "Checkpoints").
+
+A trial keeps two kinds of state in its *state folder* (``<Tune trial folder>/state``), each
+file written once, straight into the place it is kept (no temporary copy for Tune to copy
+again):
+
+* ``best-eNNNN/``: the weights (``model.safetensors``) of the best validation epoch so far and
+  a ``meta.json`` (config, epoch, that epoch's metrics). Written when validation improves;
+  reports, the model registry and ``load_trained`` read it.
+* ``resume-eNNNN/``: the full resume state — the weights and ``train_state.pt`` (optimiser,
+  LR scheduler, gradient scaler, best-so-far tracker, RNG states). Written every
+  ``checkpoint_every`` epochs, at the epochs where a scheduler may pause the trial (group
+  ASHA's rungs) and at the last epoch; a trial killed at any moment redoes at most
+  ``checkpoint_every`` epochs.
+
+What the loop reports to Tune (or Ray Train) as a checkpoint is a *pointer*: one small
+``meta.json`` naming the resume state and the best weights of that moment. Tune copies
+kilobytes, and a restored pointer always names a resume state and a best folder that belong
+together (the tracker in ``train_state.pt`` knows which epoch the best weights are from).
+
+Pruning keeps the two newest resume states (the driver records a reported pointer a moment
+after the trial wrote it; a driver killed in between restores the previous pointer) and the
+best folders those states and the current best name. Folders are written under a ``.tmp``
+name and renamed, so a kill during a write never leaves a half-written state under a real name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+WEIGHTS_FILE = "model.safetensors"
+LEGACY_WEIGHTS_FILE = "model.pt"  # checkpoints written before the state folder existed
+STATE_FILE = "train_state.pt"
+META_FILE = "meta.json"
+STATE_DIR = "state"
+_NAME = re.compile(r"^(best|resume)-e(\d+)$")
+_KEEP_RESUME = 2
+
+
+def cpu_copy(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The module's state as independent, contiguous CPU tensors (safe to keep while training
+    goes on, and storable as safetensors: no two entries share memory)."""
+    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in module.state_dict().items()}
+
+
+def save_weights(state: dict[str, torch.Tensor], path: str | Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file(state, str(path))
+
+
+def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    """A state dict from ``model.safetensors`` (or an older ``model.pt``)."""
+    if str(path).endswith(".safetensors"):
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    return torch.load(str(path), map_location="cpu")
+
+
+def read_meta(directory: str | Path) -> dict[str, Any]:
+    with open(Path(directory) / META_FILE) as fh:
+        return json.load(fh)
+
+
+def write_meta(directory: str | Path, meta: dict[str, Any]) -> None:
+    with open(Path(directory) / META_FILE, "w") as fh:
+        json.dump(meta, fh, default=str)
+
+
+def best_name(epoch: int) -> str:
+    return f"best-e{epoch:04d}"
+
+
+def resume_name(epoch: int) -> str:
+    return f"resume-e{epoch:04d}"
+
+
+def best_of_trial(trial_dir: str | Path, best_epoch: int) -> Path:
+    """A trial's best folder, from its Tune folder and the ``best/epoch`` it reported."""
+    return Path(trial_dir) / STATE_DIR / best_name(best_epoch)
+
+
+def epoch_of(name: str) -> int:
+    return int(_NAME.match(name).group(2))
+
+
+class StateFolder:
+    """The trial's state folder; only rank 0 writes it, every rank may read it."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def path(self, name: str | None) -> Path | None:
+        return self.root / name if name else None
+
+    def names(self, kind: str) -> list[str]:
+        """Complete ``best``/``resume`` folders, oldest epoch first."""
+        if not self.root.is_dir():
+            return []
+        found = [p.name for p in self.root.iterdir() if p.is_dir() and (m := _NAME.match(p.name)) and m.group(1) == kind]
+        return sorted(found, key=epoch_of)
+
+    def _publish(self, name: str, write) -> str:
+        """Write a folder under a temporary name, then rename it into place."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        final = self.root / name
+        tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=self.root))
+        try:
+            write(tmp)
+            if final.exists():  # the same epoch written again after a restore: replace it
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return name
+
+    def write_best(self, weights: dict[str, torch.Tensor], epoch: int, meta: dict[str, Any]) -> str:
+        def write(folder: Path) -> None:
+            save_weights(weights, folder / WEIGHTS_FILE)
+            write_meta(folder, meta)
+
+        return self._publish(best_name(epoch), write)
+
+    def write_resume(self, method: torch.nn.Module, training_state: dict[str, Any], epoch: int) -> str:
+        def write(folder: Path) -> None:
+            save_weights(cpu_copy(method), folder / WEIGHTS_FILE)
+            torch.save({**training_state, "epoch": epoch, "rng": rng_state()}, folder / STATE_FILE)
+
+        return self._publish(resume_name(epoch), write)
+
+    def prune(self, keep: set[str | None]) -> None:
+        """Remove resume states older than the two newest, best folders no kept name points
+        at, and leftovers of interrupted writes."""
+        resumes = self.names("resume")
+        keep = {k for k in keep if k} | set(resumes[-_KEEP_RESUME:])
+        for name in resumes + self.names("best"):
+            if name not in keep:
+                shutil.rmtree(self.root / name, ignore_errors=True)
+        for leftover in self.root.glob(".*.tmp"):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def remove_state(trial_dir: str | Path) -> int:
+    """Delete a trial's state folder (a trial a scheduler stopped early: never selected, never
+    resumed); returns the bytes freed."""
+    root = Path(trial_dir) / STATE_DIR
+    if not root.is_dir():
+        return 0
+    freed = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
+    shutil.rmtree(root, ignore_errors=True)
+    return freed
+
+
+def best_folder(path: str | Path) -> Path | None:
+    """The folder holding a trained model's weights and meta: ``path`` itself (a best folder,
+    a downloaded registry version or an older checkpoint with ``model.pt``), or the best folder
+    a reported pointer names."""
+    path = Path(os.path.expanduser(str(path)))
+    if (path / WEIGHTS_FILE).is_file() or (path / LEGACY_WEIGHTS_FILE).is_file():
+        return path
+    try:
+        meta = read_meta(path)
+    except (OSError, ValueError):
+        return None
+    if meta.get("best") and meta.get("state_dir"):
+        found = Path(meta["state_dir"]) / meta["best"]
+        return found if (found / WEIGHTS_FILE).is_file() else None
+    return None
+
+
+def weights_file(path: str | Path) -> Path | None:
+    """The weights file of ``path``: the file itself, or that of ``best_folder(path)``."""
+    path = Path(os.path.expanduser(str(path)))
+    if path.is_file():
+        return path
+    folder = best_folder(path)
+    if folder is None:
+        return None
+    for name in (WEIGHTS_FILE, LEGACY_WEIGHTS_FILE):
+        if (folder / name).is_file():
+            return folder / name
+    return None
