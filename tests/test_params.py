@@ -8,7 +8,7 @@ def test_yaml_style_strings_are_coerced():
     assert LOOP_PARAMS["lr"].coerce("lr", "1e-5") == pytest.approx(1e-5)
     assert LOOP_PARAMS["batch_size"].coerce("batch_size", "32") == 32
     assert LOOP_PARAMS["batch_size"].coerce("batch_size", 32.0) == 32
-    assert LOOP_PARAMS["amp"].coerce("amp", "true") is True
+    assert LOOP_PARAMS["amp"].coerce("amp", "true") == "auto"  # the old boolean form
 
 
 @pytest.mark.parametrize(

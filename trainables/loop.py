@@ -2,8 +2,9 @@
 
 AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a linear decay
 (default), a constant rate or a half-cosine decay (``lr_schedule``), gradient clipping, evaluation on the
-validation split every epoch, test metrics of the best validation epoch, one checkpoint per
-epoch (Tune keeps the best and the latest), seeded.
+validation split every epoch, the test split once at the end on the best validation epoch's
+weights, checkpoints sized to their job (``trainables.checkpoints``: best weights on
+improvement, a full resume state every ``checkpoint_every`` epochs), seeded.
 
 The loop never branches on a method's name: it builds the method from the registry and calls
 only the interface of ``trainables.base.Method``.
@@ -11,14 +12,13 @@ only the interface of ``trainables.base.Method``.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
 import shutil
 import tempfile
+import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -29,16 +29,29 @@ from transformers import (
     get_linear_schedule_with_warmup,
 )
 
+from trainables.checkpoints import (
+    META_FILE,
+    STATE_FILE,
+    WEIGHTS_FILE,
+    StateFolder,
+    best_folder,
+    best_name,
+    cpu_copy,
+    load_weights,
+    read_meta,
+    resume_name,
+    set_rng_state,
+    weights_file,
+    write_meta,
+)
 from trainables.encoder import load_encoder
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
 from trainables.params import LOOP_PARAMS
 from trainables.registry import get_method
+from trainables.step import TrainStep
 
-MODEL_FILE = "model.pt"
-STATE_FILE = "train_state.pt"
-META_FILE = "meta.json"
 # The result key under which per-step series travel to the tracker (Method.step_metrics).
 STEP_METRICS = "step_metrics"
 
@@ -63,10 +76,14 @@ def hp_value(config: dict[str, Any], key: str):
 def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, float]:
     """Train one trial. ``data``: {"tables": {split: pyarrow.Table}, "num_labels": int}.
 
-    ``config``: {"method", "encoder": {name, pooling}, "hp": {...}, "metric", "mode"}.
-    Returns the final metrics (also reported every epoch through ``session``).
+    ``config``: {"method", "encoder": {name, pooling}, "hp": {...}, "metric", "mode"} and
+    optionally ``checkpoint_at`` (epochs that must end with a full resume state: a scheduler
+    may pause the trial there). Returns the final metrics (also reported every epoch through
+    ``session``); the test split is evaluated once, after the last epoch, on the weights of
+    the best validation epoch (docs/architecture.md, "Selection and the test split").
     """
     hp = lambda key: hp_value(config, key)  # noqa: E731
+    setup_started = time.perf_counter()
     torch.set_num_threads(hp("torch_threads"))
     seed_everything(hp("seed"))
     tables, num_labels = data["tables"], data["num_labels"]
@@ -79,61 +96,103 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     optimizer = torch.optim.AdamW(method.param_groups(hp("lr"), hp("weight_decay")), lr=hp("lr"), eps=hp("adam_eps"))
     warmup = int(hp("warmup_ratio") * total_steps)
     scheduler = make_scheduler(optimizer, hp("lr_schedule"), method, warmup, total_steps)
-    use_amp = bool(hp("amp")) and device.type == "cuda"
-    scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+    step = TrainStep(method, model, optimizer, scheduler, device=device, amp=hp("amp"), compile=hp("compile"),
+                     max_grad_norm=hp("max_grad_norm"))
+    scaler = step.scaler
 
     tracker = BestTracker(config.get("metric", "val/accuracy"), config.get("mode", "max"))
-    start_epoch = 1
-    resume_dir = session.latest_checkpoint()
-    if resume_dir:
-        start_epoch = restore_checkpoint(resume_dir, method, optimizer, scheduler, scaler, tracker) + 1
+    saver = Checkpointer(session, config, tracker)
+    start_epoch = saver.restore(session.latest_checkpoint(), method, optimizer, scheduler, scaler) + 1
 
-    metrics: dict[str, float] = dict(tracker.best_metrics)
+    metrics: dict[str, float] = {**saver.metrics, **tracker.best_metrics}  # the restored epoch's
     # cost metrics (a Pareto sweep may trade them against quality): trainable parameters and
     # the cumulative seconds spent in optimisation steps (evaluation excluded), kept across resumes
     parameters = float(sum(p.numel() for p in method.parameters() if p.requires_grad))
-    train_seconds = previous_cost(resume_dir)
+    train_seconds = float(saver.metrics.get("cost/train_s", 0.0))
+    # where an epoch's time goes (benchmarks/epoch_costs.py, sweep_overhead.py): time/<phase>_s
+    clock = PhaseClock(device)
+    clock.times["setup"] = time.perf_counter() - setup_started
     for epoch in range(start_epoch, hp("epochs") + 1):
         started = time.perf_counter()
         model.train()
         sums: dict[str, torch.Tensor] = {}  # on the device: no host sync per step (GPU)
         per_step: dict[str, list[torch.Tensor]] = {k: [] for k in method.step_metrics}
         steps = 0
-        for batch in train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size):
-            batch = to_device(batch, device)
-            autocast = torch.autocast("cuda", dtype=torch.float16) if use_amp else nullcontext()
-            with autocast:
-                out = model(batch)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(out["loss"]).backward()
-            if hp("max_grad_norm") > 0:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(method.parameters(), hp("max_grad_norm"))
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            for key, value in out.items():
-                if torch.is_tensor(value) and value.numel() == 1:
-                    sums[key] = sums.get(key, 0.0) + value.detach().float()
-            for key in per_step:
-                per_step[key].append(out[key].detach().float())
-            steps += 1
-        train_seconds += time.perf_counter() - started
+        with clock("train"):
+            for batch in train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size):
+                out = step(to_device(batch, device))
+                for key, value in out.items():
+                    if torch.is_tensor(value) and value.numel() == 1:
+                        sums[key] = sums.get(key, 0.0) + value.float()
+                for key in per_step:
+                    per_step[key].append(out[key].float())
+                steps += 1
+        train_seconds += clock.times["train"]
         metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
                    "cost/train_s": train_seconds, "cost/parameters": parameters}
         metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
         if per_step:
             metrics[STEP_METRICS] = step_series(per_step, first_step=(epoch - 1) * steps_per_epoch + 1)
         context = StageContext(tables, num_labels, hp("eval_batch_size"), session, hp("seed"), epoch, data)
-        metrics.update(prefixed("stage2", method.second_stage(context) or {}))
-        metrics.update(prefixed("val", method.evaluate(context, "validation")))
-        improved = tracker.update(metrics)
-        if improved and "test" in tables:
-            tracker.best_metrics.update(prefixed("test", method.evaluate(context, "test")))
+        with clock("stage2"):
+            metrics.update(prefixed("stage2", method.second_stage(context) or {}))
+        with clock("eval"):
+            metrics.update(prefixed("val", method.evaluate(context, "validation")))
+        last = epoch == hp("epochs")
+        with clock("checkpoint"):
+            if tracker.update(metrics):
+                saver.save_best(method, epoch, metrics)
+            if saver.resume_due(epoch, last):
+                saver.save_resume(method, optimizer, scheduler, scaler, epoch)
         metrics.update(tracker.best_metrics)
+        if last:
+            with clock("test"):
+                metrics.update(test_metrics(method, data, config, saver, session))
+        metrics.update(clock.report())
         metrics["time/epoch_s"] = time.perf_counter() - started
-        report_epoch(session, metrics, method, optimizer, scheduler, scaler, tracker, epoch, config)
+        saver.report(metrics, epoch)
+    if start_epoch > hp("epochs"):  # restored after the last epoch: its report may not have arrived
+        metrics.update(test_metrics(method, data, config, saver, session))
+        saver.report(metrics, hp("epochs"), pointer=False)
+    saver.wait()
     return metrics
+
+
+class PhaseClock:
+    """Seconds per phase of the current epoch (``time/<phase>_s``). On a GPU it waits for the
+    device at the end of a phase, once per phase and epoch (never per step), so that queued
+    kernels are counted where they were launched."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.times: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, phase: str):
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            self.times[phase] = self.times.get(phase, 0.0) + time.perf_counter() - started
+
+    def report(self) -> dict[str, float]:
+        out = {f"time/{phase}_s": seconds for phase, seconds in self.times.items()}
+        self.times = {}
+        return out
+
+
+def test_metrics(method, data: dict[str, Any], config: dict[str, Any], saver: "Checkpointer", session) -> dict[str, float]:
+    """``test/*`` of the best validation epoch's weights: evaluated once per trial, after its
+    last epoch (a trial a scheduler stops early is never evaluated on test). The method keeps
+    the best weights afterwards."""
+    if "test" not in data["tables"]:
+        return {}
+    saver.load_best_into(method)
+    context = StageContext(data["tables"], data["num_labels"], hp_value(config, "eval_batch_size"), session,
+                           hp_value(config, "seed"), saver.tracker.best_epoch or 0, data)  # fresh cache: new weights
+    return prefixed("test", method.evaluate(context, "test"))
 
 
 def make_scheduler(optimizer, schedule: str, method, warmup: int, total_steps: int):
@@ -172,12 +231,17 @@ def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
 
 
 class BestTracker:
-    """Best value of the objective so far and the metrics (val + test) of that epoch."""
+    """Best value of the objective so far and the validation metrics of that epoch."""
 
     def __init__(self, metric: str, mode: str):
         self.metric, self.mode = metric, mode
         self.best_value: float | None = None
         self.best_metrics: dict[str, float] = {}
+
+    @property
+    def best_epoch(self) -> int | None:
+        epoch = self.best_metrics.get("best/epoch")
+        return None if epoch is None else int(epoch)
 
     def update(self, metrics: dict[str, float]) -> bool:
         value = metrics.get(self.metric)
@@ -197,69 +261,145 @@ class BestTracker:
         self.best_value, self.best_metrics = state["best_value"], dict(state["best_metrics"])
 
 
-def report_epoch(session, metrics, method, optimizer, scheduler, scaler, tracker, epoch, config) -> None:
-    """Write this epoch's checkpoint (rank 0) and report; the temporary copy is removed after
-    Ray has persisted it."""
-    tmp = None
-    if session.rank == 0:
-        tmp = tempfile.mkdtemp(prefix="contrasweep-epoch-")
-        save_checkpoint(tmp, method, optimizer, scheduler, scaler, tracker, epoch, config, metrics)
-    try:
-        session.report(metrics, tmp)
-    finally:
+class Checkpointer:
+    """The loop's side of ``trainables.checkpoints``: best weights when validation improves
+    (kept in memory too, for the test evaluation), a full resume state when one is due, and the
+    small pointer reported with the epoch's metrics. Only rank 0 writes; every rank keeps the
+    same in-memory copy (the same improvement decisions: every rank sees the same metrics)."""
+
+    def __init__(self, session, config: dict[str, Any], tracker: BestTracker):
+        self.session, self.config, self.tracker = session, config, tracker
+        self.folder = StateFolder(session.state_dir)
+        self.every = int(hp_value(config, "checkpoint_every"))
+        self.pause_epochs = {int(e) for e in config.get("checkpoint_at", ())}
+        self.best: str | None = None        # best folder of the current best epoch
+        self.best_weights: dict[str, torch.Tensor] | None = None
+        self.resume: str | None = None      # newest resume state
+        self.reported: set[str] = set()     # what the last reported pointer names
+        self.metrics: dict[str, float] = {}  # the restored pointer's metrics (cost/train_s)
+        self._writer: BackgroundTask | None = None
+
+    def resume_due(self, epoch: int, last: bool) -> bool:
+        return last or epoch % self.every == 0 or epoch in self.pause_epochs
+
+    def save_best(self, method, epoch: int, metrics: dict[str, Any]) -> None:
+        """Copy the weights to host memory now; rank 0 writes them to disk in a background
+        thread while training goes on (joined before anything that names them is written)."""
+        self.wait()
+        self.best_weights, self.best = cpu_copy(method), best_name(epoch)
+        if self.session.rank == 0:
+            meta = {"epoch": epoch, "config": self.config, "metrics": numeric(metrics)}
+            weights = self.best_weights
+            self._writer = BackgroundTask(lambda: (self.folder.write_best(weights, epoch, meta), self._prune()))
+
+    def wait(self) -> None:
+        """Until the pending best-weights write is on disk (re-raises its error)."""
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            writer.join()
+
+    def save_resume(self, method, optimizer, scheduler, scaler, epoch: int) -> None:
+        self.wait()  # the resume state names the best folder: it must exist first
+        name = resume_name(epoch)
+        if self.session.rank == 0:
+            state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                     "scaler": scaler.state_dict(), "tracker": self.tracker.state(), "best": self.best}
+            name = self.folder.write_resume(method, state, epoch)
+        self.resume = name
+
+    def report(self, metrics: dict[str, Any], epoch: int, pointer: bool = True) -> None:
+        """Report the epoch; with a pointer when a resume state was written at this epoch."""
+        due = pointer and self.resume == resume_name(epoch)
+        if due:
+            self.wait()
+        tmp = tempfile.mkdtemp(prefix="contrasweep-pointer-") if due and self.session.rank == 0 else None
         if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
+            write_meta(tmp, {"epoch": epoch, "config": self.config, "metrics": numeric(metrics),
+                             "state_dir": str(self.folder.root), "resume": self.resume, "best": self.best})
+        try:
+            self.session.report(metrics, tmp)
+        finally:
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
+        if due:
+            self.reported = {self.resume, self.best}
+            self._prune()
+
+    def _prune(self) -> None:
+        if self.session.rank == 0 and self.session.prune:
+            self.folder.prune(self.reported | {self.best, self.resume})
+
+    def restore(self, pointer: str | None, method, optimizer, scheduler, scaler) -> int:
+        """Load the state a reported pointer names; return its epoch (0: a fresh start)."""
+        if not pointer:
+            return 0
+        meta = read_meta(pointer)
+        if "resume" not in meta:  # a checkpoint of an older contrasweep: the whole state in one folder
+            meta.update(resume=".", state_dir=pointer)
+        folder = self.folder if (self.folder.root / meta["resume"]).is_dir() else StateFolder(meta["state_dir"])
+        path = folder.path(meta["resume"])
+        method.load_state_dict(load_weights(weights_file(path)))
+        state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        if state["scaler"]:  # {} from a run without fp16: an enabled scaler cannot load it
+            scaler.load_state_dict(state["scaler"])
+        self.tracker.load(state["tracker"])
+        set_rng_state(state["rng"])
+        self.resume, self.best = meta["resume"], state.get("best")
+        if self.best and folder is not self.folder:  # resumed into another folder: bring the best along
+            self.best_weights = load_weights(folder.path(self.best) / WEIGHTS_FILE)
+            best_meta = read_meta(folder.path(self.best))
+            if self.session.rank == 0:
+                self.best = self.folder.write_best(self.best_weights, best_meta["epoch"], best_meta)
+        self.reported = {self.resume, self.best}
+        self.metrics = dict(meta.get("metrics", {}))
+        return int(state["epoch"])
+
+    def load_best_into(self, method) -> None:
+        """The best validation epoch's weights into ``method`` (from memory, or from the state
+        folder after a restore)."""
+        if self.best_weights is None and self.best:
+            self.best_weights = load_weights(self.folder.path(self.best) / WEIGHTS_FILE)
+        if self.best_weights is not None:
+            method.load_state_dict(self.best_weights)
 
 
-def save_checkpoint(directory, method, optimizer, scheduler, scaler, tracker, epoch, config, metrics) -> None:
-    torch.save(method.state_dict(), os.path.join(directory, MODEL_FILE))
-    torch.save(
-        {
-            "epoch": epoch,
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "scaler": scaler.state_dict(),
-            "tracker": tracker.state(),
-            "rng": {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()},
-        },
-        os.path.join(directory, STATE_FILE),
-    )
-    with open(os.path.join(directory, META_FILE), "w") as fh:
-        json.dump({"epoch": epoch, "config": config, "metrics": metrics}, fh, default=str)
+class BackgroundTask:
+    """``fn`` in a daemon thread; ``join`` waits and re-raises what it raised."""
+
+    def __init__(self, fn):
+        self._error: BaseException | None = None
+
+        def run():
+            try:
+                fn()
+            except BaseException as exc:  # noqa: BLE001 - handed to join()
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="contrasweep-best-weights", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
-def restore_checkpoint(directory, method, optimizer, scheduler, scaler, tracker) -> int:
-    """Load model + optimiser state; return the epoch the checkpoint ended."""
-    method.load_state_dict(torch.load(os.path.join(directory, MODEL_FILE), map_location="cpu"))
-    state = torch.load(os.path.join(directory, STATE_FILE), map_location="cpu", weights_only=False)
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    tracker.load(state["tracker"])
-    torch.set_rng_state(state["rng"]["torch"])
-    np.random.set_state(state["rng"]["numpy"])
-    random.setstate(state["rng"]["python"])
-    return int(state["epoch"])
-
-
-def previous_cost(directory: str | None) -> float:
-    """``cost/train_s`` as the checkpoint being resumed recorded it (0 for a fresh start)."""
-    if not directory:
-        return 0.0
-    try:
-        with open(os.path.join(directory, META_FILE)) as fh:
-            return float(json.load(fh)["metrics"].get("cost/train_s", 0.0))
-    except (OSError, ValueError, KeyError):
-        return 0.0
+def numeric(metrics: dict[str, Any]) -> dict[str, float]:
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def load_trained(directory: str, num_labels: int | None = None):
-    """Rebuild a trained method from a checkpoint directory (for reports and users)."""
-    with open(os.path.join(directory, META_FILE)) as fh:
-        meta = json.load(fh)
-    state = torch.load(os.path.join(directory, MODEL_FILE), map_location="cpu")
+    """Rebuild a trained method from a best folder, a reported pointer (its best folder) or a
+    downloaded registry version (for reports and users)."""
+    folder = best_folder(directory)
+    if folder is None:
+        raise FileNotFoundError(f"{directory}: no trained weights there ({WEIGHTS_FILE} and {META_FILE}, "
+                                "or a checkpoint pointer naming them)")
+    meta = read_meta(folder)
     if num_labels is None:
         num_labels = int(meta["config"].get("num_labels", 0)) or None
     method = build_method(meta["config"], num_labels)
-    method.load_state_dict(state)
+    method.load_state_dict(load_weights(weights_file(folder)))
     return method.eval()

@@ -109,6 +109,18 @@ def _to_number(value: Any) -> float | int | None:
     return None
 
 
+class AmpParam(Param):
+    """``amp``: a precision name; the boolean it used to be still reads (true -> auto, false -> off)."""
+
+    def coerce(self, name: str, value: Any) -> Any:
+        if isinstance(value, bool) or (isinstance(value, str) and value.lower() in ("true", "false")):
+            value = "auto" if str(value).lower() == "true" else "off"
+        return super().coerce(name, value)
+
+    def allowed(self) -> str:
+        return super().allowed() + " (or true or false, the old form of 'auto' or 'off')"
+
+
 # The generic loop's hyperparameters. Defaults follow LaCon Sec. 3.1 (the setup CE and the
 # contrastive methods share): AdamW, linear schedule, 6 % warm-up, 10 epochs.
 LOOP_PARAMS: dict[str, Param] = {
@@ -125,6 +137,13 @@ LOOP_PARAMS: dict[str, Param] = {
     "max_grad_norm": Param("float", 1.0, 0.0, 1.0e6, help="0 disables clipping"),
     "adam_eps": Param("float", 1.0e-8, 0.0, 1.0, low_open=True),
     "seed": Param("int", 0, 0, 2**31 - 1),
-    "amp": Param("bool", False, help="mixed precision on GPU (ignored on CPU)"),
+    "amp": AmpParam("str", "auto", choices=("auto", "bf16", "fp16", "off"),
+                    help="mixed precision on a GPU (trainables/step.py): auto = bf16 where the GPU supports it, "
+                         "else fp16 with a GradScaler; ignored on CPU. The old true/false read as auto/off"),
+    "compile": Param("bool", False, help="torch.compile the method's training forward and loss; a compilation "
+                                         "failure warns once and training goes on in eager mode"),
+    "checkpoint_every": Param("int", 5, 1, 10000,
+                              help="epochs between full resume states (weights + optimiser + RNG); also written "
+                                   "at ASHA rungs and the last epoch. A killed trial redoes at most this many epochs"),
     "torch_threads": Param("int", 1, 1, 1024, help="torch intra-op threads per worker"),
 }
