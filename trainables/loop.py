@@ -115,18 +115,9 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     for epoch in range(start_epoch, hp("epochs") + 1):
         started = time.perf_counter()
         model.train()
-        sums: dict[str, torch.Tensor] = {}  # on the device: no host sync per step (GPU)
-        per_step: dict[str, list[torch.Tensor]] = {k: [] for k in method.step_metrics}
-        steps = 0
         with clock("train"):
-            for batch in train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size):
-                out = step(to_device(batch, device))
-                for key, value in out.items():
-                    if torch.is_tensor(value) and value.numel() == 1:
-                        sums[key] = sums.get(key, 0.0) + value.float()
-                for key in per_step:
-                    per_step[key].append(out[key].float())
-                steps += 1
+            batches = train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size)
+            sums, per_step, steps = run_steps(step, batches, device, method.step_metrics)
         train_seconds += clock.times["train"]
         metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
                    "cost/train_s": train_seconds, "cost/parameters": parameters}
@@ -147,15 +138,32 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         metrics.update(tracker.best_metrics)
         if last:
             with clock("test"):
-                metrics.update(test_metrics(method, data, config, saver, session))
+                metrics.update(evaluate_test(method, data, config, saver, session))
         metrics.update(clock.report())
         metrics["time/epoch_s"] = time.perf_counter() - started
         saver.report(metrics, epoch)
     if start_epoch > hp("epochs"):  # restored after the last epoch: its report may not have arrived
-        metrics.update(test_metrics(method, data, config, saver, session))
+        metrics.update(evaluate_test(method, data, config, saver, session))
         saver.report(metrics, hp("epochs"), pointer=False)
     saver.wait()
     return metrics
+
+
+def run_steps(step, batches, device, step_metrics) -> tuple[dict, dict, int]:
+    """One epoch's optimiser steps: the sums of the scalar outputs and the per-step series of
+    ``step_metrics``, both kept on the device (no host sync per step on a GPU)."""
+    sums: dict[str, torch.Tensor] = {}
+    per_step: dict[str, list[torch.Tensor]] = {k: [] for k in step_metrics}
+    steps = 0
+    for batch in batches:
+        out = step(to_device(batch, device))
+        for key, value in out.items():
+            if torch.is_tensor(value) and value.numel() == 1:
+                sums[key] = sums.get(key, 0.0) + value.float()
+        for key in per_step:
+            per_step[key].append(out[key].float())
+        steps += 1
+    return sums, per_step, steps
 
 
 class PhaseClock:
@@ -183,7 +191,7 @@ class PhaseClock:
         return out
 
 
-def test_metrics(method, data: dict[str, Any], config: dict[str, Any], saver: "Checkpointer", session) -> dict[str, float]:
+def evaluate_test(method, data: dict[str, Any], config: dict[str, Any], saver: "Checkpointer", session) -> dict[str, float]:
     """``test/*`` of the best validation epoch's weights: evaluated once per trial, after its
     last epoch (a trial a scheduler stops early is never evaluated on test). The method keeps
     the best weights afterwards."""
