@@ -166,6 +166,25 @@ def test_evaluate_equals_training_step_in_eval_mode_on_one_whole_batch(tiny_mode
     assert 0.0 <= metrics["accuracy"] <= 1.0
 
 
+@pytest.mark.parametrize("batch_size", [5, 64])
+def test_evaluate_encodes_once_and_its_classification_metrics_are_predicts(tiny_model_dir, data, tmp_path, batch_size,
+                                                                           monkeypatch):
+    """The classification metrics come from the objectives' own forward pass: the same numbers
+    as the generic ``classification_evaluate`` of ``predict``, with one encoder pass per row."""
+    from trainables.gather import classification_evaluate
+
+    method, _ = make(tiny_model_dir, data, moo="ls", batch_size=batch_size)
+    reference = classification_evaluate(method, data["tables"]["validation"], data["num_labels"], 16,
+                                         LocalSession(str(tmp_path / "r")))
+    rows = []
+    encode = method.encode
+    monkeypatch.setattr(method, "encode", lambda batch: rows.append(len(batch["labels"])) or encode(batch))
+    metrics = method.evaluate(context_for(data, tmp_path), "validation")
+    assert sum(rows) == data["tables"]["validation"].num_rows
+    for name in CrossEntropy.metric_names:
+        assert metrics[name] == pytest.approx(reference[name], abs=1e-12), name
+
+
 def test_val_l1_and_l2_are_sweep_metrics_and_accuracy_stays_the_default():
     from contrasweep.spec import validate
 

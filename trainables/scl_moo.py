@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -69,16 +70,18 @@ class SCLMOO(CrossEntropy):
         size = LOOP_PARAMS["batch_size"]
         self.train_batch_size = size.coerce("batch_size", hp.get("batch_size", size.default))
 
-    def objectives(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(CE, ℓ1, ℓ2) of one batch, Eq. 4–5 with the 1/τ shift; shared by training and evaluate."""
+    def objectives(self, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(CE, ℓ1, ℓ2, logits) of one batch, Eq. 4–5 with the 1/τ shift; shared by training
+        and evaluate (whose predictions are the logits' argmax)."""
         pooled, _ = self.encode(batch)
         labels = batch["labels"]
-        ce = F.cross_entropy(self.classifier(self.dropout(pooled)), labels, label_smoothing=self.hp["label_smoothing"])
+        logits = self.classifier(self.dropout(pooled))
+        ce = F.cross_entropy(logits, labels, label_smoothing=self.hp["label_smoothing"])
         l1, l2 = scl_moo_objectives(pooled, labels, ce, self.hp["temperature"], self.hp["lam"], shift=True)
-        return ce, l1, l2
+        return ce, l1, l2, logits
 
     def training_step(self, batch):
-        ce, l1, l2 = self.objectives(batch)
+        ce, l1, l2, _ = self.objectives(batch)
         r = torch.tensor([self.hp["r1"], 1.0 - self.hp["r1"]], dtype=torch.float64)
         if self.hp["moo"] == "ls":
             alpha, fallback, balance = r, 0.0, 0.0
@@ -105,33 +108,56 @@ class SCLMOO(CrossEntropy):
         rank computing its shard's terms), because the in-batch log-mean-exps depend on how many
         positives and negatives a batch holds: any other size would estimate another quantity.
         Every batch weighs the same, the short last one too (as in the epoch's training mean),
-        and CE is the trained one (label smoothing included). The order is a fixed shuffle (``EVAL_ORDER_SEED``), the method is in eval mode (no
-        dropout) and nothing is differentiated. Costs one more forward pass over the split.
+        and CE is the trained one (label smoothing included). The order is a fixed shuffle
+        (``EVAL_ORDER_SEED``), the method is in eval mode (no dropout) and nothing is
+        differentiated. The classification metrics come from the same forward pass (the
+        logits' argmax is ``predict``; metrics do not depend on the row order), so the split
+        is encoded once. Under DDP a last global batch with fewer rows than ranks lends its
+        first row to the empty ranks (``train_batches``); those copies are left out of the
+        classification metrics.
         """
-        metrics = super().evaluate(context, split)
-        metrics.update(self.objective_means(context.tables[split], context.session))
-        return metrics
+        from trainables.metrics import classification_metrics
+
+        found = self.objective_means(context.tables[split], context.session)
+        metrics = classification_metrics(found.pop("y_true"), found.pop("y_pred"), context.num_labels)
+        return {**metrics, **found}
 
     @torch.no_grad()
-    def objective_means(self, table, session) -> dict[str, float]:
-        """{"l1", "l2"}: each objective's mean over the batches of ``table`` (see ``evaluate``);
-        every rank gets the same numbers. NaN for an empty split."""
+    def objective_means(self, table, session) -> dict:
+        """{"l1", "l2"}: each objective's mean over the batches of ``table`` (see ``evaluate``),
+        and every row's "y_true" / "y_pred" from the same pass; every rank gets the same
+        numbers. NaN for an empty split."""
         was_training = self.training
         self.eval()
-        per_batch = []
+        per_batch, y_true, y_pred = [], [], []
         try:
-            for batch in train_batches(table, self.train_batch_size, EVAL_ORDER_SEED, 0, session.rank, session.world_size):
-                _, l1, l2 = self.objectives(to_device(batch, session.device))
+            for start, batch in enumerate(train_batches(table, self.train_batch_size, EVAL_ORDER_SEED, 0,
+                                                         session.rank, session.world_size)):
+                batch = to_device(batch, session.device)
+                _, l1, l2, logits = self.objectives(batch)
                 per_batch.append(torch.stack([l1, l2]).float())
+                if not self._lent_row(table.num_rows, start, session):
+                    y_true.append(batch["labels"])
+                    y_pred.append(logits.argmax(-1))
         finally:
             self.train(was_training)
         sums = torch.stack(per_batch).double().sum(0).cpu().tolist() if per_batch else [0.0, 0.0]
+        pairs = (torch.cat(y_true).cpu().numpy(), torch.cat(y_pred).cpu().numpy()) if y_true else None
         # the mean over every rank's batches, as the loop averages training losses
-        gathered = session.all_gather((sums, len(per_batch)))
-        steps = sum(n for _, n in gathered)
+        gathered = session.all_gather((sums, len(per_batch), pairs))
+        steps = sum(n for _, n, _ in gathered)
+        shards = [p for _, _, p in gathered if p is not None]
+        out = {"y_true": np.concatenate([p[0] for p in shards]) if shards else np.zeros(0, dtype=np.int64),
+               "y_pred": np.concatenate([p[1] for p in shards]) if shards else np.zeros(0, dtype=np.int64)}
         if not steps:
-            return {"l1": float("nan"), "l2": float("nan")}
-        return {name: sum(part[j] for part, _ in gathered) / steps for j, name in enumerate(("l1", "l2"))}
+            return {**out, "l1": float("nan"), "l2": float("nan")}
+        return {**out, **{name: sum(part[j] for part, _, _ in gathered) / steps for j, name in enumerate(("l1", "l2"))}}
+
+    def _lent_row(self, rows: int, batch_index: int, session) -> bool:
+        """Whether this rank's shard of batch ``batch_index`` is a copy lent by ``train_batches``
+        (the global batch had fewer rows than ranks and this rank got none)."""
+        size = min(self.train_batch_size, rows - batch_index * self.train_batch_size)
+        return session.rank >= size
 
     def epo_weights(self, losses: torch.Tensor, r: torch.Tensor):
         """α from the EPO LP on the Gram matrix of the per-objective gradients."""
