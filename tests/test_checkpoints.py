@@ -18,6 +18,7 @@ from trainables.checkpoints import (
     StateFolder,
     best_folder,
     best_of_trial,
+    finish_state,
     load_weights,
     remove_state,
     weights_file,
@@ -159,6 +160,10 @@ def test_prune_removes_interrupted_writes_and_remove_state_frees_the_folder(tmp_
     folder.prune({"best-e0003", "best-e0001"})
     assert folder.names("best") == ["best-e0001", "best-e0003"]
     assert not list(folder.root.glob(".*.tmp"))
+    for epoch in (2, 4):
+        folder.write_resume(torch.nn.Linear(2, 2), {"best": "best-e0003"}, epoch)
+    assert finish_state(tmp_path / "trial") > 0  # a complete trial keeps its newest resume state
+    assert folder.names("resume") == ["resume-e0004"] and folder.names("best") == ["best-e0001", "best-e0003"]
     assert remove_state(tmp_path / "trial") > 0 and not folder.root.exists()
     assert remove_state(tmp_path / "trial") == 0
 

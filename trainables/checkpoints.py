@@ -20,7 +20,9 @@ together (the tracker in ``train_state.pt`` knows which epoch the best weights a
 
 Pruning keeps the two newest resume states (the driver records a reported pointer a moment
 after the trial wrote it; a driver killed in between restores the previous pointer) and the
-best folders those states and the current best name. Folders are written under a ``.tmp``
+best folders those states and the current best name; once a trial has trained every epoch the
+tracker keeps only its newest resume state (``finish_state``), and it deletes the whole state
+folder of a trial a scheduler stopped (``remove_state``). Folders are written under a ``.tmp``
 name and renamed, so a kill during a write never leaves a half-written state under a real name.
 """
 
@@ -169,6 +171,17 @@ def remove_state(trial_dir: str | Path) -> int:
         return 0
     freed = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
     shutil.rmtree(root, ignore_errors=True)
+    return freed
+
+
+def finish_state(trial_dir: str | Path) -> int:
+    """A trial that trained every epoch keeps only its newest resume state (and the best folder
+    it names): Tune will not restore an older one. Returns the bytes freed."""
+    folder = StateFolder(Path(trial_dir) / STATE_DIR)
+    freed = 0
+    for name in folder.names("resume")[:-1]:
+        freed += sum(f.stat().st_size for f in (folder.root / name).rglob("*") if f.is_file())
+        shutil.rmtree(folder.root / name, ignore_errors=True)
     return freed
 
 

@@ -279,10 +279,12 @@ class MlflowTracker(Callback):
             return
         outcome = self._outcome(trial, entry, status)
         folder = getattr(trial, "path", None)  # the trial's folder on the sweep's storage
-        if folder and outcome == "complete" and entry.get("best_epoch"):
-            from trainables.checkpoints import best_of_trial
+        if folder and outcome == "complete":
+            from trainables.checkpoints import best_of_trial, finish_state
 
-            self._log_checkpoint(run_id, best_of_trial(folder, entry["best_epoch"]))
+            if entry.get("best_epoch"):
+                self._log_checkpoint(run_id, best_of_trial(folder, entry["best_epoch"]))
+            finish_state(folder)  # the older resume state is never restored now
         if folder and outcome == "stopped":  # never selected, never resumed: its weights and states go
             from trainables.checkpoints import remove_state
 
