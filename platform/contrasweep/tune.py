@@ -405,9 +405,11 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         make_trainable(static, refs),
         param_space=param_space(sweep),
         # reuse_actors: a finished trial's process (its imports, its CUDA context) runs the next
-        # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py)
+        # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py).
+        # Not for distributed trials: a reused process whose Train run ASHA stopped keeps that
+        # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
         tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep, sweep_dir),
-                                    num_samples=num_samples(sweep), reuse_actors=True),
+                                    num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
         run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri)]),
     )
     return _fit(tuner, sweep_dir)
