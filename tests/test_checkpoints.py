@@ -103,6 +103,10 @@ def test_what_is_written_and_kept(tiny_model_dir, tmp_path):
     tensor_bytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
     assert tensor_bytes <= os.path.getsize(resume / WEIGHTS_FILE) < tensor_bytes + 100_000
     assert not list(folder.root.glob(".*.tmp"))
+    # a resume state at the best epoch shares the best folder's weights file (one copy on disk)
+    best = folder.path(pointers[-1]["best"]) / WEIGHTS_FILE
+    linked = os.path.samefile(best, resume / WEIGHTS_FILE)
+    assert linked == (pointers[-1]["best"] == "best-e0007")
     # the best folder follows from the trial folder and the reported best epoch (what the tracker logs)
     assert best_of_trial(tmp_path, int(session.reports[-1]["best/epoch"])) == folder.path(pointers[-1]["best"])
 
@@ -149,6 +153,18 @@ def test_pointer_best_folder_and_legacy_files_resolve(tiny_model_dir, tmp_path):
     assert best_folder(tmp_path / "nowhere") is None
     with pytest.raises(FileNotFoundError, match="no trained weights"):
         load_trained(str(tmp_path))
+
+
+def test_a_resume_state_at_the_best_epoch_links_the_best_weights(tmp_path):
+    folder = StateFolder(tmp_path / "state")
+    layer = torch.nn.Linear(2, 2)
+    weights = {k: v.clone() for k, v in layer.state_dict().items()}
+    best = folder.path(folder.write_best(weights, 3, {"epoch": 3})) / WEIGHTS_FILE
+    linked = folder.path(folder.write_resume(layer, {}, 3, same_weights=best)) / WEIGHTS_FILE
+    assert os.path.samefile(best, linked)
+    written = folder.path(folder.write_resume(layer, {}, 4, same_weights=tmp_path / "missing")) / WEIGHTS_FILE
+    assert not os.path.samefile(best, written)
+    assert all(torch.equal(load_weights(written)[k], weights[k]) for k in weights)
 
 
 def test_prune_removes_interrupted_writes_and_remove_state_frees_the_folder(tmp_path):

@@ -134,9 +134,17 @@ class StateFolder:
 
         return self._publish(best_name(epoch), write)
 
-    def write_resume(self, method: torch.nn.Module, training_state: dict[str, Any], epoch: int) -> str:
+    def write_resume(self, method: torch.nn.Module, training_state: dict[str, Any], epoch: int,
+                     same_weights: Path | None = None) -> str:
+        """``same_weights``: a weights file already holding these weights (the best folder of
+        this very epoch): hard-linked, not written again (one copy on disk)."""
         def write(folder: Path) -> None:
-            save_weights(cpu_copy(method), folder / WEIGHTS_FILE)
+            try:
+                if same_weights is None:
+                    raise OSError("nothing to link")
+                os.link(same_weights, folder / WEIGHTS_FILE)
+            except OSError:  # no such file, or a filesystem without hard links
+                save_weights(cpu_copy(method), folder / WEIGHTS_FILE)
             torch.save({**training_state, "epoch": epoch, "rng": rng_state()}, folder / STATE_FILE)
 
         return self._publish(resume_name(epoch), write)

@@ -312,7 +312,8 @@ class Checkpointer:
         if self.session.rank == 0:
             state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                      "scaler": scaler.state_dict(), "tracker": self.tracker.state(), "best": self.best}
-            name = self.folder.write_resume(method, state, epoch)
+            same = self.folder.path(self.best) / WEIGHTS_FILE if self.best == best_name(epoch) else None
+            name = self.folder.write_resume(method, state, epoch, same_weights=same)
         self.resume = name
 
     def report(self, metrics: dict[str, Any], epoch: int, pointer: bool = True) -> None:
