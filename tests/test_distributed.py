@@ -56,17 +56,25 @@ ABALONE = {"loss": "msc", "queue_size": 16, "proj_dim": 16, "probe_lrs": [0.1], 
            "probe_epochs": 2}
 
 
+REPRESENTATION = {"eval_kmeans_runs": 2, "probe_splits": 1, "probe_iterations": 20}
+
+
 @pytest.mark.parametrize("method, hp", [("scl_moo", {"moo": "epo"}), ("supcl_seq", {"dropouts": [0.0, 0.1]}),
-                                        ("abalone", ABALONE)])
-def test_methods_with_their_own_collectives_run_under_ddp(method, hp, ray_session, tiny_model_dir, cache_dir, tmp_path):
-    """EPO all-reduces per-objective gradients inside DDP's forward; SupCL-Seq gathers frozen
-    features from both ranks for its second stage; ABALONE all-gathers every step's momentum keys
-    into the queue, then fits its linear probe on features from both ranks. All must run (no
-    hang) on 2 workers."""
+                                        ("abalone", ABALONE), ("ce_scl", {}), ("lacon", {"heads": 2}),
+                                        ("simcse", REPRESENTATION), ("vascl", {"neighbours": 3, **REPRESENTATION})])
+def test_every_method_runs_under_ddp(method, hp, ray_session, tiny_model_dir, cache_dir, tmp_path):
+    """Every method but CE (the first test) as a 2-worker TorchTrainer sweep. Each in-batch
+    contrastive loss all-gathers the batch with its gradients (``trainables.global_batch``)
+    inside DDP's forward; EPO all-reduces per-objective gradients there too; SupCL-Seq gathers
+    frozen features from both ranks for its second stage; ABALONE all-gathers every step's
+    momentum keys into the queue, then fits its linear probe on features from both ranks. All
+    must run (no hang) on 2 workers; tests/test_global_batch.py checks the numbers."""
     import yaml
 
+    metric = "val/cluster_acc" if method in ("simcse", "vascl") else "val/accuracy"
     spec = write_spec(tmp_path / "m.yaml", tiny_model_dir, method=method, fixed={"epochs": 1, **hp},
-                      grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none", "resources": {"cpu": 0.9, "workers": 2}})
+                      grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none", "metric": metric,
+                                                    "resources": {"cpu": 0.9, "workers": 2}})
     if method == "abalone":  # multi-label data, objective micro-F1
         raw = yaml.safe_load(spec.read_text())
         raw["data"] = {"task": "multilabel", "source": "bbc_multilabel", "n_docs": 60}
@@ -81,6 +89,8 @@ def test_methods_with_their_own_collectives_run_under_ddp(method, hp, ray_sessio
         assert [s for s, _ in metrics["step_metrics"]["moo/alpha_1"]] == [1, 2, 3]  # 20 rows (k 4 × 5 classes), batch 8
     elif method == "supcl_seq":
         assert 0.0 <= metrics["stage2/train_accuracy"] <= 1.0
-    else:
+    elif method == "abalone":
         assert metrics["stage2/grid_points"] == 1.0 and 0.0 <= metrics["test/micro_f1"] <= 1.0
         assert metrics["train/loss/msc"] == metrics["train/loss"]
+    else:
+        assert metrics["epoch"] == 1 and metrics[f"test/{metric.split('/')[1]}"] >= 0.0

@@ -37,8 +37,9 @@ submodule, never inside the modules ``momentum_update`` averages (that function 
 
 DDP: each rank's keys and labels are all-gathered (``torch.distributed.all_gather``, padded to
 the largest shard) when ``training_step`` computes them, so every rank enqueues the same keys in
-the same (rank) order and all queues stay identical (MoCo does the same); each rank's loss uses
-its own shard as anchors. Every rank calls ``training_step`` the same number of times (the
+the same (rank) order and all queues stay identical (MoCo does the same). The batch's own
+projections and labels are gathered with their gradients (``trainables.global_batch``), so the
+loss is the global batch's, the same for 1 and 2 workers. Every rank calls ``training_step`` the same number of times (the
 loop's batching guarantees it), so the collective is matched.
 
 Linear evaluation (stage 2, ``second_stage``, App. A; the fit is
@@ -89,6 +90,7 @@ from trainables.evaluation.multilabel import (combination_clustering, context_la
                                              threshold_predictions, train_label_counts)
 from trainables.evaluation.multilabel_probe import fit_linear_probe, probe_seed
 from trainables.gather import gather_from_ranks
+from trainables.global_batch import global_batch
 from trainables.metrics import finite_metrics, metric_keys
 from trainables.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
 from trainables.params import Param
@@ -202,13 +204,13 @@ class MultiLabelContrastive(Method):
             loss = bce_family_loss(self.hp, logits, y)
             return {"loss": loss, f"loss/{self.hp['loss']}": loss.detach()}
         self.flush()  # App. B steps 5-6 of the previous iteration (module docstring)
-        z = self.projection(self.features(batch))
+        z, y = global_batch(self.projection(self.features(batch)), y)  # every rank's rows (the queue's keys too, below)
         queue_z = queue_y = None
         if hasattr(self, "queue"):
             with torch.no_grad():
                 keys = self.momentum["projection"](self.momentum["encoder"](
                     batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))[0])
-            self._pending = gather_from_ranks(keys.detach(), y.to(keys.dtype))
+            self._pending = gather_from_ranks(keys.detach(), batch["labels"].to(keys.dtype))
             queue_z, queue_y = self.queue.embeddings, self.queue.labels
         loss = contrastive_loss(self.hp, z, y, getattr(self, "prototypes", None), queue_z, queue_y)
         return {"loss": loss, f"loss/{self.hp['loss']}": loss.detach()}

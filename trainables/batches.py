@@ -17,10 +17,12 @@ def train_batches(table, batch_size: int, seed: int, epoch: int, rank: int, worl
     ``batch_size`` is global: with 2 workers and batch 32 each rank sees 16 rows per step, so
     one optimiser step still averages 32 examples (DDP averages gradients across ranks).
     Every rank gets the same number of steps (a short last batch is split as evenly as it can).
+    Shards are contiguous, so every rank's rows concatenated in rank order are the global batch
+    in its own order (``trainables.global_batch``: one worker's batch, row for row).
     """
     order = np.random.default_rng([seed, epoch]).permutation(table.num_rows)
     for start in range(0, len(order), batch_size):
-        shard = order[start : start + batch_size][rank::world]
+        shard = np.array_split(order[start : start + batch_size], world)[rank]
         if len(shard) == 0:  # fewer rows than ranks in the last batch: reuse one row
             shard = order[start : start + 1]
         yield collate_numpy(table, shard)

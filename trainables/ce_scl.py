@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from trainables.ce import CrossEntropy
+from trainables.global_batch import global_batch
 from trainables.losses import supcon_loss
 from trainables.params import Param
 
@@ -30,6 +31,6 @@ class CrossEntropySCL(CrossEntropy):
         pooled, _ = self.encode(batch)
         logits = self.classifier(self.dropout(pooled))
         ce = F.cross_entropy(logits, batch["labels"], label_smoothing=self.hp["label_smoothing"])
-        scl = supcon_loss(pooled, batch["labels"], self.hp["temperature"])
+        scl = supcon_loss(*global_batch(pooled, batch["labels"]), self.hp["temperature"])  # every rank's rows
         lam = self.hp["lam"]
         return {"loss": (1 - lam) * ce + lam * scl, "loss/ce": ce.detach(), "loss/scl": scl.detach()}

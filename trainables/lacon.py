@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainables.errors import UserError
+from trainables.global_batch import global_batch
 from trainables.base import Method
 from trainables.losses.lacon import cosine, lacon_loss
 from trainables.params import Param
@@ -95,8 +96,9 @@ class LaCon(Method):
         return self.head(pooled)
 
     def training_step(self, batch):
+        represented, labels = global_batch(self.represent(batch), batch["labels"])  # every rank's rows
         out = lacon_loss(
-            self.represent(batch), self.label_emb, batch["labels"], self.hp["temperature"], self.hp["heads"],
+            represented, self.label_emb, labels, self.hp["temperature"], self.hp["heads"],
             self.hp["lam"], self.hp["use_icl"], self.hp["use_lcl"], self.hp["use_ler"],
         )
         return {"loss": out["loss"], **{k: v.detach() for k, v in out.items() if k != "loss"}}

@@ -21,8 +21,9 @@ Per step, α_1, α_2, ℓ1 and ℓ2 are logged (MLflow ``step/moo/...``). ``eval
 split's ℓ1 and ℓ2 (``val/l1``, ``val/l2``, ``test/l1``, ``test/l2``; a sweep may select on them)
 for the Pareto fronts of ``dashboards/moo.py``.
 Cost: EPO takes two extra backward passes per step (one per objective) before the loop's own.
-Under DDP the per-objective gradients and losses are averaged over ranks before the LP, so
-every rank solves the same programme and takes the same α.
+Under DDP ℓ̃pos and ℓ̃neg are computed on the gathered global batch (``trainables.global_batch``:
+the same for 1 and 2 workers), and the per-objective gradients and losses are averaged over
+ranks before the LP, so every rank solves the same programme and takes the same α.
 Defaults are the paper's reported best: τ = 0.3, λ = 0.3, r = [0.1, 0.9] (Sec. 3).
 """
 
@@ -38,6 +39,7 @@ import torch.nn.functional as F
 from trainables.batches import to_device, train_batches
 from trainables.ce import CrossEntropy
 from trainables.epo import epo_alpha
+from trainables.global_batch import global_batch
 from trainables.losses import scl_moo_objectives
 from trainables.params import LOOP_PARAMS, Param
 
@@ -77,7 +79,8 @@ class SCLMOO(CrossEntropy):
         labels = batch["labels"]
         logits = self.classifier(self.dropout(pooled))
         ce = F.cross_entropy(logits, labels, label_smoothing=self.hp["label_smoothing"])
-        l1, l2 = scl_moo_objectives(pooled, labels, ce, self.hp["temperature"], self.hp["lam"], shift=True)
+        # the contrastive terms over every rank's rows; CE stays per rank (DDP averages it)
+        l1, l2 = scl_moo_objectives(*global_batch(pooled, labels), ce, self.hp["temperature"], self.hp["lam"], shift=True)
         return ce, l1, l2, logits
 
     def training_step(self, batch):
@@ -104,8 +107,8 @@ class SCLMOO(CrossEntropy):
         ℓ̃pos and ℓ̃neg (Eq. 2–3) are defined on a mini-batch (the paper's ℓ_j, Eq. 1, is their
         expectation over batches), so the split's value is a batch-mean estimate: the mean over
         the split's batches of each batch's ℓ1 / ℓ2. The batches are cut exactly as training
-        cuts them (``train_batches``: the loop's ``batch_size``, split over the DDP ranks, each
-        rank computing its shard's terms), because the in-batch log-mean-exps depend on how many
+        cuts them (``train_batches``: the loop's ``batch_size``, split over the DDP ranks, the
+        contrastive terms computed on the gathered global batch), because the in-batch log-mean-exps depend on how many
         positives and negatives a batch holds: any other size would estimate another quantity.
         Every batch weighs the same, the short last one too (as in the epoch's training mean),
         and CE is the trained one (label smoothing included). The order is a fixed shuffle

@@ -12,6 +12,7 @@ from __future__ import annotations
 from torch import nn
 
 from trainables.losses.infonce import info_nce
+from trainables.global_batch import global_batch
 from trainables.params import Param
 from trainables.representation import RepresentationMethod
 
@@ -30,5 +31,5 @@ class SimCSE(RepresentationMethod):
 
     def training_step(self, batch):
         e1, e2 = self.encode(batch)[0], self.encode(batch)[0]  # two dropout masks
-        loss = info_nce(self.head(e1), self.head(e2), self.hp["temperature"])
+        loss = info_nce(*global_batch(self.head(e1), self.head(e2)), self.hp["temperature"])  # every rank's pairs
         return {"loss": loss, "loss/instance": loss.detach()}

@@ -38,6 +38,7 @@ from torch import nn
 from trainables.errors import UserError
 from trainables.base import Method
 from trainables.losses import supcon_loss
+from trainables.global_batch import global_batch
 from trainables.params import Param
 
 
@@ -85,7 +86,7 @@ class SupCLSeq(Method):
 
     def training_step(self, batch):
         labels = batch["labels"].repeat(len(self.hp["dropouts"]))
-        loss = supcon_loss(self.views(batch), labels, self.hp["temperature"])
+        loss = supcon_loss(*global_batch(self.views(batch), labels), self.hp["temperature"])
         return {"loss": loss, "loss/supcon": loss.detach()}
 
     def features(self, batch) -> torch.Tensor:

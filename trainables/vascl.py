@@ -24,6 +24,7 @@ from __future__ import annotations
 from torch import nn
 
 from trainables.errors import UserError
+from trainables.global_batch import global_batch
 from trainables.losses.infonce import info_nce
 from trainables.losses.vascl import vascl_loss
 from trainables.params import LOOP_PARAMS, Param
@@ -58,7 +59,8 @@ class VaSCL(RepresentationMethod):
             raise UserError(f"neighbours={k} is not allowed with batch_size={batch}; allowed: 1 <= neighbours <= batch_size - 1")
 
     def training_step(self, batch):
-        e1, e2 = self.encode(batch)[0], self.encode(batch)[0]  # two dropout masks
+        # two dropout masks; the pairs of every rank (the neighbourhoods are the global batch's)
+        e1, e2 = global_batch(self.encode(batch)[0], self.encode(batch)[0])
         k = min(self.hp["neighbours"], len(e1) - 1)
         if k < 1:  # a one-row batch has no neighbourhood: the instance term alone
             loss = info_nce(self.head(e1), self.head(e2), self.hp["temperature"])
