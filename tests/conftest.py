@@ -61,6 +61,35 @@ def ray_session():
     ray.shutdown()
 
 
+@pytest.fixture(scope="session")
+def s3_endpoint():
+    """A real S3 server on 127.0.0.1 (moto's, in a thread of this process) for the tests of
+    ``storage: s3://…``; yields ``host:port``."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture()
+def s3_storage(s3_endpoint, tmp_path) -> str:
+    """An ``s3://`` storage URI in a bucket of its own (credentials and endpoint in the URI, so
+    that Ray workers started before the test reach it too)."""
+    from pyarrow import fs
+
+    bucket = "t" + format(abs(hash(str(tmp_path))), "x")[:20]
+    uri = f"s3://testing:testing@{bucket}/sweeps?endpoint_override={s3_endpoint}&scheme=http&region=us-east-1"
+    fs.S3FileSystem(access_key="testing", secret_key="testing", endpoint_override=s3_endpoint, scheme="http",
+                    region="us-east-1", allow_bucket_creation=True).create_dir(bucket)  # users bring their bucket
+    return uri
+
+
 def write_spec(path: Path, model_dir: str, **sections) -> Path:
     """A small sweep spec on the tiny BERT and BBC News few-shot."""
     import yaml

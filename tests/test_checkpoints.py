@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import threading
 
 import pytest
 import torch
@@ -25,6 +27,7 @@ from trainables.checkpoints import (
 )
 from trainables.loop import load_trained, train
 from trainables.sessions import LocalSession
+from trainables.storage import join
 
 from helpers import loop_config, toy_tables
 
@@ -108,7 +111,7 @@ def test_what_is_written_and_kept(tiny_model_dir, tmp_path):
     linked = os.path.samefile(best, resume / WEIGHTS_FILE)
     assert linked == (pointers[-1]["best"] == "best-e0007")
     # the best folder follows from the trial folder and the reported best epoch (what the tracker logs)
-    assert best_of_trial(tmp_path, int(session.reports[-1]["best/epoch"])) == folder.path(pointers[-1]["best"])
+    assert best_of_trial(session.state_dir, int(session.reports[-1]["best/epoch"])) == folder.path(pointers[-1]["best"])
 
 
 def test_kill_between_full_states_redoes_at_most_checkpoint_every_epochs(tiny_model_dir, tmp_path):
@@ -124,6 +127,42 @@ def test_kill_between_full_states_redoes_at_most_checkpoint_every_epochs(tiny_mo
     train(loop_config(tiny_model_dir, epochs=6, checkpoint_every=2), data, straight)
     for key in ("train/loss", "best/val/accuracy", "best/epoch", "test/accuracy"):
         assert resumed.reports[-1][key] == pytest.approx(straight.reports[-1][key], abs=1e-5)
+
+
+class OnStorage(CrashAfter):
+    """A trial whose state folder is a storage URI (S3), like a Tune trial on a cluster."""
+
+    def __init__(self, root, n, location, **kwargs):
+        super().__init__(root, n, **kwargs)
+        self.location = location
+
+    @property
+    def state_dir(self):
+        return self.location
+
+
+def test_a_kill_on_s3_storage_resumes_on_another_node(tiny_model_dir, tmp_path, s3_storage):
+    """State folders on S3: a trial killed after epoch 3 resumes from the bucket alone (the node
+    cache emptied: another machine) and ends where an uninterrupted local run ends."""
+    data = toy_tables(tiny_model_dir)
+    config = loop_config(tiny_model_dir, epochs=4, checkpoint_every=2)
+    location = join(s3_storage, "trial", "state")
+    killed = OnStorage(str(tmp_path / "a"), 3, location)
+    with pytest.raises(RuntimeError):
+        train(config, data, killed)
+    for thread in threading.enumerate():  # the killed trial's last best-weights upload (a real kill ends it)
+        if thread.name == "contrasweep-best-weights":
+            thread.join()
+    shutil.rmtree(StateFolder(location).root)  # nothing of it on "this" node any more
+    resumed = OnStorage(str(tmp_path / "b"), 99, location, resume_from=killed.checkpoints[-1])
+    train(config, data, resumed)
+    assert [r["epoch"] for r in resumed.reports] == [3, 4]
+    straight = PruningSession(str(tmp_path / "c"))
+    train(config, data, straight)
+    for key in ("train/loss", "best/val/accuracy", "best/epoch", "test/accuracy"):
+        assert resumed.reports[-1][key] == pytest.approx(straight.reports[-1][key], abs=1e-5)
+    assert StateFolder(location).names("resume") == ["resume-e0002", "resume-e0004"]
+    assert load_trained(resumed.checkpoints[-1]) is not None  # the pointer's best folder, from the bucket
 
 
 def test_restored_after_the_last_epoch_reports_the_test_metrics_again(tiny_model_dir, tmp_path, count_test_evaluations):
@@ -167,8 +206,12 @@ def test_a_resume_state_at_the_best_epoch_links_the_best_weights(tmp_path):
     assert all(torch.equal(load_weights(written)[k], weights[k]) for k in weights)
 
 
-def test_prune_removes_interrupted_writes_and_remove_state_frees_the_folder(tmp_path):
-    folder = StateFolder(tmp_path / "trial" / "state")
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_prune_removes_interrupted_writes_and_remove_state_frees_the_folder(where, tmp_path, request):
+    """The same on a local path and on S3 (a real S3 server: uploads, a completion marker, listing
+    and deletion through pyarrow.fs)."""
+    location = str(tmp_path / "trial" / "state") if where == "local" else request.getfixturevalue("s3_storage")
+    folder = StateFolder(location)
     weights = {"w": torch.ones(3)}
     for epoch in (1, 2, 3):
         folder.write_best(weights, epoch, {"epoch": epoch})
@@ -178,10 +221,15 @@ def test_prune_removes_interrupted_writes_and_remove_state_frees_the_folder(tmp_
     assert not list(folder.root.glob(".*.tmp"))
     for epoch in (2, 4):
         folder.write_resume(torch.nn.Linear(2, 2), {"best": "best-e0003"}, epoch)
-    assert finish_state(tmp_path / "trial") > 0  # a complete trial keeps its newest resume state
+    assert finish_state(location) > 0  # a complete trial keeps its newest resume state
     assert folder.names("resume") == ["resume-e0004"] and folder.names("best") == ["best-e0001", "best-e0003"]
-    assert remove_state(tmp_path / "trial") > 0 and not folder.root.exists()
-    assert remove_state(tmp_path / "trial") == 0
+    if where == "s3":  # another node: an empty cache, everything read from the bucket
+        shutil.rmtree(folder.root)
+        assert StateFolder(location).names("best") == ["best-e0001", "best-e0003"]
+        assert torch.equal(load_weights(best_of_trial(location, 3) / WEIGHTS_FILE)["w"], weights["w"])
+        assert best_of_trial(location, 2) is None
+    assert remove_state(location) > 0 and not folder.root.exists()
+    assert StateFolder(location).names("best") == [] and remove_state(location) == 0
 
 
 def test_checkpoint_every_is_a_loop_parameter():

@@ -1,8 +1,9 @@
 """Checkpoints sized to their job (docs/architecture.md, "Checkpoints").
 
-A trial keeps two kinds of state in its *state folder* (``<Tune trial folder>/state``), each
-file written once, straight into the place it is kept (no temporary copy for Tune to copy
-again):
+A trial keeps two kinds of state in its *state folder* (``<Tune trial folder>/state``, on the
+sweep's storage: a local path, or a URI such as ``s3://…`` — then each folder is written once
+to a node-local cache and uploaded, see ``StateFolder``), each file written once, straight into
+the place it is kept (no temporary copy for Tune to copy again):
 
 * ``best-eNNNN/``: the weights (``model.safetensors``) of the best validation epoch so far and
   a ``meta.json`` (config, epoch, that epoch's metrics). Written when validation improves;
@@ -28,6 +29,8 @@ name and renamed, so a kill during a write never leaves a half-written state und
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import random
@@ -40,10 +43,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainables.storage import filesystem, is_uri, local_path
+
 WEIGHTS_FILE = "model.safetensors"
 LEGACY_WEIGHTS_FILE = "model.pt"  # checkpoints written before the state folder existed
 STATE_FILE = "train_state.pt"
 META_FILE = "meta.json"
+COMPLETE_FILE = "_COMPLETE"  # written last into an uploaded folder (remote state folders)
 STATE_DIR = "state"
 _NAME = re.compile(r"^(best|resume)-e(\d+)$")
 _KEEP_RESUME = 2
@@ -88,9 +94,12 @@ def resume_name(epoch: int) -> str:
     return f"resume-e{epoch:04d}"
 
 
-def best_of_trial(trial_dir: str | Path, best_epoch: int) -> Path:
-    """A trial's best folder, from its Tune folder and the ``best/epoch`` it reported."""
-    return Path(trial_dir) / STATE_DIR / best_name(best_epoch)
+def best_of_trial(state_dir: str | Path, best_epoch: int) -> Path | None:
+    """A trial's best folder on this node, from its state folder and the ``best/epoch`` it
+    reported (None when it is not there)."""
+    folder = StateFolder(state_dir)
+    name = best_name(best_epoch)
+    return folder.local(name) if folder.has(name) else None
 
 
 def epoch_of(name: str) -> int:
@@ -98,23 +107,76 @@ def epoch_of(name: str) -> int:
 
 
 class StateFolder:
-    """The trial's state folder; only rank 0 writes it, every rank may read it."""
+    """The trial's state folder; only rank 0 writes it, every rank may read it.
 
-    def __init__(self, root: str | Path):
-        self.root = Path(root)
+    ``location`` is a local path or a URI (``trainables.storage``: S3, GCS, …, what the sweep's
+    ``storage`` names). On a URI each folder is written to a node-local cache first
+    (``<tmp>/contrasweep-state/<hash of the location>/``), then uploaded, and a ``_COMPLETE``
+    object written last marks it whole (object stores have no atomic rename); reads come from
+    the cache, which a node fills by downloading a folder once.
+    """
+
+    def __init__(self, location: str | Path):
+        self.location = str(location)
+        self.remote = is_uri(self.location)
+        if self.remote:
+            self.fs, self.fs_path = filesystem(self.location)
+            digest = hashlib.sha1(self.location.encode()).hexdigest()[:16]
+            self.root = Path(tempfile.gettempdir()) / "contrasweep-state" / digest
+        else:
+            self.root = local_path(self.location)
 
     def path(self, name: str | None) -> Path | None:
+        """Where folder ``name`` is (or will be) on this node: the folder itself, or its cached copy."""
         return self.root / name if name else None
+
+    def has(self, name: str | None) -> bool:
+        if not name:
+            return False
+        if not self.remote:
+            return (self.root / name).is_dir()
+        return (self.root / name).is_dir() or self._complete([name]) == [name]
+
+    def local(self, name: str) -> Path:
+        """Folder ``name`` on this node (downloaded into the cache once, when remote)."""
+        folder = self.root / name
+        if self.remote and not folder.is_dir():
+            from pyarrow import fs
+
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=self.root))
+            try:
+                fs.copy_files(f"{self.fs_path}/{name}", str(tmp), source_filesystem=self.fs,
+                              destination_filesystem=fs.LocalFileSystem())
+                (tmp / COMPLETE_FILE).unlink(missing_ok=True)
+                os.replace(tmp, folder)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return folder
 
     def names(self, kind: str) -> list[str]:
         """Complete ``best``/``resume`` folders, oldest epoch first."""
-        if not self.root.is_dir():
+        if self.remote:
+            from pyarrow import fs
+
+            listed = self.fs.get_file_info(fs.FileSelector(self.fs_path, allow_not_found=True))
+            found = self._complete([Path(i.path).name for i in listed if i.type == fs.FileType.Directory])
+        elif self.root.is_dir():
+            found = [p.name for p in self.root.iterdir() if p.is_dir()]
+        else:
             return []
-        found = [p.name for p in self.root.iterdir() if p.is_dir() and (m := _NAME.match(p.name)) and m.group(1) == kind]
+        found = [n for n in found if (m := _NAME.match(n)) and m.group(1) == kind]
         return sorted(found, key=epoch_of)
 
+    def _complete(self, names: list[str]) -> list[str]:
+        """The remote folders among ``names`` whose upload finished."""
+        from pyarrow import fs
+
+        infos = self.fs.get_file_info([f"{self.fs_path}/{n}/{COMPLETE_FILE}" for n in names])
+        return [n for n, info in zip(names, infos) if info.type == fs.FileType.File]
+
     def _publish(self, name: str, write) -> str:
-        """Write a folder under a temporary name, then rename it into place."""
+        """Write a folder under a temporary name, then rename it into place (and upload it)."""
         self.root.mkdir(parents=True, exist_ok=True)
         final = self.root / name
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=self.root))
@@ -125,7 +187,25 @@ class StateFolder:
             os.replace(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        if self.remote:
+            self._upload(name)
         return name
+
+    def _upload(self, name: str) -> None:
+        from pyarrow import fs
+
+        target = f"{self.fs_path}/{name}"
+        if self.fs.get_file_info(target).type != fs.FileType.NotFound:  # an epoch written again: no stale marker
+            self.fs.delete_dir_contents(target)
+        fs.copy_files(str(self.root / name), target, source_filesystem=fs.LocalFileSystem(), destination_filesystem=self.fs)
+        with self.fs.open_output_stream(f"{target}/{COMPLETE_FILE}") as out:
+            out.write(b"")
+
+    def _delete(self, name: str) -> None:
+        shutil.rmtree(self.root / name, ignore_errors=True)
+        if self.remote:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_dir(f"{self.fs_path}/{name}")
 
     def write_best(self, weights: dict[str, torch.Tensor], epoch: int, meta: dict[str, Any]) -> str:
         def write(folder: Path) -> None:
@@ -156,9 +236,28 @@ class StateFolder:
         keep = {k for k in keep if k} | set(resumes[-_KEEP_RESUME:])
         for name in resumes + self.names("best"):
             if name not in keep:
-                shutil.rmtree(self.root / name, ignore_errors=True)
-        for leftover in self.root.glob(".*.tmp"):
-            shutil.rmtree(leftover, ignore_errors=True)
+                self._delete(name)
+        if self.root.is_dir():
+            for leftover in self.root.glob(".*.tmp"):
+                shutil.rmtree(leftover, ignore_errors=True)
+
+    def size(self, name: str | None = None) -> int:
+        """Bytes of folder ``name`` (all of the state folder without a name) where it is kept."""
+        if self.remote:
+            from pyarrow import fs
+
+            where = f"{self.fs_path}/{name}" if name else self.fs_path
+            infos = self.fs.get_file_info(fs.FileSelector(where, recursive=True, allow_not_found=True))
+            return sum(i.size or 0 for i in infos if i.type == fs.FileType.File)
+        folder = self.root / name if name else self.root
+        return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) if folder.is_dir() else 0
+
+    def remove(self) -> None:
+        """The whole state folder, here and where it is kept."""
+        shutil.rmtree(self.root, ignore_errors=True)
+        if self.remote:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_dir(self.fs_path)
 
 
 def rng_state() -> dict[str, Any]:
@@ -171,25 +270,23 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
 
 
-def remove_state(trial_dir: str | Path) -> int:
+def remove_state(state_dir: str | Path) -> int:
     """Delete a trial's state folder (a trial a scheduler stopped early: never selected, never
     resumed); returns the bytes freed."""
-    root = Path(trial_dir) / STATE_DIR
-    if not root.is_dir():
-        return 0
-    freed = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
-    shutil.rmtree(root, ignore_errors=True)
+    folder = StateFolder(state_dir)
+    freed = folder.size()
+    folder.remove()
     return freed
 
 
-def finish_state(trial_dir: str | Path) -> int:
+def finish_state(state_dir: str | Path) -> int:
     """A trial that trained every epoch keeps only its newest resume state (and the best folder
     it names): Tune will not restore an older one. Returns the bytes freed."""
-    folder = StateFolder(Path(trial_dir) / STATE_DIR)
+    folder = StateFolder(state_dir)
     freed = 0
     for name in folder.names("resume")[:-1]:
-        freed += sum(f.stat().st_size for f in (folder.root / name).rglob("*") if f.is_file())
-        shutil.rmtree(folder.root / name, ignore_errors=True)
+        freed += folder.size(name)
+        folder._delete(name)
     return freed
 
 
@@ -205,7 +302,10 @@ def best_folder(path: str | Path) -> Path | None:
     except (OSError, ValueError):
         return None
     if meta.get("best") and meta.get("state_dir"):
-        found = Path(meta["state_dir"]) / meta["best"]
+        folder = StateFolder(meta["state_dir"])
+        if not folder.has(meta["best"]):
+            return None
+        found = folder.local(meta["best"])
         return found if (found / WEIGHTS_FILE).is_file() else None
     return None
 

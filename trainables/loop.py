@@ -324,7 +324,7 @@ class Checkpointer:
         tmp = tempfile.mkdtemp(prefix="contrasweep-pointer-") if due and self.session.rank == 0 else None
         if tmp:
             write_meta(tmp, {"epoch": epoch, "config": self.config, "metrics": numeric(metrics),
-                             "state_dir": str(self.folder.root), "resume": self.resume, "best": self.best})
+                             "state_dir": self.folder.location, "resume": self.resume, "best": self.best})
         try:
             self.session.report(metrics, tmp)
         finally:
@@ -345,8 +345,8 @@ class Checkpointer:
         meta = read_meta(pointer)
         if "resume" not in meta:  # a checkpoint of an older contrasweep: the whole state in one folder
             meta.update(resume=".", state_dir=pointer)
-        folder = self.folder if (self.folder.root / meta["resume"]).is_dir() else StateFolder(meta["state_dir"])
-        path = folder.path(meta["resume"])
+        folder = self.folder if self.folder.has(meta["resume"]) else StateFolder(meta["state_dir"])
+        path = folder.local(meta["resume"])
         method.load_state_dict(load_weights(weights_file(path)))
         state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
         optimizer.load_state_dict(state["optimizer"])
@@ -357,8 +357,8 @@ class Checkpointer:
         set_rng_state(state["rng"])
         self.resume, self.best = meta["resume"], state.get("best")
         if self.best and folder is not self.folder:  # resumed into another folder: bring the best along
-            self.best_weights = load_weights(folder.path(self.best) / WEIGHTS_FILE)
-            best_meta = read_meta(folder.path(self.best))
+            self.best_weights = load_weights(folder.local(self.best) / WEIGHTS_FILE)
+            best_meta = read_meta(folder.local(self.best))
             if self.session.rank == 0:
                 self.best = self.folder.write_best(self.best_weights, best_meta["epoch"], best_meta)
         self.reported = {self.resume, self.best}
@@ -369,7 +369,7 @@ class Checkpointer:
         """The best validation epoch's weights into ``method`` (from memory, or from the state
         folder after a restore)."""
         if self.best_weights is None and self.best:
-            self.best_weights = load_weights(self.folder.path(self.best) / WEIGHTS_FILE)
+            self.best_weights = load_weights(self.folder.local(self.best) / WEIGHTS_FILE)
         if self.best_weights is not None:
             method.load_state_dict(self.best_weights)
 

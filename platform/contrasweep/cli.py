@@ -27,10 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite ./mlflow.db)")
     run.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
     run.add_argument("--smoke-test", action="store_true", help="1 epoch, 2 trials: check the set-up end to end")
+    run.add_argument("--storage", metavar="URI", help="where checkpoints and Tune state live: a path every node sees or "
+                     "s3://bucket/prefix, gs://… (default: sweep.storage, else the sweep folder)")
 
     resume = sub.add_parser("resume", help="resume an interrupted sweep")
     resume.add_argument("name")
     resume.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
+    resume.add_argument("--storage", metavar="URI", help="the sweep's storage, to resume on a machine without its folder")
 
     sub.add_parser("list", help="list sweeps and their status")
 
@@ -68,6 +71,11 @@ def cmd_run(args) -> int:
     if args.smoke_test:
         overrides += ["fixed.epochs=1", "sweep.num_samples=2"]
     sweep = load_spec(args.spec, overrides)
+    if args.storage is not None:
+        from contrasweep.spec import storage_location
+
+        sweep.storage = storage_location(args.storage, "--storage")
+        sweep.raw.setdefault("sweep", {})["storage"] = sweep.storage
     if args.smoke_test:
         _smoke(sweep)
     if args.name is not None:
@@ -108,7 +116,7 @@ def cmd_resume(args) -> int:
     from contrasweep.tune import resume
 
     root = sweeps.sweeps_root(args.root)
-    results = resume(args.name, root, args.address)
+    results = resume(args.name, root, args.address, args.storage)
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep = validate(sweep_dir.spec())
     status = sweep_dir.meta()["status"]

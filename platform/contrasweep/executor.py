@@ -72,7 +72,10 @@ def state_dir(static: dict[str, Any]) -> str:
     """The trial's state folder (``trainables.checkpoints``) in the trial's folder on the sweep's
     storage. Not ``get_trial_dir()`` itself: that is a driver-side staging folder whose files
     Tune copies to storage again."""
-    return os.path.join(static["trial_storage"], os.path.basename(tune.get_context().get_trial_dir()), "state")
+    from trainables.checkpoints import STATE_DIR
+    from trainables.storage import join
+
+    return join(static["trial_storage"], os.path.basename(tune.get_context().get_trial_dir()), STATE_DIR)
 
 
 def train_worker(worker_config: dict[str, Any]) -> None:

@@ -86,6 +86,7 @@ class Sweep:
     seeds: list = field(default_factory=lambda: [0])
     resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
     experiment: str = "contrasweep"
+    storage: str | None = None  # where Tune state and trial state folders live (a path or a pyarrow.fs URI)
     evaluation: dict = field(default_factory=dict)  # extra evaluation data, e.g. {"sts": path}
     grid_limit: int | None = None  # --smoke-test: only the first N grid trials
     raw: dict = field(default_factory=dict)  # the validated spec as a plain dict (saved with the sweep)
@@ -381,8 +382,25 @@ def _domain_args(key: str, kind: str, args: list, param: Param) -> list:
     return [low, high, *rest]
 
 
+STORAGE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "file")
+
+
+def storage_location(value, where: str) -> str | None:
+    """A storage path or URI (what Ray Tune's ``storage_path`` and ``pyarrow.fs`` take); only
+    the form is checked here, reaching it is the preflight's job (``contrasweep.storage``)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{where}={value!r} is not a location; allowed: a path, or a URI such as s3://bucket/prefix")
+    scheme = value.split("://", 1)[0] if "://" in value else None
+    if scheme is not None and scheme not in STORAGE_SCHEMES:
+        raise SpecError(f"{where}={value!r}: pyarrow.fs opens no {scheme}:// storage; allowed: a path, or "
+                        + ", ".join(f"{s}://" for s in STORAGE_SCHEMES))
+    return value
+
+
 def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
-    allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", *SWEEP_PARAMS}
+    allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", "storage", *SWEEP_PARAMS}
     unknown = sorted(set(section) - allowed)
     if unknown:
         raise SpecError(f"unknown key sweep.{unknown[0]}; allowed: {', '.join('sweep.' + k for k in sorted(allowed))}")
@@ -391,6 +409,7 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
     for key, param in SWEEP_PARAMS.items():
         setattr(sweep, key, param.coerce(f"sweep.{key}", section.get(key, param.default)))
     sweep.asha = _sub(section.get("asha") or {}, ASHA_PARAMS, "sweep.asha")
+    sweep.storage = storage_location(section.get("storage"), "sweep.storage")
     sweep.resources = _sub(section.get("resources") or {}, RESOURCE_PARAMS, "sweep.resources")
     gpu, workers = sweep.resources["gpu"], sweep.resources["workers"]
     if workers > 1 and gpu != int(gpu):

@@ -1,8 +1,10 @@
 """Sweep directories: everything a sweep needs to be resumed lives in one folder.
 
-``<root>/<name>/``: ``spec.yaml`` (the validated spec), ``sweep.json`` (tracking URI, data
-cache key, status), ``tracking.json`` (MLflow run ids), ``tune/`` (Tune's experiment state
+``<root>/<name>/``: ``spec.yaml`` (the validated spec), ``sweep.json`` (tracking URI, storage,
+data cache key, status), ``tracking.json`` (MLflow run ids), ``tune/`` (Tune's experiment state
 and trial checkpoints), ``train/`` (Ray Train runs of distributed trials), ``optuna.db``.
+With a storage (``sweep.storage``, ``--storage``) ``tune/`` and ``train/`` are
+``<storage>/<name>/tune`` and ``…/train`` instead (``contrasweep.sweep_storage``).
 The root is ``--root``, else ``$CONTRASWEEP_HOME``, else ``./sweeps``.
 """
 
@@ -17,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from contrasweep.errors import UserError
+from trainables.storage import join
 
 
 def sweeps_root(root: str | None = None) -> Path:
@@ -46,6 +49,24 @@ class SweepDir:
     @property
     def train_dir(self) -> Path:
         return self.path / "train"
+
+    @property
+    def storage(self) -> str | None:
+        """The sweep's storage (``sweep.storage`` / ``--storage``), None: this folder."""
+        return self.meta().get("storage")
+
+    @property
+    def state_root(self) -> str:
+        """Where Tune's state, Train's runs and the trials' state folders live."""
+        return join(self.storage, self.name) if self.storage else str(self.path)
+
+    @property
+    def tune_location(self) -> str:
+        return join(self.state_root, "tune")
+
+    @property
+    def train_location(self) -> str:
+        return join(self.state_root, "train")
 
     @property
     def optuna_uri(self) -> str:

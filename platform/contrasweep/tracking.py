@@ -278,7 +278,7 @@ class MlflowTracker(Callback):
         if entry.get("status") == status:
             return
         outcome = self._outcome(trial, entry, status)
-        folder = getattr(trial, "path", None)  # the trial's folder on the sweep's storage
+        folder = self._state_dir(trial)
         if folder and outcome == "complete":
             from trainables.checkpoints import best_of_trial, finish_state
 
@@ -365,10 +365,24 @@ class MlflowTracker(Callback):
 
         return "complete" if ran_every_epoch(entry.get("last_epoch", 0), trial_hp(trial.config, self.static)) else "stopped"
 
+    def _state_dir(self, trial) -> str | None:
+        """The trial's state folder on the sweep's storage (a path or a URI: Tune's ``trial.path``
+        is a path inside the storage's file system, without its scheme)."""
+        from trainables.checkpoints import STATE_DIR
+        from trainables.storage import join
+
+        folder = getattr(trial, "path", None)
+        if not folder:
+            return None
+        root = (self.static or {}).get("trial_storage")
+        return join(root, os.path.basename(folder), STATE_DIR) if root else os.path.join(folder, STATE_DIR)
+
     def _log_checkpoint(self, run_id: str, path) -> None:
         """The best folder's weights and meta as the run's ``best_checkpoint`` artifact."""
         from trainables.checkpoints import META_FILE, WEIGHTS_FILE
 
+        if path is None:
+            return
         for name in (WEIGHTS_FILE, META_FILE):
             file = Path(path) / name
             if file.exists():

@@ -17,13 +17,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contrasweep import sweeps
+from contrasweep import sweep_storage, sweeps
 from contrasweep.axes import expand
 from contrasweep.errors import UserError
 from contrasweep.executor import make_trainable, torch_threads_env
 from contrasweep.spec import Sweep, reported_point, validate
 from contrasweep.tracking import MlflowTracker, default_tracking_uri
 from trainables.params import as_text
+from trainables.storage import display
 
 # Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
@@ -190,8 +191,8 @@ def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list) -> d
         "seeds": sweep.seeds,
         "resources": sweep.resources,
         "distributed": sweep.distributed,
-        "train_storage": str(sweep_dir.train_dir),
-        "trial_storage": str(sweep_dir.tune_dir),  # where Tune keeps each trial's folder
+        "train_storage": sweep_dir.train_location,
+        "trial_storage": sweep_dir.tune_location,  # where Tune keeps each trial's folder
         "checkpoint_at": pause_epochs(sweep),
     }
 
@@ -335,7 +336,7 @@ def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
 
     return tune.RunConfig(
         name="tune",
-        storage_path=str(sweep_dir.path),
+        storage_path=sweep_dir.state_root,
         callbacks=callbacks,
         failure_config=tune.FailureConfig(max_failures=sweep.max_failures),
         # The two newest pointers to the trial's state folder (trainables.checkpoints: the
@@ -362,7 +363,8 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.metric[0], sweep.mode[0], progress=Progress(total, sweep.metric[0]),
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
-                "variants": static["variants"], "varied": static["varied"], "group_sizes": group_sizes(sweep)},
+                "variants": static["variants"], "varied": static["varied"], "group_sizes": group_sizes(sweep),
+                "trial_storage": static["trial_storage"]},
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
         texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )
@@ -394,7 +396,9 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     warn_other_ray_instances(sweep, address)
     init_ray(address)
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
-    sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri})
+    sweep_storage.check(sweep.storage, root / name, alive_nodes())
+    sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
+    sweep_storage.mirror(sweep.storage, sweep_dir.path)
     print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
           f"seeds={sweep.seeds}; data: {_rows(prepared)}, {prepared[0].num_labels} classes "
           f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
@@ -410,32 +414,36 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
         tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep, sweep_dir),
                                     num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
-        run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri)]),
+        run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri),
+                                                 sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
     )
     return _fit(tuner, sweep_dir)
 
 
-def resume(name: str, root: Path, address: str | None):
+def resume(name: str, root: Path, address: str | None, storage: str | None = None):
     """Resume an interrupted sweep: unfinished and errored trials continue from their latest
-    checkpoint, finished trials are not rerun, MLflow runs are re-attached."""
+    checkpoint, finished trials are not rerun, MLflow runs are re-attached. ``storage``: where
+    to find a sweep this machine has no folder of (its driver files are mirrored there)."""
     from ray import tune
 
-    sweep_dir = sweeps.open_existing(root, name)
+    sweep_dir = open_or_fetch(name, root, storage)
     meta = sweep_dir.meta()
     if meta.get("status") == "finished":
         raise UserError(f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)")
-    if not tune.Tuner.can_restore(str(sweep_dir.tune_dir)):
-        raise UserError(f"sweep {name!r} has no saved Tune state in {sweep_dir.tune_dir}; allowed: start it again with `contrasweep run`")
+    if not tune.Tuner.can_restore(sweep_dir.tune_location):
+        raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
+                        "with `contrasweep run`")
     sweep = validate(sweep_dir.spec())
     torch_threads_env()
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     warn_other_ray_instances(sweep, address)
     init_ray(address)
+    sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_nodes())
     refs = put_data(prepared, sts)
     static = static_config(sweep, sweep_dir, prepared)
     tuner = tune.Tuner.restore(
-        str(sweep_dir.tune_dir), trainable=make_trainable(static, refs), resume_unfinished=True, resume_errored=True
+        sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True, resume_errored=True
     )
     # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
     return _fit(tuner, sweep_dir)
@@ -445,7 +453,26 @@ def _fit(tuner, sweep_dir: sweeps.SweepDir):
     results = tuner.fit()
     errors = [r for r in results if r.error is not None]
     sweep_dir.update_meta(status=_status(sweep_dir, errors), trials=len(results), errors=len(errors))
+    sweep_storage.mirror(sweep_dir.storage, sweep_dir.path)
     return results
+
+
+def open_or_fetch(name: str, root: Path, storage: str | None) -> sweeps.SweepDir:
+    """The sweep's folder here, or fetched from ``storage`` when this machine has none."""
+    if storage and not (root / name / "sweep.json").exists() and not sweep_storage.fetch(storage, root / name):
+        raise UserError(f"no sweep named {name!r} in {root} or in {display(storage)}; allowed: the --storage the sweep "
+                        "was started with")
+    sweep_dir = sweeps.open_existing(root, name)
+    if storage and sweep_dir.storage != storage:
+        raise UserError(f"sweep {name!r} keeps its state in {display(sweep_dir.storage or str(sweep_dir.path))}, not "
+                        f"{display(storage)}; allowed: --storage {sweep_dir.storage or '(none)'}")
+    return sweep_dir
+
+
+def alive_nodes() -> int:
+    import ray
+
+    return sum(1 for node in ray.nodes() if node.get("Alive"))
 
 
 def _status(sweep_dir: sweeps.SweepDir, errors: list) -> str:
@@ -453,7 +480,7 @@ def _status(sweep_dir: sweeps.SweepDir, errors: list) -> str:
     saved its state and returned with trials still pending)."""
     from ray.tune import ExperimentAnalysis
 
-    trials = ExperimentAnalysis(str(sweep_dir.tune_dir)).trials
+    trials = ExperimentAnalysis(sweep_dir.tune_location).trials
     if any(t.status not in ("TERMINATED", "ERROR") for t in trials):
         return "interrupted"
     return "failed" if errors else "finished"
