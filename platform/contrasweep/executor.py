@@ -52,10 +52,16 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
     wrapped in a list so that ``tune.with_parameters`` hands over the references, not a copy
     per trial."""
     variant = trial_variant(config, static)
+    hp, encoder = trial_hp(config, static), dict(static["encoder"])
+    # files the job shipped (contrasweep.shipping): read where the worker has them
+    paths = static.get("paths") or {}
+    encoder["name"] = paths.get(encoder["name"], encoder["name"])
+    if isinstance(hp.get("init_from"), str):
+        hp["init_from"] = paths.get(hp["init_from"], hp["init_from"])
     loop_config = {
         "method": static["method"],
-        "encoder": static["encoder"],
-        "hp": trial_hp(config, static),
+        "encoder": encoder,
+        "hp": hp,
         "metric": static["metric"],
         "mode": static["mode"],
         "num_labels": static["variants"][variant]["num_labels"] if static.get("variants") else static["num_labels"],

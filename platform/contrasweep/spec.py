@@ -39,6 +39,7 @@ from trainables.registry import get_method, method_names
 TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
 SEARCHERS = ("grid", "optuna", "random")
 SCHEDULERS = ("asha", "none")
+SHIP_MODES = ("code", "installed")  # contrasweep.shipping
 MODES = ("max", "min")
 DOMAINS = ("uniform", "loguniform", "quniform", "randint", "choice")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -87,6 +88,7 @@ class Sweep:
     resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
     experiment: str = "contrasweep"
     storage: str | None = None  # where Tune state and trial state folders live (a path or a pyarrow.fs URI)
+    ship: str = "code"  # on a cluster: ship the project's code with the job, or check the installed version
     evaluation: dict = field(default_factory=dict)  # extra evaluation data, e.g. {"sts": path}
     grid_limit: int | None = None  # --smoke-test: only the first N grid trials
     raw: dict = field(default_factory=dict)  # the validated spec as a plain dict (saved with the sweep)
@@ -400,7 +402,7 @@ def storage_location(value, where: str) -> str | None:
 
 
 def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
-    allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", "storage", *SWEEP_PARAMS}
+    allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", "storage", "ship", *SWEEP_PARAMS}
     unknown = sorted(set(section) - allowed)
     if unknown:
         raise SpecError(f"unknown key sweep.{unknown[0]}; allowed: {', '.join('sweep.' + k for k in sorted(allowed))}")
@@ -410,6 +412,7 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
         setattr(sweep, key, param.coerce(f"sweep.{key}", section.get(key, param.default)))
     sweep.asha = _sub(section.get("asha") or {}, ASHA_PARAMS, "sweep.asha")
     sweep.storage = storage_location(section.get("storage"), "sweep.storage")
+    sweep.ship = _choice(section.get("ship", "code"), SHIP_MODES, "sweep.ship")
     sweep.resources = _sub(section.get("resources") or {}, RESOURCE_PARAMS, "sweep.resources")
     gpu, workers = sweep.resources["gpu"], sweep.resources["workers"]
     if workers > 1 and gpu != int(gpu):

@@ -46,8 +46,11 @@ def warn_other_ray_instances(sweep: Sweep, address: str | None) -> None:
               "(`ray start --head`) and pass --address to every sweep", file=sys.stderr, flush=True)
 
 
-def init_ray(address: str | None, num_cpus: int | None = None) -> None:
-    """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``.
+def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=()) -> None:
+    """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
+    which the job ships the project's code and the spec's local files (``ship: code``), or on
+    whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
+    ``contrasweep.shipping``).
 
     The dashboard stays on (bound to 127.0.0.1): Train V2 frees the CPUs of a Train run that
     ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about the stack").
@@ -58,7 +61,14 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
         return
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        ray.init(address=address, log_to_driver=True)
+        from contrasweep import shipping
+
+        env = shipping.runtime_env(ship, local_files)  # a one-line error before connecting, when too large
+        ray.init(address=address, runtime_env=env, log_to_driver=True)
+        if ship == "installed":
+            from contrasweep import __version__
+
+            shipping.check_worker_versions(__version__)
         return
     ray.init(
         address="local",
@@ -174,9 +184,13 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
     return refs
 
 
-def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list) -> dict[str, Any]:
+def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> dict[str, Any]:
+    """What every trial shares; ``paths``: where a worker reads each shipped local file."""
+    from contrasweep.shipping import worker_path
+
     variants = sweep.variants or expand(sweep.data)
     return {
+        "paths": {value: worker_path(value) for value in shipped},
         "method": sweep.method,
         "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
         "metric": sweep.metric[0],
@@ -394,7 +408,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     warn_other_ray_instances(sweep, address)
-    init_ray(address)
+    files = shipped_files(sweep, address)
+    init_ray(address, ship=sweep.ship, local_files=files)
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     sweep_storage.check(sweep.storage, root / name, alive_nodes())
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
@@ -404,7 +419,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
           f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
     refs = put_data(prepared, sts)
     sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
-    static = static_config(sweep, sweep_dir, prepared)
+    static = static_config(sweep, sweep_dir, prepared, files)
     tuner = tune.Tuner(
         make_trainable(static, refs),
         param_space=param_space(sweep),
@@ -438,10 +453,11 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     warn_other_ray_instances(sweep, address)
-    init_ray(address)
+    files = shipped_files(sweep, address)
+    init_ray(address, ship=sweep.ship, local_files=files)
     sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_nodes())
     refs = put_data(prepared, sts)
-    static = static_config(sweep, sweep_dir, prepared)
+    static = static_config(sweep, sweep_dir, prepared, files)
     tuner = tune.Tuner.restore(
         sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True, resume_errored=True
     )
@@ -467,6 +483,16 @@ def open_or_fetch(name: str, root: Path, storage: str | None) -> sweeps.SweepDir
         raise UserError(f"sweep {name!r} keeps its state in {display(sweep_dir.storage or str(sweep_dir.path))}, not "
                         f"{display(storage)}; allowed: --storage {sweep_dir.storage or '(none)'}")
     return sweep_dir
+
+
+def shipped_files(sweep: Sweep, address: str | None) -> list[str]:
+    """The spec's local files a cluster's workers read (none for a local Ray, or when the
+    workers have the project installed)."""
+    if not (address or os.environ.get("RAY_ADDRESS")) or sweep.ship != "code":
+        return []
+    from contrasweep.shipping import local_files_of
+
+    return local_files_of(sweep)
 
 
 def alive_nodes() -> int:
