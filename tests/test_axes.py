@@ -123,7 +123,7 @@ def test_run_name_tags_and_groups():
         stats = {"train": {"n": 10}, "validation": {"n": 10}, "test": {"n": 20}}
 
     class Folder:
-        train_dir = tune_dir = "/tmp/unused"
+        train_location = tune_location = "/tmp/unused"
 
     static = static_config(sweep, Folder(), [Prepared()] * len(sweep.variants))
     by_index = {}

@@ -279,23 +279,3 @@ def test_bad_override_syntax():
         apply_override({}, "epochs")
     with pytest.raises(SpecError, match="unknown section 'epochs'"):
         apply_override({}, "epochs=3")
-
-
-@pytest.mark.parametrize("workers, others, address, warned", [
-    (2, {"127.0.0.1:6379"}, None, True),      # a Train sweep next to another local Ray: warn
-    (1, {"127.0.0.1:6379"}, None, False),     # in-process trials need no placement-group cleaner
-    (2, set(), None, False),                  # alone on the machine
-    (2, {"127.0.0.1:6379"}, "auto", False),   # joining a cluster: one instance
-])
-def test_warns_when_a_train_sweep_starts_next_to_another_local_ray(workers, others, address, warned, monkeypatch, capsys):
-    import ray._private.services as services
-
-    from contrasweep.tune import warn_other_ray_instances
-
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setattr(services, "find_gcs_addresses", lambda: frozenset(others))
-    sweep = load_spec(ROOT / "search_spaces" / "demo.yaml", [f"sweep.resources={{cpu: 0.9, workers: {workers}}}"])
-    warn_other_ray_instances(sweep, address)
-    err = capsys.readouterr().err
-    assert ("another Ray instance runs on this machine (127.0.0.1:6379)" in err) == warned
-    assert err.count("\n") == int(warned)

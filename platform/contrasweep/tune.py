@@ -30,22 +30,6 @@ from trainables.storage import display
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 
 
-def warn_other_ray_instances(sweep: Sweep, address: str | None) -> None:
-    """One line on stderr when this sweep starts its own local Ray next to another one and runs
-    Ray Train: Train's placement-group cleaner then cannot tell the instances apart ("Found
-    multiple active Ray instances"), so the CPUs of a Train run that ASHA stops are never
-    freed and the next distributed trial waits forever (seen on this machine, Ray 2.60)."""
-    if address or os.environ.get("RAY_ADDRESS") or not sweep.distributed:
-        return
-    from ray._private.services import find_gcs_addresses  # the lookup Ray's own address resolution uses
-
-    others = sorted(find_gcs_addresses())
-    if others:
-        print(f"[contrasweep] warning: another Ray instance runs on this machine ({', '.join(others)}); a distributed "
-              "trial stopped early may never free its CPUs next to it: run one sweep at a time, or start one cluster "
-              "(`ray start --head`) and pass --address to every sweep", file=sys.stderr, flush=True)
-
-
 def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=()) -> None:
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
     which the job ships the project's code and the spec's local files (``ship: code``), or on
@@ -70,14 +54,31 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
 
             shipping.check_worker_versions(__version__)
         return
+    # Ray Train frees a stopped run's CPUs through the State API, which finds its server by
+    # auto-detection: next to another local Ray it meets "multiple active Ray instances" and
+    # asks the newest one, so a stopped distributed trial kept its CPUs and the next waited
+    # forever. Every process of this instance (raylet, workers, Train's cleaner) inherits the
+    # driver's environment: name this instance's own dashboard there.
+    port = free_port()
+    os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
     ray.init(
         address="local",
         num_cpus=num_cpus or os.cpu_count(),
         include_dashboard=True,
         dashboard_host="127.0.0.1",
+        dashboard_port=port,
         log_to_driver=True,
-        runtime_env={"env_vars": worker_env()},
+        runtime_env={"env_vars": {**worker_env(), "RAY_API_SERVER_ADDRESS": os.environ["RAY_API_SERVER_ADDRESS"]}},
     )
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for this instance's dashboard)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def worker_env() -> dict[str, str]:
@@ -407,7 +408,6 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
-    warn_other_ray_instances(sweep, address)
     files = shipped_files(sweep, address)
     init_ray(address, ship=sweep.ship, local_files=files)
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
@@ -452,7 +452,6 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     torch_threads_env()
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
-    warn_other_ray_instances(sweep, address)
     files = shipped_files(sweep, address)
     init_ray(address, ship=sweep.ship, local_files=files)
     sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_nodes())
