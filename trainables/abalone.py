@@ -35,7 +35,7 @@ optimiser; the keys are computed in the module's mode (train mode in the loop: d
 only noise, "No data augmentation is employed", App. A). The queue (``self.queue``) is a separate
 submodule, never inside the modules ``momentum_update`` averages (that function copies buffers).
 
-DDP: each rank's keys and labels are all-gathered (``torch.distributed.all_gather``, padded to
+DDP: each rank's keys and labels are all-gathered (``trainables.global_batch``, padded to
 the largest shard) when ``training_step`` computes them, so every rank enqueues the same keys in
 the same (rank) order and all queues stay identical (MoCo does the same). The batch's own
 projections and labels are gathered with their gradients (``trainables.global_batch``), so the
@@ -89,14 +89,13 @@ from trainables.errors import UserError
 from trainables.evaluation.multilabel import (combination_clustering, context_label_names, multilabel_metrics,
                                              threshold_predictions, train_label_counts)
 from trainables.evaluation.multilabel_probe import fit_linear_probe, probe_seed
-from trainables.gather import gather_from_ranks
 from trainables.global_batch import global_batch
 from trainables.metrics import finite_metrics, metric_keys
 from trainables.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
 from trainables.params import Param
 from trainables.warm_start import check_model_file, load_encoder_weights
 
-__all__ = ["MultiLabelContrastive", "fit_linear_probe", "gather_from_ranks", "CONTRASTIVE", "BCE_FAMILY"]
+__all__ = ["MultiLabelContrastive", "fit_linear_probe", "global_batch", "CONTRASTIVE", "BCE_FAMILY"]
 
 
 class MultiLabelContrastive(Method):
@@ -210,7 +209,7 @@ class MultiLabelContrastive(Method):
             with torch.no_grad():
                 keys = self.momentum["projection"](self.momentum["encoder"](
                     batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))[0])
-            self._pending = gather_from_ranks(keys.detach(), batch["labels"].to(keys.dtype))
+            self._pending = global_batch(keys.detach(), batch["labels"].to(keys.dtype))
             queue_z, queue_y = self.queue.embeddings, self.queue.labels
         loss = contrastive_loss(self.hp, z, y, getattr(self, "prototypes", None), queue_z, queue_y)
         return {"loss": loss, f"loss/{self.hp['loss']}": loss.detach()}

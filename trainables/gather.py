@@ -64,24 +64,3 @@ class StageContext:
 
     def outputs(self, method, split: str, fn: Callable[[dict], torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
         return split_outputs(method, self.tables[split], self.eval_batch_size, self.session, fn)
-
-
-def gather_from_ranks(z: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every rank's ``z`` [n_r, d] and ``y`` [n_r, L] concatenated in rank order (identity
-    without an initialised process group). Shards may differ in size (the last batch): they
-    are padded to the largest before ``all_gather`` and trimmed after."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return z, y
-    world = dist.get_world_size()
-    size = torch.tensor([z.shape[0]], device=z.device)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    cap = int(max(int(s) for s in sizes))
-    both = torch.cat([z, y.to(z.dtype)], dim=1)
-    padded = torch.cat([both, both.new_zeros(cap - both.shape[0], both.shape[1])])
-    parts = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(parts, padded.contiguous())
-    out = torch.cat([part[: int(s)] for part, s in zip(parts, sizes)])
-    return out[:, : z.shape[1]], out[:, z.shape[1]:]

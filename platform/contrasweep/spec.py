@@ -33,13 +33,13 @@ from pathlib import Path
 import yaml
 
 from contrasweep.errors import SpecError
+from contrasweep.shipping import SHIP_MODES
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import get_method, method_names
 
 TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
 SEARCHERS = ("grid", "optuna", "random")
 SCHEDULERS = ("asha", "none")
-SHIP_MODES = ("code", "installed")  # contrasweep.shipping
 MODES = ("max", "min")
 DOMAINS = ("uniform", "loguniform", "quniform", "randint", "choice")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
