@@ -23,6 +23,8 @@ def test_locations_join_before_a_uris_query():
     assert join("file:///data/sweeps", "a") == "/data/sweeps/a"
     assert is_uri(uri) and not is_uri("/data") and not is_uri("file:///data")
     assert display(uri) == "s3://bucket/prefix"
+    assert display("s3://KEYID:s3cr3t@bucket/p?region=x") == "s3://KEYID:***@bucket/p"  # no secret in messages
+    assert display("/data/a@b:c") == "/data/a@b:c"
 
 
 @pytest.mark.parametrize("bad", ["", "ftp://host/x", 3])
@@ -33,11 +35,11 @@ def test_a_storage_pyarrow_cannot_open_is_a_spec_error(bad):
 
 
 def test_a_path_of_this_machine_is_refused_on_a_cluster(tmp_path, monkeypatch):
-    sweep_storage.check(None, tmp_path / "s", nodes=1)  # one machine: its own folder is fine
-    with pytest.raises(UserError, match=r"Ray cluster has 2 nodes.*allowed: --storage s3://"):
-        sweep_storage.check(None, tmp_path / "s", nodes=2)
+    sweep_storage.check(None, tmp_path / "s", machines=1)  # one machine: its own folder is fine
+    with pytest.raises(UserError, match=r"Ray cluster spans 2 machines.*allowed: --storage s3://"):
+        sweep_storage.check(None, tmp_path / "s", machines=2)
     monkeypatch.setattr(sweep_storage, "shared_path", lambda path: True)  # e.g. an NFS mount
-    sweep_storage.check(str(tmp_path), tmp_path / "s", nodes=2)
+    sweep_storage.check(str(tmp_path), tmp_path / "s", machines=2)
 
 
 def test_shared_path_reads_the_mount_table(tmp_path, monkeypatch):
@@ -53,15 +55,15 @@ def test_unreachable_storage_is_one_line_within_the_time_limit(monkeypatch):
     started = time.monotonic()
     with pytest.raises(UserError) as err:  # nothing listens on port 9
         sweep_storage.check("s3://testing:testing@b/x?endpoint_override=127.0.0.1:9&scheme=http&region=us-east-1",
-                            Path("/tmp/unused"), nodes=1)
+                            Path("/tmp/unused"), machines=1)
     assert time.monotonic() - started < 10
-    assert "\n" not in str(err.value) and "storage s3://testing:testing@b/x" in str(err.value)
+    assert "\n" not in str(err.value) and "storage s3://testing:***@b/x" in str(err.value)
 
 
 def test_a_missing_bucket_is_refused(s3_endpoint):
     with pytest.raises(UserError, match="cannot be written"):
         sweep_storage.check(f"s3://testing:testing@no-such-bucket/x?endpoint_override={s3_endpoint}&scheme=http"
-                            "&region=us-east-1", Path("/tmp/unused"), nodes=1)
+                            "&region=us-east-1", Path("/tmp/unused"), machines=1)
 
 
 @pytest.mark.slow
@@ -92,6 +94,8 @@ def test_a_sweep_on_s3_keeps_its_state_there_and_resumes_from_it_elsewhere(ray_s
     runs = trial_runs(uri, parent_runs(uri, "tests", "ons3")[0].info.run_id)
     assert all({a.path for a in client.list_artifacts(r.info.run_id, "best_checkpoint")}
                == {"best_checkpoint/model.safetensors", "best_checkpoint/meta.json"} for r in runs)
+    logged_spec = client.download_artifacts(parent_runs(uri, "tests", "ons3")[0].info.run_id, "spec.yaml", str(tmp_path))
+    assert "testing:***@" in Path(logged_spec).read_text() and "testing:testing" not in Path(logged_spec).read_text()
 
     # another machine: no sweep folder, the same storage and MLflow store
     shutil.rmtree(root / "ons3")

@@ -13,6 +13,7 @@ only the interface of ``trainables.base.Method``.
 from __future__ import annotations
 
 import math
+import os
 import random
 import shutil
 import tempfile
@@ -407,6 +408,11 @@ def load_trained(directory: str, num_labels: int | None = None):
         raise FileNotFoundError(f"{directory}: no trained weights there ({WEIGHTS_FILE} and {META_FILE}, "
                                 "or a checkpoint pointer naming them)")
     meta = read_meta(folder)
+    encoder = meta["config"].get("encoder", {})
+    if encoder.get("origin") and not os.path.exists(encoder["name"]):
+        # trained on a cluster from a shipped folder (contrasweep.shipping): the worker read it at
+        # a path relative to the job's working_dir; here it is the driver's own folder
+        meta["config"]["encoder"] = {**encoder, "name": encoder["origin"]}
     if num_labels is None:
         num_labels = int(meta["config"].get("num_labels", 0)) or None
     method = build_method(meta["config"], num_labels)

@@ -42,5 +42,10 @@ def filesystem(location: str | os.PathLike):
 
 
 def display(location: str | os.PathLike) -> str:
-    """The location without its query options (for messages)."""
-    return str(location).partition("?")[0]
+    """The location for messages: without its query options, a secret key in it masked."""
+    text = str(location).partition("?")[0]
+    scheme, sep, rest = text.partition("://")
+    userinfo, at, host = rest.partition("@")
+    if sep and at and ":" in userinfo:
+        return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+    return text

@@ -55,7 +55,8 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
     hp, encoder = trial_hp(config, static), dict(static["encoder"])
     # files the job shipped (contrasweep.shipping): read where the worker has them
     paths = static.get("paths") or {}
-    encoder["name"] = paths.get(encoder["name"], encoder["name"])
+    if encoder["name"] in paths:  # the driver's name stays in "origin", for load_trained on the driver
+        encoder["origin"], encoder["name"] = encoder["name"], paths[encoder["name"]]
     if isinstance(hp.get("init_from"), str):
         hp["init_from"] = paths.get(hp["init_from"], hp["init_from"])
     loop_config = {

@@ -9,8 +9,8 @@ works on another machine that sees the same storage and MLflow server (docs/arch
 "Storage and clusters").
 
 Preflight (before any trial starts, one line each): the storage answers and takes a write
-within ``TIMEOUT_S``; a path that only this machine sees is refused when the Ray cluster has
-more than one node (a path on a network file system — NFS, CIFS, Lustre, … — is shared).
+within ``TIMEOUT_S``; a path that only this machine sees is refused when the Ray cluster spans
+more than one machine (a path on a network file system — NFS, CIFS, Lustre, … — is shared).
 """
 
 from __future__ import annotations
@@ -34,15 +34,16 @@ NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", 
               "fuse.glusterfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "9p", "virtiofs", "afs", "pvfs2", "orangefs")
 
 
-def check(storage: str | None, sweep_path: Path, nodes: int) -> None:
-    """Refuse (one line) a storage the cluster cannot use; ``nodes``: alive Ray nodes."""
+def check(storage: str | None, sweep_path: Path, machines: int) -> None:
+    """Refuse (one line) a storage the cluster cannot use; ``machines``: how many machines
+    the alive Ray nodes run on."""
     where = storage or str(sweep_path)
     if storage and is_uri(storage):
         _reachable(storage)
         return
-    if nodes > 1 and not shared_path(local_path(where)):
+    if machines > 1 and not shared_path(local_path(where)):
         raise UserError(
-            f"the sweep's storage {where} is a folder of this machine only, but the Ray cluster has {nodes} nodes: "
+            f"the sweep's storage {where} is a folder of this machine only, but the Ray cluster spans {machines} machines: "
             "trials on other nodes could neither write nor resume their checkpoints; allowed: --storage "
             "s3://bucket/prefix (or gs://…, hdfs://…), or a path on a file system every node mounts (NFS)")
 

@@ -450,6 +450,12 @@ def _params(params: dict[str, Any]):
 
 
 def _yaml(spec: dict) -> str:
+    """The spec as logged to MLflow: a secret key in ``sweep.storage`` masked."""
     import yaml
 
+    from trainables.storage import display
+
+    storage = (spec.get("sweep") or {}).get("storage")
+    if isinstance(storage, str) and display(storage) != storage.partition("?")[0]:
+        spec = {**spec, "sweep": {**spec["sweep"], "storage": display(storage)}}
     return yaml.safe_dump(spec, sort_keys=False)

@@ -411,7 +411,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     files = shipped_files(sweep, address)
     init_ray(address, ship=sweep.ship, local_files=files)
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
-    sweep_storage.check(sweep.storage, root / name, alive_nodes())
+    sweep_storage.check(sweep.storage, root / name, alive_machines())
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
     sweep_storage.mirror(sweep.storage, sweep_dir.path)
     print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
@@ -454,7 +454,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
     init_ray(address, ship=sweep.ship, local_files=files)
-    sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_nodes())
+    sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_machines())
     refs = put_data(prepared, sts)
     static = static_config(sweep, sweep_dir, prepared, files)
     tuner = tune.Tuner.restore(
@@ -494,10 +494,12 @@ def shipped_files(sweep: Sweep, address: str | None) -> list[str]:
     return local_files_of(sweep)
 
 
-def alive_nodes() -> int:
+def alive_machines() -> int:
+    """How many machines the alive Ray nodes run on (nodes started on one machine, as in a
+    test's two-node cluster, share its file system)."""
     import ray
 
-    return sum(1 for node in ray.nodes() if node.get("Alive"))
+    return len({node["NodeManagerAddress"] for node in ray.nodes() if node.get("Alive")})
 
 
 def _status(sweep_dir: sweeps.SweepDir, errors: list) -> str:
