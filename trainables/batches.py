@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+import pyarrow.compute as pc
 import torch
 
 from trainables.collate import collate_numpy
@@ -29,8 +30,13 @@ def train_batches(table, batch_size: int, seed: int, epoch: int, rank: int, worl
 
 
 def eval_batches(table, batch_size: int, rank: int = 0, world: int = 1) -> Iterator[tuple[np.ndarray, dict]]:
-    """This rank's strided share of the rows, in order, with their row indices."""
+    """This rank's strided share of the rows with their row indices, longest rows first: rows
+    of similar length share a batch, so dynamic padding pads little (short texts such as
+    tweets: far fewer padded positions than in row order). Callers put outputs back in row
+    order by the indices (``trainables.gather.split_outputs``)."""
     rows = np.arange(rank, table.num_rows, world)
+    lengths = pc.list_value_length(table.column("input_ids")).to_numpy(zero_copy_only=False)
+    rows = rows[np.argsort(-lengths[rows], kind="stable")]
     for start in range(0, len(rows), batch_size):
         idx = rows[start : start + batch_size]
         yield idx, collate_numpy(table, idx)
