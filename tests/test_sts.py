@@ -73,8 +73,12 @@ def test_representation_method_reports_spearman_of_cosines(tmp_path, tiny_model_
         method.eval()
         from trainables.batches import eval_batches, to_device
 
-        emb = {side: torch.cat([method.representation(to_device(b, torch.device("cpu")))
-                                for _, b in eval_batches(data["sts"][side], 8)]) for side in ("a", "b")}
+        emb = {}
+        for side in ("a", "b"):  # eval_batches goes longest rows first: put rows back in order
+            parts = [(idx, method.representation(to_device(b, torch.device("cpu"))))
+                     for idx, b in eval_batches(data["sts"][side], 8)]
+            order = np.argsort(np.concatenate([idx for idx, _ in parts]))
+            emb[side] = torch.cat([e for _, e in parts])[torch.from_numpy(order)]
     cosine = torch.nn.functional.cosine_similarity(emb["a"], emb["b"]).numpy()
     assert val["sts_spearman"] == pytest.approx(spearmanr(cosine, data["sts"]["scores"]).statistic)
     assert "sts_spearman" not in method.evaluate(context, "test")
