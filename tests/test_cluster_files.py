@@ -344,6 +344,16 @@ def test_launcher_has_a_head_and_an_autoscaling_gpu_worker():
     assert any(re.search(r"ray start --address=\$RAY_HEAD_IP:\d+", c) for c in cfg["worker_start_ray_commands"])
 
 
+def test_launcher_keeps_token_authentication_on_every_node():
+    """A `ray start --address` never turns token mode on by itself: every start command says
+    so, and every node gets the same token file."""
+    cfg = load(LAUNCHER)
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        starts = [c for c in cfg[key] if "ray start" in c]
+        assert starts and all(re.search(r"RAY_AUTH_MODE=token;.*ray start", c) for c in starts), cfg[key]
+    assert cfg["file_mounts"].get("~/.ray/auth_token") == "~/.ray/auth_token"
+
+
 # -- the KubeRay RayJob -----------------------------------------------------------------------
 
 def test_rayjob_runs_a_sweep_on_a_head_and_gpu_workers():
@@ -366,6 +376,7 @@ def test_rayjob_runs_a_sweep_on_a_head_and_gpu_workers():
         images |= {c["image"] for c in containers}
     assert len(images) == 1, f"head and workers must run one image: {images}"
     assert IMAGE_TAG_RE.search(images.pop())
+    assert cluster["authOptions"] == {"mode": "token"}  # KubeRay >= 1.5.1 hands every container the token
 
 
 # -- the MLflow server ------------------------------------------------------------------------

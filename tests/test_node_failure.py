@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -39,10 +40,18 @@ def free_port() -> int:
     return pick()
 
 
+# Token authentication on every node and in the driver, with a token of the test's own: a
+# `ray start --head` turns token mode on by itself only where ~/.ray/auth_token exists, and a
+# `ray start --address` never does, so the worker node joined only when an earlier test's
+# ray.init had left RAY_AUTH_MODE=token in this process (the test failed when run alone).
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
+
+
 def clean_env() -> dict[str, str]:
     """This process may have started the suite's own local Ray: its address must not leak into
     the cluster's processes or the sweep's driver."""
-    return {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    dropped = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN_PATH")
+    return {**{k: v for k, v in os.environ.items() if k not in dropped}, **AUTH}
 
 
 def start_node(args: list[str], temp_dir: str, log: Path) -> subprocess.Popen:
