@@ -184,9 +184,11 @@ def run_sweep(spec_path: Path, work: Path) -> dict:
 
     uri = f"sqlite:///{work / 'mlflow.db'}"
     started, wall_start = time.perf_counter(), time.time()
-    tune.init_ray(None)  # what tune.run would start itself (sized to this machine)
+    sweep = spec.load_spec(spec_path)
+    # what tune.run would start itself: sized to this machine, the dashboard only where trials need it
+    tune.init_ray(None, dashboard=tune.wants_dashboard(sweep, asked=False))
     ray_s = time.perf_counter() - started
-    results = tune.run(spec.load_spec(spec_path), NAME, sweeps.sweeps_root(str(work / "sweeps")), uri, None)
+    results = tune.run(sweep, NAME, sweeps.sweeps_root(str(work / "sweeps")), uri, None)
     total = time.perf_counter() - started
     wall_end = time.time()
     errors = [str(r.error) for r in results if r.error is not None]

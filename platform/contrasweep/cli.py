@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite ./mlflow.db)")
     run.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
     run.add_argument("--smoke-test", action="store_true", help="1 epoch, 2 trials: check the set-up end to end")
+    run.add_argument("--ray-dashboard", action="store_true", help="start the local Ray's dashboard (127.0.0.1) even "
+                     "when no trial needs it (distributed trials always have it)")
     run.add_argument("--storage", metavar="URI", help="where checkpoints and Tune state live: a path every node sees or "
                      "s3://bucket/prefix, gs://… (default: sweep.storage, else the sweep folder)")
 
@@ -34,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("name")
     resume.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
     resume.add_argument("--storage", metavar="URI", help="the sweep's storage, to resume on a machine without its folder")
+    resume.add_argument("--ray-dashboard", action="store_true", help="start the local Ray's dashboard (127.0.0.1) even "
+                        "when no trial needs it")
 
     sub.add_parser("list", help="list sweeps and their status")
 
@@ -86,7 +90,7 @@ def cmd_run(args) -> int:
     from contrasweep.tune import run
 
     root = sweeps.sweeps_root(args.root)
-    results = run(sweep, name, root, args.tracking_uri, args.address)
+    results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard)
     status = sweeps.open_existing(root, name).meta()["status"]
     code = _summary(results, sweep.metric[0], sweep.mode[0], name, status, sweep)
     _auto_report(root, name, status)
@@ -116,7 +120,7 @@ def cmd_resume(args) -> int:
     from contrasweep.tune import resume
 
     root = sweeps.sweeps_root(args.root)
-    results = resume(args.name, root, args.address, args.storage)
+    results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard)
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep = validate(sweep_dir.spec())
     status = sweep_dir.meta()["status"]

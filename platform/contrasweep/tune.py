@@ -30,14 +30,19 @@ from trainables.storage import display
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 
 
-def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=()) -> None:
+def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
+             dashboard: bool = True) -> None:
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
     which the job ships the project's code and the spec's local files (``ship: code``), or on
     whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
     ``contrasweep.shipping``).
 
-    The dashboard stays on (bound to 127.0.0.1): Train V2 frees the CPUs of a Train run that
-    ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about the stack").
+    ``dashboard`` (local Ray only; bound to 127.0.0.1): Train V2 frees the CPUs of a Train run
+    that ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about
+    the stack"), so a sweep of distributed trials always has it (``wants_dashboard``). Sweeps
+    of one-worker trials never start a Train run and leave it off unless asked: its processes
+    took about 2 % of a core here, which a 2-thread trial on 2 cores pays about twice
+    (benchmarks/sweep_overhead.py).
     """
     import ray
 
@@ -53,6 +58,10 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
             from contrasweep import __version__
 
             shipping.check_worker_versions(__version__)
+        return
+    if not dashboard:
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
+                 log_to_driver=True, runtime_env={"env_vars": worker_env()})
         return
     # Ray Train frees a stopped run's CPUs through the State API, which finds its server by
     # auto-detection: next to another local Ray it meets "multiple active Ray instances" and
@@ -70,6 +79,12 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         log_to_driver=True,
         runtime_env={"env_vars": {**worker_env(), "RAY_API_SERVER_ADDRESS": os.environ["RAY_API_SERVER_ADDRESS"]}},
     )
+
+
+def wants_dashboard(sweep: Sweep, asked: bool) -> bool:
+    """The local Ray's dashboard: always for distributed trials (Train V2 needs the State
+    API), otherwise when the user asks for it (``--ray-dashboard``)."""
+    return asked or sweep.distributed
 
 
 def free_port() -> int:
@@ -398,8 +413,10 @@ class Progress:
               f"best {self.metric}={shown} after epoch {entry.get('last_epoch', 0)}", file=sys.stderr, flush=True)
 
 
-def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None):
-    """Start a new sweep; returns the Tune ``ResultGrid``."""
+def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None,
+        ray_dashboard: bool = False):
+    """Start a new sweep; returns the Tune ``ResultGrid``. ``ray_dashboard``: start the local
+    Ray's dashboard even where no trial needs it (``wants_dashboard``)."""
     from ray import tune
 
     tracking_uri = tracking_uri or default_tracking_uri()
@@ -409,7 +426,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
-    init_ray(address, ship=sweep.ship, local_files=files)
+    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard))
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     sweep_storage.check(sweep.storage, root / name, alive_machines())
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
@@ -435,7 +452,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     return _fit(tuner, sweep_dir)
 
 
-def resume(name: str, root: Path, address: str | None, storage: str | None = None):
+def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False):
     """Resume an interrupted sweep: unfinished and errored trials continue from their latest
     checkpoint, finished trials are not rerun, MLflow runs are re-attached. ``storage``: where
     to find a sweep this machine has no folder of (its driver files are mirrored there)."""
@@ -453,7 +470,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
-    init_ray(address, ship=sweep.ship, local_files=files)
+    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard))
     sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_machines())
     refs = put_data(prepared, sts)
     static = static_config(sweep, sweep_dir, prepared, files)
