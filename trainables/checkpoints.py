@@ -51,6 +51,7 @@ STATE_FILE = "train_state.pt"
 META_FILE = "meta.json"
 COMPLETE_FILE = "_COMPLETE"  # written last into an uploaded folder (remote state folders)
 STATE_DIR = "state"
+FAILURE_DIR = "failure"  # why an earlier attempt of the trial failed for good (a divergence)
 _NAME = re.compile(r"^(best|resume)-e(\d+)$")
 _KEEP_RESUME = 2
 
@@ -228,6 +229,15 @@ class StateFolder:
             torch.save({**training_state, "epoch": epoch, "rng": rng_state()}, folder / STATE_FILE)
 
         return self._publish(resume_name(epoch), write)
+
+    def write_failure(self, info: dict[str, Any]) -> str:
+        """Record why the trial cannot go on (``trainables.errors.TrainingDiverged``): a retry
+        reads it and fails at once. Pruning never touches it (not a best/resume name)."""
+        return self._publish(FAILURE_DIR, lambda folder: write_meta(folder, info))
+
+    def failure(self) -> dict[str, Any] | None:
+        """The failure record of an earlier attempt of this trial, if there is one."""
+        return read_meta(self.local(FAILURE_DIR)) if self.has(FAILURE_DIR) else None
 
     def prune(self, keep: set[str | None]) -> None:
         """Remove resume states older than the two newest, best folders no kept name points

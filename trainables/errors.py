@@ -14,3 +14,9 @@ class SpecError(UserError):
 
 class DataError(UserError):
     """A data source, column, split or protocol cannot be used as asked."""
+
+
+class TrainingDiverged(RuntimeError):
+    """The training loss became NaN or infinite: the trial failed (not bad input, so not a
+    ``UserError``). Its state folder keeps a ``failure`` record, so a retry of the trial fails
+    at once instead of training into the same divergence again (``trainables.loop``)."""

@@ -46,6 +46,7 @@ from trainables.checkpoints import (
     write_meta,
 )
 from trainables.encoder import load_encoder
+from trainables.errors import TrainingDiverged
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
@@ -103,6 +104,7 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
 
     tracker = BestTracker(config.get("metric", "val/accuracy"), config.get("mode", "max"))
     saver = Checkpointer(session, config, tracker)
+    saver.raise_recorded_failure()
     start_epoch = saver.restore(session.latest_checkpoint(), method, optimizer, scheduler, scaler) + 1
 
     metrics: dict[str, float] = {**saver.metrics, **tracker.best_metrics}  # the restored epoch's
@@ -118,7 +120,12 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         model.train()
         with clock("train"):
             batches = train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size)
-            sums, per_step, steps = run_steps(step, batches, device, method.step_metrics)
+            try:
+                sums, per_step, steps = run_steps(step, batches, device, method.step_metrics,
+                                                  first_step=(epoch - 1) * steps_per_epoch + 1, epoch=epoch)
+            except TrainingDiverged as error:
+                saver.record_failure(error, epoch)  # a retry fails at once instead of diverging again
+                raise
         train_seconds += clock.times["train"]
         metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
                    "cost/train_s": train_seconds, "cost/parameters": parameters}
@@ -150,11 +157,19 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     return metrics
 
 
-def run_steps(step, batches, device, step_metrics) -> tuple[dict, dict, int]:
+# The loss is read on the host once every this many steps (one GPU sync per window, never per
+# step) to stop a diverging trial within a few steps of its first non-finite loss.
+DIVERGENCE_CHECK_STEPS = 16
+
+
+def run_steps(step, batches, device, step_metrics, first_step: int = 1, epoch: int = 1) -> tuple[dict, dict, int]:
     """One epoch's optimiser steps: the sums of the scalar outputs and the per-step series of
-    ``step_metrics``, both kept on the device (no host sync per step on a GPU)."""
+    ``step_metrics``, both kept on the device (no host sync per step on a GPU). Raises
+    ``TrainingDiverged`` naming the first step (``first_step`` = this epoch's first global
+    step) whose loss is NaN or infinite, at most ``DIVERGENCE_CHECK_STEPS`` steps later."""
     sums: dict[str, torch.Tensor] = {}
     per_step: dict[str, list[torch.Tensor]] = {k: [] for k in step_metrics}
+    window: list[torch.Tensor] = []
     steps = 0
     for batch in batches:
         out = step(to_device(batch, device))
@@ -163,8 +178,24 @@ def run_steps(step, batches, device, step_metrics) -> tuple[dict, dict, int]:
                 sums[key] = sums.get(key, 0.0) + value.float()
         for key in per_step:
             per_step[key].append(out[key].float())
+        window.append(out["loss"].detach().float())
         steps += 1
+        if len(window) == DIVERGENCE_CHECK_STEPS:
+            check_finite(window, first_step + steps - len(window), epoch)
+            window = []
+    if window:
+        check_finite(window, first_step + steps - len(window), epoch)
     return sums, per_step, steps
+
+
+def check_finite(losses: list[torch.Tensor], first_step: int, epoch: int) -> None:
+    values = torch.stack(losses)
+    finite = torch.isfinite(values)
+    if bool(finite.all()):
+        return
+    at = int((~finite).nonzero()[0])
+    raise TrainingDiverged(f"train/loss is {float(values[at])} at step {first_step + at} (epoch {epoch}): the trial "
+                           "diverged; try a lower lr, gradient clipping (max_grad_norm) or less weight_decay")
 
 
 class PhaseClock:
@@ -287,6 +318,18 @@ class Checkpointer:
         self.reported: set[str] = set()     # what the last reported pointer names
         self.metrics: dict[str, float] = {}  # the restored pointer's metrics (cost/train_s)
         self._writer: BackgroundTask | None = None
+
+    def record_failure(self, error: TrainingDiverged, epoch: int) -> None:
+        if self.session.rank == 0:
+            self.wait()
+            self.folder.write_failure({"error": type(error).__name__, "message": str(error), "epoch": epoch})
+
+    def raise_recorded_failure(self) -> None:
+        """An earlier attempt of this trial diverged (deterministically: same seed, same
+        weights from the same resume state): fail again at once, without training."""
+        failure = self.folder.failure()
+        if failure:
+            raise TrainingDiverged(f"{failure['message']} (an earlier attempt of this trial; not trained again)")
 
     def resume_due(self, epoch: int, last: bool) -> bool:
         return last or epoch % self.every == 0 or epoch in self.pause_epochs

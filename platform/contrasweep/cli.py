@@ -105,6 +105,12 @@ def _smoke(sweep) -> None:
 def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None) -> int:
     errors = sum(1 for r in results if r.error is not None)
     print(f"[contrasweep] sweep {name!r} {status}: {len(results)} trials, {errors} failed", flush=True)
+    from contrasweep.tracking import error_line
+
+    for result in results:
+        if result.error is not None:  # one line each: which trial and why (e.g. a divergence and its step)
+            trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
+            print(f"[contrasweep] failed: {trial}: {error_line(result.error)}", flush=True)
     for line in _best_configurations(results, sweep, metric, mode) if sweep is not None else []:
         print(line, flush=True)
     print("[contrasweep] compare the runs: contrasweep ui  (MLflow on http://127.0.0.1:5000)", flush=True)

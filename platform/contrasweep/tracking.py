@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -291,6 +292,9 @@ class MlflowTracker(Callback):
             remove_state(folder)
         self.client.set_tag(run_id, "contrasweep.outcome", outcome)
         self.client.set_tag(run_id, "contrasweep.last_epoch", str(entry.get("last_epoch", 0)))
+        if status == "FAILED":
+            for key, value in failure_tags(trial).items():
+                self.client.set_tag(run_id, key, value)
         self.client.set_terminated(run_id, status=status)
         entry["status"] = status
         self.state.save()
@@ -447,6 +451,32 @@ def _params(params: dict[str, Any]):
     from mlflow.entities import Param
 
     return [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
+
+
+def failure_tags(trial) -> dict[str, str]:
+    """Why a trial failed, from the error Tune wrote for it: ``contrasweep.error`` (the
+    exception's last line, e.g. a ``TrainingDiverged`` naming the loss and step) and, for a
+    divergence, ``contrasweep.error_step``."""
+    path = getattr(trial, "error_file", None)
+    try:
+        text = Path(path).read_text(errors="replace") if path else ""
+    except OSError:
+        text = ""
+    line = error_line(text)
+    if not line:
+        return {}
+    tags = {"contrasweep.error": line[:5000]}
+    step = re.search(r"TrainingDiverged: .* at step (\d+)", line)
+    if step:
+        tags["contrasweep.error_step"] = step.group(1)
+    return tags
+
+
+def error_line(text: str) -> str:
+    """The last line of an error's text: the exception and its message (Ray prints the
+    remote traceback first)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _yaml(spec: dict) -> str:
