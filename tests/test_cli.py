@@ -112,3 +112,27 @@ def test_vascl_bad_input_fails_before_any_trial(tmp_path, tiny_model_dir, overri
     proc = run_cli("run", str(spec), *args, cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
     assert_user_error(proc, fragment)
     assert not (tmp_path / "sw").exists()
+
+
+SPEC = "method: ce\ndata: {source: bbc_news}\ngrid: {lr: [1.0e-5]}\n"
+
+
+@pytest.mark.parametrize("argv, files, fragment", [
+    (["run", "latin1.yaml"], {"latin1.yaml": SPEC.encode() + b"paper: {title: caf\xe9}\n"},
+     "spec file 'latin1.yaml' is not UTF-8 text (byte 0xe9 at offset"),
+    (["run", "dup.yaml"], {"dup.yaml": b"method: ce\nmethod: lacon\n" + SPEC.encode()[len("method: ce\n"):]},
+     "key 'method' appears twice (lines 1 and 2)"),
+    (["run", "ep0.yaml", "--smoke-test"], {"ep0.yaml": SPEC.encode() + b"fixed: {epochs: 0}\n"},
+     "fixed.epochs=0 is not allowed; allowed: an integer in [1, 10000]"),
+    (["resume", "../outside"], {}, "name='../outside' is not allowed"),
+    (["--root", "afile", "list"], {"afile": b""}, "is a file; allowed: a folder for the sweeps"),
+    (["ui", "--port", "99999"], {}, "--port 99999 is not allowed; allowed: a TCP port in [1, 65535]"),
+])
+def test_bad_input_catalogue(tmp_path, argv, files, fragment):
+    """Issue 16's cases that used to give a traceback, exit 0, or go by silently: each is one
+    line, exit status 2, and nothing started (no sweep folder made)."""
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    proc = run_cli(*argv, cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert_user_error(proc, fragment)
+    assert not (tmp_path / "sw").exists() or not any((tmp_path / "sw").iterdir())

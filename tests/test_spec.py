@@ -279,3 +279,22 @@ def test_bad_override_syntax():
         apply_override({}, "epochs")
     with pytest.raises(SpecError, match="unknown section 'epochs'"):
         apply_override({}, "epochs=3")
+
+
+@pytest.mark.parametrize("text, key, lines", [
+    ("method: ce\ndata: {source: bbc_news}\ngrid:\n  lr: [1.0e-5]\n  lr: [2.0e-5]\n", "lr", (4, 5)),
+    ("method: ce\ndata: {source: bbc_news, source: tweet_sentiment}\ngrid: {lr: [1.0e-5]}\n", "source", (2, 2)),
+])
+def test_a_key_given_twice_is_refused(tmp_path, text, key, lines):
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=rf"key '{key}' appears twice \(lines {lines[0]} and {lines[1]}\)"):
+        load_spec(path)
+
+
+def test_equal_keys_in_different_mappings_are_fine(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("method: ce\ndata: {source: bbc_news}\nreported: {lr: 1.0e-5}\ngrid: {lr: [1.0e-5]}\n"
+                    "search: {lr: {loguniform: [1.0e-5, 1.0e-4]}}\n")
+    sweep = load_spec(path)
+    assert sweep.grid["lr"] == [1.0e-5] and sweep.search["lr"] == {"loguniform": [1.0e-5, 1.0e-4]}

@@ -73,6 +73,7 @@ def cmd_run(args) -> int:
 
     overrides = list(args.overrides)
     if args.smoke_test:
+        load_spec(args.spec, overrides)  # the spec as written must be valid: --smoke-test never hides a bad value
         overrides += ["fixed.epochs=1", "sweep.num_samples=2"]
     sweep = load_spec(args.spec, overrides)
     if args.storage is not None:
@@ -122,10 +123,11 @@ def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None
 
 def cmd_resume(args) -> int:
     from contrasweep import sweeps
-    from contrasweep.spec import validate
+    from contrasweep.spec import _name, validate
     from contrasweep.tune import resume
 
     root = sweeps.sweeps_root(args.root)
+    _name(args.name)  # a name, never a path (no reading, or unpickling, outside the root)
     results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard)
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep = validate(sweep_dir.spec())
@@ -220,6 +222,8 @@ def cmd_list(args) -> int:
 def cmd_ui(args) -> int:
     from contrasweep.tracking import default_artifact_root, default_tracking_uri
 
+    if not 1 <= args.port <= 65535:
+        raise UserError(f"--port {args.port} is not allowed; allowed: a TCP port in [1, 65535]")
     uri = args.tracking_uri or default_tracking_uri()
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port),
                # one local user: one worker (MLflow's default of 4 takes minutes to boot on 2 busy cores)

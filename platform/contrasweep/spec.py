@@ -176,12 +176,48 @@ def hp_defaults(method: str) -> dict:
     return {k: p.default for k, p in all_params(method).items()}
 
 
+class DuplicateKey(Exception):
+    def __init__(self, key, first: int, again: int):
+        super().__init__(key)
+        self.key, self.first, self.again = key, first, again
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error: PyYAML
+    keeps the last value silently, so a spec with two ``lr:`` lines would run what the reader
+    of the file did not see."""
+
+
+def _unique_mapping(loader: UniqueKeyLoader, node, deep: bool = False):
+    seen: dict = {}
+    for key_node, _ in node.value:
+        key, line = loader.construct_object(key_node, deep=deep), key_node.start_mark.line + 1
+        try:
+            if key in seen:
+                raise DuplicateKey(key, seen[key], line)
+            seen[key] = line
+        except TypeError:  # an unhashable key: PyYAML's own error says so below
+            continue
+    return loader.construct_mapping(node, deep=deep)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def load_spec(path: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist; allowed: a path to a sweep YAML (see search_spaces/)")
     try:
-        raw = yaml.safe_load(path.read_text())
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"spec file {str(path)!r} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+                        f"{exc.start}); allowed: a YAML file saved as UTF-8") from None
+    try:
+        raw = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506  (a SafeLoader: no Python objects)
+    except DuplicateKey as exc:
+        raise SpecError(f"spec file {str(path)!r}: key {exc.key!r} appears twice (lines {exc.first} and {exc.again}); "
+                        "allowed: each key once in a mapping (YAML would silently keep the last)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

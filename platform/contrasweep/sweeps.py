@@ -23,7 +23,13 @@ from trainables.storage import join
 
 
 def sweeps_root(root: str | None = None) -> Path:
-    return Path(root or os.environ.get("CONTRASWEEP_HOME") or "sweeps").resolve()
+    """The folder holding the sweeps: ``--root``, else ``$CONTRASWEEP_HOME``, else ./sweeps
+    (created when missing; an existing file there is an error)."""
+    path = Path(root or os.environ.get("CONTRASWEEP_HOME") or "sweeps").resolve()
+    if path.exists() and not path.is_dir():
+        given = "--root" if root else ("$CONTRASWEEP_HOME" if os.environ.get("CONTRASWEEP_HOME") else "./sweeps")
+        raise UserError(f"{given} {path} is a file; allowed: a folder for the sweeps (created when missing)")
+    return path
 
 
 @dataclass
