@@ -127,12 +127,29 @@ SPEC = "method: ce\ndata: {source: bbc_news}\ngrid: {lr: [1.0e-5]}\n"
     (["resume", "../outside"], {}, "name='../outside' is not allowed"),
     (["--root", "afile", "list"], {"afile": b""}, "is a file; allowed: a folder for the sweeps"),
     (["ui", "--port", "99999"], {}, "--port 99999 is not allowed; allowed: a TCP port in [1, 65535]"),
+    (["resume", "bad"], {"sw/bad/sweep.json": b'{"status": "runn'}, "sweep 'bad': "),
+    (["resume", "nospec"], {"sw/nospec/sweep.json": b'{"status": "running"}'}, "sweep 'nospec' has no spec file"),
+    (["resume", "badspec"], {"sw/badspec/sweep.json": b'{"status": "running"}', "sw/badspec/spec.yaml": b"a: [1,\n"},
+     "spec.yaml is not valid YAML"),
 ])
 def test_bad_input_catalogue(tmp_path, argv, files, fragment):
     """Issue 16's cases that used to give a traceback, exit 0, or go by silently: each is one
-    line, exit status 2, and nothing started (no sweep folder made)."""
+    line, exit status 2, and nothing started (no sweep folder made or changed)."""
     for name, content in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_bytes(content)
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
     proc = run_cli(*argv, cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
     assert_user_error(proc, fragment)
-    assert not (tmp_path / "sw").exists() or not any((tmp_path / "sw").iterdir())
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
+
+
+def test_list_goes_on_past_a_damaged_sweep(tmp_path):
+    for name, meta in (("good", '{"status": "finished", "trials": 4, "created": "2026-11-25T01:00:00"}'),
+                       ("bad", "{not json")):
+        (tmp_path / "sw" / name).mkdir(parents=True)
+        (tmp_path / "sw" / name / "sweep.json").write_text(meta)
+    proc = run_cli("list", cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[1:]}
+    assert rows["good"][:2] == ["finished", "4"] and rows["bad"][0] == "damaged", proc.stdout

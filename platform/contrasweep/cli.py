@@ -214,8 +214,9 @@ def cmd_list(args) -> int:
         return 0
     print(f"{'name':40} {'status':10} {'trials':>6} {'created':20}")
     for s in found:
-        meta = s.meta()
-        print(f"{s.name:40} {meta.get('status', '?'):10} {str(meta.get('trials', '-')):>6} {meta.get('created', ''):20}")
+        status = s.status()
+        meta = s.meta() if status != "damaged" else {}
+        print(f"{s.name:40} {status:10} {str(meta.get('trials', '-')):>6} {meta.get('created', ''):20}")
     return 0
 
 

@@ -79,7 +79,18 @@ class SweepDir:
         return f"sqlite:///{self.path / 'optuna.db'}"
 
     def meta(self) -> dict:
-        return json.loads(self.meta_file.read_text()) if self.meta_file.exists() else {}
+        """``sweep.json``; a damaged one is a one-line ``UserError`` naming the file."""
+        if not self.meta_file.exists():
+            return {}
+        try:
+            meta = json.loads(self.meta_file.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserError(f"sweep {self.name!r}: {self.meta_file} is damaged ({exc}); allowed: the JSON file contrasweep "
+                            "wrote there (restore it, or remove the sweep folder)") from None
+        if not isinstance(meta, dict):
+            raise UserError(f"sweep {self.name!r}: {self.meta_file} holds no JSON object; allowed: the JSON file "
+                            "contrasweep wrote there (restore it, or remove the sweep folder)")
+        return meta
 
     def update_meta(self, **values) -> None:
         meta = {**self.meta(), **values}
@@ -88,7 +99,24 @@ class SweepDir:
         os.replace(tmp, self.meta_file)
 
     def spec(self) -> dict:
-        return yaml.safe_load(self.spec_file.read_text())
+        """The spec the sweep was started with (``spec.yaml``, written by ``create``)."""
+        allowed = "allowed: the spec.yaml contrasweep wrote there (restore it, or start the sweep again with `contrasweep run`)"
+        if not self.spec_file.is_file():
+            raise UserError(f"sweep {self.name!r} has no spec file {self.spec_file}; {allowed}")
+        try:
+            spec = yaml.safe_load(self.spec_file.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, yaml.YAMLError):
+            raise UserError(f"sweep {self.name!r}: {self.spec_file} is not valid YAML; {allowed}") from None
+        if not isinstance(spec, dict):
+            raise UserError(f"sweep {self.name!r}: {self.spec_file} holds no YAML mapping; {allowed}")
+        return spec
+
+    def status(self) -> str:
+        """``sweep.json``'s status, or ``damaged`` (``contrasweep list`` goes on past it)."""
+        try:
+            return self.meta().get("status", "?")
+        except UserError:
+            return "damaged"
 
 
 def ensure_new(root: Path, name: str) -> None:
@@ -118,7 +146,14 @@ def open_existing(root: Path, name: str) -> SweepDir:
 def list_sweeps(root: Path) -> list[SweepDir]:
     if not root.is_dir():
         return []
-    return sorted((SweepDir(p) for p in root.iterdir() if (p / "sweep.json").exists()), key=lambda s: s.meta().get("created", ""))
+    return sorted((SweepDir(p) for p in root.iterdir() if (p / "sweep.json").exists()), key=_created)
+
+
+def _created(sweep: SweepDir) -> str:
+    try:
+        return str(sweep.meta().get("created", ""))
+    except UserError:  # a damaged sweep.json: listed last, as damaged
+        return "~"
 
 
 def default_name(spec_path: str) -> str:

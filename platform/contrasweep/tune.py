@@ -462,10 +462,11 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     meta = sweep_dir.meta()
     if meta.get("status") == "finished":
         raise UserError(f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)")
+    spec = sweep_dir.spec()  # missing or damaged: one line before anything starts
     if not tune.Tuner.can_restore(sweep_dir.tune_location):
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
                         "with `contrasweep run`")
-    sweep = validate(sweep_dir.spec())
+    sweep = validate(spec)
     torch_threads_env()
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
