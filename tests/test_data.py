@@ -484,3 +484,19 @@ def test_collate_numpy_on_prepared_split(run, toy_csv):
     assert batch["input_ids"].shape == (4, max(lengths))
     assert batch["attention_mask"].sum(1).tolist() == lengths
     assert batch["labels"].tolist() == [train["labels"][i].as_py() for i in idx]
+
+
+def test_empty_label_cells_are_unlabelled_not_a_class(run, tmp_path):
+    """A CSV's empty cell reads as '' (not null): such a label means no label (the row is
+    dropped like a missing one), never a class named ''; whitespace-only texts are dropped too."""
+    rows = ["text,label"] + [f"{_text(i)},{['pos', 'neg', ''][i % 3]}" for i in range(60)] + ["   ,pos"]
+    (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
+    prep = run(source=str(tmp_path / "d.csv"))
+    assert prep.label_names == ["neg", "pos"]
+    assert sum(prep.stats[s]["n"] for s in prep.stats) == 40
+
+
+def test_a_file_whose_texts_are_all_empty_is_refused(run, tmp_path):
+    (tmp_path / "d.csv").write_text("text,label\n" + "".join(f",{'ab'[i % 2]}\n" for i in range(20)))
+    with pytest.raises(DataError, match="the train split has no row with both a text and a label"):
+        run(source=str(tmp_path / "d.csv"))

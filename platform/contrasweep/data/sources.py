@@ -168,7 +168,8 @@ def normalize(tables: dict[str, pa.Table], cfg: DataConfig, where: str, class_na
     picked = {split: _pick_columns(table, cfg, f"{where} ({split})") for split, table in tables.items()}
     picked = {split: _drop_missing(table, split, class_names) for split, table in picked.items()}
     if picked["train"].num_rows == 0:
-        raise DataError(f"{where}: the train split has no labelled rows")
+        raise DataError(f"{where}: the train split has no row with both a text and a label (empty or missing cells "
+                        "are dropped); allowed: rows with a non-empty text and label")
     if class_names is None:
         picked, class_names = _encode_labels(picked)
     else:
@@ -203,15 +204,22 @@ def _drop_missing(table: pa.Table, split: str, class_names) -> pa.Table:
     keep = pc.is_valid(label)
     if pa.types.is_floating(label.type):
         keep = pc.and_(keep, pc.invert(pc.is_nan(label)))
+    if pa.types.is_string(label.type):  # a CSV's empty cell is '' (not null): no label, not a class ''
+        keep = pc.and_(keep, _non_empty(label))
     if class_names is not None:  # ClassLabel: -1 marks an unlabelled row (GLUE test)
         keep = pc.and_(keep, pc.greater_equal(label, 0))
     for column in ("text", "text_pair"):
         if column in table.column_names:
-            keep = pc.and_(keep, pc.is_valid(table[column]))
-    kept = table.filter(keep)
+            keep = pc.and_(keep, _non_empty(table[column]))
+    kept = table.filter(pc.fill_null(keep, False))
     if kept.num_rows < table.num_rows:
         log.info("%s: dropped %d rows without label or text", split, table.num_rows - kept.num_rows)
     return kept
+
+
+def _non_empty(column):
+    """True where a text cell holds something besides whitespace (null and '' are empty)."""
+    return pc.fill_null(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(column)), 0), False)
 
 
 def _encode_labels(tables: dict[str, pa.Table]):
