@@ -178,6 +178,15 @@ def test_few_shot_k_too_large(run, toy_csv):
     _one_line_error(excinfo, "class 'cherry'", "it has 21", "allowed: k <= 10")
 
 
+def test_few_shot_k_too_large_names_the_class_that_limits_k(run, toy_csv):
+    """k = 18 needs 36 rows of every class: banana (28 in train) and cherry (21) both fall
+    short; the message names cherry, whose size gives the allowed k (it named banana, the
+    first short class in label order, with cherry's bound)."""
+    with pytest.raises(DataError) as excinfo:
+        run(source=toy_csv, protocol="few_shot", k=18)
+    _one_line_error(excinfo, "class 'cherry'", "it has 21", "allowed: k <= 10")
+
+
 def test_same_seed_same_rows_other_seed_other_rows(tiny_model_dir, toy_csv, tmp_path):
     def train_rows(seed, cache):
         cfg = {"source": toy_csv, "protocol": "few_shot", "k": 4, "seed": seed}

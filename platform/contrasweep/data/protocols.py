@@ -60,18 +60,14 @@ def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
         per_class = np.full(len(names), cfg.k)
         what = f"k={cfg.k}"
     keep_validation = cfg.dev_test_fraction is not None
-    for c, n in enumerate(counts):
-        if keep_validation and n < per_class[c]:
-            allowed = f"k <= {int(counts.min())}" if cfg.n_total is None else "a smaller n_total"
-            raise DataError(f"few_shot {what} needs {per_class[c]} training rows of class {names[c]!r}, "
-                            f"it has {n}; allowed: {allowed}")
-        if not keep_validation and n < 2 * per_class[c]:
-            allowed = f"k <= {int(counts.min()) // 2}" if cfg.n_total is None else "a smaller n_total"
-            raise DataError(
-                f"few_shot {what} needs {2 * per_class[c]} training rows of class {names[c]!r} "
-                f"({per_class[c]} for train + {per_class[c]} for validation), it has {n}; allowed: {allowed}"
-            )
     chunks = 1 if keep_validation else 2
+    # name the class that limits k: the one short by the most rows (with k, the smallest class)
+    c = int(np.argmax(chunks * per_class - counts))
+    if counts[c] < chunks * per_class[c]:
+        allowed = f"k <= {int(counts.min()) // chunks}" if cfg.n_total is None else "a smaller n_total"
+        parts = "" if keep_validation else f" ({per_class[c]} for train + {per_class[c]} for validation)"
+        raise DataError(f"few_shot {what} needs {chunks * per_class[c]} training rows of class {names[c]!r}{parts}, "
+                        f"it has {counts[c]}; allowed: {allowed}")
     sizes = {c: [int(per_class[c])] * chunks for c in range(len(names))}
     train, *validation = draw_per_class(labels, sizes, cfg.seed)
     pool = splits["train"]
@@ -93,12 +89,13 @@ def imbalance(splits: Splits, names: list[str], cfg: DataConfig):
     wanted = {c: cfg.minority if name in minority_names else majority for c, name in enumerate(names)}
     labels = labels_of(splits["train"])
     counts = np.bincount(labels, minlength=len(names))
-    for c, need in wanted.items():
-        if counts[c] < need:
-            raise DataError(
-                f"imbalance (minority={cfg.minority}, rho={cfg.rho:g}) needs {need} training rows of class "
-                f"{names[c]!r}, it has {counts[c]}; allowed: lower minority or rho"
-            )
+    short = {c: need - counts[c] for c, need in wanted.items()}
+    c = max(short, key=short.get)  # the class short by the most rows
+    if short[c] > 0:
+        raise DataError(
+            f"imbalance (minority={cfg.minority}, rho={cfg.rho:g}) needs {wanted[c]} training rows of class "
+            f"{names[c]!r}, it has {counts[c]}; allowed: lower minority or rho"
+        )
     (train,) = draw_per_class(labels, {c: [n] for c, n in wanted.items()}, cfg.seed)
     return {**splits, "train": take(splits["train"], train)}, names
 
