@@ -153,3 +153,21 @@ def test_list_goes_on_past_a_damaged_sweep(tmp_path):
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[1:]}
     assert rows["good"][:2] == ["finished", "4"] and rows["bad"][0] == "damaged", proc.stdout
+
+
+def test_a_searched_range_with_invalid_values_fails_before_any_trial(tmp_path, tiny_model_dir):
+    """heads searched over 5..7 on a width-32 encoder: 5 and 7 do not divide it. The preflight
+    checks every integer of the range (it used to check only choices), before Ray starts."""
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, method="lacon", grid=None, reported={"temperature": 0.1, "heads": 4},
+                      search={"heads": {"randint": [4, 7]}, "temperature": {"uniform": [0.05, 0.5]}},
+                      fixed={"epochs": 1}, sweep={"searcher": "optuna", "num_samples": 2, "seeds": [0]})
+    proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert_user_error(proc, "search.heads={randint: [4, 7]} includes heads=5: heads=5 does not divide the encoder's "
+                            "hidden size 32")
+    assert not (tmp_path / "sw").exists()  # nothing started
+    # without heads reported, the point evaluated first takes LaCon's default, 6 (inside 4..7)
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, method="lacon", grid=None, reported={"temperature": 0.1},
+                      search={"heads": {"randint": [4, 7]}, "temperature": {"uniform": [0.05, 0.5]}},
+                      fixed={"epochs": 1}, sweep={"searcher": "optuna", "num_samples": 2, "seeds": [0]})
+    proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert_user_error(proc, "the reported point (heads=6, temperature=0.1) is evaluated first: heads=6 does not divide")

@@ -138,19 +138,50 @@ def check_against_encoder(sweep: Sweep) -> None:
     except (OSError, AttributeError, ValueError):
         return  # unreadable config: load_encoder reports it with its own message
     method = get_method(sweep.method)
-    for config in candidate_configs(sweep):
-        method.check(config, hidden)
+    for config, where in candidate_configs(sweep):
+        try:
+            method.check(config, hidden)
+        except UserError as error:
+            raise UserError(f"{where}{error}") from None
 
 
-def candidate_configs(sweep: Sweep) -> list[dict]:
+# a search domain with at most this many values is checked value by value, a larger one at its bounds
+CHECKED_VALUES = 1000
+
+
+def candidate_configs(sweep: Sweep) -> list[tuple[dict, str]]:
+    """(configuration, where it comes from) for every value the sweep may train with that a
+    method's ``check`` can judge: the grid's configurations; for a searcher the fixed and
+    reported values, then each searched key's values (a choice's options, every integer of a
+    ``randint`` or ``quniform`` range, a continuous domain's bounds) with the others at base."""
     if sweep.searcher == "grid":
-        return sweep.grid_configs()
-    base = {**sweep.fixed, **(reported_point(sweep) or {})}
-    out = [base]
+        return [(config, "") for config in sweep.grid_configs()]
+    # a searched key not reported starts at its first value, never at the method's default
+    # (which the searcher may never suggest)
+    first = {key: domain_values(domain)[0] for key, domain in sweep.search.items()}
+    point = reported_point(sweep)  # evaluated first; unreported keys at their default when in the domain
+    base = {**sweep.fixed, **first, **(point or {})}
+    where = f"the reported point ({', '.join(f'{k}={v}' for k, v in point.items())}) is evaluated first: " if point else ""
+    out = [(base, where)]
     for key, domain in sweep.search.items():
-        for value in domain.get("choice", []):
-            out.append({**base, key: value})
+        for value in domain_values(domain):
+            kind, args = next(iter(domain.items()))
+            out.append(({**base, key: value}, f"search.{key}={{{kind}: {args}}} includes {key}={value}: "))
     return out
+
+
+def domain_values(domain: dict) -> list:
+    kind, args = next(iter(domain.items()))
+    if kind == "choice":
+        return list(args)
+    if kind in ("randint", "quniform"):
+        low, high = args[0], args[1]
+        step = args[2] if kind == "quniform" else 1
+        count = int(round((high - low) / step)) + 1
+        if count <= CHECKED_VALUES:
+            values = [low + i * step for i in range(count)]
+            return [int(v) for v in values] if kind == "randint" else values
+    return [args[0], args[1]]
 
 
 def prepare_data(sweep: Sweep) -> list:
