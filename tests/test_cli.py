@@ -127,6 +127,10 @@ SPEC = "method: ce\ndata: {source: bbc_news}\ngrid: {lr: [1.0e-5]}\n"
     (["resume", "../outside"], {}, "name='../outside' is not allowed"),
     (["--root", "afile", "list"], {"afile": b""}, "is a file; allowed: a folder for the sweeps"),
     (["ui", "--port", "99999"], {}, "--port 99999 is not allowed; allowed: a TCP port in [1, 65535]"),
+    (["run", "ok.yaml", "--tracking-uri", "http://127.0.0.1:9"], {"ok.yaml": SPEC.encode()},
+     "--tracking-uri http://127.0.0.1:9 did not answer within 5 s"),
+    (["run", "ok.yaml", "--address", "127.0.0.1:9"], {"ok.yaml": SPEC.encode()}, "--address 127.0.0.1:9 did not answer"),
+    (["run", "ok.yaml", "--address", "nowhere"], {"ok.yaml": SPEC.encode()}, "--address 'nowhere' is not an address"),
     (["resume", "bad"], {"sw/bad/sweep.json": b'{"status": "runn'}, "sweep 'bad': "),
     (["resume", "nospec"], {"sw/nospec/sweep.json": b'{"status": "running"}'}, "sweep 'nospec' has no spec file"),
     (["resume", "badspec"], {"sw/badspec/sweep.json": b'{"status": "running"}', "sw/badspec/spec.yaml": b"a: [1,\n"},
@@ -171,3 +175,13 @@ def test_a_searched_range_with_invalid_values_fails_before_any_trial(tmp_path, t
                       fixed={"epochs": 1}, sweep={"searcher": "optuna", "num_samples": 2, "seeds": [0]})
     proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
     assert_user_error(proc, "the reported point (heads=6, temperature=0.1) is evaluated first: heads=6 does not divide")
+
+
+def test_ui_on_a_busy_port_is_one_line(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert_user_error(run_cli("ui", "--port", str(port), cwd=tmp_path), f"--port {port} is in use on 127.0.0.1")

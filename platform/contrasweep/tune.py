@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contrasweep import sweep_storage, sweeps
+from contrasweep import preflight, sweep_storage, sweeps
 from contrasweep.axes import expand
 from contrasweep.errors import UserError
 from contrasweep.executor import make_trainable, torch_threads_env
@@ -453,6 +453,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     tracking_uri = tracking_uri or default_tracking_uri()
     torch_threads_env()
     sweeps.ensure_new(root, name)  # before any work
+    preflight.tracking_server(tracking_uri)
+    preflight.ray_address(address or os.environ.get("RAY_ADDRESS"), "--address" if address else "$RAY_ADDRESS")
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
@@ -494,6 +496,9 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     if meta.get("status") == "finished":
         raise UserError(f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)")
     spec = sweep_dir.spec()  # missing or damaged: one line before anything starts
+    if meta.get("tracking_uri"):
+        preflight.tracking_server(meta["tracking_uri"], "the sweep's tracking URI (sweep.json)")
+    preflight.ray_address(address or os.environ.get("RAY_ADDRESS"), "--address" if address else "$RAY_ADDRESS")
     if not tune.Tuner.can_restore(sweep_dir.tune_location):
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
                         "with `contrasweep run`")

@@ -1,0 +1,51 @@
+"""Services a sweep needs, checked before Ray starts or any folder is made: the MLflow
+tracking server and the Ray cluster address must answer within seconds (an unreachable one
+used to cost minutes of retries and then a traceback). One line each, a ``UserError``."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+from urllib.parse import urlsplit
+
+from contrasweep.errors import UserError
+
+TIMEOUT_S = 5.0
+
+
+def tracking_server(uri: str, flag: str = "--tracking-uri") -> None:
+    """An http(s) tracking URI must answer MLflow's ``/health`` (any HTTP answer will do: a
+    server that asks for credentials is up); file and database URIs are not probed."""
+    if urlsplit(uri).scheme not in ("http", "https"):
+        return
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=TIMEOUT_S):
+            return
+    except urllib.error.HTTPError:
+        return  # it answered
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise UserError(f"{flag} {uri} did not answer within {TIMEOUT_S:g} s ({reason}); allowed: the address of a "
+                        "running MLflow server (contrasweep ui, platform/cluster/mlflow-server.yaml) or a sqlite:/// URI") from None
+
+
+def ray_address(address: str | None, flag: str = "--address") -> None:
+    """A ``host:port`` (or ``ray://host:port``) address must accept a TCP connection; ``auto``
+    and ``local`` are Ray's own lookups and are left to it."""
+    if not address or address in ("auto", "local"):
+        return
+    parts = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise UserError(f"{flag} {address!r} is not an address; allowed: HOST:PORT of the Ray head (e.g. 10.0.0.1:6379), "
+                        "ray://HOST:10001 or auto")
+    try:
+        with socket.create_connection((host, port), timeout=TIMEOUT_S):
+            return
+    except OSError as exc:
+        raise UserError(f"{flag} {address} did not answer within {TIMEOUT_S:g} s ({exc.strerror or exc}); allowed: the "
+                        "address of a running Ray head (`ray start --head` prints it) or no --address for a local Ray") from None
