@@ -237,3 +237,40 @@ def test_checkpoint_every_is_a_loop_parameter():
     assert param.coerce("checkpoint_every", 3) == 3
     with pytest.raises(Exception, match="checkpoint_every"):
         param.coerce("checkpoint_every", 0)
+
+
+class _Payload:
+    """What a tampered checkpoint could hold: unpickling it would run a command."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch pwned",))
+
+
+def test_a_resume_state_is_read_without_running_code(tmp_path, monkeypatch):
+    """Resume states load with torch's weights-only unpickler (numpy arrays allowed for the
+    RNG state): a real one round-trips, one holding an object that runs code is refused and
+    the code never runs."""
+    import pickle
+    import random
+
+    import numpy as np
+    import torch
+
+    from trainables.checkpoints import load_state, rng_state
+
+    monkeypatch.chdir(tmp_path)
+    good = {"optimizer": {"state": {0: {"exp_avg": torch.ones(2)}}, "param_groups": [{"lr": 1e-3, "params": [0]}]},
+            "tracker": {"best": 0.5, "epoch": 2}, "epoch": 2, "rng": rng_state(), "best": "best-e0002"}
+    torch.save(good, tmp_path / "good.pt")
+    loaded = load_state(tmp_path / "good.pt")
+    assert loaded["epoch"] == 2 and loaded["tracker"] == good["tracker"]
+    np.testing.assert_array_equal(loaded["rng"]["numpy"][1], good["rng"]["numpy"][1])
+    random.setstate(loaded["rng"]["python"])  # a state Python takes back
+    assert random.getstate() == good["rng"]["python"]
+
+    torch.save({**good, "extra": _Payload()}, tmp_path / "bad.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        load_state(tmp_path / "bad.pt")
+    assert not (tmp_path / "pwned").exists()

@@ -69,12 +69,27 @@ def save_weights(state: dict[str, torch.Tensor], path: str | Path) -> None:
 
 
 def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
-    """A state dict from ``model.safetensors`` (or an older ``model.pt``)."""
+    """A state dict from ``model.safetensors`` (or an older ``model.pt``, tensors only)."""
     if str(path).endswith(".safetensors"):
         from safetensors.torch import load_file
 
         return load_file(str(path))
-    return torch.load(str(path), map_location="cpu")
+    return torch.load(str(path), map_location="cpu", weights_only=True)
+
+
+# numpy's RNG state holds an array: the weights-only unpickler may rebuild plain arrays (data,
+# no code) and nothing else of numpy's
+_NUMPY_CORE = getattr(np, "_core", None) or np.core
+_ARRAY_GLOBALS = [_NUMPY_CORE.multiarray._reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+
+
+def load_state(path: str | Path) -> dict[str, Any]:
+    """A resume state (``train_state.pt``: optimiser, scheduler, scaler, tracker, RNG) read
+    with torch's weights-only unpickler: tensors, numbers, strings, containers and numpy
+    arrays; a file holding any other object (code a tampered checkpoint would run) raises
+    ``pickle.UnpicklingError`` instead of being executed."""
+    with torch.serialization.safe_globals(_ARRAY_GLOBALS):
+        return torch.load(str(path), map_location="cpu", weights_only=True)
 
 
 def read_meta(directory: str | Path) -> dict[str, Any]:

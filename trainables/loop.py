@@ -38,6 +38,7 @@ from trainables.checkpoints import (
     best_folder,
     best_name,
     cpu_copy,
+    load_state,
     load_weights,
     read_meta,
     resume_name,
@@ -392,7 +393,7 @@ class Checkpointer:
         folder = self.folder if self.folder.has(meta["resume"]) else StateFolder(meta["state_dir"])
         path = folder.local(meta["resume"])
         method.load_state_dict(load_weights(weights_file(path)))
-        state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
+        state = load_state(path / STATE_FILE)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         if state["scaler"]:  # {} from a run without fp16: an enabled scaler cannot load it
