@@ -185,3 +185,16 @@ def test_ui_on_a_busy_port_is_one_line(tmp_path):
         busy.listen()
         port = busy.getsockname()[1]
         assert_user_error(run_cli("ui", "--port", str(port), cwd=tmp_path), f"--port {port} is in use on 127.0.0.1")
+
+
+def test_resources_beyond_this_machine_fail_before_data_or_ray(tmp_path, tiny_model_dir):
+    """cpu: 64 per trial on this machine: one line naming both numbers, before the data are
+    prepared (no cache entry) and so before a local Ray starts."""
+    import os
+
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, sweep={"resources": {"cpu": 64}})
+    proc = run_cli("run", str(spec), cwd=tmp_path,
+                   env={"CONTRASWEEP_HOME": str(tmp_path / "sw"), "CONTRASWEEP_CACHE": str(tmp_path / "cache")})
+    assert_user_error(proc, f"sweep.resources needs 64 CPU and 0 GPU per trial (workers=1 x cpu=64, gpu=0) but the local Ray "
+                            f"has {os.cpu_count()} CPU")
+    assert not (tmp_path / "sw").exists() and not (tmp_path / "cache").exists()

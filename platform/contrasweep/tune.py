@@ -107,20 +107,26 @@ def worker_env() -> dict[str, str]:
 
 def check_resources(sweep: Sweep, local: bool) -> None:
     """Fail fast, with the numbers, when one trial cannot fit the local Ray (otherwise Ray
-    Train waits for workers that can never start)."""
+    Train waits for workers that can never start). Called before Ray starts: the local Ray
+    ``init_ray`` starts gets this machine's CPUs and GPUs (a running one: what it has)."""
     import ray
 
     if not local:
         return  # a cluster may autoscale: let Ray decide
     res = sweep.resources
-    have = ray.cluster_resources()
+    if ray.is_initialized():
+        have = ray.cluster_resources()
+    else:
+        import torch
+
+        have = {"CPU": float(os.cpu_count() or 1), "GPU": float(torch.cuda.device_count())}
     need_cpu = res["workers"] * res["cpu"] + (0.01 if sweep.distributed else 0.0)
     need_gpu = res["workers"] * res["gpu"]
     if need_cpu > have.get("CPU", 0) + 1e-9 or need_gpu > have.get("GPU", 0) + 1e-9:
         raise UserError(
             f"sweep.resources needs {need_cpu:g} CPU and {need_gpu:g} GPU per trial "
             f"(workers={res['workers']} x cpu={res['cpu']:g}, gpu={res['gpu']:g}"
-            f"{' + 0.01 CPU for the trial itself' if sweep.distributed else ''}) but this Ray has "
+            f"{' + 0.01 CPU for the trial itself' if sweep.distributed else ''}) but the local Ray has "
             f"{have.get('CPU', 0):g} CPU and {have.get('GPU', 0):g} GPU; allowed: workers x cpu within those"
         )
 
@@ -455,12 +461,12 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     sweeps.ensure_new(root, name)  # before any work
     preflight.tracking_server(tracking_uri)
     preflight.ray_address(address or os.environ.get("RAY_ADDRESS"), "--address" if address else "$RAY_ADDRESS")
+    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
     init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard))
-    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     sweep_storage.check(sweep.storage, root / name, alive_machines())
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
     sweep_storage.mirror(sweep.storage, sweep_dir.path)
@@ -503,6 +509,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
                         "with `contrasweep run`")
     sweep = validate(spec)
+    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
     torch_threads_env()
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
