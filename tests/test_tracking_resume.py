@@ -75,3 +75,48 @@ def test_sqlite_store_keeps_artifacts_next_to_its_file(tmp_path):
     assert make(tmp_path).artifact_root == (tmp_path.resolve() / "mlartifacts").as_uri()
     server = MlflowTracker(tmp_path, "http://127.0.0.1:5000", "e", "s", {}, {}, "m", "max")
     assert server.artifact_root is None  # a tracking server decides
+
+
+def test_an_interrupted_sweep_leaves_nothing_running_and_resume_goes_on(tmp_path):
+    """Ctrl-C: Tune ends the experiment with trials unfinished. The parent, the unfinished
+    trial runs and their open configuration runs all end KILLED (the parent used to be the
+    only one); a finished trial stays FINISHED. Resume sets them RUNNING again, and the
+    finished sweep ends with every run FINISHED."""
+    from mlflow.tracking import MlflowClient
+
+    (tmp_path / "sweep").mkdir()
+    done, cut = FakeTrial("done", {"hp": {"lr": 1e-3}}), FakeTrial("cut", {"hp": {"lr": 2e-3}})
+    trials = [done, cut]
+    first = make(tmp_path)
+    restored = pickle.loads(pickle.dumps(first))
+    first.setup()
+    for t in trials:
+        first.on_trial_start(0, trials, t)
+        first.on_trial_result(0, trials, t, result(1, 0.5))
+    done.status = "TERMINATED"
+    first.on_trial_result(0, trials, done, result(2, 0.6))
+    first.on_trial_complete(0, trials, done)
+    cut.status = "PAUSED"  # what Tune leaves after SIGINT
+    first.on_experiment_end(trials)
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    every = client.search_runs([first.state.data["experiment_id"]])
+    by_kind: dict[str, list] = {}
+    for r in every:
+        by_kind.setdefault(r.data.tags.get("contrasweep.kind"), []).append(
+            (r.data.tags.get("contrasweep.trial_id", ""), r.info.status))
+    assert sorted(by_kind["trial"]) == [("cut", "KILLED"), ("done", "FINISHED")], by_kind
+    assert sorted(s for _, s in by_kind["configuration"]) == ["FINISHED", "KILLED"], by_kind
+    assert [s for _, s in by_kind["sweep"]] == ["KILLED"], by_kind
+
+    # resume: the unfinished runs are RUNNING again while the trial goes on, then all FINISHED
+    restored.setup()
+    assert client.get_run(first.state.trials["cut"]["run_id"]).info.status == "RUNNING"
+    cut.status = "RUNNING"
+    restored.on_trial_start(0, trials, cut)
+    restored.on_trial_result(0, trials, cut, result(2, 0.7))
+    cut.status = "TERMINATED"
+    restored.on_trial_complete(0, trials, cut)
+    restored.on_experiment_end(trials)
+    assert {r.info.status for r in client.search_runs([first.state.data["experiment_id"]])} == {"FINISHED"}

@@ -157,6 +157,9 @@ class MlflowTracker(Callback):
                 self.client.log_text(parent, text, name)
         else:
             self.client.update_run(parent, status="RUNNING")
+            for run_id in self.state.data.pop("interrupted_runs", []):  # resumed: they go on
+                self.client.update_run(run_id, status="RUNNING")
+            self.state.save()
 
     @property
     def parent_run_id(self) -> str:
@@ -405,9 +408,25 @@ class MlflowTracker(Callback):
         any_error = any(t.status == "ERROR" for t in trials)
         if done:
             self._best_to_parent()
+        else:
+            self._mark_interrupted()
         self.client.set_terminated(self.parent_run_id, status="FAILED" if any_error else ("FINISHED" if done else "KILLED"))
         self.state.data["finished"] = done
         self.state.save()
+
+    def _mark_interrupted(self) -> None:
+        """The sweep stopped with trials unfinished (Ctrl-C): their runs and the configuration
+        runs of groups still open end KILLED, so that nothing in MLflow claims to be running;
+        ``setup`` on resume sets them RUNNING again."""
+        unfinished = [e for e in self.state.trials.values() if "status" not in e]
+        killed = [e["run_id"] for e in unfinished]
+        for group, run_id in self.state.data.get("configs", {}).items():
+            members = [e for e in self.state.trials.values() if e.get("group") == group]
+            if any("status" not in e for e in members) or len(members) < self._group_size(group):
+                killed.append(run_id)
+        for run_id in killed:
+            self.client.set_terminated(run_id, status="KILLED")
+        self.state.data["interrupted_runs"] = killed
 
 
 def _better(value, best, mode: str) -> bool:
