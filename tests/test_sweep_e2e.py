@@ -264,3 +264,38 @@ def test_random_searcher_and_checkpoint_retention(ray_session, tiny_model_dir, c
         kept = sorted(p.name for p in Path(r.path).glob("checkpoint_*"))
         assert 1 <= len(kept) <= 2, kept  # the best and the latest only
         assert r.metrics["epoch"] == 4
+
+
+def test_ctrl_c_leaves_no_run_running_and_resume_finishes(tiny_model_dir, cache_dir, tmp_path):
+    """SIGINT (Ctrl-C) to the driver mid-trial: exit 130, sweep.json 'interrupted', and in
+    MLflow nothing RUNNING (the parent, the cut trial's run and its configuration run KILLED;
+    nested runs used to stay RUNNING). Resume finishes the sweep with every run FINISHED."""
+    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": 12}, grid={"lr": [1.0e-3, 5.0e-4]},
+                           fixed={"epochs": 6}, sweep={"max_concurrent": 1, "scheduler": "none", "seeds": [0]},
+                           encoder={"max_length": 128})
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
+    proc = _cli(["run", str(spec_path), "--name", "ctrlc"], tmp_path, env)
+    state_file = tmp_path / "sweeps" / "ctrlc" / "tracking.json"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.3)
+        trials = json.loads(state_file.read_text())["trials"] if state_file.exists() else {}
+        if any("status" not in e and e.get("last_epoch", 0) >= 2 for e in trials.values()):
+            break
+    assert proc.poll() is None, "the sweep ended before it could be interrupted:\n" + proc.stdout.read()
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 130, out[-3000:]
+    assert json.loads((tmp_path / "sweeps" / "ctrlc" / "sweep.json").read_text())["status"] == "interrupted"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    at_stop = {(r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri)}
+    assert ("sweep", "KILLED") in at_stop and ("trial", "KILLED") in at_stop and ("configuration", "KILLED") in at_stop
+    assert all(status != "RUNNING" for _, status in at_stop), at_stop
+
+    resumed = _cli(["resume", "ctrlc"], tmp_path, env)
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out[-3000:]
+    after = mlflow_runs(uri)
+    assert sorted(r.data.tags.get("contrasweep.kind") for r in after) == ["configuration"] * 2 + ["sweep"] + ["trial"] * 2
+    assert {r.info.status for r in after} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in after]

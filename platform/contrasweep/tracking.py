@@ -404,7 +404,9 @@ class MlflowTracker(Callback):
         for group, run_id in list(self.state.data.get("configs", {}).items()):
             if group not in live_groups:  # every repeat of it was an orphan
                 self.client.delete_run(self.state.data["configs"].pop(group))
-        done = all(t.status in ("TERMINATED", "ERROR") for t in trials)
+        # after Ctrl-C Tune may call its trials TERMINATED; a run never ended here is unfinished
+        done = (all(t.status in ("TERMINATED", "ERROR") for t in trials)
+                and all("status" in e for e in self.state.trials.values()))
         any_error = any(t.status == "ERROR" for t in trials)
         if done:
             self._best_to_parent()
