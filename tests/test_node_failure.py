@@ -28,16 +28,11 @@ from pathlib import Path
 import pytest
 
 from conftest import write_spec
+from contrasweep.preflight import free_port
 
 pytestmark = pytest.mark.slow
 
 EPOCHS, CHECKPOINT_EVERY = 10, 2
-
-
-def free_port() -> int:
-    from contrasweep.tune import free_port as pick
-
-    return pick()
 
 
 # Token authentication on every node and in the driver, with a token of the test's own: a

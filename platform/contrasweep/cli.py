@@ -221,11 +221,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_ui(args) -> int:
+    from contrasweep.preflight import local_port
     from contrasweep.tracking import default_artifact_root, default_tracking_uri
 
-    if not 1 <= args.port <= 65535:
-        raise UserError(f"--port {args.port} is not allowed; allowed: a TCP port in [1, 65535]")
-    _port_free(args.port)
+    local_port(args.port)
     uri = args.tracking_uri or default_tracking_uri()
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port),
                # one local user: one worker (MLflow's default of 4 takes minutes to boot on 2 busy cores)
@@ -234,19 +233,6 @@ def cmd_ui(args) -> int:
         command += ["--default-artifact-root", default_artifact_root()]
     print(f"[contrasweep] MLflow UI on http://127.0.0.1:{args.port} ({uri})", file=sys.stderr, flush=True)
     return subprocess.call(command, env=os.environ.copy())
-
-
-def _port_free(port: int) -> None:
-    """A busy port is one line now (the MLflow UI used to print its URL, then fail to bind)."""
-    import socket
-
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            sock.bind(("127.0.0.1", 0))
-            raise UserError(f"--port {port} is in use on 127.0.0.1; allowed: a free port, e.g. --port "
-                            f"{sock.getsockname()[1]}") from None
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "report": cmd_report, "ui": cmd_ui}

@@ -1,6 +1,7 @@
 """Services a sweep needs, checked before Ray starts or any folder is made: the MLflow
 tracking server and the Ray cluster address must answer within seconds (an unreachable one
-used to cost minutes of retries and then a traceback). One line each, a ``UserError``."""
+used to cost minutes of retries and then a traceback), and a local port must be free. One
+line each, a ``UserError``."""
 
 from __future__ import annotations
 
@@ -14,10 +15,10 @@ from contrasweep.errors import UserError
 TIMEOUT_S = 5.0
 
 
-def tracking_server(uri: str, flag: str = "--tracking-uri") -> None:
+def tracking_server(uri: str | None, flag: str = "--tracking-uri") -> None:
     """An http(s) tracking URI must answer MLflow's ``/health`` (any HTTP answer will do: a
     server that asks for credentials is up); file and database URIs are not probed."""
-    if urlsplit(uri).scheme not in ("http", "https"):
+    if not uri or urlsplit(uri).scheme not in ("http", "https"):
         return
     try:
         with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=TIMEOUT_S):
@@ -49,3 +50,22 @@ def ray_address(address: str | None, flag: str = "--address") -> None:
     except OSError as exc:
         raise UserError(f"{flag} {address} did not answer within {TIMEOUT_S:g} s ({exc.strerror or exc}); allowed: the "
                         "address of a running Ray head (`ray start --head` prints it) or no --address for a local Ray") from None
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (a local Ray's dashboard, a suggestion below)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def local_port(port: int, flag: str = "--port") -> None:
+    """A port this machine can serve on 127.0.0.1 (the MLflow UI used to print its URL and
+    then fail to bind a busy one)."""
+    if not 1 <= port <= 65535:
+        raise UserError(f"{flag} {port} is not allowed; allowed: a TCP port in [1, 65535]")
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            raise UserError(f"{flag} {port} is in use on 127.0.0.1; allowed: a free port, e.g. {flag} {free_port()}") from None

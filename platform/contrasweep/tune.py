@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from contrasweep import preflight, sweep_storage, sweeps
+from contrasweep.preflight import free_port
 from contrasweep.axes import expand
 from contrasweep.errors import UserError
 from contrasweep.executor import make_trainable, torch_threads_env
@@ -59,41 +60,25 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
 
             shipping.check_worker_versions(__version__)
         return
-    if not dashboard:
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), include_dashboard=False,
-                 log_to_driver=True, runtime_env={"env_vars": worker_env()})
-        return
-    # Ray Train frees a stopped run's CPUs through the State API, which finds its server by
-    # auto-detection: next to another local Ray it meets "multiple active Ray instances" and
-    # asks the newest one, so a stopped distributed trial kept its CPUs and the next waited
-    # forever. Every process of this instance (raylet, workers, Train's cleaner) inherits the
-    # driver's environment: name this instance's own dashboard there.
-    port = free_port()
-    os.environ["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
-    ray.init(
-        address="local",
-        num_cpus=num_cpus or os.cpu_count(),
-        include_dashboard=True,
-        dashboard_host="127.0.0.1",
-        dashboard_port=port,
-        log_to_driver=True,
-        runtime_env={"env_vars": {**worker_env(), "RAY_API_SERVER_ADDRESS": os.environ["RAY_API_SERVER_ADDRESS"]}},
-    )
+    options: dict = {"include_dashboard": False}
+    env = worker_env()
+    if dashboard:
+        # Ray Train frees a stopped run's CPUs through the State API, which finds its server by
+        # auto-detection: next to another local Ray it meets "multiple active Ray instances" and
+        # asks the newest one, so a stopped distributed trial kept its CPUs and the next waited
+        # forever. Every process of this instance (raylet, workers, Train's cleaner) inherits the
+        # driver's environment: name this instance's own dashboard there.
+        port = free_port()
+        os.environ["RAY_API_SERVER_ADDRESS"] = env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
+        options = {"include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port}
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
+             runtime_env={"env_vars": env}, **options)
 
 
 def wants_dashboard(sweep: Sweep, asked: bool) -> bool:
     """The local Ray's dashboard: always for distributed trials (Train V2 needs the State
     API), otherwise when the user asks for it (``--ray-dashboard``)."""
     return asked or sweep.distributed
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for this instance's dashboard)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def worker_env() -> dict[str, str]:
@@ -103,6 +88,16 @@ def worker_env() -> dict[str, str]:
         if key in os.environ:
             env[key] = os.environ[key]
     return env
+
+
+def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
+                   uri_flag: str = "--tracking-uri") -> None:
+    """Before the data are prepared and before Ray starts (one line each): the tracking
+    server and the Ray address answer, and one trial fits the local machine."""
+    preflight.tracking_server(tracking_uri, uri_flag)
+    given = address or os.environ.get("RAY_ADDRESS")
+    preflight.ray_address(given, "--address" if address else "$RAY_ADDRESS")
+    check_resources(sweep, local=not given)
 
 
 def check_resources(sweep: Sweep, local: bool) -> None:
@@ -170,8 +165,8 @@ def candidate_configs(sweep: Sweep) -> list[tuple[dict, str]]:
     where = f"the reported point ({', '.join(f'{k}={v}' for k, v in point.items())}) is evaluated first: " if point else ""
     out = [(base, where)]
     for key, domain in sweep.search.items():
+        kind, args = next(iter(domain.items()))
         for value in domain_values(domain):
-            kind, args = next(iter(domain.items()))
             out.append(({**base, key: value}, f"search.{key}={{{kind}: {args}}} includes {key}={value}: "))
     return out
 
@@ -459,9 +454,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     tracking_uri = tracking_uri or default_tracking_uri()
     torch_threads_env()
     sweeps.ensure_new(root, name)  # before any work
-    preflight.tracking_server(tracking_uri)
-    preflight.ray_address(address or os.environ.get("RAY_ADDRESS"), "--address" if address else "$RAY_ADDRESS")
-    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
+    check_services(sweep, tracking_uri, address)
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
@@ -502,14 +495,11 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     if meta.get("status") == "finished":
         raise UserError(f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)")
     spec = sweep_dir.spec()  # missing or damaged: one line before anything starts
-    if meta.get("tracking_uri"):
-        preflight.tracking_server(meta["tracking_uri"], "the sweep's tracking URI (sweep.json)")
-    preflight.ray_address(address or os.environ.get("RAY_ADDRESS"), "--address" if address else "$RAY_ADDRESS")
     if not tune.Tuner.can_restore(sweep_dir.tune_location):
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
                         "with `contrasweep run`")
     sweep = validate(spec)
-    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
+    check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
     torch_threads_env()
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
