@@ -212,11 +212,16 @@ def cmd_list(args) -> int:
     if not found:
         print(f"no sweeps in {root}")
         return 0
-    print(f"{'name':40} {'status':10} {'trials':>6} {'created':20}")
+    from contrasweep.recovery import settle
+
+    notes = [note for note in (settle(s) for s in found) if note]  # dead drivers' sweeps set straight first
+    print(f"{'name':40} {'status':12} {'trials':>6} {'created':20}")
     for s in found:
         status = s.status()
         meta = s.meta() if status != "damaged" else {}
-        print(f"{s.name:40} {status:10} {str(meta.get('trials', '-')):>6} {meta.get('created', ''):20}")
+        print(f"{s.name:40} {status:12} {str(meta.get('trials', '-')):>6} {meta.get('created', ''):20}")
+    for note in notes:
+        print(f"[contrasweep] {note}", file=sys.stderr)
     return 0
 
 

@@ -60,7 +60,26 @@ def survives(value: float, recorded: list[float], reduction_factor: float, mode:
     return (value if mode == "max" else -value) >= cutoff
 
 
-class GroupASHA(FIFOScheduler):
+class MovableFIFO(FIFOScheduler):
+    """FIFO whose new trials follow a moved sweep folder. Tune moves the trials it restores,
+    but the searcher's saved state (``SearchGenerator``'s experiment, the grid's iterators)
+    still names the old folder, so a trial created after ``resume`` would write there
+    (``contrasweep.relocation``)."""
+
+    def on_trial_add(self, tune_controller, trial: Trial):
+        import copy
+
+        from contrasweep.relocation import here
+
+        storage = getattr(trial, "storage", None)
+        if storage is not None and here(storage.storage_fs_path) != storage.storage_fs_path:
+            moved = copy.copy(storage)
+            moved.storage_fs_path = here(storage.storage_fs_path)
+            trial.set_storage(moved)
+        super().on_trial_add(tune_controller, trial)
+
+
+class GroupASHA(MovableFIFO):
     def __init__(self, metric: str, mode: str, max_t: int, grace_period: int, reduction_factor: float,
                  group_of: Callable[[dict], str], group_sizes: dict[str, int] | int, max_running: int,
                  state_path: str | os.PathLike, time_attr: str = "epoch"):
@@ -95,6 +114,12 @@ class GroupASHA(FIFOScheduler):
         state["_state"] = None  # re-read from group_asha.json after a restore
         state["_groups"] = {}
         return state
+
+    def __setstate__(self, state):
+        from contrasweep.relocation import here
+
+        state["state_path"] = here(state["state_path"])  # the sweep folder may have moved
+        self.__dict__.update(state)
 
     def _group(self, trial: Trial) -> str:
         if trial.trial_id not in self._groups:

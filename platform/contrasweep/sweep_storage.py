@@ -141,6 +141,12 @@ class StorageMirror(Callback):
         self.storage, self.sweep_path, self.every_s = storage, Path(sweep_path), every_s
         self._last = 0.0
 
+    def __setstate__(self, state):
+        from contrasweep.relocation import here
+
+        state["sweep_path"] = Path(here(state["sweep_path"]))  # the sweep folder may have moved
+        self.__dict__.update(state)
+
     def _mirror(self, force: bool = False) -> None:
         if force or time.monotonic() - self._last >= self.every_s:
             self._last = time.monotonic()

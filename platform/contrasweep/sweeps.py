@@ -112,11 +112,22 @@ class SweepDir:
         return spec
 
     def status(self) -> str:
-        """``sweep.json``'s status, or ``damaged`` (``contrasweep list`` goes on past it)."""
+        """``sweep.json``'s status, or ``damaged`` (``contrasweep list`` goes on past it);
+        ``interrupted`` for a sweep recorded as running whose driver is gone
+        (``contrasweep.driver``; ``contrasweep.recovery`` then records it so)."""
         try:
-            return self.meta().get("status", "?")
+            status = self.meta().get("status", "?")
         except UserError:
             return "damaged"
+        if status == "running" and self.driver()[0] != "alive":
+            return "interrupted"
+        return status
+
+    def driver(self) -> tuple[str, str]:
+        """(``alive`` | ``dead`` | ``none``, who): the process that drives this sweep."""
+        from contrasweep import driver
+
+        return driver.state(self.path)
 
 
 def ensure_new(root: Path, name: str) -> None:
@@ -131,7 +142,12 @@ def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
     sweep = SweepDir(root / name)
     sweep.path.mkdir(parents=True)
     sweep.spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
-    sweep.update_meta(name=name, created=time.strftime("%Y-%m-%dT%H:%M:%S"), status="running", **meta)
+    from contrasweep import driver
+
+    driver.write(sweep.path)  # before the status says running: a dead driver is always seen
+    # folder: where the sweep was made; resume maps the paths Tune pickled when it moved (contrasweep.relocation)
+    sweep.update_meta(name=name, created=time.strftime("%Y-%m-%dT%H:%M:%S"), status="running",
+                      folder=str(sweep.path), **meta)
     return sweep
 
 

@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,32 @@ from ray.tune import Callback
 PARENT_TAG = "mlflow.parentRunId"
 KIND_TAG = "contrasweep.kind"  # "sweep", "configuration" or "trial" (sweeps tracked before 0.2 tag none)
 SWEEP_RUN_TAG = "contrasweep.sweep_run"  # a trial run's sweep (parent) run, two levels up
+CONFIG_KEY_TAG = "contrasweep.config_key"  # a trial run's config (re-attaching a trial Tune lost)
+VARIANT_TAG = "contrasweep.variant"  # a trial run's data variant index
+
+
+def store_errors() -> tuple[type, ...]:
+    """What the MLflow store raises when it cannot be written (a read-only or locked database,
+    a vanished artifact folder, a server gone)."""
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (MlflowException, SQLAlchemyError, OSError)
+
+
+def guarded(hook):
+    """A callback hook whose MLflow failure stops the sweep cleanly (``MlflowTracker.store_failed``)
+    instead of one traceback per hook while the trials go on."""
+    import functools
+
+    @functools.wraps(hook)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return hook(self, *args, **kwargs)
+        except store_errors() as exc:
+            self.store_failed(exc)
+
+    return wrapper
 
 
 def trial_runs(client, parent_run_id: str) -> list:
@@ -129,19 +156,39 @@ class MlflowTracker(Callback):
         self.texts = texts or {}
         self.state: TrackingState | None = None
         self.client = None
+        self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
 
     def __getstate__(self):
         # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
         # client and no stale copy of tracking.json in the pickle; setup() reads the file.
         state = self.__dict__.copy()
-        state.update(client=None, state=None)
+        state.update(client=None, state=None, store_error=None)
         return state
+
+    def __setstate__(self, state):
+        from contrasweep.relocation import here
+
+        state["sweep_dir"] = Path(here(state["sweep_dir"]))  # the sweep folder may have moved
+        if (state.get("static") or {}).get("trial_storage"):
+            state["static"] = {**state["static"], "trial_storage": here(state["static"]["trial_storage"])}
+        self.__dict__.update(state)
 
     # -- parent run -------------------------------------------------------------------
     def setup(self, **info) -> None:
+        from contrasweep.errors import UserError
+
         self.state = TrackingState(self.sweep_dir / "tracking.json")
+        try:
+            self._setup()
+        except store_errors() as exc:  # before any trial: nothing to stop yet
+            raise UserError(f"{_store_line(exc)}; allowed: a writable MLflow store (then `contrasweep resume "
+                            f"{self.sweep_name}`)") from None
+
+    def _setup(self) -> None:
         self.client = get_client(self.tracking_uri)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
+        if self.state.data.get("parent_run_id") is None:
+            self._reattach(exp_id)
         parent = self.state.data.get("parent_run_id")
         if parent is None:
             from contrasweep.describe import NOTE_TAG, sweep_description, sweep_tags
@@ -157,9 +204,86 @@ class MlflowTracker(Callback):
                 self.client.log_text(parent, text, name)
         else:
             self.client.update_run(parent, status="RUNNING")
-            for run_id in self.state.data.pop("interrupted_runs", []):  # resumed: they go on
+            for run_id in self.state.data.get("interrupted_runs", []):  # resumed: they go on
                 self.client.update_run(run_id, status="RUNNING")
+            self.state.data.pop("interrupted_runs", None)
+            self.state.data.pop("store_error", None)
+            self._catch_up()
             self.state.save()
+
+    def _reattach(self, experiment_id: str) -> None:
+        """No ``tracking.json`` (deleted, or lost with a disk): the sweep's runs in MLflow, found
+        by their tags, become its content again (``contrasweep.reattach``)."""
+        from contrasweep.reattach import rebuild
+
+        created = None
+        meta_file = self.sweep_dir / "sweep.json"
+        if meta_file.exists():
+            created = json.loads(meta_file.read_text()).get("created")
+        data = rebuild(self.client, experiment_id, self.sweep_name, created, self.metric, self.mode)
+        if data is None:
+            return
+        self.state.data = data
+        self.state.save()
+        print(f"[contrasweep] tracking.json was missing: re-attached to MLflow run {data['parent_run_id']} "
+              f"({len(data['trials'])} trial runs)", file=sys.stderr, flush=True)
+
+    def _catch_up(self) -> None:
+        """On resume: what an MLflow failure left undone (metrics of epochs it could not log,
+        trial runs it could not close) and artifacts lost from the store since (re-logged from
+        the checkpoints the sweep keeps)."""
+        for entry in self.state.trials.values():
+            for start in range(0, len(entry.get("unlogged", [])), 1000):
+                self.client.log_batch(entry["run_id"], metrics=[_metric(*m) for m in entry["unlogged"][start:start + 1000]])
+            entry.pop("unlogged", None)
+            self.state.save()
+        for entry in list(self.state.trials.values()):
+            if "pending" in entry:
+                self._apply_finish(entry)
+        self._repair_artifacts()
+
+    def _repair_artifacts(self) -> int:
+        """Re-log the parent's files and each complete trial's best checkpoint where the
+        artifact store lost them (e.g. ``mlartifacts/`` removed); returns how many runs."""
+        from contrasweep.relocation import here
+        from trainables.checkpoints import WEIGHTS_FILE, best_of_trial
+
+        repaired = 0
+        have = {f.path for f in self.client.list_artifacts(self.parent_run_id)}
+        for name, text in {"spec.yaml": _yaml(self.spec), **self.texts}.items():
+            if name not in have:
+                self.client.log_text(self.parent_run_id, text, name)
+                repaired += 1
+        for entry in self.state.trials.values():
+            folder = entry.get("state_dir")
+            if entry.get("outcome") != "complete" or not entry.get("best_epoch") or not folder:
+                continue
+            files = {os.path.basename(f.path) for f in self.client.list_artifacts(entry["run_id"], "best_checkpoint")}
+            best = best_of_trial(here(folder), entry["best_epoch"])
+            if WEIGHTS_FILE not in files and best is not None:
+                self._log_checkpoint(entry["run_id"], best)
+                repaired += 1
+        if repaired:
+            print(f"[contrasweep] re-logged lost MLflow artifacts of {repaired} runs", file=sys.stderr, flush=True)
+        return repaired
+
+    def store_failed(self, exc: BaseException) -> None:
+        """MLflow cannot be written: say so once, record it, and stop the sweep as Ctrl-C does
+        (Tune saves its state; the trials stay resumable). Until then results are kept in
+        ``tracking.json`` and logged by ``resume`` (``_catch_up``)."""
+        if self.store_error is not None:
+            return
+        self.store_error = _store_line(exc)
+        if self.state is not None:
+            self.state.data["store_error"] = self.store_error
+            self.state.save()
+        import signal
+
+        # Tune's own graceful stop, as on Ctrl-C: tune.run handles SIGUSR1 like SIGINT (where it
+        # installed its handlers; elsewhere the trials go on and their results wait here). The
+        # user sees one line, from the driver once Tune has stopped (contrasweep.tune._fit).
+        if callable(signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))):
+            os.kill(os.getpid(), getattr(signal, "SIGUSR1", signal.SIGINT))
 
     @property
     def parent_run_id(self) -> str:
@@ -183,8 +307,8 @@ class MlflowTracker(Callback):
                 run_name=run_name(identity, self.static["method"], self.static.get("varied", [])),
                 tags={PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id, KIND_TAG: "trial",
                       "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
-                      "contrasweep.group_size": str(self._group_size(identity.group)),
-                      **tags(identity, self.static["method"])},
+                      "contrasweep.group_size": str(self._group_size(identity.group)), CONFIG_KEY_TAG: key,
+                      VARIANT_TAG: str(identity.variant.get("index", 0)), **tags(identity, self.static["method"])},
             )
             entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
                      "variant": identity.variant.get("index", 0)}
@@ -240,7 +364,10 @@ class MlflowTracker(Callback):
         known = {t.trial_id for t in trials}
         return [tid for tid, e in self.state.trials.items() if tid not in known and "status" not in e]
 
+    @guarded
     def on_trial_start(self, iteration, trials, trial, **info):
+        if self.store_error:
+            return
         run_id = self._run_for(trial, trials)
         entry = self.state.trials[trial.trial_id]
         if entry.get("status") == "FAILED":  # an errored trial retried by `resume`
@@ -248,21 +375,21 @@ class MlflowTracker(Callback):
             self.client.update_run(run_id, status="RUNNING")
             self.state.save()
 
+    @guarded
     def on_trial_result(self, iteration, trials, trial, result, **info):
-        from mlflow.entities import Metric
-
+        if self.store_error and trial.trial_id not in self.state.trials:
+            return  # no run to keep it for (the trial restarts from its checkpoint on resume)
         run_id = self._run_for(trial)
         entry = self.state.trials[trial.trial_id]
         epoch = int(result.get("epoch", 0))
         if epoch <= entry.get("last_epoch", 0):  # replayed after a restore: logged already
             return
         stamp = int(result.get("timestamp", 0) * 1000)
-        metrics = [Metric(k, float(v), stamp, epoch) for k, v in _numeric(result).items()]
+        metrics = [(k, float(v), stamp, epoch) for k, v in _numeric(result).items()]
         # per-step series (Method.step_metrics) at step = global optimiser step
-        metrics += [Metric(f"step/{k}", float(v), stamp, int(s)) for k, pairs in _step_series(result).items() for s, v in pairs]
-        for start in range(0, len(metrics), 1000):  # MLflow takes at most 1000 metrics a batch
-            self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
+        metrics += [(f"step/{k}", float(v), stamp, int(s)) for k, pairs in _step_series(result).items() for s, v in pairs]
         entry["last_epoch"] = epoch
+        self._log_metrics(entry, metrics)
         value = result.get(self.metric)
         if value is not None and _better(value, entry.get("best_value"), self.mode):
             entry["best_value"] = float(value)
@@ -270,19 +397,56 @@ class MlflowTracker(Callback):
             entry["best_epoch"] = int(result["best/epoch"])
         self.state.save()
 
+    def _log_metrics(self, entry: dict, metrics: list[tuple]) -> None:
+        """One epoch's (key, value, timestamp, step) rows; kept in ``tracking.json`` instead
+        while MLflow cannot be written (``resume`` logs them)."""
+        logged = 0
+        try:
+            while logged < len(metrics) and not self.store_error:  # MLflow takes at most 1000 metrics a batch
+                self.client.log_batch(entry["run_id"], metrics=[_metric(*m) for m in metrics[logged : logged + 1000]])
+                logged += 1000
+        except store_errors() as exc:
+            self.store_failed(exc)
+        if logged < len(metrics):
+            entry.setdefault("unlogged", []).extend(list(m) for m in metrics[logged:])
+        self.state.save()
+
+    @guarded
     def on_trial_complete(self, iteration, trials, trial, **info):
         self._finish(trial, "FINISHED")
 
+    @guarded
     def on_trial_error(self, iteration, trials, trial, **info):
         self._finish(trial, "FAILED")
 
     def _finish(self, trial, status: str) -> None:
-        run_id = self._run_for(trial)
+        """Record how the trial ended in ``tracking.json`` first, then in MLflow: what MLflow
+        could not take stays ``pending`` there and ``resume`` applies it."""
+        if self.store_error and trial.trial_id not in self.state.trials:
+            return
+        self._run_for(trial)
         entry = self.state.trials[trial.trial_id]
         if entry.get("status") == status:
             return
         outcome = self._outcome(trial, entry, status)
         folder = self._state_dir(trial)
+        entry.update(status=status, outcome=outcome)
+        if folder:
+            entry["state_dir"] = folder
+        entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
+        self.state.save()
+        self._apply_finish(entry)
+        if self.progress:
+            done = sum(1 for e in self.state.trials.values() if "status" in e)
+            self.progress(trial, entry, status, done)
+
+    def _apply_finish(self, entry: dict) -> None:
+        if self.store_error:
+            return
+        from contrasweep.relocation import here
+
+        run_id, outcome, folder = entry["run_id"], entry["outcome"], entry.get("state_dir")
+        folder = here(folder) if folder else None
         if folder and outcome == "complete":
             from trainables.checkpoints import best_of_trial, finish_state
 
@@ -293,18 +457,16 @@ class MlflowTracker(Callback):
             from trainables.checkpoints import remove_state
 
             remove_state(folder)
-        self.client.set_tag(run_id, "contrasweep.outcome", outcome)
-        self.client.set_tag(run_id, "contrasweep.last_epoch", str(entry.get("last_epoch", 0)))
-        if status == "FAILED":
-            for key, value in failure_tags(trial).items():
-                self.client.set_tag(run_id, key, value)
-        self.client.set_terminated(run_id, status=status)
-        entry["status"] = status
+        tags = {"contrasweep.outcome": outcome, "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
+                **entry["pending"]["tags"]}
+        if folder:
+            tags["contrasweep.state_dir"] = folder  # where resume finds the checkpoint if the artifact is lost
+        for key, value in tags.items():
+            self.client.set_tag(run_id, key, value)
+        self.client.set_terminated(run_id, status=entry["status"])
+        del entry["pending"]
         self.state.save()
         self._close_group(entry.get("group"))
-        if self.progress:
-            done = sum(1 for e in self.state.trials.values() if "status" in e)
-            self.progress(trial, entry, status, done)
 
     def _close_group(self, group: str | None) -> None:
         """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
@@ -395,7 +557,10 @@ class MlflowTracker(Callback):
             if file.exists():
                 self.client.log_artifact(run_id, str(file), artifact_path="best_checkpoint")
 
+    @guarded
     def on_experiment_end(self, trials, **info):
+        if self.store_error:  # the sweep stopped for it: resume finishes what is left
+            return
         # Runs never re-attached (their trial was lost and not regenerated) are deleted, so
         # MLflow holds exactly one run per trial.
         for tid in self._orphans(trials):
@@ -409,6 +574,7 @@ class MlflowTracker(Callback):
                 and all("status" in e for e in self.state.trials.values()))
         any_error = any(t.status == "ERROR" for t in trials)
         if done:
+            self._repair_artifacts()  # e.g. mlartifacts/ removed while the sweep ran
             self._best_to_parent()
         else:
             self._mark_interrupted()
@@ -453,12 +619,24 @@ def _step_series(result: dict) -> dict[str, list]:
     return {k[len(prefix):]: v for k, v in result.items() if k.startswith(prefix) and isinstance(v, list)}
 
 
-def _metric(key: str, value: float):
+def _metric(key: str, value: float, timestamp: int | None = None, step: int = 0):
     import time
 
     from mlflow.entities import Metric
 
-    return Metric(key, float(value), int(time.time() * 1000), 0)
+    return Metric(key, float(value), int(time.time() * 1000) if timestamp is None else int(timestamp), int(step))
+
+
+def _store_line(exc: BaseException) -> str:
+    """One line for an MLflow store failure (the database's own message, not MLflow's wrapping)."""
+    cause = exc
+    for _ in range(10):  # the innermost cause: sqlite's or the OS's own words
+        inner = cause.__cause__ or cause.__context__
+        if inner is None:
+            break
+        cause = inner
+    text = error_line(str(cause)) or type(cause).__name__
+    return f"the MLflow store failed ({type(cause).__name__}: {text[:300]})"
 
 
 def _slug(text: str) -> str:

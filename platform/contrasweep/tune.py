@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contrasweep import preflight, sweep_storage, sweeps
+from contrasweep import driver, preflight, recovery, relocation, sweep_storage, sweeps
 from contrasweep.preflight import free_port
 from contrasweep.axes import expand
 from contrasweep.errors import UserError
@@ -313,6 +313,8 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
     import optuna
     from ray.tune.search.optuna import OptunaSearch
 
+    from contrasweep.study_storage import StudyStorage
+
     seed = sweep.seeds[0]
     if sweep.searcher == "random":
         sampler = optuna.samplers.RandomSampler(seed=seed)
@@ -328,7 +330,7 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
         points_to_evaluate=[{k: as_text(v) for k, v in reported.items()}] if reported else None,
         sampler=sampler,
         study_name=sweep_dir.name,
-        storage=optuna.storages.RDBStorage(sweep_dir.optuna_uri),
+        storage=StudyStorage(sweep_dir.optuna_uri),
     )
     if sweep.repeats > 1:  # every suggestion runs on every data variant with every seed
         searcher = SeedRepeater(searcher, repeat=sweep.repeats, set_index=True)
@@ -338,13 +340,11 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
 def scheduler(sweep: Sweep, sweep_dir: sweeps.SweepDir):
     """FIFO, or ASHA over repeat groups (``contrasweep.group_asha``: a configuration's repeats
     continue or stop together, on their mean at each rung)."""
-    from ray.tune.schedulers import FIFOScheduler
-
-    from contrasweep.group_asha import GroupASHA
+    from contrasweep.group_asha import GroupASHA, MovableFIFO
     from contrasweep.identity import GroupKey
 
     if sweep.scheduler == "none":
-        return FIFOScheduler()
+        return MovableFIFO()
     return GroupASHA(
         metric=sweep.metric[0],
         mode=sweep.mode[0],
@@ -462,26 +462,27 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard))
     sweep_storage.check(sweep.storage, root / name, alive_machines())
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
-    sweep_storage.mirror(sweep.storage, sweep_dir.path)
-    print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
-          f"seeds={sweep.seeds}; data: {_rows(prepared)}, {prepared[0].num_labels} classes "
-          f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
-    refs = put_data(prepared, sts)
-    sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
-    static = static_config(sweep, sweep_dir, prepared, files)
-    tuner = tune.Tuner(
-        make_trainable(static, refs),
-        param_space=param_space(sweep),
-        # reuse_actors: a finished trial's process (its imports, its CUDA context) runs the next
-        # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py).
-        # Not for distributed trials: a reused process whose Train run ASHA stopped keeps that
-        # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
-        tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep, sweep_dir),
-                                    num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
-        run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri),
-                                                 sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
-    )
-    return _fit(tuner, sweep_dir)
+    with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
+        sweep_storage.mirror(sweep.storage, sweep_dir.path)
+        print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
+              f"seeds={sweep.seeds}; data: {_rows(prepared)}, {prepared[0].num_labels} classes "
+              f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
+        refs = put_data(prepared, sts)
+        sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
+        static = static_config(sweep, sweep_dir, prepared, files)
+        tuner = tune.Tuner(
+            make_trainable(static, refs),
+            param_space=param_space(sweep),
+            # reuse_actors: a finished trial's process (its imports, its CUDA context) runs the next
+            # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py).
+            # Not for distributed trials: a reused process whose Train run ASHA stopped keeps that
+            # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
+            tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep, sweep_dir),
+                                        num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
+            run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri),
+                                                     sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
+        )
+        return _fit(tuner, sweep_dir)
 
 
 def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False):
@@ -494,6 +495,9 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     meta = sweep_dir.meta()
     if meta.get("status") == "finished":
         raise UserError(f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)")
+    alive, who = sweep_dir.driver()
+    if alive == "alive":
+        raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
     spec = sweep_dir.spec()  # missing or damaged: one line before anything starts
     if not tune.Tuner.can_restore(sweep_dir.tune_location):
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
@@ -508,18 +512,37 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_machines())
     refs = put_data(prepared, sts)
     static = static_config(sweep, sweep_dir, prepared, files)
-    tuner = tune.Tuner.restore(
-        sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True, resume_errored=True
-    )
-    # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
-    return _fit(tuner, sweep_dir)
+    recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
+    if meta.get("folder") and meta["folder"] != str(sweep_dir.path):
+        relocation.moved(meta["folder"], sweep_dir.path)  # Tune's pickles name the old folder
+        sweep_dir.update_meta(folder=str(sweep_dir.path))
+    with driver.Heartbeat(sweep_dir.path):
+        sweep_dir.update_meta(status="running")
+        tuner = tune.Tuner.restore(
+            sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True, resume_errored=True
+        )
+        # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
+        return _fit(tuner, sweep_dir)
 
 
 def _fit(tuner, sweep_dir: sweeps.SweepDir):
-    results = tuner.fit()
+    """Run Tune, then record how the sweep ended. An MLflow failure mid-sweep (the tracker
+    stopped Tune for it) is one line: the sweep is interrupted and resumable."""
+    from contrasweep.tracking import TrackingState
+
+    try:
+        results = tuner.fit()
+    except BaseException:
+        sweep_dir.update_meta(status="interrupted")
+        raise
     errors = [r for r in results if r.error is not None]
-    sweep_dir.update_meta(status=_status(sweep_dir, errors), trials=len(results), errors=len(errors))
+    store_error = TrackingState(sweep_dir.path / "tracking.json").data.get("store_error")
+    status = "interrupted" if store_error else _status(sweep_dir, errors)
+    sweep_dir.update_meta(status=status, trials=len(results), errors=len(errors))
     sweep_storage.mirror(sweep_dir.storage, sweep_dir.path)
+    if store_error:
+        raise UserError(f"sweep {sweep_dir.name!r} stopped: {store_error}; nothing finished is lost; allowed: fix the "
+                        f"store, then `contrasweep resume {sweep_dir.name}`")
     return results
 
 

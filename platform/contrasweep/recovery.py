@@ -1,0 +1,63 @@
+"""A sweep whose driver died (SIGKILL, a lost machine) is set straight on the next ``contrasweep
+list`` or ``resume``: ``sweep.json`` says ``interrupted`` and its MLflow runs still RUNNING end
+KILLED, as after Ctrl-C; ``resume`` sets them RUNNING again (``tracking.json``'s
+``interrupted_runs``, or their KILLED status when that file is gone: ``contrasweep.reattach``).
+"""
+
+from __future__ import annotations
+
+from contrasweep.errors import UserError
+from contrasweep.sweeps import SweepDir
+
+
+def settle(sweep: SweepDir) -> str | None:
+    """Record a dead driver's sweep as interrupted and close its RUNNING runs; a line saying
+    what was done (None when the sweep needed nothing). An unreachable store is a line too:
+    the sweep stays as it is and the next ``list`` or ``resume`` tries again."""
+    try:
+        meta = sweep.meta()
+    except UserError:
+        return None
+    if meta.get("status") != "running" or sweep.driver()[0] == "alive":
+        return None
+    who = sweep.driver()[1]
+    try:
+        closed = close_runs(sweep, meta)
+    except Exception as exc:  # noqa: BLE001 - list goes on with the other sweeps whatever the store says
+        from contrasweep.tracking import error_line
+
+        return (f"{sweep.name}: its driver is gone ({who}) but its MLflow runs could not be closed "
+                f"({type(exc).__name__}: {error_line(str(exc))[:200]})")
+    sweep.update_meta(status="interrupted", stopped="the driver died")
+    return f"{sweep.name}: its driver is gone ({who}); marked interrupted, {closed} MLflow runs closed as KILLED"
+
+
+def close_runs(sweep: SweepDir, meta: dict) -> int:
+    """End the sweep's RUNNING runs KILLED; the closed ones are remembered for resume."""
+    from contrasweep.reattach import children_of, parent_of, sweep_runs
+    from contrasweep.tracking import TrackingState, get_client
+
+    uri = meta.get("tracking_uri")
+    if not uri:
+        return 0
+    client = get_client(uri)
+    state = TrackingState(sweep.path / "tracking.json") if (sweep.path / "tracking.json").exists() else None
+    experiment = client.get_experiment_by_name(str((sweep.spec().get("tracking") or {}).get("experiment", "contrasweep")))
+    if experiment is None:
+        return 0
+    runs = sweep_runs(client, experiment.experiment_id, sweep.name)
+    parent_id = state.data.get("parent_run_id") if state else None
+    if parent_id is None:
+        parent = parent_of(runs, meta.get("created"))
+        parent_id = parent.info.run_id if parent else None
+    if parent_id is None:
+        return 0
+    mine = [r for r in runs if r.info.run_id == parent_id] + children_of(runs, parent_id)
+    running = [r.info.run_id for r in mine if r.info.status == "RUNNING"]
+    for run_id in running:
+        client.set_terminated(run_id, status="KILLED")
+    if state is not None:
+        reopen = set(state.data.get("interrupted_runs", [])) | {r for r in running if r != parent_id}
+        state.data["interrupted_runs"] = sorted(reopen)
+        state.save()
+    return len(running)

@@ -1,0 +1,40 @@
+"""A sweep folder that was moved (``mv sweeps/x elsewhere/x``; ``contrasweep --root elsewhere
+resume x``) still resumes.
+
+Tune pickles the callbacks, the scheduler and the searcher into ``tuner.pkl`` and its searcher
+state, and with them the absolute paths they were given: the tracker's sweep folder, group
+ASHA's ``group_asha.json``, the storage mirror's folder and the Optuna study's sqlite URL (which
+``RDBStorage`` reconnects to while being unpickled, so a stale path fails inside
+``Tuner.restore``). ``resume`` names the old folder (``sweep.json``'s ``folder``) and the new
+one with ``moved``; each of those objects maps its paths through ``here`` when it is unpickled.
+One sweep runs per driver process, so one mapping per process is enough.
+"""
+
+from __future__ import annotations
+
+import os
+
+_MOVED: dict[str, str] = {}
+
+
+def moved(old: str | os.PathLike, new: str | os.PathLike) -> None:
+    """Paths under ``old`` are read under ``new`` from now on in this process."""
+    old, new = str(old).rstrip(os.sep), str(new).rstrip(os.sep)
+    if old != new:
+        _MOVED[old] = new
+
+
+def here(path: str | os.PathLike) -> str:
+    """``path`` where it is now: under the new folder when it was under a moved one."""
+    text = str(path)
+    for old, new in _MOVED.items():
+        if text == old or text.startswith(old + os.sep):
+            return new + text[len(old):]
+    return text
+
+
+def here_uri(uri: str) -> str:
+    """A ``sqlite:///`` URI whose file moved with its sweep; other URIs unchanged."""
+    prefix = "sqlite:///"
+    return prefix + here(uri[len(prefix):]) if uri.startswith(prefix) else uri
+
