@@ -175,6 +175,21 @@ def test_restored_after_the_last_epoch_reports_the_test_metrics_again(tiny_model
     assert again.reports[0]["test/accuracy"] == pytest.approx(first.reports[-1]["test/accuracy"])
 
 
+def test_a_pointer_to_a_pruned_resume_state_goes_on_from_the_newer_one(tiny_model_dir, tmp_path, count_test_evaluations):
+    """The driver finished a trial (finish_state keeps only the newest resume state) and was
+    killed before Tune saved the newer pointer: the restore from the older pointer goes on from
+    the newest state instead of failing on the missing one."""
+    data = toy_tables(tiny_model_dir)
+    first = PruningSession(str(tmp_path))
+    train(loop_config(tiny_model_dir, epochs=4, checkpoint_every=2), data, first)
+    finish_state(first.state_dir)
+    assert StateFolder(first.state_dir).names("resume") == ["resume-e0004"]
+    again = PruningSession(str(tmp_path), resume_from=first.checkpoints[0])  # the epoch-2 pointer
+    train(loop_config(tiny_model_dir, epochs=4, checkpoint_every=2), data, again)
+    assert [r["epoch"] for r in again.reports] == [4]
+    assert again.reports[0]["test/accuracy"] == pytest.approx(first.reports[-1]["test/accuracy"])
+
+
 def test_pointer_best_folder_and_legacy_files_resolve(tiny_model_dir, tmp_path):
     data = toy_tables(tiny_model_dir)
     session = PruningSession(str(tmp_path / "run"))

@@ -167,9 +167,14 @@ def _cli(args, cwd, env, **kw):
 
 
 def test_resume_after_sigkill_completes_without_duplicates(tiny_model_dir, cache_dir, tmp_path):
+    """The driver SIGKILLed mid-sweep: `list` sees the dead driver, shows the sweep
+    interrupted and closes its RUNNING runs KILLED; then tracking.json is deleted and the sweep
+    folder moved to another root, and `--root NEW resume` still finishes it: one parent, one
+    run per trial (found again by their MLflow tags), every epoch logged once, finished trials
+    not rerun."""
     spec_path = write_spec(
         tmp_path / "spec.yaml", tiny_model_dir,
-        data={"k": 12}, fixed={"epochs": 6}, sweep={"max_concurrent": 1, "scheduler": "none"}, encoder={"max_length": 128},
+        data={"k": 12}, fixed={"epochs": 10}, sweep={"max_concurrent": 1, "scheduler": "none"}, encoder={"max_length": 128},
     )
     env = {**os.environ, "CONTRASWEEP_HOME": str(tmp_path / "sweeps"), "RAY_ADDRESS": ""}
     env.pop("RAY_ADDRESS")
@@ -186,7 +191,7 @@ def test_resume_after_sigkill_completes_without_duplicates(tiny_model_dir, cache
             if finished_before and running:
                 break
     assert proc.poll() is None, "the sweep finished before it could be killed:\n" + proc.stdout.read()
-    time.sleep(3)  # let Tune persist the finished trial (TUNE_GLOBAL_CHECKPOINT_S=2)
+    time.sleep(2.5)  # let Tune persist the finished trial (TUNE_GLOBAL_CHECKPOINT_S=2)
     finished_before = {t for t, e in json.loads(state_file.read_text())["trials"].items() if e.get("status") == "FINISHED"}
     killed_at = time.time()
     os.killpg(proc.pid, signal.SIGKILL)
@@ -194,32 +199,45 @@ def test_resume_after_sigkill_completes_without_duplicates(tiny_model_dir, cache
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     runs_at_kill = len(mlflow_runs(uri))
 
+    statuses_at_kill = sorted((r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri))
     listed = subprocess.run([sys.executable, "-m", "contrasweep", "list"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert "killme" in listed.stdout and "running" in listed.stdout
+    assert listed.stdout.split("killme")[1].split()[0] == "interrupted", listed.stdout + listed.stderr
+    assert "killme: its driver is gone" in listed.stderr
+    statuses_listed = sorted((r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri))
+    assert ("sweep", "KILLED") in statuses_listed and all(s != "RUNNING" for _, s in statuses_listed), statuses_listed
 
-    resumed = _cli(["resume", "killme"], tmp_path, env)
+    (tmp_path / "sweeps" / "killme" / "tracking.json").unlink()
+    (tmp_path / "moved").mkdir()
+    os.rename(tmp_path / "sweeps" / "killme", tmp_path / "moved" / "killme")
+    resumed = _cli(["--root", str(tmp_path / "moved"), "resume", "killme"], tmp_path, env)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
+    assert "re-attached to MLflow run" in out
 
     parents = parent_runs(uri, "tests", "killme")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     runs = trial_runs(uri, parents[0].info.run_id)
     assert len(runs) == 4, [r.data.tags for r in runs]
     assert all(r.info.status == "FINISHED" for r in runs)
+    assert {r.info.status for r in mlflow_runs(uri)} == {"FINISHED"}  # configuration runs too
     for run in runs:
         steps = [s for s, _ in history(uri, run.info.run_id, "val/accuracy")]
-        assert steps == list(range(1, 7)), steps  # every epoch exactly once, none lost, none twice
+        assert steps == list(range(1, 11)), steps  # every epoch exactly once, none lost, none twice
         if run.data.tags["contrasweep.trial_id"] in finished_before:
             stamps = [m.timestamp for m in __import__("mlflow").tracking.MlflowClient(uri).get_metric_history(run.info.run_id, "val/accuracy")]
             assert max(stamps) / 1000 < killed_at  # finished trials were not rerun
-    listed = subprocess.run([sys.executable, "-m", "contrasweep", "list"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert "finished" in listed.stdout
+    listed = subprocess.run([sys.executable, "-m", "contrasweep", "--root", str(tmp_path / "moved"), "list"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True)
+    assert listed.stdout.split("killme")[1].split()[0] == "finished"
     # Tune's own record: an epoch a restored trial trains again appears twice in its result.json
     epochs = [[json.loads(line)["epoch"] for line in path.read_text().splitlines()]
-              for path in (tmp_path / "sweeps" / "killme" / "tune").glob("*/result.json")]
+              for path in (tmp_path / "moved" / "killme" / "tune").glob("*/result.json")]
+    assert len(epochs) == 4 and all(e[-1] == 10 for e in epochs)
+    assert not (tmp_path / "sweeps" / "killme").exists()  # no trial wrote to the old folder (Tune would remake it)
     redone = sum(len(e) - len(set(e)) for e in epochs)
-    print(f"\n[driver kill] epochs redone {redone} (checkpoint_every 5); MLflow runs {runs_at_kill} at the kill, "
-          f"{len(mlflow_runs(uri))} after; resume took {time.time() - killed_at:.1f} s")
+    statuses_after = sorted((r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri))
+    print(f"\n[driver kill] epochs redone {redone} (checkpoint_every 5); MLflow runs at the kill {statuses_at_kill}, "
+          f"after list {statuses_listed}, after resume {statuses_after}; resume took {time.time() - killed_at:.1f} s")
 
 
 def mlflow_runs(uri: str) -> list:

@@ -38,6 +38,7 @@ from trainables.checkpoints import (
     best_folder,
     best_name,
     cpu_copy,
+    epoch_of,
     load_state,
     load_weights,
     read_meta,
@@ -143,7 +144,7 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
             if tracker.update(metrics):
                 saver.save_best(method, epoch, metrics)
             if saver.resume_due(epoch, last):
-                saver.save_resume(method, optimizer, scheduler, scaler, epoch)
+                saver.save_resume(method, optimizer, scheduler, scaler, epoch, metrics)
         metrics.update(tracker.best_metrics)
         if last:
             with clock("test"):
@@ -351,12 +352,14 @@ class Checkpointer:
             writer, self._writer = self._writer, None
             writer.join()
 
-    def save_resume(self, method, optimizer, scheduler, scaler, epoch: int) -> None:
+    def save_resume(self, method, optimizer, scheduler, scaler, epoch: int, metrics: dict | None = None) -> None:
         self.wait()  # the resume state names the best folder: it must exist first
         name = resume_name(epoch)
         if self.session.rank == 0:
+            # metrics: the epoch's own, so the state restores whole even without its pointer
             state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                     "scaler": scaler.state_dict(), "tracker": self.tracker.state(), "best": self.best}
+                     "scaler": scaler.state_dict(), "tracker": self.tracker.state(), "best": self.best,
+                     "metrics": numeric(metrics or {})}
             same = self.folder.path(self.best) / WEIGHTS_FILE if self.best == best_name(epoch) else None
             name = self.folder.write_resume(method, state, epoch, same_weights=same)
         self.resume = name
@@ -391,6 +394,12 @@ class Checkpointer:
         if "resume" not in meta:  # a checkpoint of an older contrasweep: the whole state in one folder
             meta.update(resume=".", state_dir=pointer)
         folder = self.folder if self.folder.has(meta["resume"]) else StateFolder(meta["state_dir"])
+        if meta["resume"] != "." and not folder.has(meta["resume"]):
+            # The driver finished the trial (finish_state keeps only its newest resume state) and
+            # died before Tune saved the pointer to it: go on from that newer state.
+            newer = [n for n in self.folder.names("resume") if epoch_of(n) > epoch_of(meta["resume"])]
+            if newer:
+                folder, meta["resume"] = self.folder, newer[-1]
         path = folder.local(meta["resume"])
         method.load_state_dict(load_weights(weights_file(path)))
         state = load_state(path / STATE_FILE)
@@ -407,7 +416,7 @@ class Checkpointer:
             if self.session.rank == 0:
                 self.best = self.folder.write_best(self.best_weights, best_meta["epoch"], best_meta)
         self.reported = {self.resume, self.best}
-        self.metrics = dict(meta.get("metrics", {}))
+        self.metrics = dict(state.get("metrics") or meta.get("metrics", {}))
         return int(state["epoch"])
 
     def load_best_into(self, method) -> None:

@@ -177,6 +177,11 @@ class MlflowTracker(Callback):
     def setup(self, **info) -> None:
         from contrasweep.errors import UserError
 
+        import logging
+
+        # MLflow logs each database error with its traceback before raising it; store_failed
+        # reports it in one line
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
         self.state = TrackingState(self.sweep_dir / "tracking.json")
         try:
             self._setup()
@@ -240,11 +245,15 @@ class MlflowTracker(Callback):
         for entry in list(self.state.trials.values()):
             if "pending" in entry:
                 self._apply_finish(entry)
+        for group, run_id in self.state.data.get("configs", {}).items():
+            run = self.client.get_run(run_id)  # a group whose last repeat ended just before the stop
+            if run.info.status not in ("FINISHED", "FAILED") or "contrasweep.outcome" not in run.data.tags:
+                self._close_group(group)
         self._repair_artifacts()
 
     def _repair_artifacts(self) -> int:
         """Re-log the parent's files and each complete trial's best checkpoint where the
-        artifact store lost them (e.g. ``mlartifacts/`` removed); returns how many runs."""
+        artifact store lost them (e.g. ``mlartifacts/`` removed); returns how many files."""
         from contrasweep.relocation import here
         from trainables.checkpoints import WEIGHTS_FILE, best_of_trial
 
@@ -264,7 +273,7 @@ class MlflowTracker(Callback):
                 self._log_checkpoint(entry["run_id"], best)
                 repaired += 1
         if repaired:
-            print(f"[contrasweep] re-logged lost MLflow artifacts of {repaired} runs", file=sys.stderr, flush=True)
+            print(f"[contrasweep] re-logged {repaired} lost MLflow artifacts", file=sys.stderr, flush=True)
         return repaired
 
     def store_failed(self, exc: BaseException) -> None:
