@@ -85,6 +85,10 @@ def test_ui_serves_on_localhost(tmp_path):
             except OSError:
                 assert time.time() < deadline and proc.poll() is None, "MLflow UI did not come up"
                 time.sleep(1)
+        from test_ray_loopback import descendants, sockets_of
+
+        held = {ip for _, ip, p in sockets_of(descendants(proc.pid)) if p == port}
+        assert held == {"127.0.0.1"}, held  # this machine only
     finally:
         import signal
 
@@ -127,6 +131,8 @@ SPEC = "method: ce\ndata: {source: bbc_news}\ngrid: {lr: [1.0e-5]}\n"
     (["resume", "../outside"], {}, "name='../outside' is not allowed"),
     (["--root", "afile", "list"], {"afile": b""}, "is a file; allowed: a folder for the sweeps"),
     (["ui", "--port", "99999"], {}, "--port 99999 is not allowed; allowed: a TCP port in [1, 65535]"),
+    (["ui", "--host", "no such host"], {}, "--host 'no such host' is not an address of this machine; allowed: 127.0.0.1"),
+    (["ui", "--host", "203.0.113.254"], {}, "--host 203.0.113.254 cannot be served here (Cannot assign requested address)"),
     (["run", "ok.yaml", "--tracking-uri", "http://127.0.0.1:9"], {"ok.yaml": SPEC.encode()},
      "--tracking-uri http://127.0.0.1:9 did not answer within 5 s"),
     (["run", "ok.yaml", "--address", "127.0.0.1:9"], {"ok.yaml": SPEC.encode()}, "--address 127.0.0.1:9 did not answer"),
@@ -175,6 +181,24 @@ def test_a_searched_range_with_invalid_values_fails_before_any_trial(tmp_path, t
                       fixed={"epochs": 1}, sweep={"searcher": "optuna", "num_samples": 2, "seeds": [0]})
     proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
     assert_user_error(proc, "the reported point (heads=6, temperature=0.1) is evaluated first: heads=6 does not divide")
+
+
+def test_ui_on_another_host_warns_that_mlflow_has_no_authentication(tmp_path):
+    import os
+    import signal
+
+    from contrasweep.preflight import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "ui", "--host", "0.0.0.0", "--port", str(port)],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        first, second = proc.stderr.readline(), proc.stderr.readline()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    assert first.startswith(f"[contrasweep] warning: MLflow has no authentication: anyone who can reach 0.0.0.0:{port}")
+    assert second.startswith(f"[contrasweep] MLflow UI on http://0.0.0.0:{port}")
 
 
 def test_ui_on_a_busy_port_is_one_line(tmp_path):

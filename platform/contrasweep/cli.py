@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--storage", metavar="URI", help="the sweep's storage, to resume on a machine without its folder")
     resume.add_argument("--ray-dashboard", action="store_true", help="start the local Ray's dashboard (127.0.0.1) even "
                         "when no trial needs it")
+    for sub_parser in (run, resume):
+        sub_parser.add_argument("--ray-bind-all", action="store_true", help="let the local Ray's services listen on every "
+                                "interface (default: 127.0.0.1 only; token authentication stays on)")
 
     sub.add_parser("list", help="list sweeps and their status")
 
@@ -49,9 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", help="folder for report.html and its files (default: <sweep folder>/report)")
     report.add_argument("--no-tsne", action="store_true", help="skip the t-SNE of the registered model")
 
-    ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1")
+    ui = sub.add_parser("ui", help="start the MLflow UI (on 127.0.0.1 unless --host says otherwise)")
     ui.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite ./mlflow.db)")
     ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only; "
+                    "MLflow has no authentication, so anyone who reaches another address can read and change every run)")
     return parser
 
 
@@ -91,7 +96,8 @@ def cmd_run(args) -> int:
     from contrasweep.tune import run
 
     root = sweeps.sweeps_root(args.root)
-    results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard)
+    results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard,
+                  ray_bind_all=args.ray_bind_all)
     status = sweeps.open_existing(root, name).meta()["status"]
     code = _summary(results, sweep.metric[0], sweep.mode[0], name, status, sweep)
     _auto_report(root, name, status)
@@ -128,7 +134,8 @@ def cmd_resume(args) -> int:
 
     root = sweeps.sweeps_root(args.root)
     _name(args.name)  # a name, never a path (no reading, or unpickling, outside the root)
-    results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard)
+    results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
+                     ray_bind_all=args.ray_bind_all)
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep = validate(sweep_dir.spec())
     status = sweep_dir.meta()["status"]
@@ -226,17 +233,22 @@ def cmd_list(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    from contrasweep.preflight import local_port
+    from contrasweep.preflight import is_loopback, local_port
     from contrasweep.tracking import default_artifact_root, default_tracking_uri
 
-    local_port(args.port)
+    local_port(args.port, host=args.host)
+    if not is_loopback(args.host):
+        print(f"[contrasweep] warning: MLflow has no authentication: anyone who can reach {args.host}:{args.port} can "
+              "read, change and delete every run; serve on 127.0.0.1 (the default) unless the network is yours",
+              file=sys.stderr, flush=True)
     uri = args.tracking_uri or default_tracking_uri()
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", "127.0.0.1", "--port", str(args.port),
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host, "--port", str(args.port),
                # one local user: one worker (MLflow's default of 4 takes minutes to boot on 2 busy cores)
                "--workers", "1"]
     if uri.startswith("sqlite:///"):
         command += ["--default-artifact-root", default_artifact_root()]
-    print(f"[contrasweep] MLflow UI on http://127.0.0.1:{args.port} ({uri})", file=sys.stderr, flush=True)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"[contrasweep] MLflow UI on http://{shown}:{args.port} ({uri})", file=sys.stderr, flush=True)
     return subprocess.call(command, env=os.environ.copy())
 
 

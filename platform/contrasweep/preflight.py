@@ -5,6 +5,8 @@ line each, a ``UserError``."""
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import socket
 import urllib.error
 import urllib.request
@@ -59,13 +61,28 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def local_port(port: int, flag: str = "--port") -> None:
-    """A port this machine can serve on 127.0.0.1 (the MLflow UI used to print its URL and
+def local_port(port: int, flag: str = "--port", host: str = "127.0.0.1") -> None:
+    """A port this machine can serve on ``host`` (the MLflow UI used to print its URL and
     then fail to bind a busy one)."""
     if not 1 <= port <= 65535:
         raise UserError(f"{flag} {port} is not allowed; allowed: a TCP port in [1, 65535]")
-    with socket.socket() as sock:
+    try:
+        family, *_, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError):
+        raise UserError(f"--host {host!r} is not an address of this machine; allowed: 127.0.0.1 (the default), "
+                        "0.0.0.0, or one of this machine's addresses") from None
+    with socket.socket(family) as sock:
         try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            raise UserError(f"{flag} {port} is in use on 127.0.0.1; allowed: a free port, e.g. {flag} {free_port()}") from None
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise UserError(f"{flag} {port} is in use on {host}; allowed: a free port, e.g. {flag} {free_port()}") from None
+            raise UserError(f"--host {host} cannot be served here ({exc.strerror}); allowed: 127.0.0.1 (the default), "
+                            "0.0.0.0, or one of this machine's addresses") from None
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+    except (socket.gaierror, UnicodeError, ValueError):
+        return False

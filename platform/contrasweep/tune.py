@@ -32,7 +32,7 @@ os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 
 
 def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
-             dashboard: bool = True) -> None:
+             dashboard: bool = True, bind_all: bool = False) -> None:
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
     which the job ships the project's code and the spec's local files (``ship: code``), or on
     whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
@@ -44,6 +44,10 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
     of one-worker trials never start a Train run and leave it off unless asked: its processes
     took about 2 % of a core here, which a 2-thread trial on 2 cores pays about twice
     (benchmarks/sweep_overhead.py).
+
+    A local Ray listens on 127.0.0.1 only (``loopback_only``) unless ``bind_all``
+    (``--ray-bind-all``); token authentication stays on either way (Ray's default for a new
+    local cluster).
     """
     import ray
 
@@ -61,6 +65,8 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
             shipping.check_worker_versions(__version__)
         return
     options: dict = {"include_dashboard": False}
+    if not bind_all:
+        loopback_only()
     env = worker_env()
     if dashboard:
         # Ray Train frees a stopped run's CPUs through the State API, which finds its server by
@@ -73,6 +79,19 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         options = {"include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port}
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
              runtime_env={"env_vars": env}, **options)
+
+
+def loopback_only() -> None:
+    """Ray's switch for a one-machine cluster (the mode Ray uses on macOS and Windows): the
+    node's address becomes 127.0.0.1, and GCS, raylet, workers, agents and the dashboard then
+    listen there only (with the node's network address they listened on every interface, and
+    ``_node_ip_address="127.0.0.1"`` is turned back into that address by Ray). Ray reads the
+    environment variable once at import, so this process's copy of the constant is set too;
+    the processes Ray starts inherit the variable."""
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def wants_dashboard(sweep: Sweep, asked: bool) -> bool:
@@ -446,9 +465,10 @@ class Progress:
 
 
 def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None,
-        ray_dashboard: bool = False):
+        ray_dashboard: bool = False, ray_bind_all: bool = False):
     """Start a new sweep; returns the Tune ``ResultGrid``. ``ray_dashboard``: start the local
-    Ray's dashboard even where no trial needs it (``wants_dashboard``)."""
+    Ray's dashboard even where no trial needs it (``wants_dashboard``); ``ray_bind_all``: let
+    the local Ray listen on every interface, not 127.0.0.1 only (``init_ray``)."""
     from ray import tune
 
     tracking_uri = tracking_uri or default_tracking_uri()
@@ -459,7 +479,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
-    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard))
+    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard),
+             bind_all=ray_bind_all)
     sweep_storage.check(sweep.storage, root / name, alive_machines())
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
@@ -485,7 +506,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         return _fit(tuner, sweep_dir)
 
 
-def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False):
+def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
+           ray_bind_all: bool = False):
     """Resume an interrupted sweep: unfinished and errored trials continue from their latest
     checkpoint, finished trials are not rerun, MLflow runs are re-attached. ``storage``: where
     to find a sweep this machine has no folder of (its driver files are mirrored there)."""
@@ -508,7 +530,8 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
-    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard))
+    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard),
+             bind_all=ray_bind_all)
     sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_machines())
     refs = put_data(prepared, sts)
     static = static_config(sweep, sweep_dir, prepared, files)
