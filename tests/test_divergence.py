@@ -122,3 +122,5 @@ def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(tiny_model_dir, ca
     assert "Failure # 2" in errors and "not trained again" in errors, errors[-2000:]
     steps = [m.step for m in client.get_metric_history(diverged.info.run_id, "train/loss")]
     assert steps == epochs  # MLflow holds each finite epoch once
+    every = client.search_runs([experiment.experiment_id])
+    print(f"\n[nan trial] MLflow runs {sorted((r.data.tags.get('contrasweep.kind'), r.info.status) for r in every)}")

@@ -45,7 +45,8 @@ AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
 def clean_env() -> dict[str, str]:
     """This process may have started the suite's own local Ray: its address must not leak into
     the cluster's processes or the sweep's driver."""
-    dropped = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN_PATH")
+    dropped = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS", "RAY_AUTH_TOKEN_PATH",
+               "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")  # the local Ray's one-machine mode refuses a second node
     return {**{k: v for k, v in os.environ.items() if k not in dropped}, **AUTH}
 
 

@@ -95,4 +95,5 @@ def test_read_only_database_and_removed_artifacts_mid_sweep(tiny_model_dir, cach
             assert "model.safetensors" in files, r.data.tags["contrasweep.trial_id"]
         if r.data.tags["contrasweep.kind"] == "sweep":
             assert {"spec.yaml", "data_stats.json"} <= {a.path for a in client.list_artifacts(r.info.run_id)}
-    print(f"\n[store faults] MLflow runs at the stop {dict(at_stop)}, after resume {dict(after)}")
+    print(f"\n[store faults] run output {len(out.splitlines())} lines; MLflow runs at the stop {dict(at_stop)}, "
+          f"after resume {dict(after)}")

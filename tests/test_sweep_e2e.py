@@ -307,7 +307,7 @@ def test_ctrl_c_leaves_no_run_running_and_resume_finishes(tiny_model_dir, cache_
     assert proc.returncode == 130, out[-3000:]
     assert json.loads((tmp_path / "sweeps" / "ctrlc" / "sweep.json").read_text())["status"] == "interrupted"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    at_stop = {(r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri)}
+    at_stop = [(r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri)]
     assert ("sweep", "KILLED") in at_stop and ("trial", "KILLED") in at_stop and ("configuration", "KILLED") in at_stop
     assert all(status != "RUNNING" for _, status in at_stop), at_stop
 
@@ -317,3 +317,5 @@ def test_ctrl_c_leaves_no_run_running_and_resume_finishes(tiny_model_dir, cache_
     after = mlflow_runs(uri)
     assert sorted(r.data.tags.get("contrasweep.kind") for r in after) == ["configuration"] * 2 + ["sweep"] + ["trial"] * 2
     assert {r.info.status for r in after} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in after]
+    print(f"\n[ctrl-c] MLflow runs at the stop {sorted(at_stop)}, after resume "
+          f"{sorted((r.data.tags.get('contrasweep.kind'), r.info.status) for r in after)}")

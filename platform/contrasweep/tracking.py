@@ -175,9 +175,9 @@ class MlflowTracker(Callback):
 
     # -- parent run -------------------------------------------------------------------
     def setup(self, **info) -> None:
-        from contrasweep.errors import UserError
-
         import logging
+
+        from contrasweep.errors import UserError
 
         # MLflow logs each database error with its traceback before raising it; store_failed
         # reports it in one line
