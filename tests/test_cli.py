@@ -64,11 +64,13 @@ def test_help(tmp_path, argv):
     assert proc.returncode == 0 and "usage" in proc.stdout
 
 
-def test_ui_serves_on_localhost(tmp_path):
+def test_ui_serves_on_localhost_and_sigterm_stops_everything_it_started(tmp_path):
     import os
+    import signal
     import socket
     import time
     import urllib.request
+    from pathlib import Path
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -89,11 +91,17 @@ def test_ui_serves_on_localhost(tmp_path):
 
         held = {ip for _, ip, p in sockets_of(descendants(proc.pid)) if p == port}
         assert held == {"127.0.0.1"}, held  # this machine only
+        started = descendants(proc.pid)
+        proc.send_signal(signal.SIGTERM)  # to contrasweep alone, as a service manager or `kill` does
+        assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing serves the port any more
+        assert not [pid for pid in started if Path(f"/proc/{pid}").exists()], started
     finally:
-        import signal
-
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def test_heads_not_dividing_the_encoder_width_fails_before_any_trial(tmp_path, tiny_model_dir):
@@ -141,6 +149,10 @@ SPEC = "method: ce\ndata: {source: bbc_news}\ngrid: {lr: [1.0e-5]}\n"
     (["resume", "nospec"], {"sw/nospec/sweep.json": b'{"status": "running"}'}, "sweep 'nospec' has no spec file"),
     (["resume", "badspec"], {"sw/badspec/sweep.json": b'{"status": "running"}', "sw/badspec/spec.yaml": b"a: [1,\n"},
      "spec.yaml is not valid YAML"),
+    (["run", "ok.yaml", "--name", "done"], {"ok.yaml": SPEC.encode(), "sw/done/sweep.json": b'{"status": "finished"}'},
+     "and has finished; allowed: a new --name (e.g. done-2), or --overwrite to replace it"),
+    (["run", "ok.yaml", "--name", "cut"], {"ok.yaml": SPEC.encode(), "sw/cut/sweep.json": b'{"status": "interrupted"}'},
+     "(interrupted); allowed: `contrasweep resume cut`, a new --name (e.g. cut-2), or --overwrite to replace it"),
 ])
 def test_bad_input_catalogue(tmp_path, argv, files, fragment):
     """Issue 16's cases that used to give a traceback, exit 0, or go by silently: each is one
@@ -222,3 +234,54 @@ def test_resources_beyond_this_machine_fail_before_data_or_ray(tmp_path, tiny_mo
     assert_user_error(proc, f"sweep.resources needs 64 CPU and 0 GPU per trial (workers=1 x cpu=64, gpu=0) but the local Ray "
                             f"has {os.cpu_count()} CPU")
     assert not (tmp_path / "sw").exists() and not (tmp_path / "cache").exists()
+
+
+def test_global_options_before_or_after_the_command():
+    from contrasweep.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["--root", "a", "list"]).root == "a"
+    assert parser.parse_args(["list", "--root", "b"]).root == "b"
+    assert parser.parse_args(["--root", "a", "run", "s.yaml", "--root", "b"]).root == "b"  # the later one wins
+    assert parser.parse_args(["report", "x"]).root is None
+    assert "``" not in parser.format_help()
+
+
+def test_smoke_runs_go_to_their_own_experiment(tmp_path, tiny_model_dir, monkeypatch):
+    """--smoke-test: the sweep's experiment is '<experiment>-smoke', its name says smoke, and
+    its parent run is tagged, so smoke runs never mix into comparisons."""
+    from contrasweep import tune
+    from contrasweep.cli import main
+    from contrasweep.describe import sweep_tags
+    from contrasweep.errors import UserError
+
+    seen = {}
+
+    def stop_before_ray(sweep, name, *args, **kwargs):
+        seen.update(sweep=sweep, name=name)
+        raise UserError("stopped by the test")
+
+    monkeypatch.setattr(tune, "run", stop_before_ray)
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir)
+    assert main(["--root", str(tmp_path / "sw"), "run", str(spec), "--smoke-test"]) == 2
+    assert seen["sweep"].experiment == "tests-smoke" and seen["sweep"].raw["tracking"]["experiment"] == "tests-smoke"
+    assert seen["name"].startswith("s-smoke-")
+    assert sweep_tags(seen["sweep"].raw, seen["name"])["contrasweep.smoke"] == "true"
+    assert main(["--root", str(tmp_path / "sw"), "run", str(spec)]) == 2
+    assert seen["sweep"].experiment == "tests" and sweep_tags(seen["sweep"].raw, "x")["contrasweep.smoke"] == "false"
+
+
+def test_overwrite_replaces_a_sweep_unless_its_driver_runs_it(tmp_path):
+    from contrasweep import driver, sweeps
+    from contrasweep.errors import UserError
+
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (folder / "sweep.json").write_text('{"status": "finished"}')
+    sweeps.ensure_new(tmp_path, "x", overwrite=True)  # a finished sweep may be replaced
+    driver.write(folder)  # this process now drives it
+    (folder / "sweep.json").write_text('{"status": "running"}')
+    with pytest.raises(UserError, match="still running"):
+        sweeps.ensure_new(tmp_path, "x", overwrite=True)
+    sweeps.replace(tmp_path, "x")
+    assert not folder.exists()

@@ -1,4 +1,4 @@
-"""``contrasweep``: run, resume, list and report sweeps, and open the MLflow UI.
+"""contrasweep: run, resume, list and report sweeps, and open the MLflow UI.
 
 User errors print one line (``contrasweep: error: ...``) and exit with status 2, without a
 traceback; a sweep interrupted that way loses nothing already finished (resume it).
@@ -15,8 +15,8 @@ from contrasweep.errors import UserError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="contrasweep", description=__doc__.splitlines()[0])
-    parser.add_argument("--root", help="folder holding the sweeps (default: $CONTRASWEEP_HOME or ./sweeps)")
+    parser = argparse.ArgumentParser(prog="contrasweep", description=__doc__.splitlines()[0].split(": ", 1)[1])
+    add_global_options(parser, default=None)
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="start a sweep from a spec YAML")
@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a spec value, e.g. --set fixed.epochs=3 --set data.k=10 (repeatable)")
     run.add_argument("--name", help="the sweep's name (default: spec name or file stem + time)")
+    run.add_argument("--overwrite", action="store_true", help="replace a sweep of the same --name (its folder is "
+                     "removed; its MLflow runs stay)")
     run.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite ./mlflow.db)")
     run.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
     run.add_argument("--smoke-test", action="store_true", help="1 epoch, 2 trials: check the set-up end to end")
@@ -57,7 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only; "
                     "MLflow has no authentication, so anyone who reaches another address can read and change every run)")
+    for sub_parser in sub.choices.values():  # global options after the subcommand too
+        add_global_options(sub_parser, default=argparse.SUPPRESS)
     return parser
+
+
+def add_global_options(parser: argparse.ArgumentParser, default) -> None:
+    """Options every command takes, before or after its name (``contrasweep --root X list`` and
+    ``contrasweep list --root X``); a subcommand's copy only overrides when given."""
+    parser.add_argument("--root", default=default, help="folder holding the sweeps (default: $CONTRASWEEP_HOME or ./sweeps)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,6 +91,9 @@ def cmd_run(args) -> int:
         load_spec(args.spec, overrides)  # the spec as written must be valid: --smoke-test never hides a bad value
         overrides += ["fixed.epochs=1", "sweep.num_samples=2"]
     sweep = load_spec(args.spec, overrides)
+    if args.smoke_test:  # its own experiment: smoke runs never mix into comparisons
+        sweep.experiment = f"{sweep.experiment}-smoke"
+        sweep.raw.setdefault("tracking", {})["experiment"] = sweep.experiment
     if args.storage is not None:
         from contrasweep.spec import storage_location
 
@@ -92,12 +105,12 @@ def cmd_run(args) -> int:
         from contrasweep.spec import _name
 
         _name(args.name)
-    name = args.name or sweeps.default_name(sweep.name or args.spec)
+    name = args.name or sweeps.default_name(sweep.name or args.spec, smoke=args.smoke_test)
     from contrasweep.tune import run
 
     root = sweeps.sweeps_root(args.root)
     results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard,
-                  ray_bind_all=args.ray_bind_all)
+                  ray_bind_all=args.ray_bind_all, overwrite=args.overwrite)
     status = sweeps.open_existing(root, name).meta()["status"]
     code = _summary(results, sweep.metric[0], sweep.mode[0], name, status, sweep)
     _auto_report(root, name, status)
@@ -249,7 +262,37 @@ def cmd_ui(args) -> int:
         command += ["--default-artifact-root", default_artifact_root()]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"[contrasweep] MLflow UI on http://{shown}:{args.port} ({uri})", file=sys.stderr, flush=True)
-    return subprocess.call(command, env=os.environ.copy())
+    return serve(command)
+
+
+def serve(command: list[str]) -> int:
+    """Run the MLflow UI in a process group of its own and take it down whole (``mlflow ui``,
+    its uvicorn workers and huey) when this process gets SIGTERM or SIGINT: a SIGTERM used to
+    leave them serving the port."""
+    import signal
+
+    proc = subprocess.Popen(command, env=os.environ.copy(), start_new_session=True)
+
+    def stop(signum, frame):
+        for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=wait_s)
+                break
+            except ProcessLookupError:
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    code = proc.wait()
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)  # what mlflow left behind when it ended by itself
+    except ProcessLookupError:
+        pass
+    return code
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "report": cmd_report, "ui": cmd_ui}

@@ -50,6 +50,8 @@ def sweep_tags(spec: dict, sweep_name: str) -> dict[str, str]:
         "contrasweep.searcher": str(sweep.get("searcher", "")),
         "contrasweep.scheduler": str(sweep.get("scheduler", "")),
         "contrasweep.metric": ",".join(metric) if isinstance(metric, list) else str(metric),
+        # --smoke-test runs go to "<experiment>-smoke" (contrasweep.cli): tagged, to filter them anywhere
+        "contrasweep.smoke": str(str((spec.get("tracking") or {}).get("experiment", "")).endswith("-smoke")).lower(),
     }
 
 

@@ -130,11 +130,39 @@ class SweepDir:
         return driver.state(self.path)
 
 
-def ensure_new(root: Path, name: str) -> None:
+def ensure_new(root: Path, name: str, overwrite: bool = False) -> None:
+    """A new sweep's name is free; with ``overwrite`` an existing sweep of that name may be
+    replaced, unless its driver still runs it."""
+    folder = SweepDir(root / name)
+    if not folder.path.exists():
+        return
+    if overwrite:
+        alive, who = folder.driver()
+        if alive == "alive":
+            raise UserError(f"sweep {name!r} is still running ({who}); allowed: --overwrite once it has ended, or a new --name")
+        return
+    status = folder.status()
+    fresh = _free_name(root, name)
+    if status == "finished":
+        raise UserError(f"sweep {name!r} already exists in {root} and has finished; allowed: a new --name "
+                        f"(e.g. {fresh}), or --overwrite to replace it")
+    raise UserError(f"sweep {name!r} already exists in {root} ({status}); allowed: `contrasweep resume {name}`, "
+                    f"a new --name (e.g. {fresh}), or --overwrite to replace it")
+
+
+def _free_name(root: Path, name: str) -> str:
+    n = 2
+    while (root / f"{name}-{n}").exists():
+        n += 1
+    return f"{name}-{n}"
+
+
+def replace(root: Path, name: str) -> None:
+    """``--overwrite``: the old sweep's folder goes (its MLflow runs stay, under their own parent)."""
+    import shutil
+
     if (root / name).exists():
-        raise UserError(
-            f"sweep {name!r} already exists in {root}; allowed: `contrasweep resume {name}` or a new --name"
-        )
+        shutil.rmtree(root / name)
 
 
 def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
@@ -172,5 +200,5 @@ def _created(sweep: SweepDir) -> str:
         return "~"
 
 
-def default_name(spec_path: str) -> str:
-    return f"{Path(spec_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+def default_name(spec_path: str, smoke: bool = False) -> str:
+    return f"{Path(spec_path).stem}-{'smoke-' if smoke else ''}{time.strftime('%Y%m%d-%H%M%S')}"

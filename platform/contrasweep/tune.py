@@ -465,7 +465,7 @@ class Progress:
 
 
 def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None,
-        ray_dashboard: bool = False, ray_bind_all: bool = False):
+        ray_dashboard: bool = False, ray_bind_all: bool = False, overwrite: bool = False):
     """Start a new sweep; returns the Tune ``ResultGrid``. ``ray_dashboard``: start the local
     Ray's dashboard even where no trial needs it (``wants_dashboard``); ``ray_bind_all``: let
     the local Ray listen on every interface, not 127.0.0.1 only (``init_ray``)."""
@@ -473,7 +473,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
 
     tracking_uri = tracking_uri or default_tracking_uri()
     torch_threads_env()
-    sweeps.ensure_new(root, name)  # before any work
+    sweeps.ensure_new(root, name, overwrite)  # before any work
     check_services(sweep, tracking_uri, address)
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
@@ -482,6 +482,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard),
              bind_all=ray_bind_all)
     sweep_storage.check(sweep.storage, root / name, alive_machines())
+    if overwrite:
+        sweeps.replace(root, name)
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         sweep_storage.mirror(sweep.storage, sweep_dir.path)
