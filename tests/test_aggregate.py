@@ -68,7 +68,7 @@ def test_seed_summary_leaves_out_stopped_trials(store):
 def test_cli_names_the_best_mean_configuration_not_the_best_trial():
     from types import SimpleNamespace
 
-    from contrasweep.cli import _best_configurations
+    from contrasweep.summary import best_lines
     from contrasweep.spec import validate
 
     sweep = validate({"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 5},
@@ -79,5 +79,5 @@ def test_cli_names_the_best_mean_configuration_not_the_best_trial():
                                metrics={"best/val/accuracy": values[(trial["lr"], trial["seed"])][0],
                                         "epoch": values[(trial["lr"], trial["seed"])][1]})
                for trial in sweep.grid_trials()]
-    assert _best_configurations(results, sweep, "val/accuracy", "max") == [
-        "[contrasweep] best configuration: val/accuracy=0.7000 ± 0.1414 over 2 repeats with {'lr': 1e-05}"]
+    assert best_lines(results, sweep, "val/accuracy", "max", {}) == [
+        "[contrasweep] best configuration: lr=1e-05: val/accuracy 0.7000 ± 0.1414 (2 repeats)"]

@@ -213,6 +213,14 @@ def test_resume_after_sigkill_completes_without_duplicates(tiny_model_dir, cache
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out
     assert "re-attached to MLflow run" in out
+    # the console: our own lines only (Tune's tables and Ray's lines are in driver.log), ending
+    # with the summary: outcomes, the best configuration's validation and test metric, its run
+    assert len(out.splitlines()) < 40 and all(line.startswith(("[contrasweep]", "contrasweep:")) for line in out.splitlines()), out
+    assert "4 trials: 4 complete, 0 stopped early, 0 failed" in out
+    assert "val/accuracy" in out.split("best configuration: ")[1] and "test/accuracy" in out.split("best configuration: ")[1]
+    assert "MLflow: http://127.0.0.1:5000/#/experiments/" in out and f"folder: {tmp_path / 'moved' / 'killme'}" in out
+    log = (tmp_path / "moved" / "killme" / "driver.log").read_text()
+    assert "Trial status" in log and "re-attached to MLflow run" in log
 
     parents = parent_runs(uri, "tests", "killme")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"

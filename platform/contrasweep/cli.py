@@ -68,11 +68,18 @@ def add_global_options(parser: argparse.ArgumentParser, default) -> None:
     """Options every command takes, before or after its name (``contrasweep --root X list`` and
     ``contrasweep list --root X``); a subcommand's copy only overrides when given."""
     parser.add_argument("--root", default=default, help="folder holding the sweeps (default: $CONTRASWEEP_HOME or ./sweeps)")
+    parser.add_argument("-v", "--verbose", action="store_true", default=default or False,
+                        help="show Ray's and Tune's own output too (always kept in <sweep folder>/driver.log)")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command in ("run", "resume"):  # our lines on the terminal, all of it in driver.log
+            from contrasweep.console import Console
+
+            with Console(args.verbose):
+                return COMMANDS[args.command](args)
         return COMMANDS[args.command](args)
     except UserError as exc:
         print(f"contrasweep: error: {exc}", file=sys.stderr)
@@ -112,7 +119,7 @@ def cmd_run(args) -> int:
     results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard,
                   ray_bind_all=args.ray_bind_all, overwrite=args.overwrite)
     status = sweeps.open_existing(root, name).meta()["status"]
-    code = _summary(results, sweep.metric[0], sweep.mode[0], name, status, sweep)
+    code = _summary(results, sweep.metric[0], sweep.mode[0], name, status, sweep, root)
     _auto_report(root, name, status)
     return code
 
@@ -122,20 +129,16 @@ def _smoke(sweep) -> None:
     sweep.grid_limit = 2
 
 
-def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None) -> int:
-    errors = sum(1 for r in results if r.error is not None)
-    print(f"[contrasweep] sweep {name!r} {status}: {len(results)} trials, {errors} failed", flush=True)
-    from contrasweep.tracking import error_line
+def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None, root=None) -> int:
+    """The lines a sweep ends with: how it ended and its trials' outcomes, where its folder is
+    and how much disk it holds, each setting's best configuration with its validation and test
+    metric and its MLflow run, the failures, and what to run next."""
+    from contrasweep.summary import summary_lines
 
-    for result in results:
-        if result.error is not None:  # one line each: which trial and why (e.g. a divergence and its step)
-            trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
-            print(f"[contrasweep] failed: {trial}: {error_line(result.error)}", flush=True)
-    for line in _best_configurations(results, sweep, metric, mode) if sweep is not None else []:
+    lines, errors = summary_lines(results, metric, mode, name, status, sweep, root)
+    for line in lines:
         print(line, flush=True)
-    print("[contrasweep] compare the runs: contrasweep ui  (MLflow on http://127.0.0.1:5000)", flush=True)
     if status == "interrupted":
-        print(f"[contrasweep] continue with: contrasweep resume {name}", flush=True)
         return 130
     return 1 if errors else 0
 
@@ -152,7 +155,7 @@ def cmd_resume(args) -> int:
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep = validate(sweep_dir.spec())
     status = sweep_dir.meta()["status"]
-    code = _summary(results, sweep.metric[0], sweep.mode[0], args.name, status, sweep)
+    code = _summary(results, sweep.metric[0], sweep.mode[0], args.name, status, sweep, root)
     _auto_report(root, args.name, status)
     return code
 
@@ -193,35 +196,6 @@ def cmd_report(args) -> int:
     print(f"[contrasweep] report: {built.html_path} ({len(built.sections)} sections; logged to the parent run "
           f"of {args.name!r} under report/)")
     return 0
-
-
-def _best_configurations(results, sweep, metric: str, mode: str) -> list[str]:
-    """One line per setting: the configuration with the best mean of ``best/<metric>`` over
-    its complete repeat groups (the selection rule of ``contrasweep.aggregate``), mean ± std."""
-    from contrasweep.aggregate import Group, ran_every_epoch, select, selection_key
-    from contrasweep.identity import identify
-    from contrasweep.tune import group_sizes, group_static
-
-    static, sizes = group_static(sweep), group_sizes(sweep)
-    found: dict[str, Group] = {}
-    for result in results:
-        if result.error is not None or not result.metrics:
-            continue
-        ident = identify(result.config, static)
-        group = found.setdefault(ident.group, Group(
-            group=ident.group, setting=ident.setting, config=ident.config,
-            hp={k: v for k, v in ident.hp.items() if k != "seed"},
-            size=sizes if isinstance(sizes, int) else sizes.get(ident.group, 1)))
-        group.add("complete" if ran_every_epoch(result.metrics.get("epoch", 0), ident.hp) else "stopped",
-                  {"metrics": result.metrics})
-    lines = []
-    for setting, group in select(list(found.values()), metric, mode).items():
-        stats = group.stats(selection_key(metric))
-        shown = {k: group.hp[k] for k in sweep.varied if k in group.hp} or group.hp
-        where = f" [{setting}]" if setting else ""
-        lines.append(f"[contrasweep] best configuration{where}: {metric}={stats['mean']:.4f} ± {stats['std']:.4f} "
-                     f"over {stats['n']} repeats with {shown}")
-    return lines
 
 
 def cmd_list(args) -> int:

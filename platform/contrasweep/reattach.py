@@ -66,7 +66,7 @@ def rebuild(client, experiment_id: str, name: str, created: str | None, metric: 
 def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
     tags, metrics = run.data.tags, run.data.metrics
     entry = {"run_id": run.info.run_id, "config_key": tags.get(CONFIG_KEY_TAG), "last_epoch": int(metrics.get("epoch", 0)),
-             "group": tags.get("contrasweep.group"), "variant": int(tags.get(VARIANT_TAG, 0))}
+             "group": tags.get("contrasweep.group"), "variant": int(tags.get(VARIANT_TAG, 0)), "name": run.info.run_name}
     values = [m.value for m in client.get_metric_history(run.info.run_id, metric)]
     if values:
         entry["best_value"] = max(values) if mode == "max" else min(values)

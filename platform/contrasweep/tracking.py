@@ -311,16 +311,17 @@ class MlflowTracker(Callback):
             from contrasweep.identity import identify, run_name, tags
 
             identity = identify(trial.config, self.static)
+            name = run_name(identity, self.static["method"], self.static.get("varied", []))
             run = self.client.create_run(
                 self.state.data["experiment_id"],
-                run_name=run_name(identity, self.static["method"], self.static.get("varied", [])),
+                run_name=name,
                 tags={PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id, KIND_TAG: "trial",
                       "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
                       "contrasweep.group_size": str(self._group_size(identity.group)), CONFIG_KEY_TAG: key,
                       VARIANT_TAG: str(identity.variant.get("index", 0)), **tags(identity, self.static["method"])},
             )
             entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
-                     "variant": identity.variant.get("index", 0)}
+                     "variant": identity.variant.get("index", 0), "name": name}
             self.client.log_batch(entry["run_id"], params=_params(self._trial_params(trial.config)))
             from contrasweep.describe import dataset_input
 
@@ -383,6 +384,8 @@ class MlflowTracker(Callback):
             del entry["status"]
             self.client.update_run(run_id, status="RUNNING")
             self.state.save()
+        if self.progress and "status" not in entry:
+            self.progress.trial_started(entry.get("name", trial.trial_id), self._epochs(trial))
 
     @guarded
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -405,6 +408,18 @@ class MlflowTracker(Callback):
         if result.get("best/epoch"):  # names the trial's best folder (trainables.checkpoints)
             entry["best_epoch"] = int(result["best/epoch"])
         self.state.save()
+        if self.progress:
+            self.progress.trial_epoch(entry.get("name", trial.trial_id), epoch, self._epochs(trial), value, self._done())
+
+    def _epochs(self, trial) -> int | None:
+        from contrasweep.executor import trial_hp
+
+        from trainables.params import LOOP_PARAMS
+
+        return trial_hp(trial.config, self.static).get("epochs", LOOP_PARAMS["epochs"].default) if self.static else None
+
+    def _done(self) -> int:
+        return sum(1 for e in self.state.trials.values() if "status" in e)
 
     def _log_metrics(self, entry: dict, metrics: list[tuple]) -> None:
         """One epoch's (key, value, timestamp, step) rows; kept in ``tracking.json`` instead
@@ -446,8 +461,8 @@ class MlflowTracker(Callback):
         self.state.save()
         self._apply_finish(entry)
         if self.progress:
-            done = sum(1 for e in self.state.trials.values() if "status" in e)
-            self.progress(trial, entry, status, done)
+            self.progress.trial_ended(entry.get("name", trial.trial_id), status, outcome, entry.get("best_value"),
+                                      entry.get("best_epoch"), entry.get("last_epoch", 0), self._done())
 
     def _apply_finish(self, entry: dict) -> None:
         if self.store_error:
@@ -568,6 +583,8 @@ class MlflowTracker(Callback):
 
     @guarded
     def on_experiment_end(self, trials, **info):
+        if self.progress:
+            self.progress.close()
         if self.store_error:  # the sweep stopped for it: resume finishes what is left
             return
         # Runs never re-attached (their trial was lost and not regenerated) are deleted, so

@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contrasweep import driver, preflight, recovery, relocation, sweep_storage, sweeps
+from contrasweep import console, driver, preflight, recovery, relocation, sweep_storage, sweeps
 from contrasweep.preflight import free_port
 from contrasweep.axes import expand
 from contrasweep.errors import UserError
 from contrasweep.executor import make_trainable, torch_threads_env
 from contrasweep.spec import Sweep, reported_point, validate
+from contrasweep.progress import Progress  # also the name sweeps made before 0.3 pickled it under
 from contrasweep.tracking import MlflowTracker, default_tracking_uri
 from trainables.params import as_text
 from trainables.storage import display
@@ -451,19 +452,6 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
     )
 
 
-class Progress:
-    """One console line per finished trial (long sweeps: how far along, how good so far)."""
-
-    def __init__(self, total: int, metric: str):
-        self.total, self.metric = total, metric
-
-    def __call__(self, trial, entry: dict, status: str, done: int) -> None:
-        best = entry.get("best_value")
-        shown = f"{best:.4f}" if isinstance(best, float) else "n/a"
-        print(f"[contrasweep] {done}/{self.total} trials done: {trial} {status} "
-              f"best {self.metric}={shown} after epoch {entry.get('last_epoch', 0)}", file=sys.stderr, flush=True)
-
-
 def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None,
         ray_dashboard: bool = False, ray_bind_all: bool = False, overwrite: bool = False):
     """Start a new sweep; returns the Tune ``ResultGrid``. ``ray_dashboard``: start the local
@@ -485,6 +473,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     if overwrite:
         sweeps.replace(root, name)
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
+    console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         sweep_storage.mirror(sweep.storage, sweep_dir.path)
         print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
@@ -537,6 +526,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_machines())
     refs = put_data(prepared, sts)
     static = static_config(sweep, sweep_dir, prepared, files)
+    console.attach_log(sweep_dir.path)
     recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
     if meta.get("folder") and meta["folder"] != str(sweep_dir.path):
         relocation.moved(meta["folder"], sweep_dir.path)  # Tune's pickles name the old folder

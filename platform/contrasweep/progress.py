@@ -1,0 +1,100 @@
+"""A sweep's progress on the console, fed by the tracker (``MlflowTracker``): a line when a
+trial ends (its readable name, outcome, best objective), the running trials' epochs, and on a
+terminal a status line kept current in place (how many trials are done, each running trial's
+epoch and objective, the time so far). Not on a terminal (a log, CI) the epochs are lines of
+their own: each trial's first, then at most one per trial every ``EVERY_S`` seconds.
+
+The tracker is pickled with Tune's state, and this with it: it holds no stream; it writes to
+the terminal the console kept (``contrasweep.console``), else to ``sys.stderr``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+
+EVERY_S = 30.0
+
+
+class Progress:
+    def __init__(self, total: int, metric: str):
+        self.total, self.metric = total, metric
+        self.__setstate__({"total": total, "metric": metric})
+
+    def __getstate__(self):
+        return {"total": self.total, "metric": self.metric}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.running: dict[str, str] = {}  # trial name -> its status text
+        self.shown: dict[str, float] = {}  # trial name -> when its last epoch line was printed
+        self.started = time.monotonic()
+        self.status_width = 0
+
+    # -- events from the tracker -------------------------------------------------------
+    def trial_started(self, name: str, epochs: int | None) -> None:
+        self.running[name] = f"{name} starting"
+        self._status()
+
+    def trial_epoch(self, name: str, epoch: int, epochs: int | None, value, done: int) -> None:
+        shown = f"{self.metric}={value:.4f}" if isinstance(value, (int, float)) else ""
+        text = f"{name} epoch {epoch}/{epochs or '?'} {shown}".rstrip()
+        self.running[name] = text
+        if not self._terminal() and (name not in self.shown or time.monotonic() - self.shown[name] >= EVERY_S):
+            self.shown[name] = time.monotonic()
+            self._line(f"[contrasweep] {text}")
+        self._status(done)
+
+    def trial_ended(self, name: str, status: str, outcome: str, best, best_epoch, last_epoch: int, done: int) -> None:
+        self.running.pop(name, None)
+        what = {"complete": "complete", "stopped": f"stopped after epoch {last_epoch} (ASHA)",
+                "failed": f"FAILED after epoch {last_epoch}"}.get(outcome, status)
+        best_text = f", best {self.metric}={best:.4f}" + (f" at epoch {best_epoch}" if best_epoch else "") \
+            if isinstance(best, (int, float)) else ""
+        self._line(f"[contrasweep] {done}/{self.total} {name}: {what}{best_text}")
+        self._status(done)
+
+    def close(self) -> None:
+        self._clear()
+
+    # -- output ------------------------------------------------------------------------
+    def _stream(self):
+        from contrasweep import console
+
+        active = console.active()
+        return active.terminal_err if active is not None else sys.stderr
+
+    def _terminal(self) -> bool:
+        return bool(getattr(self._stream(), "isatty", lambda: False)())
+
+    def _line(self, text: str) -> None:
+        self._clear()
+        from contrasweep import console
+
+        if console.active() is not None:
+            console.active().log_write(text + "\n")
+        stream = self._stream()
+        stream.write(text + "\n")
+        stream.flush()
+
+    def _status(self, done: int | None = None) -> None:
+        """The one line a terminal keeps current: trials done, each running trial, time."""
+        if not self._terminal():
+            return
+        elapsed = int(time.monotonic() - self.started)
+        head = f"[contrasweep] {done if done is not None else '…'}/{self.total} done, {elapsed // 60}m{elapsed % 60:02d}s"
+        text = " · ".join([head, *self.running.values()])
+        width = shutil.get_terminal_size((100, 20)).columns - 1
+        text = text[:width]
+        stream = self._stream()
+        stream.write("\r" + text.ljust(self.status_width))
+        stream.flush()
+        self.status_width = len(text)
+
+    def _clear(self) -> None:
+        if self.status_width and self._terminal():
+            stream = self._stream()
+            stream.write("\r" + " " * self.status_width + "\r")
+            stream.flush()
+        self.status_width = 0

@@ -1,0 +1,118 @@
+"""The lines a finished (or stopped) ``run`` / ``resume`` ends with: how the sweep ended, its
+trials' outcomes, each setting's best configuration (the selection rule of
+``contrasweep.aggregate``: best mean validation value over complete repeat groups) with its
+validation and test metric and a link to its MLflow run, the failures, the sweep folder and its
+disk use, and the commands to run next."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def best_groups(results, sweep, metric: str, mode: str) -> dict:
+    """setting -> the best configuration's ``Group`` of Tune results (complete groups only)."""
+    from contrasweep.aggregate import Group, ran_every_epoch, select
+    from contrasweep.identity import identify
+    from contrasweep.tune import group_sizes, group_static
+
+    static, sizes = group_static(sweep), group_sizes(sweep)
+    found: dict[str, Group] = {}
+    for result in results:
+        if result.error is not None or not result.metrics:
+            continue
+        ident = identify(result.config, static)
+        group = found.setdefault(ident.group, Group(
+            group=ident.group, setting=ident.setting, config=ident.config,
+            hp={k: v for k, v in ident.hp.items() if k != "seed"},
+            size=sizes if isinstance(sizes, int) else sizes.get(ident.group, 1)))
+        group.add("complete" if ran_every_epoch(result.metrics.get("epoch", 0), ident.hp) else "stopped",
+                  {"metrics": result.metrics})
+    return select(list(found.values()), metric, mode)
+
+
+def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | None = None) -> list[str]:
+    """One line per setting: the best configuration's values, its validation metric (the
+    selection key) and test metric as mean ± std over its repeats, then its MLflow link."""
+    from contrasweep.aggregate import selection_key
+    from contrasweep.identity import _fmt
+
+    test = "test/" + metric.removeprefix("val/") if metric.startswith("val/") else None
+    lines = []
+    for setting, group in best_groups(results, sweep, metric, mode).items():
+        shown = {k: group.hp[k] for k in sweep.varied if k in group.hp} or group.hp
+        where = f" [{setting}]" if setting else ""
+        val = group.stats(selection_key(metric))
+        text = (f"[contrasweep] best configuration{where}: {', '.join(f'{k}={_fmt(v)}' for k, v in shown.items())}: "
+                f"{metric} {val['mean']:.4f} ± {val['std']:.4f}")
+        if test and group.stats(test)["n"]:
+            stats = group.stats(test)
+            text += f", {test} {stats['mean']:.4f} ± {stats['std']:.4f}"
+        lines.append(text + f" ({val['n']} repeats)")
+        if links and group.group in links:
+            lines.append(f"[contrasweep]   MLflow: {links[group.group]}")
+    return lines
+
+
+def run_links(folder: Path) -> dict[str, str]:
+    """repeat group -> the MLflow UI address of its configuration run (``contrasweep ui``'s
+    address for a local store, the server's own for a tracking server)."""
+    try:
+        state = json.loads((folder / "tracking.json").read_text())
+        uri = json.loads((folder / "sweep.json").read_text()).get("tracking_uri", "")
+    except (OSError, ValueError):
+        return {}
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
+    experiment = state.get("experiment_id")
+    return {group: f"{base}/#/experiments/{experiment}/runs/{run_id}" for group, run_id in state.get("configs", {}).items()}
+
+
+def disk_use(folder: Path) -> int:
+    """Bytes under ``folder`` (files only; links not followed)."""
+    total = 0
+    for here, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(here, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def human(size: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TB"
+
+
+def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep, root) -> tuple[list[str], int]:
+    """The summary's lines, and how many trials failed."""
+    from contrasweep.aggregate import ran_every_epoch
+    from contrasweep.tracking import error_line
+
+    from contrasweep.identity import identify
+    from contrasweep.tune import group_static
+
+    failed = [r for r in results if r.error is not None]
+    static = group_static(sweep) if sweep is not None else None
+    complete = sum(1 for r in results if r.error is None and r.metrics and static is not None
+                   and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp))
+    stopped = len(results) - len(failed) - complete
+    lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trials: {complete} complete, "
+             f"{stopped} stopped early, {len(failed)} failed"]
+    for result in failed:  # one line each: which trial and why (e.g. a divergence and its step)
+        trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
+        lines.append(f"[contrasweep] failed: {trial}: {error_line(result.error)}")
+    folder = Path(root) / name if root is not None else None
+    if sweep is not None:
+        lines += best_lines(results, sweep, metric, mode, run_links(folder) if folder else None)
+    if folder is not None:
+        lines.append(f"[contrasweep] folder: {folder} ({human(disk_use(folder))} on disk; log: driver.log)")
+    if status == "interrupted":
+        lines.append(f"[contrasweep] continue with: contrasweep resume {name}")
+    else:
+        lines.append(f"[contrasweep] next: contrasweep report {name}  ·  contrasweep ui  (MLflow on http://127.0.0.1:5000)")
+    return lines, len(failed)
