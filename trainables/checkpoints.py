@@ -315,6 +315,16 @@ def finish_state(state_dir: str | Path) -> int:
     return freed
 
 
+def drop_resume_states(state_dir: str | Path) -> int:
+    """A trial of a finished sweep (nothing resumes it any more) keeps its best folder only;
+    returns how many resume states went."""
+    folder = StateFolder(state_dir)
+    names = folder.names("resume")
+    for name in names:
+        folder._delete(name)
+    return len(names)
+
+
 def best_folder(path: str | Path) -> Path | None:
     """The folder holding a trained model's weights and meta: ``path`` itself (a best folder,
     a downloaded registry version or an older checkpoint with ``model.pt``), or the best folder

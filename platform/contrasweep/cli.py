@@ -44,7 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
         sub_parser.add_argument("--ray-bind-all", action="store_true", help="let the local Ray's services listen on every "
                                 "interface (default: 127.0.0.1 only; token authentication stays on)")
 
-    sub.add_parser("list", help="list sweeps and their status")
+    sub.add_parser("list", help="list sweeps: status, trials ended, best value so far, disk use")
+
+    clean = sub.add_parser("clean", help="free the disk sweeps no longer need (resume states of finished sweeps, "
+                           "state folders of stopped trials); best weights and MLflow stay")
+    clean.add_argument("names", nargs="*", metavar="NAME", help="the sweeps to clean")
+    clean.add_argument("--stopped", action="store_true", help="every sweep that is not running (finished, "
+                       "interrupted or failed)")
 
     report = sub.add_parser("report", help="tables, curves, fronts and t-SNE of a sweep (HTML, logged to MLflow)")
     report.add_argument("name", help="the sweep to report on")
@@ -209,13 +215,37 @@ def cmd_list(args) -> int:
     from contrasweep.recovery import settle
 
     notes = [note for note in (settle(s) for s in found) if note]  # dead drivers' sweeps set straight first
-    print(f"{'name':40} {'status':12} {'trials':>6} {'created':20}")
+    from contrasweep.summary import human, listing
+
+    print(f"{'name':36} {'status':12} {'trials':>7}  {'best':24} {'disk':>8}  {'created':19}")
     for s in found:
-        status = s.status()
-        meta = s.meta() if status != "damaged" else {}
-        print(f"{s.name:40} {status:12} {str(meta.get('trials', '-')):>6} {meta.get('created', ''):20}")
+        row = listing(s)
+        print(f"{s.name:36} {row['status']:12} {row['trials']:>7}  {row['best']:24} {human(row['disk']):>8}  "
+              f"{row['created']:19}")
     for note in notes:
         print(f"[contrasweep] {note}", file=sys.stderr)
+    return 0
+
+
+def cmd_clean(args) -> int:
+    from contrasweep import sweeps
+    from contrasweep.cleanup import reclaim
+    from contrasweep.spec import _name
+    from contrasweep.summary import disk_use, human
+
+    root = sweeps.sweeps_root(args.root)
+    if bool(args.names) == bool(args.stopped):
+        raise UserError("clean takes sweep names or --stopped; allowed: `contrasweep clean NAME [NAME ...]` or "
+                        "`contrasweep clean --stopped`")
+    chosen = [sweeps.open_existing(root, _name(n)) for n in args.names] if args.names else \
+        [s for s in sweeps.list_sweeps(root) if s.status() not in ("running", "damaged")]
+    for sweep in chosen:
+        if sweep.driver()[0] == "alive":
+            raise UserError(f"sweep {sweep.name!r} is running ({sweep.driver()[1]}); allowed: clean it once it has ended")
+    for sweep in chosen:
+        before = disk_use(sweep.path)
+        removed = reclaim(sweep)
+        print(f"[contrasweep] {sweep.name}: {removed} folders removed, {human(before)} -> {human(disk_use(sweep.path))}")
     return 0
 
 
@@ -269,7 +299,8 @@ def serve(command: list[str]) -> int:
     return code
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "report": cmd_report, "ui": cmd_ui}
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "report": cmd_report, "ui": cmd_ui,
+            "clean": cmd_clean}
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -69,14 +69,18 @@ def run_links(folder: Path) -> dict[str, str]:
 
 
 def disk_use(folder: Path) -> int:
-    """Bytes under ``folder`` (files only; links not followed)."""
-    total = 0
+    """Bytes under ``folder``: each file once (a resume state hard-links the best weights),
+    links not followed."""
+    seen, total = set(), 0
     for here, _, files in os.walk(folder):
         for name in files:
             try:
-                total += os.lstat(os.path.join(here, name)).st_size
+                stat = os.lstat(os.path.join(here, name))
             except OSError:
-                pass
+                continue
+            if (stat.st_dev, stat.st_ino) not in seen:
+                seen.add((stat.st_dev, stat.st_ino))
+                total += stat.st_size
     return total
 
 
@@ -116,3 +120,28 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     else:
         lines.append(f"[contrasweep] next: contrasweep report {name}  ·  contrasweep ui  (MLflow on http://127.0.0.1:5000)")
     return lines, len(failed)
+
+
+def listing(sweep) -> dict:
+    """``contrasweep list``'s row: status, trials ended / in all, the best objective so far
+    (the best single trial's validation value, from ``tracking.json``), disk use, creation."""
+    status = sweep.status()
+    meta = sweep.meta() if status != "damaged" else {}
+    try:
+        trials = json.loads((sweep.path / "tracking.json").read_text()).get("trials", {})
+    except (OSError, ValueError):
+        trials = {}
+    ended = sum(1 for e in trials.values() if "status" in e) if trials else meta.get("trials", 0)
+    total = meta.get("total") or meta.get("trials") or "?"
+    best = "-"
+    try:
+        raw = sweep.spec().get("sweep") or {}
+    except Exception:  # noqa: BLE001 - a damaged spec: the row shows no best value
+        raw = {}
+    metric, mode = raw.get("metric", "val/accuracy"), raw.get("mode", "max")
+    metric, mode = (metric[0] if isinstance(metric, list) else metric), (mode[0] if isinstance(mode, list) else mode)
+    values = [e["best_value"] for e in trials.values() if isinstance(e.get("best_value"), (int, float))]
+    if values:
+        best = f"{metric} {(max(values) if mode == 'max' else min(values)):.4f}"
+    return {"status": status, "trials": f"{ended}/{total}", "best": best, "disk": disk_use(sweep.path),
+            "created": str(meta.get("created", ""))}

@@ -409,6 +409,10 @@ def live_limit(sweep: Sweep, sizes: dict[str, int] | int) -> int:
     return max(sweep.max_concurrent, largest)
 
 
+def total_trials(sweep: Sweep) -> int:
+    return len(sweep.grid_trials()) if sweep.searcher == "grid" else num_samples(sweep)
+
+
 def num_samples(sweep: Sweep) -> int:
     return 1 if sweep.searcher == "grid" else sweep.num_samples * sweep.repeats
 
@@ -440,7 +444,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
         stats = prepared[0].stats
     else:  # one entry per data variant, named by its axis values
         stats = {v["label"]: p.stats for v, p in zip(static["variants"], prepared)}
-    total = len(sweep.grid_trials()) if sweep.searcher == "grid" else num_samples(sweep)
+    total = total_trials(sweep)
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.metric[0], sweep.mode[0], progress=Progress(total, sweep.metric[0]),
@@ -472,7 +476,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     sweep_storage.check(sweep.storage, root / name, alive_machines())
     if overwrite:
         sweeps.replace(root, name)
-    sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage})
+    sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage,
+                                                      "total": total_trials(sweep)})
     console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         sweep_storage.mirror(sweep.storage, sweep_dir.path)
@@ -554,6 +559,10 @@ def _fit(tuner, sweep_dir: sweeps.SweepDir):
     store_error = TrackingState(sweep_dir.path / "tracking.json").data.get("store_error")
     status = "interrupted" if store_error else _status(sweep_dir, errors)
     sweep_dir.update_meta(status=status, trials=len(results), errors=len(errors))
+    if status == "finished":  # nothing resumes it any more: its resume states go (contrasweep.cleanup)
+        from contrasweep.cleanup import reclaim
+
+        reclaim(sweep_dir)
     sweep_storage.mirror(sweep_dir.storage, sweep_dir.path)
     if store_error:
         raise UserError(f"sweep {sweep_dir.name!r} stopped: {store_error}; nothing finished is lost; allowed: fix the "
