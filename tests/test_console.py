@@ -44,3 +44,39 @@ def test_verbose_shows_everything(tmp_path, capsys):
     shown = capsys.readouterr()
     assert "Checkpoint successfully created" in shown.out and "Trial status" in shown.out
     assert "[contrasweep] 1/4" in shown.err
+
+
+def test_progress_inside_an_epoch_reaches_the_progress_display_not_the_terminal(tmp_path, capsys, monkeypatch):
+    """A trial prints a marked line every $CONTRASWEEP_PROGRESS_S seconds while it iterates
+    batches; Ray forwards it with its (pid=…) prefix; the console hands it to the progress
+    display and neither prints nor logs it."""
+    import time
+
+    from contrasweep.progress import Progress
+    from trainables import phase_progress
+
+    monkeypatch.setenv(phase_progress.ENV, "0.01")
+    phase_progress.set_trial("abc_00001")
+    try:
+        def slow(n):
+            for i in range(n):
+                time.sleep(0.004)
+                yield i
+
+        assert list(phase_progress.track(slow(20), "epoch 2/3 training", 20)) == list(range(20))
+        printed = capsys.readouterr().out  # the trial's own lines (what Ray forwards)
+        assert printed.startswith(f"{phase_progress.PREFIX} abc_00001 epoch 2/3 training ")
+        with Console(verbose=False) as console:
+            attach_log(tmp_path)
+            progress = Progress(total=2, metric="val/accuracy")
+            progress.trial_started("ce lr=0.1 · seed=0", 3, "abc_00001")
+            print(f"\x1b[36m(run_trial pid=7)\x1b[0m {printed.splitlines()[-1]}")  # as the driver receives it
+            assert progress.running["ce lr=0.1 · seed=0"].startswith("ce lr=0.1 · seed=0 epoch 2/3 training ")
+            assert console.progress is progress
+    finally:
+        phase_progress.set_trial(None)
+    shown = capsys.readouterr()
+    assert phase_progress.PREFIX not in shown.out + shown.err
+    assert "[contrasweep] ce lr=0.1 · seed=0 epoch 2/3 training " in shown.err  # not a terminal: a line (throttled)
+    assert phase_progress.PREFIX not in (tmp_path / LOG_FILE).read_text()
+    assert list(phase_progress.track(range(3), "x", 3)) == [0, 1, 2]  # no trial set: silent

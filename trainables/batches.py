@@ -10,6 +10,7 @@ import pyarrow.compute as pc
 import torch
 
 from trainables.collate import collate_numpy
+from trainables.phase_progress import track
 
 
 def train_batches(table, batch_size: int, seed: int, epoch: int, rank: int, world: int) -> Iterator[dict]:
@@ -37,7 +38,8 @@ def eval_batches(table, batch_size: int, rank: int = 0, world: int = 1) -> Itera
     rows = np.arange(rank, table.num_rows, world)
     lengths = pc.list_value_length(table.column("input_ids")).to_numpy(zero_copy_only=False)
     rows = rows[np.argsort(-lengths[rows], kind="stable")]
-    for start in range(0, len(rows), batch_size):
+    starts = range(0, len(rows), batch_size)
+    for start in track(starts, "evaluating", len(starts), rank):  # a progress line in long evaluations
         idx = rows[start : start + batch_size]
         yield idx, collate_numpy(table, idx)
 

@@ -49,6 +49,7 @@ from trainables.checkpoints import (
 )
 from trainables.encoder import load_encoder
 from trainables.errors import TrainingDiverged
+from trainables.phase_progress import track
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
@@ -121,7 +122,8 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
         started = time.perf_counter()
         model.train()
         with clock("train"):
-            batches = train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size)
+            batches = track(train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size),
+                            f"epoch {epoch}/{hp('epochs')} training", steps_per_epoch, session.rank)
             try:
                 sums, per_step, steps = run_steps(step, batches, device, method.step_metrics,
                                                   first_step=(epoch - 1) * steps_per_epoch + 1, epoch=epoch)

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 OURS = ("[contrasweep]", "contrasweep:")
+PROGRESS_MARK = "[contrasweep-progress]"  # trainables.phase_progress.PREFIX (no torch import here)
 LOG_FILE = "driver.log"
 
 _active: "Console | None" = None
@@ -33,10 +34,13 @@ class _Filtered(io.TextIOBase):
         self.terminal, self.console, self._partial = terminal, console, ""
 
     def write(self, text: str) -> int:
-        self.console.log_write(text)
+        if PROGRESS_MARK not in text:  # a trial's progress lines are shown, not logged
+            self.console.log_write(text)
         self._partial += text
         *lines, self._partial = self._partial.split("\n")
         for line in lines:
+            if self.console.progress_line(line):
+                continue
             if self.console.verbose or line.lstrip("\r").startswith(OURS):
                 self.terminal.write(line.lstrip("\r") + "\n")
         return len(text)
@@ -64,6 +68,7 @@ class Console:
         self._memory: list[str] = []
         self._log = None
         self._saved: list = []
+        self.progress = None  # the sweep's contrasweep.progress.Progress, once it has shown something
 
     def __enter__(self) -> "Console":
         global _active
@@ -91,6 +96,18 @@ class Console:
         _active = None
         if self._log is not None:
             self._log.close()
+
+    def progress_line(self, line: str) -> bool:
+        """A trial's progress line (``trainables.phase_progress``): handed to the sweep's
+        progress display, never printed as it is."""
+        if PROGRESS_MARK not in line:
+            return False
+        from trainables.phase_progress import parse
+
+        parsed = parse(line)
+        if parsed is not None and self.progress is not None:
+            self.progress.trial_phase(*parsed)
+        return True
 
     # -- the log file ------------------------------------------------------------------
     def attach(self, folder: Path) -> None:
@@ -127,5 +144,6 @@ def active() -> "Console | None":
 
 def _stream_handlers() -> list[logging.StreamHandler]:
     loggers = [logging.getLogger()] + [v for v in logging.root.manager.loggerDict.values() if isinstance(v, logging.Logger)]
-    return [h for lg in loggers for h in lg.handlers
-            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    # logging's last-resort handler reads sys.stderr when it writes: it follows the console by itself
+    return [h for lg in loggers for h in lg.handlers if isinstance(h, logging.StreamHandler)
+            and not isinstance(h, logging.FileHandler) and not isinstance(type(h).__dict__.get("stream"), property)]

@@ -51,6 +51,9 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
     """The Tune function trainable. ``data`` is ``[ObjectRef, ...]``, one per data variant:
     wrapped in a list so that ``tune.with_parameters`` hands over the references, not a copy
     per trial."""
+    from trainables.phase_progress import set_trial
+
+    set_trial(tune.get_context().get_trial_id())  # its progress lines name it (contrasweep.progress)
     variant = trial_variant(config, static)
     hp, encoder = trial_hp(config, static), dict(static["encoder"])
     # files the job shipped (contrasweep.shipping): read where the worker has them

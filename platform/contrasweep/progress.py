@@ -28,13 +28,28 @@ class Progress:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self.running: dict[str, str] = {}  # trial name -> its status text
+        self.names: dict[str, str] = {}  # trial id -> its readable name
         self.shown: dict[str, float] = {}  # trial name -> when its last epoch line was printed
         self.started = time.monotonic()
         self.status_width = 0
 
     # -- events from the tracker -------------------------------------------------------
-    def trial_started(self, name: str, epochs: int | None) -> None:
+    def trial_started(self, name: str, epochs: int | None, trial_id: str | None = None) -> None:
         self.running[name] = f"{name} starting"
+        if trial_id:
+            self.names[trial_id] = name
+        self._status()
+
+    def trial_phase(self, trial_id: str, phase: str, done: int, total: int) -> None:
+        """Inside an epoch (``trainables.phase_progress``): ``training 120/400``."""
+        name = self.names.get(trial_id)
+        if name is None or name not in self.running:
+            return
+        text = f"{name} {phase} {done}/{total}"
+        self.running[name] = text
+        if not self._terminal() and time.monotonic() - self.shown.get(name, 0.0) >= EVERY_S:
+            self.shown[name] = time.monotonic()
+            self._line(f"[contrasweep] {text}")
         self._status()
 
     def trial_epoch(self, name: str, epoch: int, epochs: int | None, value, done: int) -> None:
@@ -63,6 +78,8 @@ class Progress:
         from contrasweep import console
 
         active = console.active()
+        if active is not None:
+            active.progress = self  # the trials' progress lines come through the console
         return active.terminal_err if active is not None else sys.stderr
 
     def _terminal(self) -> bool:

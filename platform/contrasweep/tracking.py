@@ -385,7 +385,7 @@ class MlflowTracker(Callback):
             self.client.update_run(run_id, status="RUNNING")
             self.state.save()
         if self.progress and "status" not in entry:
-            self.progress.trial_started(entry.get("name", trial.trial_id), self._epochs(trial))
+            self.progress.trial_started(entry.get("name", trial.trial_id), self._epochs(trial), trial.trial_id)
 
     @guarded
     def on_trial_result(self, iteration, trials, trial, result, **info):

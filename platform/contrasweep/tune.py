@@ -103,7 +103,9 @@ def wants_dashboard(sweep: Sweep, asked: bool) -> bool:
 
 def worker_env() -> dict[str, str]:
     """One thread pool per trial, and the driver's Hugging Face settings (offline mode, cache)."""
-    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           # progress lines inside long epochs (trainables.phase_progress), every 5 s unless set
+           "CONTRASWEEP_PROGRESS_S": os.environ.get("CONTRASWEEP_PROGRESS_S", "5")}
     for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME"):
         if key in os.environ:
             env[key] = os.environ[key]
@@ -466,6 +468,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     tracking_uri = tracking_uri or default_tracking_uri()
     torch_threads_env()
     sweeps.ensure_new(root, name, overwrite)  # before any work
+    print(f"[contrasweep] sweep {name!r}: checking the spec and services, preparing the data, starting Ray",
+          file=sys.stderr, flush=True)
     check_services(sweep, tracking_uri, address)
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
