@@ -174,7 +174,7 @@ def test_list_goes_on_past_a_damaged_sweep(tmp_path):
     proc = run_cli("list", cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw")})
     assert proc.returncode == 0, proc.stderr
     rows = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines()[1:]}
-    assert rows["good"][:2] == ["finished", "4"] and rows["bad"][0] == "damaged", proc.stdout
+    assert rows["good"][:2] == ["finished", "4/4"] and rows["bad"][0] == "damaged", proc.stdout
 
 
 def test_a_searched_range_with_invalid_values_fails_before_any_trial(tmp_path, tiny_model_dir):

@@ -95,7 +95,7 @@ def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(tiny_model_dir, ca
                          timeout=600)
     log = out.stdout + out.stderr
     assert out.returncode == 1, log[-4000:]
-    assert "2 trials, 1 failed" in out.stdout, out.stdout[-2000:]
+    assert "2 trials: 1 complete, 0 stopped early, 1 failed" in out.stdout, out.stdout[-2000:]
     failed_lines = [line for line in out.stdout.splitlines() if line.startswith("[contrasweep] failed: ")]
     assert len(failed_lines) == 1 and "TrainingDiverged: train/loss is nan at step" in failed_lines[0], failed_lines
     assert json.loads((tmp_path / "sweeps" / "nan" / "sweep.json").read_text())["status"] == "failed"

@@ -49,7 +49,8 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
         state = Path(result.path) / "state"
         if run.data.tags["contrasweep.outcome"] == "complete":  # its best weights, tested once at the end
             assert {"best_checkpoint/model.safetensors", "best_checkpoint/meta.json"} <= files
-            assert "test/accuracy" in run.data.metrics and len(list(state.glob("resume-e*"))) == 1
+            assert "test/accuracy" in run.data.metrics and len(list(state.glob("best-e*"))) == 1
+            assert not list(state.glob("resume-e*"))  # the sweep finished: nothing resumes it
         else:  # stopped by ASHA: never a candidate, never tested, its states removed
             assert not files and "test/accuracy" not in run.data.metrics and not state.exists()
     assert {r.data.tags["contrasweep.outcome"] for r in runs} == {"complete", "stopped"}

@@ -468,8 +468,6 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     tracking_uri = tracking_uri or default_tracking_uri()
     torch_threads_env()
     sweeps.ensure_new(root, name, overwrite)  # before any work
-    print(f"[contrasweep] sweep {name!r}: checking the spec and services, preparing the data, starting Ray",
-          file=sys.stderr, flush=True)
     check_services(sweep, tracking_uri, address)
     check_against_encoder(sweep)
     prepared = prepare_data(sweep)
