@@ -285,3 +285,37 @@ def test_overwrite_replaces_a_sweep_unless_its_driver_runs_it(tmp_path):
         sweeps.ensure_new(tmp_path, "x", overwrite=True)
     sweeps.replace(tmp_path, "x")
     assert not folder.exists()
+
+
+@pytest.mark.parametrize("argv, files", [
+    (["run", "missing.yaml"], {}),
+    (["run", "bad.yaml"], {"bad.yaml": SPEC + "fixed: {epochs: 0}\n"}),
+    (["run", "ok.yaml", "--address", "nowhere"], {"ok.yaml": SPEC}),
+    (["run", "ok.yaml", "--name", "../x"], {"ok.yaml": SPEC}),
+    (["run", "lacon.yaml"], {"lacon.yaml": "method: lacon\ndata: {source: bbc_news}\nfixed: {heads: 0}\n"}),
+    (["resume", "nothing"], {}),
+])
+def test_argument_and_spec_errors_come_before_torch_ray_or_transformers(tmp_path, argv, files):
+    """The CLI checks arguments, the spec (against the methods' declarations, not their modules)
+    and the names before it imports torch, Ray or transformers: an error takes a fraction of a
+    second (about 0.2 s here), not the 2-3 s those imports cost."""
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    code = ("import sys\nfrom contrasweep.cli import main\ncode = main(sys.argv[1:])\n"
+            "heavy = sorted(m for m in ('torch', 'ray', 'transformers', 'sklearn') if m in sys.modules)\n"
+            "print('HEAVY', heavy)\nsys.exit(code)\n")
+    proc = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**__import__("os").environ, "CONTRASWEEP_HOME": str(tmp_path / "sw")})
+    assert proc.returncode == 2 and proc.stderr.startswith("contrasweep: error: "), proc.stderr
+    assert "HEAVY []" in proc.stdout, proc.stdout
+
+
+def test_every_method_class_matches_its_declaration():
+    from trainables.declarations import DECLARATIONS
+    from trainables.registry import get_method, method_names
+
+    assert set(DECLARATIONS) == set(method_names())
+    for name, declared in DECLARATIONS.items():
+        cls = get_method(name)
+        assert (cls.name, cls.params, cls.label_kind, cls.metric_names, cls.sts_metric_names) == (
+            declared.name, declared.params, declared.label_kind, declared.metric_names, declared.sts_metric_names), name

@@ -15,13 +15,13 @@ from contrasweep.data.multilabel import (
     LABELS_TYPE,
     bbc_multilabel,
     filter_labels,
-    head_label_mask,
     label_statistics,
     multi_hot,
     read_multilabel,
     split_multilabel,
 )
 from contrasweep.errors import DataError
+from trainables.evaluation.multilabel import head_label_mask
 
 
 def _labels(table):

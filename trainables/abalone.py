@@ -85,6 +85,7 @@ from torch import nn
 from trainables.abalone_losses import (BCE_FAMILY, CONTRASTIVE, WITH_PROTOTYPES, WITH_QUEUE, bce_family_loss,
                                        contrastive_loss)
 from trainables.base import Method
+from trainables.declarations import ABALONE, DECLARATIONS
 from trainables.errors import UserError
 from trainables.evaluation.multilabel import (combination_clustering, context_label_names, multilabel_metrics,
                                              threshold_predictions, train_label_counts)
@@ -92,7 +93,6 @@ from trainables.evaluation.multilabel_probe import fit_linear_probe, probe_seed
 from trainables.global_batch import global_batch
 from trainables.metrics import finite_metrics, metric_keys
 from trainables.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
-from trainables.params import Param
 from trainables.warm_start import check_model_file, load_encoder_weights
 
 __all__ = ["MultiLabelContrastive", "fit_linear_probe", "global_batch", "CONTRASTIVE", "BCE_FAMILY"]
@@ -100,48 +100,9 @@ __all__ = ["MultiLabelContrastive", "fit_linear_probe", "global_batch", "CONTRAS
 
 class MultiLabelContrastive(Method):
     name = "abalone"
-    label_kind = "multi"
-    metric_names = ("micro_f1", "macro_f1", "hamming_loss", "head_macro_f1", "tail_macro_f1")
-    params = {
-        "loss": Param("str", "msc", choices=(*CONTRASTIVE, *BCE_FAMILY),
-                      help="msc = L_MSC (Eq. 1-5); base/bqueue/bqproto = Table 2 ablations (Sec. 3.1, 4.2.1); "
-                           "bce/focal/asl = BCE-based baselines (Sec. 4.2.2)"),
-        "temperature": Param("float", 0.1, 0.0, 10.0, low_open=True,
-                             help="τ (Table 2 grid {0.07, 0.1, 0.2}; Sec. 5: 0.1 best, used for Table 3)"),
-        "beta": Param("float", 0.1, 0.0, 1.0, low_open=True,
-                      help="β, weight of non-prototype repulsion terms (Eq. 1; App. A: 0.1, not searched)"),
-        "queue_size": Param("int", 512, 1, 10_000_000, help="K, the MoCo queue size (App. A: 512)"),
-        "momentum": Param("float", 0.999, 0.0, 1.0, help="m of θ_k ← m·θ_k + (1 − m)·θ (App. A: 0.999)"),
-        "proj_dim": Param("int", 256, 1, 65536, help="d, output size of the projection head (App. A: 256)"),
-        "head_lr": Param("float", 5.0e-5, 0.0, 1.0, low_open=True,
-                         help="learning rate of everything but the backbone (App. A: 5e-5)"),
-        "classifier_dropout": Param("float", 0.1, 0.0, 1.0, high_open=True,
-                                    help="dropout before the BCE-family classifier (App. A: dropout 0.1)"),
-        "focal_gamma": Param("float", 2.0, 0.0, 100.0, help="γ of L_FCL (App. A: 2)"),
-        "asl_gamma_pos": Param("float", 0.0, 0.0, 100.0, help="γ+ of L_ASY (App. A: 0)"),
-        "asl_gamma_neg": Param("float", 3.0, 0.0, 100.0, help="γ− of L_ASY (App. A: 3)"),
-        "asl_clip": Param("float", 0.3, 0.0, 1.0, high_open=True, help="m, hard threshold of L_ASY (App. A: 0.3)"),
-        "threshold": Param("float", 0.5, 0.0, 1.0, low_open=True, high_open=True,
-                           help="a label is predicted when its probability is >= threshold"),
-        "probe_lrs": Param("floats", [1.0, 0.1, 0.01], 0.0, 100.0, low_open=True,
-                           help="linear evaluation: AdamW learning rates searched (App. A: {1, 1e-1, 1e-2})"),
-        "probe_weight_decays": Param("floats", [1.0, 0.1, 0.01, 1.0e-4, 1.0e-6], 0.0, 100.0,
-                                     help="linear evaluation: weight decays searched (App. A: {1, 1e-1, 1e-2, 1e-4, 1e-6})"),
-        "probe_epochs": Param("int", 40, 1, 100000, help="linear evaluation: epochs (App. A: 40)"),
-        "probe_batch_size": Param("int", 32, 1, 1_000_000,
-                                  help="linear evaluation: batch size (not given by the paper; Sec. 4.3's 32)"),
-        "probe_restarts": Param("int", 3, 1, 100,
-                                help="linear evaluation: logistic regressions per label, probabilities averaged (App. A: 3)"),
-        "probe_select": Param("str", "label", choices=("label", "joint"),
-                              help="grid point per label by its validation F1 (App. A) or one for all labels by micro-F1"),
-        "cluster_keep_fraction": Param("float", 0.5, 0.0, 1.0, low_open=True,
-                                       help="share of the label combinations (most frequent first) scored by Silhouette / "
-                                            "Davies-Bouldin (Table 4: 50 %; App. D, Fig. 2 varies it)"),
-        "cluster_max_points": Param("int", 10000, 2, 10_000_000,
-                                    help="test embeddings scored by Silhouette / Davies-Bouldin (Table 4: 10^4)"),
-        "init_from": Param("str", "", help="fine-tuning after contrastive learning (Sec. 5.2): a stage-1 checkpoint "
-                                           "directory whose encoder.* weights start a bce/focal/asl run"),
-    }
+    label_kind = DECLARATIONS["abalone"].label_kind
+    metric_names = DECLARATIONS["abalone"].metric_names
+    params = ABALONE  # trainables.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

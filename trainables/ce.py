@@ -12,15 +12,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainables.base import Method
-from trainables.params import Param
+from trainables.declarations import CE
 
 
 class CrossEntropy(Method):
     name = "ce"
-    params = {
-        "classifier_dropout": Param("float", 0.1, 0.0, 1.0, high_open=True),
-        "label_smoothing": Param("float", 0.0, 0.0, 1.0, high_open=True),
-    }
+    params = CE  # trainables.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

@@ -14,18 +14,14 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from trainables.ce import CrossEntropy
+from trainables.declarations import CE_SCL
 from trainables.global_batch import global_batch
 from trainables.losses import supcon_loss
-from trainables.params import Param
 
 
 class CrossEntropySCL(CrossEntropy):
     name = "ce_scl"
-    params = {
-        **CrossEntropy.params,
-        "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of the SCL term"),
-        "lam": Param("float", 0.9, 0.0, 1.0, help="λ: weight of SCL against CE"),
-    }
+    params = CE_SCL  # trainables.declarations
 
     def training_step(self, batch):
         pooled, _ = self.encode(batch)

@@ -23,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainables.declarations import LACON
 from trainables.errors import UserError
 from trainables.global_batch import global_batch
 from trainables.base import Method
 from trainables.losses.lacon import cosine, lacon_loss
-from trainables.params import Param
 
 
 def projection_head(d: int) -> nn.Sequential:
@@ -52,17 +52,7 @@ class LabelFusion(nn.Module):
 
 class LaCon(Method):
     name = "lacon"
-    params = {
-        "temperature": Param("float", 0.1, 0.0, 10.0, low_open=True, help="τ (Sec. 4.4: best around 0.1–0.2)"),
-        "lam": Param("float", 0.5, 0.0, 100.0, help="λ, the weight of LER (Eq. 7)"),
-        "heads": Param("int", 6, 1, 4096, help="m heads of ICL′ (Eq. 4; Fig. 5b: 6 best); must divide d"),
-        "use_icl": Param("bool", True),
-        "use_lcl": Param("bool", True),
-        "use_ler": Param("bool", True),
-        "use_head": Param("bool", True, help="the projection head g (Table 3 'w/o g')"),
-        "fusion": Param("bool", False, help="LaCon-fusion (Eq. 9)"),
-        "fusion_window": Param("int", 3, 1, 65, help="token window of the fusion convolution (odd)"),
-    }
+    params = LACON  # trainables.declarations
 
     @classmethod
     def check(cls, hp, hidden_size):

@@ -29,6 +29,16 @@ def method_names() -> list[str]:
     return sorted(_METHODS)
 
 
+def declaration(name: str):
+    """What the spec checks of a method (its params, label kind and metric names), without
+    importing its module where ``trainables.declarations`` declares it (no torch)."""
+    from trainables.declarations import DECLARATIONS
+
+    if name in DECLARATIONS and _METHODS.get(name, "").startswith("trainables."):
+        return DECLARATIONS[name]
+    return get_method(name)
+
+
 def get_method(name: str):
     if name not in _METHODS:
         raise SpecError(f"method {name!r} is not registered; allowed: {', '.join(method_names())}")

@@ -29,21 +29,15 @@ import numpy as np
 import torch
 
 from trainables.base import Method
+from trainables.declarations import PROBE_KS, REPRESENTATION, REPRESENTATION_METRICS
 from trainables.evaluation import few_shot_probe, kmeans_scores, sts_spearman
-from trainables.params import Param
 
-PROBE_KS = (5, 10, 20)  # vascl.txt Table 3
 
 
 class RepresentationMethod(Method):
-    metric_names = ("cluster_acc", "nmi", *(f"probe{k}_acc" for k in PROBE_KS))
+    metric_names = REPRESENTATION_METRICS
     sts_metric_names = ("sts_spearman",)
-    params = {
-        "eval_kmeans_runs": Param("int", 10, 1, 1000, help="K-means runs averaged (Sec. 4.2.1: 10)"),
-        "probe_splits": Param("int", 5, 0, 1000, help="few-shot probe splits per k (Sec. 4.2.1: 5); 0: no probe"),
-        "probe_lr": Param("float", 1.0e-4, 0.0, 1.0, low_open=True, help="probe learning rate (Sec. 4.2.1)"),
-        "probe_iterations": Param("int", 1000, 1, 1000000, help="probe iterations (Sec. 4.2.1: 1000)"),
-    }
+    params = REPRESENTATION  # trainables.declarations
 
     def instance_embeddings(self, batch) -> torch.Tensor:
         return self.representation(batch)

@@ -38,10 +38,11 @@ import torch.nn.functional as F
 
 from trainables.batches import to_device, train_batches
 from trainables.ce import CrossEntropy
+from trainables.declarations import DECLARATIONS, SCL_MOO
 from trainables.epo import epo_alpha
 from trainables.global_batch import global_batch
 from trainables.losses import scl_moo_objectives
-from trainables.params import LOOP_PARAMS, Param
+from trainables.params import LOOP_PARAMS
 
 log = logging.getLogger("contrasweep.scl_moo")
 
@@ -53,17 +54,9 @@ EVAL_ORDER_SEED = 0
 
 class SCLMOO(CrossEntropy):
     name = "scl_moo"
-    params = {
-        **CrossEntropy.params,
-        "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of Eq. 2-3 (Sec. 3: best 0.3)"),
-        "lam": Param("float", 0.3, 0.0, 1.0, help="λ of Eq. 4-5 (Sec. 3: best 0.3)"),
-        "r1": Param("float", 0.1, 0.0, 1.0, help="preference r = [r1, 1 - r1] (Sec. 3: best [0.1, 0.9])"),
-        "moo": Param("str", "ls", choices=("ls", "epo"), help="linear scalarisation (Eq. 6) or EPO (Eq. 7)"),
-        "epo_eps": Param("float", 1.0e-4, 0.0, 1.0, help="EPO: non-uniformity above which it balances"),
-    }
+    params = SCL_MOO  # trainables.declarations
     step_metrics = ("moo/alpha_1", "moo/alpha_2", "moo/l1", "moo/l2")
-    # after the classification metrics: the default sweep metric stays val/accuracy
-    metric_names = CrossEntropy.metric_names + ("l1", "l2")
+    metric_names = DECLARATIONS["scl_moo"].metric_names
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

@@ -11,18 +11,15 @@ from __future__ import annotations
 
 from torch import nn
 
+from trainables.declarations import SIMCSE
 from trainables.losses.infonce import info_nce
 from trainables.global_batch import global_batch
-from trainables.params import Param
 from trainables.representation import RepresentationMethod
 
 
 class SimCSE(RepresentationMethod):
     name = "simcse"
-    params = {
-        **RepresentationMethod.params,
-        "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1 (SimCSE: 0.05)"),
-    }
+    params = SIMCSE  # trainables.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from trainables.declarations import SUPCL_SEQ
 from trainables.errors import UserError
 from trainables.base import Method
 from trainables.losses import supcon_loss
 from trainables.global_batch import global_batch
-from trainables.params import Param
 
 
 @contextmanager
@@ -58,14 +58,7 @@ def dropout_probability(module: nn.Module, p: float):
 
 class SupCLSeq(Method):
     name = "supcl_seq"
-    params = {
-        "dropouts": Param("floats", [0.0, 0.1, 0.2], 0.0, 1.0, high_open=True,
-                          help="one view per dropout probability, duplicates included (Table 1)"),
-        "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 2 (Table 4: 0.05)"),
-        "probe_c": Param("float", 1.0, 0.0, 1.0e6, low_open=True,
-                         help="stage 2: inverse L2 strength of the linear layer (scikit-learn C)"),
-        "probe_max_iter": Param("int", 1000, 1, 100000, help="stage 2: L-BFGS iterations"),
-    }
+    params = SUPCL_SEQ  # trainables.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

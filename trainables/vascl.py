@@ -23,28 +23,18 @@ from __future__ import annotations
 
 from torch import nn
 
+from trainables.declarations import VASCL
 from trainables.errors import UserError
 from trainables.global_batch import global_batch
 from trainables.losses.infonce import info_nce
 from trainables.losses.vascl import vascl_loss
-from trainables.params import LOOP_PARAMS, Param
+from trainables.params import LOOP_PARAMS
 from trainables.representation import RepresentationMethod
 
 
 class VaSCL(RepresentationMethod):
     name = "vascl"
-    params = {
-        **RepresentationMethod.params,
-        "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1-2"),
-        "neighbours": Param("int", 16, 1, 100000, help="K of N(i), the in-batch nearest neighbours"),
-        "delta": Param("float", 15.0, 0.0, 1.0e6, low_open=True, help="Δ, the norm of δ* (App. A: 15 base, 30 large)"),
-        "ascent_steps": Param("int", 1, 0, 100, help="gradient-ascent steps of Eq. 3"),
-        "head_lr": Param("float", 5.0e-4, 0.0, 1.0, low_open=True, help="learning rate of h (App. A: 5e-4)"),
-        "head_dim": Param("int", 128, 1, 65536, help="output size of h (App. A: 128)"),
-        "neighbour_grad": Param("bool", True, help="neighbourhood loss gradient reaches the encoder (Eq. 6)"),
-        "clean_grad": Param("bool", True, help="neighbourhood loss differentiates through the clean z too (Eq. 5 as "
-                                               "written); false: clean z as constants (the authors' code)"),
-    }
+    params = VASCL  # trainables.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

@@ -119,9 +119,13 @@ def cmd_run(args) -> int:
 
         _name(args.name)
     name = args.name or sweeps.default_name(sweep.name or args.spec, smoke=args.smoke_test)
+    root = sweeps.sweeps_root(args.root)
+    sweeps.ensure_new(root, name, args.overwrite)  # these before Ray is imported: an error within a second
+    from contrasweep.preflight import services
+
+    services(args.tracking_uri, args.address)  # the default sqlite store needs no probe
     from contrasweep.tune import run
 
-    root = sweeps.sweeps_root(args.root)
     results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard,
                   ray_bind_all=args.ray_bind_all, overwrite=args.overwrite)
     status = sweeps.open_existing(root, name).meta()["status"]
@@ -152,10 +156,13 @@ def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None
 def cmd_resume(args) -> int:
     from contrasweep import sweeps
     from contrasweep.spec import _name, validate
-    from contrasweep.tune import resume
 
     root = sweeps.sweeps_root(args.root)
     _name(args.name)  # a name, never a path (no reading, or unpickling, outside the root)
+    if not args.storage:
+        sweeps.open_existing(root, args.name)  # before Ray is imported: an error within a second
+    from contrasweep.tune import resume
+
     results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
                      ray_bind_all=args.ray_bind_all)
     sweep_dir = sweeps.open_existing(root, args.name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import ipaddress
+import os
 import socket
 import urllib.error
 import urllib.request
@@ -86,3 +87,11 @@ def is_loopback(host: str) -> bool:
         return all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
     except (socket.gaierror, UnicodeError, ValueError):
         return False
+
+
+def services(tracking_uri: str | None, address: str | None, uri_flag: str = "--tracking-uri") -> None:
+    """The tracking server and the Ray address (``address`` or ``$RAY_ADDRESS``) answer; run
+    by the CLI before Ray is imported (an error in well under a second) and by the sweep again."""
+    tracking_server(tracking_uri, uri_flag)
+    given = address or os.environ.get("RAY_ADDRESS")
+    ray_address(given, "--address" if address else "$RAY_ADDRESS")

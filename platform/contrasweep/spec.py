@@ -35,7 +35,7 @@ import yaml
 from contrasweep.errors import SpecError
 from contrasweep.shipping import SHIP_MODES
 from trainables.params import LOOP_PARAMS, Param
-from trainables.registry import get_method, method_names
+from trainables.registry import declaration, method_names
 
 TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
 SEARCHERS = ("grid", "optuna", "random")
@@ -168,7 +168,7 @@ def reported_point(sweep: Sweep) -> dict | None:
 
 def all_params(method: str) -> dict[str, Param]:
     """The hyperparameters a trial of ``method`` takes: the loop's and the method's own."""
-    return {**LOOP_PARAMS, **get_method(method).params}
+    return {**LOOP_PARAMS, **declaration(method).params}
 
 
 def hp_defaults(method: str) -> dict:
@@ -258,7 +258,7 @@ def validate(raw: dict) -> Sweep:
         raise SpecError(f"unknown spec key {unknown[0]!r}; allowed: {', '.join(TOP_KEYS)}")
     if "method" not in raw:
         raise SpecError(f"spec has no 'method'; allowed: {', '.join(method_names())}")
-    method_cls = get_method(str(raw["method"]))
+    method_cls = declaration(str(raw["method"]))
     params = all_params(str(raw["method"]))
     sweep = Sweep(method=str(raw["method"]))
     sweep.name = _name(raw.get("name"))
@@ -308,7 +308,7 @@ def _data(section: dict, method_cls) -> tuple[dict, list]:
 
     kind = "multi" if is_multilabel(section) else "single"
     if kind != method_cls.label_kind:
-        takes = [n for n in method_names() if get_method(n).label_kind == kind]
+        takes = [n for n in method_names() if declaration(n).label_kind == kind]
         raise SpecError(f"method {method_cls.name!r} takes {method_cls.label_kind}-label data but data.task is "
                         f"{'multilabel' if kind == 'multi' else 'single-label'}; allowed methods for this data: "
                         f"{', '.join(takes) or 'none registered yet'}")

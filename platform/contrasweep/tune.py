@@ -116,10 +116,8 @@ def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
                    uri_flag: str = "--tracking-uri") -> None:
     """Before the data are prepared and before Ray starts (one line each): the tracking
     server and the Ray address answer, and one trial fits the local machine."""
-    preflight.tracking_server(tracking_uri, uri_flag)
-    given = address or os.environ.get("RAY_ADDRESS")
-    preflight.ray_address(given, "--address" if address else "$RAY_ADDRESS")
-    check_resources(sweep, local=not given)
+    preflight.services(tracking_uri, address, uri_flag)
+    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
 
 
 def check_resources(sweep: Sweep, local: bool) -> None:

@@ -28,11 +28,10 @@ from contrasweep.data.multilabel.labels import LABELS_TYPE, label_table, multi_h
 from contrasweep.data.multilabel.read import SEPARATORS, parse_multilabel_table, read_multilabel
 from contrasweep.data.multilabel.split import split_multilabel
 from contrasweep.data.multilabel.statistics import label_statistics
-from trainables.evaluation.multilabel import HEAD_MASS, head_label_mask
 
 __all__ = [
     "BBC_N_DOCS", "BBC_PASSAGE_SENTENCES", "BBC_TOPICS_PER_DOC", "BBC_ZIPF_EXPONENT", "BBCMultilabel",
-    "HEAD_MASS", "LABELS_TYPE", "SEPARATORS", "LabelFilter", "bbc_multilabel", "filter_labels",
-    "head_label_mask", "label_statistics", "label_table", "multi_hot", "parse_multilabel_table",
+    "LABELS_TYPE", "SEPARATORS", "LabelFilter", "bbc_multilabel", "filter_labels",
+    "label_statistics", "label_table", "multi_hot", "parse_multilabel_table",
     "read_multilabel", "sort_names", "split_multilabel",
 ]

@@ -13,10 +13,9 @@ import numpy as np
 
 from contrasweep.data.multilabel.labels import multi_hot
 from contrasweep.errors import DataError
-from trainables.evaluation.multilabel import HEAD_MASS, head_label_mask
 
 
-def label_statistics(labels, label_names: Sequence[str], head_mass: float = HEAD_MASS) -> dict[str, Any]:
+def label_statistics(labels, label_names: Sequence[str], head_mass: float | None = None) -> dict[str, Any]:
     """Statistics of a label assignment, plain JSON-able values for logging with a sweep.
 
     ``labels`` is a multi-hot ``[N, L]`` matrix, a pyarrow list column or a sequence of id
@@ -41,6 +40,10 @@ def label_statistics(labels, label_names: Sequence[str], head_mass: float = HEAD
     n_docs = int(y.shape[0])
     counts = y.sum(axis=0).astype(np.int64)
     per_doc = y.sum(axis=1)
+    # imported here: the spec imports this package to check a data section, before torch is needed
+    from trainables.evaluation.multilabel import HEAD_MASS, head_label_mask
+
+    head_mass = HEAD_MASS if head_mass is None else head_mass
     mask = head_label_mask(counts, head_mass)
     by_count = np.argsort(-counts, kind="stable")
     nonzero = counts[counts > 0]
