@@ -15,7 +15,7 @@ import sys
 import time
 
 from contrasweep import driver, relocation
-from test_tracking_resume import FakeTrial, make, result
+from test_tracking_resume import FakeTrial, done_and_cut, make, result
 
 
 def _record(folder, **values) -> None:
@@ -54,15 +54,8 @@ def test_lost_tracking_json_is_rebuilt_from_mlflow(tmp_path):
     """tracking.json deleted mid-sweep: resume finds the same parent, trial and configuration
     runs by their tags (one parent, one run per trial), with the last epoch logged, the best
     value and how finished trials ended; the unfinished runs it closed are reopened."""
-    (tmp_path / "sweep").mkdir()
-    done, cut = FakeTrial("done", {"hp": {"lr": 1e-3}}), FakeTrial("cut", {"hp": {"lr": 2e-3}})
-    trials = [done, cut]
-    first = make(tmp_path)
-    restored = pickle.loads(pickle.dumps(first))
-    first.setup()
+    first, restored, done, cut, trials = done_and_cut(tmp_path)
     for t in trials:
-        first.on_trial_start(0, trials, t)
-        first.on_trial_result(0, trials, t, result(1, 0.5))
         first.on_trial_result(0, trials, t, result(2, 0.8 if t is done else 0.4))
     done.status = "TERMINATED"
     first.on_trial_complete(0, trials, done)

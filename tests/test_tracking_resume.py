@@ -32,6 +32,21 @@ def make(tmp_path):
                          {"method": "ce"}, "val/accuracy", "max", static={"seeds": [0], "resources": {"cpu": 1}, "method": "ce"})
 
 
+def done_and_cut(tmp_path):
+    """Two trials, "done" and "cut", each through its first epoch on a tracker (``first``), and
+    the copy of that tracker Tune would restore (``restored``)."""
+    (tmp_path / "sweep").mkdir()
+    done, cut = FakeTrial("done", {"hp": {"lr": 1e-3}}), FakeTrial("cut", {"hp": {"lr": 2e-3}})
+    trials = [done, cut]
+    first = make(tmp_path)
+    restored = pickle.loads(pickle.dumps(first))
+    first.setup()
+    for t in trials:
+        first.on_trial_start(0, trials, t)
+        first.on_trial_result(0, trials, t, result(1, 0.5))
+    return first, restored, done, cut, trials
+
+
 def test_restore_reattaches_and_cleans_up(tmp_path):
     (tmp_path / "sweep").mkdir()
     a = FakeTrial("a", {"hp": {"lr": 1e-3}})
@@ -84,15 +99,7 @@ def test_an_interrupted_sweep_leaves_nothing_running_and_resume_goes_on(tmp_path
     finished sweep ends with every run FINISHED."""
     from mlflow.tracking import MlflowClient
 
-    (tmp_path / "sweep").mkdir()
-    done, cut = FakeTrial("done", {"hp": {"lr": 1e-3}}), FakeTrial("cut", {"hp": {"lr": 2e-3}})
-    trials = [done, cut]
-    first = make(tmp_path)
-    restored = pickle.loads(pickle.dumps(first))
-    first.setup()
-    for t in trials:
-        first.on_trial_start(0, trials, t)
-        first.on_trial_result(0, trials, t, result(1, 0.5))
+    first, restored, done, cut, trials = done_and_cut(tmp_path)
     done.status = "TERMINATED"
     first.on_trial_result(0, trials, done, result(2, 0.6))
     first.on_trial_complete(0, trials, done)
