@@ -80,3 +80,39 @@ def test_progress_inside_an_epoch_reaches_the_progress_display_not_the_terminal(
     assert "[contrasweep] ce lr=0.1 · seed=0 epoch 2/3 training " in shown.err  # not a terminal: a line (throttled)
     assert phase_progress.PREFIX not in (tmp_path / LOG_FILE).read_text()
     assert list(phase_progress.track(range(3), "x", 3)) == [0, 1, 2]  # no trial set: silent
+
+
+def test_on_a_terminal_one_status_line_is_kept_current(tmp_path):
+    """Under a real pseudo-terminal: the running trials' status is one line rewritten in place
+    (carriage returns, no new lines), cleared before a trial's end is printed as a line of its own."""
+    import os
+    import pty
+    import subprocess
+
+    script = ("from contrasweep.console import Console\nfrom contrasweep.progress import Progress\n"
+              "with Console():\n"
+              "    p = Progress(total=2, metric='val/accuracy')\n"
+              "    p.trial_started('ce lr=0.1 · seed=0', 3, 't1')\n"
+              "    p.trial_epoch('ce lr=0.1 · seed=0', 1, 3, 0.5, 0)\n"
+              "    p.trial_phase('t1', 'epoch 2/3 training', 7, 10)\n"
+              "    p.trial_ended('ce lr=0.1 · seed=0', 'FINISHED', 'complete', 0.75, 2, 3, 1)\n"
+              "    p.close()\n")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", script], stdin=follower, stdout=follower, stderr=follower,
+                            cwd=tmp_path, env={**os.environ, "COLUMNS": "200"})
+    os.close(follower)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert proc.wait(timeout=30) == 0, output
+    text = output.decode()
+    assert "\r[contrasweep] 0/2 done" in text and "ce lr=0.1 · seed=0 epoch 1/3 val/accuracy=0.5000" in text
+    assert "ce lr=0.1 · seed=0 epoch 2/3 training 7/10" in text  # progress inside the epoch, in place
+    lines = [shown for shown in (line.split("\r")[-1].strip() for line in text.replace("\r\n", "\n").split("\n")) if shown]
+    assert lines == ["[contrasweep] 1/2 ce lr=0.1 · seed=0: complete, best val/accuracy=0.7500 at epoch 2"], text

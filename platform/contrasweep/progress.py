@@ -32,6 +32,7 @@ class Progress:
         self.shown: dict[str, float] = {}  # trial name -> when its last epoch line was printed
         self.started = time.monotonic()
         self.status_width = 0
+        self.done = 0  # trials ended, as the tracker last said
 
     # -- events from the tracker -------------------------------------------------------
     def trial_started(self, name: str, epochs: int | None, trial_id: str | None = None) -> None:
@@ -97,10 +98,11 @@ class Progress:
 
     def _status(self, done: int | None = None) -> None:
         """The one line a terminal keeps current: trials done, each running trial, time."""
+        self.done = self.done if done is None else done
         if not self._terminal():
             return
         elapsed = int(time.monotonic() - self.started)
-        head = f"[contrasweep] {done if done is not None else '…'}/{self.total} done, {elapsed // 60}m{elapsed % 60:02d}s"
+        head = f"[contrasweep] {self.done}/{self.total} done, {elapsed // 60}m{elapsed % 60:02d}s"
         text = " · ".join([head, *self.running.values()])
         width = shutil.get_terminal_size((100, 20)).columns - 1
         text = text[:width]
