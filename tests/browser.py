@@ -161,7 +161,7 @@ class Element:
 @dataclass(frozen=True)
 class Page:
     """A page as Chromium rendered it: the serialised DOM, its text, and (in document order)
-    every link and every element with a ``data-testid``.
+    every link, every element with a ``data-testid`` and every grid cell.
 
     ``text`` is the body's text content (script, style, noscript and template left out), not
     ``innerText``: it includes elements that CSS hides."""
@@ -173,6 +173,12 @@ class Page:
 
     def by_testid(self, testid: str) -> list[Element]:
         return [e for e in self.elements if e.attrs.get("data-testid") == testid]
+
+    def cells(self, col_id: str) -> list[str]:
+        """The texts of a grid's cells in column ``col_id`` (ag-grid's ``col-id``, e.g.
+        ``metrics.`val/accuracy``` in MLflow's runs table), in document order."""
+        found = [e for e in self.elements if e.attrs.get("role") == "gridcell" and e.attrs.get("col-id") == col_id]
+        return [e.text for e in found]
 
     def links_to(self, href_suffix: str) -> list[str]:
         """The texts of the links whose ``href`` ends with ``href_suffix``."""
@@ -195,7 +201,7 @@ class _Parser(HTMLParser):
             return
         attrs = {k: v or "" for k, v in attrs}
         slot = None
-        if tag == "a" or "data-testid" in attrs:
+        if tag == "a" or "data-testid" in attrs or attrs.get("role") == "gridcell":
             slot = len(self.found)
             self.found.append([tag, attrs, ""])
         self.stack.append((tag, slot, len(self.parts)))
@@ -233,16 +239,22 @@ def parse(html: str, url: str = "") -> Page:
     return Page(url, html, _collapse(parser.parts), elements)
 
 
-def render(url: str, expect: tuple[str, ...] | list[str] = (), *, timeout: float = 30, budget_ms: int = 10_000) -> Page:
+def render(url: str, expect: tuple[str, ...] | list[str] = (), *, timeout: float = 30, budget_ms: int = 10_000,
+           size: tuple[int, int] | None = None) -> Page:
     """``url`` as rendered by headless Chromium once the page's scripts have run and its
     fetches have answered (``--dump-dom`` after ``--virtual-time-budget`` ms of virtual time,
     which stands still while a fetch is pending). Loads the page again, doubling the budget,
     until every string of ``expect`` is in its text or ``timeout`` seconds have passed; returns
-    the last page either way (the caller asserts, with the text in its message)."""
+    the last page either way (the caller asserts, with the text in its message).
+
+    ``size``: the window (width, height); a grid that renders only the columns in sight (the
+    runs table) needs a wide one."""
     deadline = time.monotonic() + timeout
+    window = [f"--window-size={size[0]},{size[1]}"] if size else []
     while True:
         left = deadline - time.monotonic()
-        page = parse(_chromium([f"--virtual-time-budget={budget_ms}", "--dump-dom", url], timeout=max(left, 5)), url)
+        page = parse(_chromium([f"--virtual-time-budget={budget_ms}", *window, "--dump-dom", url], timeout=max(left, 5)),
+                     url)
         if all(s in page.text for s in expect) or time.monotonic() + 2 > deadline:
             return page
         budget_ms *= 2

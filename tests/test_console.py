@@ -113,6 +113,6 @@ def test_on_a_terminal_one_status_line_is_kept_current(tmp_path):
     assert proc.wait(timeout=30) == 0, output
     text = output.decode()
     assert "\r[contrasweep] 0/2 done" in text and "ce lr=0.1 · seed=0 epoch 1/3 val/accuracy=0.5000" in text
-    assert "ce lr=0.1 · seed=0 epoch 2/3 training 7/10" in text  # progress inside the epoch, in place
+    assert "ce lr=0.1 · seed=0 epoch 2/3 training [#######---] 7/10" in text  # progress inside the epoch, in place
     lines = [shown for shown in (line.split("\r")[-1].strip() for line in text.replace("\r\n", "\n").split("\n")) if shown]
     assert lines == ["[contrasweep] 1/2 ce lr=0.1 · seed=0: complete, best val/accuracy=0.7500 at epoch 2"], text

@@ -128,3 +128,27 @@ def test_screenshot_of_the_sweep_run_page(server, runs, tmp_path):
     # 1400x1000: about:blank is ~6 kB, a one-line page ~8 kB, the rendered run page ~160 kB
     assert len(data) > 40_000, f"the screenshot looks blank ({len(data)} bytes): {png}"
     print(f"screenshot: {png}")
+
+
+def test_runs_table_opens_on_the_sweeps_with_their_numbers(server, runs):
+    """The address ``contrasweep ui`` and the final summary give: the Model training side, the
+    contrasweep view, and the sweep run's row showing its numbers (trials ended, best trial,
+    best configuration's validation and test means) without picking a column by hand."""
+    from contrasweep.runs_view import VIEW_NAME, runs_url
+    from contrasweep.tracking import get_client
+
+    parent = get_client(server.uri).get_run(runs["parent_run_id"]).data.metrics
+    shown = {key: parent[key] for key in ("trials/ended", "best_trial/val/accuracy",
+                                          "best_config/mean/best/val/accuracy", "best_config/mean/test/accuracy")}
+    url = runs_url(server.uri, runs["experiment_id"])
+    # ag-grid renders only the columns in sight: a window wide enough for all of the view's
+    page = render(url, expect=[runs["parent_name"], VIEW_NAME, *shown], size=(3200, 1000), timeout=60)
+    context = f"{page.url}:\n{page.text[:2000]}"
+
+    assert VIEW_NAME in " ".join(e.text for e in page.by_testid("saved-views-trigger")), context
+    assert page.links_to("/models") == ["Model registry"], f"not the Model training side: {context}"
+    for key, value in shown.items():
+        cells = [c for c in page.cells(f"metrics.`{key}`") if c]
+        assert len(cells) == 1, f"{key}: cells {cells} (one sweep run expected): {context}"
+        assert float(cells[0]) == pytest.approx(value, abs=5e-4), f"{key}: {cells[0]} vs {value}: {context}"
+    assert shown["trials/ended"] == 2

@@ -54,6 +54,13 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
         else:  # stopped by ASHA: never a candidate, never tested, its states removed
             assert not files and "test/accuracy" not in run.data.metrics and not state.exists()
     assert {r.data.tags["contrasweep.outcome"] for r in runs} == {"complete", "stopped"}
+    # the sweep run's live numbers (its row in the MLflow runs table): one point per ended trial
+    client = MlflowClient(uri)
+    ended = client.get_metric_history(parents[0].info.run_id, "trials/ended")
+    assert sorted((m.step, m.value) for m in ended) == [(n, float(n)) for n in range(1, 5)]
+    best_so_far = sorted(client.get_metric_history(parents[0].info.run_id, "best_trial/val/accuracy"), key=lambda m: m.step)
+    assert best_so_far[-1].value == max(r.data.metrics["best/val/accuracy"] for r in runs)
+    assert all(a.value <= b.value for a, b in zip(best_so_far, best_so_far[1:]))  # a running best never falls
     # the paper's reported setting (lr 1e-3) comes first in the grid, once per seed
     ordered = sorted(results, key=lambda r: r.metrics["trial_id"])  # ids end in _00000, _00001, ...
     assert [(r.config["hp"]["lr"], r.config["hp"]["seed"]) for r in ordered] == [(1e-3, 0), (1e-3, 1), (1e-4, 0), (1e-4, 1)]
@@ -220,11 +227,14 @@ def test_resume_after_sigkill_completes_without_duplicates(tiny_model_dir, cache
     assert "4 trials: 4 complete, 0 stopped early, 0 failed" in out
     assert "val/accuracy" in out.split("best configuration: ")[1] and "test/accuracy" in out.split("best configuration: ")[1]
     assert "MLflow: http://127.0.0.1:5000/#/experiments/" in out and f"folder: {tmp_path / 'moved' / 'killme'}" in out
+    table = f"MLflow runs table: http://127.0.0.1:5000/#/experiments/{parent_runs(uri, 'tests', 'killme')[0].info.experiment_id}/runs?"
+    assert table + "workflowType=machine_learning&viewStateShareKey=contrasweep" in out, out
     log = (tmp_path / "moved" / "killme" / "driver.log").read_text()
     assert "Trial status" in log and "re-attached to MLflow run" in log
 
     parents = parent_runs(uri, "tests", "killme")
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    assert parents[0].data.metrics["trials/ended"] == 4  # counted on across the kill
     runs = trial_runs(uri, parents[0].info.run_id)
     assert len(runs) == 4, [r.data.tags for r in runs]
     assert all(r.info.status == "FINISHED" for r in runs)

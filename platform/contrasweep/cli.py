@@ -7,6 +7,7 @@ traceback; a sweep interrupted that way loses nothing already finished (resume i
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -60,8 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", help="folder for report.html and its files (default: <sweep folder>/report)")
     report.add_argument("--no-tsne", action="store_true", help="skip the t-SNE of the registered model")
 
-    ui = sub.add_parser("ui", help="start the MLflow UI (on 127.0.0.1 unless --host says otherwise)")
-    ui.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite ./mlflow.db)")
+    ui = sub.add_parser("ui", help="start the MLflow UI (on 127.0.0.1 unless --host says otherwise) and give the "
+                        "address of a sweep's runs table")
+    ui.add_argument("name", nargs="?", help="the sweep whose experiment to show (default: the newest sweep tracked in "
+                    "the store served)")
+    ui.add_argument("--tracking-uri", help="MLflow tracking URI (default: the sweep's own, else sqlite ./mlflow.db)")
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only; "
                     "MLflow has no authentication, so anyone who reaches another address can read and change every run)")
@@ -258,22 +262,65 @@ def cmd_clean(args) -> int:
 
 def cmd_ui(args) -> int:
     from contrasweep.preflight import is_loopback, local_port
-    from contrasweep.tracking import default_artifact_root, default_tracking_uri
+    from contrasweep.tracking import artifact_root_for, default_tracking_uri
 
+    sweep = _ui_sweep(args)
+    uri = args.tracking_uri or (sweep.meta().get("tracking_uri") if sweep else None) or default_tracking_uri()
+    experiment = _experiment_of(sweep, uri)
+    if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
+        from contrasweep.runs_view import runs_url
+
+        print(f"[contrasweep] {uri} is a tracking server with its own UI: "
+              f"{runs_url(uri.rstrip('/'), experiment) if experiment else uri}", flush=True)
+        return 0
     local_port(args.port, host=args.host)
     if not is_loopback(args.host):
         print(f"[contrasweep] warning: MLflow has no authentication: anyone who can reach {args.host}:{args.port} can "
               "read, change and delete every run; serve on 127.0.0.1 (the default) unless the network is yours",
               file=sys.stderr, flush=True)
-    uri = args.tracking_uri or default_tracking_uri()
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host, "--port", str(args.port),
                # one local user: one worker (MLflow's default of 4 takes minutes to boot on 2 busy cores)
                "--workers", "1"]
-    if uri.startswith("sqlite:///"):
-        command += ["--default-artifact-root", default_artifact_root()]
+    if uri.startswith("sqlite:///"):  # where the sweeps of this store put their artifacts
+        command += ["--default-artifact-root", artifact_root_for(uri)]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"[contrasweep] MLflow UI on http://{shown}:{args.port} ({uri})", file=sys.stderr, flush=True)
+    if experiment:
+        from contrasweep.runs_view import runs_url
+
+        print(f"[contrasweep] runs of {sweep.name!r} and the other sweeps of its experiment: "
+              f"{runs_url(f'http://{shown}:{args.port}', experiment)}", file=sys.stderr, flush=True)
     return serve(command)
+
+
+def _ui_sweep(args):
+    """The sweep ``ui`` shows: the one named, else the newest sweep under the root tracked in
+    the store served (None: no such sweep, the UI opens on its experiments list)."""
+    from contrasweep import sweeps
+    from contrasweep.spec import _name
+    from contrasweep.tracking import default_tracking_uri
+
+    root = sweeps.sweeps_root(args.root)
+    if args.name is not None:
+        return sweeps.open_existing(root, _name(args.name))
+    uri = args.tracking_uri or default_tracking_uri()
+    for sweep in reversed(sweeps.list_sweeps(root)):
+        try:
+            if sweep.meta().get("tracking_uri") == uri and _experiment_of(sweep, uri):
+                return sweep
+        except UserError:  # a damaged sweep.json: not this one
+            continue
+    return None
+
+
+def _experiment_of(sweep, uri: str) -> str | None:
+    """The MLflow experiment id of ``sweep``'s runs in store ``uri`` (its ``tracking.json``)."""
+    if sweep is None or sweep.meta().get("tracking_uri") != uri:
+        return None
+    try:
+        return json.loads((sweep.path / "tracking.json").read_text()).get("experiment_id")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def serve(command: list[str]) -> int:

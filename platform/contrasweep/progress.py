@@ -1,8 +1,9 @@
 """A sweep's progress on the console, fed by the tracker (``MlflowTracker``): a line when a
 trial ends (its readable name, outcome, best objective), the running trials' epochs, and on a
 terminal a status line kept current in place (how many trials are done, each running trial's
-epoch and objective, the time so far). Not on a terminal (a log, CI) the epochs are lines of
-their own: each trial's first, then at most one per trial every ``EVERY_S`` seconds.
+epoch and objective or a bar of its progress inside the epoch, the time so far). Not on a
+terminal (a log, CI) the epochs are lines of their own: each trial's first, then at most one
+per trial every ``EVERY_S`` seconds.
 
 The tracker is pickled with Tune's state, and this with it: it holds no stream; it writes to
 the terminal the console kept (``contrasweep.console``), else to ``sys.stderr``.
@@ -15,6 +16,12 @@ import sys
 import time
 
 EVERY_S = 30.0
+
+
+def bar(done: int, total: int, width: int = 10) -> str:
+    """``[####------]``: ``done`` of ``total`` drawn in ``width`` cells (ASCII: any terminal)."""
+    filled = min(width, max(0, round(width * done / total))) if total > 0 else 0
+    return "[" + "#" * filled + "-" * (width - filled) + "]"
 
 
 class Progress:
@@ -42,12 +49,13 @@ class Progress:
         self._status()
 
     def trial_phase(self, trial_id: str, phase: str, done: int, total: int) -> None:
-        """Inside an epoch (``trainables.phase_progress``): ``training 120/400``."""
+        """Inside an epoch (``trainables.phase_progress``): ``training [###-------] 120/400`` in
+        the status line, ``training 120/400`` as a line of its own."""
         name = self.names.get(trial_id)
         if name is None or name not in self.running:
             return
         text = f"{name} {phase} {done}/{total}"
-        self.running[name] = text
+        self.running[name] = f"{name} {phase} {bar(done, total)} {done}/{total}"
         if not self._terminal() and time.monotonic() - self.shown.get(name, 0.0) >= EVERY_S:
             self.shown[name] = time.monotonic()
             self._line(f"[contrasweep] {text}")

@@ -57,15 +57,20 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
 
 def run_links(folder: Path) -> dict[str, str]:
     """repeat group -> the MLflow UI address of its configuration run (``contrasweep ui``'s
-    address for a local store, the server's own for a tracking server)."""
+    address for a local store, the server's own for a tracking server); key ``""``: the
+    experiment's runs table (``contrasweep.runs_view``)."""
+    from contrasweep.runs_view import base_url, run_url, runs_url
+
     try:
         state = json.loads((folder / "tracking.json").read_text())
         uri = json.loads((folder / "sweep.json").read_text()).get("tracking_uri", "")
     except (OSError, ValueError):
         return {}
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else "http://127.0.0.1:5000"
-    experiment = state.get("experiment_id")
-    return {group: f"{base}/#/experiments/{experiment}/runs/{run_id}" for group, run_id in state.get("configs", {}).items()}
+    base, experiment = base_url(uri), state.get("experiment_id")
+    if experiment is None:
+        return {}
+    links = {group: run_url(base, experiment, run_id) for group, run_id in state.get("configs", {}).items()}
+    return {"": runs_url(base, experiment), **links}
 
 
 def disk_use(folder: Path) -> int:
@@ -111,10 +116,13 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
         trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
         lines.append(f"[contrasweep] failed: {trial}: {error_line(result.error)}")
     folder = Path(root) / name if root is not None else None
+    links = run_links(folder) if folder is not None else {}
     if sweep is not None:
-        lines += best_lines(results, sweep, metric, mode, run_links(folder) if folder else None)
+        lines += best_lines(results, sweep, metric, mode, links)
     if folder is not None:
         lines.append(f"[contrasweep] folder: {folder} ({human(disk_use(folder))} on disk; log: driver.log)")
+    if "" in links:
+        lines.append(f"[contrasweep] MLflow runs table: {links['']}")
     if status == "interrupted":
         lines.append(f"[contrasweep] continue with: contrasweep resume {name}")
     else:

@@ -190,8 +190,11 @@ class MlflowTracker(Callback):
                             f"{self.sweep_name}`)") from None
 
     def _setup(self) -> None:
+        from contrasweep.runs_view import metric_columns, publish
+
         self.client = get_client(self.tracking_uri)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
+        publish(self.client, exp_id, metric_columns(self.metric))
         if self.state.data.get("parent_run_id") is None:
             self._reattach(exp_id)
         parent = self.state.data.get("parent_run_id")
@@ -460,6 +463,7 @@ class MlflowTracker(Callback):
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
         self.state.save()
         self._apply_finish(entry)
+        self._sweep_progress()
         if self.progress:
             self.progress.trial_ended(entry.get("name", trial.trial_id), status, outcome, entry.get("best_value"),
                                       entry.get("best_epoch"), entry.get("last_epoch", 0), self._done())
@@ -492,6 +496,22 @@ class MlflowTracker(Callback):
         self.state.save()
         self._close_group(entry.get("group"))
 
+    def _sweep_progress(self) -> None:
+        """The sweep run's live numbers, so that its row in the runs table means something
+        before the sweep ends: trials ended so far and the best trial's value of the objective
+        (step: trials ended)."""
+        from contrasweep.runs_view import BEST_TRIAL_PREFIX, ENDED_KEY
+
+        if self.store_error:
+            return
+        ended = [e for e in self.state.trials.values() if "status" in e]
+        metrics = [_metric(ENDED_KEY, len(ended), step=len(ended))]
+        values = [e["best_value"] for e in ended if e.get("best_value") is not None]
+        if values:
+            best = max(values) if self.mode == "max" else min(values)
+            metrics.append(_metric(BEST_TRIAL_PREFIX + self.metric, best, step=len(ended)))
+        self.client.log_batch(self.parent_run_id, metrics=metrics)
+
     def _close_group(self, group: str | None) -> None:
         """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
         from contrasweep.aggregate import groups_of, summary
@@ -511,17 +531,23 @@ class MlflowTracker(Callback):
         """The parent run holds each setting's best configuration (best mean validation metric
         over complete repeat groups): its aggregates, and a tag naming its run."""
         from contrasweep.aggregate import groups_of, select, selection_key, summary
+        from contrasweep.runs_view import best_config_columns, publish
 
         found = groups_of(trial_runs(self.client, self.parent_run_id))
         metric = self.metric[len("best/"):] if self.metric.startswith("best/") else self.metric
         configs = self.state.data.get("configs", {})
+        shown = []
         for setting, group in select(found, metric, self.mode).items():
             prefix = f"best_config/{_slug(setting)}/" if setting else "best_config/"
             self.client.log_batch(self.parent_run_id, metrics=[_metric(prefix + k, v) for k, v in summary(group).items()])
+            if setting:  # the unprefixed keys are in the view from the start
+                shown += best_config_columns(prefix, metric)
             if group.group in configs:
                 self.client.set_tag(self.parent_run_id, f"contrasweep.best_config{'.' + _slug(setting) if setting else ''}",
                                     configs[group.group])
             self._register(setting, group, selection_key(metric))
+        if shown:
+            publish(self.client, self.state.data["experiment_id"], shown)
 
     def _register(self, setting: str, group, metric: str) -> None:
         """The best repeat (by its own validation value) of a setting's best configuration into
