@@ -47,9 +47,12 @@ def test_publish_marks_the_experiment_as_training_and_writes_a_view_the_ui_reads
     assert envelope["name"] == VIEW_NAME and isinstance(envelope["createdAt"], int) and isinstance(envelope["state"], str)
     assert state["orderByKey"] == "attributes.start_time" and state["orderByAsc"] is False
     selected = state["selectedColumns"]
-    assert selected[:3] == ["attributes.`Duration`", "attributes.`Description`", "attributes.`Models`"]
+    assert selected[0] == "attributes.`Duration`"
     assert "params.`method`" in selected and "metrics.`best_config/mean/test/macro_f1`" in selected
     assert "metrics.`trials/ended`" in selected and len(selected) == len(set(selected))
+    # in this order (the grid would sort by name), each metric column as wide as its key
+    assert state["columnOrder"] == selected
+    assert state["columnWidths"]["metrics.`trials/ended`"] == 7 * len("metrics.`trials/ended`")
 
 
 def test_publish_adds_columns_and_keeps_what_is_there(store):

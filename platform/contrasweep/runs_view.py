@@ -34,7 +34,7 @@ MAX_COLUMNS = 40  # a wide grid stays readable; the UI's column picker has the r
 ENDED_KEY = "trials/ended"
 BEST_TRIAL_PREFIX = "best_trial/"
 
-ATTRIBUTES = ("Duration", "Description", "Models")
+ATTRIBUTES = ("Duration",)
 PARAMS = ("method", "data.source")
 
 
@@ -109,5 +109,10 @@ def publish(client, experiment_id: str, metrics: list[str]) -> None:
     if not wanted:
         return
     state["selectedColumns"] = (selected + wanted)[:MAX_COLUMNS]
+    # the grid sorts a group's columns by name; this order puts the sweep run's numbers first,
+    # wide enough for their keys
+    state["columnOrder"] = state["selectedColumns"]
+    state["columnWidths"] = {**{c: 7 * len(c) for c in state["selectedColumns"] if c.startswith("metrics.")},
+                             **(state.get("columnWidths") or {})}
     envelope.update(state=json.dumps(state), updatedAt=now)
     client.set_experiment_tag(experiment_id, VIEW_PREFIX + VIEW_ID, json.dumps(envelope))
