@@ -10,8 +10,11 @@ Pages used (MLflow 3.x, hash routes of the React app):
 - ``#/experiments/<exp>/runs/<run>``: the run page. Its header (``data-testid="runs-header"``)
   is the run's name; "About this run" has a "Parent run" row and a "Child runs" row
   (``data-testid="key-value-Parent run"`` / ``"key-value-Child runs"``) whose entries are links
-  ``#/experiments/<exp>/runs/<id>`` with the run's name as text. The experiment's runs table is
-  not used: it shows only top-level runs, collapsed.
+  ``#/experiments/<exp>/runs/<id>`` with the run's name as text.
+- ``#/experiments/<exp>/runs?workflowType=machine_learning&viewStateShareKey=contrasweep``: the
+  runs table (top-level runs, collapsed) on the Model training side with contrasweep's saved
+  view; its grid cells carry ``role="gridcell"`` and ``col-id="metrics.`<key>`"``, and only the
+  columns in the window are rendered.
 - ``#/experiments/<exp>/runs/<run>/artifacts/<path>``: the Artifacts tab with ``<path>``
   selected: the preview pane's header reads ``report/report.html`` (and its size), the tree
   lists the folder ``report`` and under it a node ``report.html``. Headless Chromium never

@@ -4,8 +4,8 @@ Left alone, MLflow 3's UI opens an experiment on its GenAI side (an empty traces
 its runs table shows names and dates only: every metric column is hidden until picked by hand.
 Two things of MLflow's own make it open on the sweeps instead:
 
-- the experiment tag ``mlflow.experimentKind = custom_model_development`` (what the UI sets when
-  a user calls an experiment "model training"), and a link whose query names the
+- the experiment tag ``mlflow.experimentKind = custom_model_development`` (MLflow's kind for a
+  model-training experiment; a kind already set is kept), and a link whose query names the
   "Model training" side (``workflowType=machine_learning``);
 - a saved view: an experiment tag ``mlflow.sharedViewState.<id>`` holding
   ``{"name", "createdAt", "updatedAt", "state"}``, ``state`` being the runs page's UI state as a
