@@ -304,25 +304,28 @@ def remove_state(state_dir: str | Path) -> int:
     return freed
 
 
+def _drop_resumes(state_dir: str | Path, keep: int) -> tuple[int, int]:
+    """Delete all but the ``keep`` newest resume states; (how many went, bytes freed)."""
+    folder = StateFolder(state_dir)
+    names = folder.names("resume")
+    names = names[: len(names) - keep] if keep else names
+    freed = 0
+    for name in names:
+        freed += folder.size(name)
+        folder._delete(name)
+    return len(names), freed
+
+
 def finish_state(state_dir: str | Path) -> int:
     """A trial that trained every epoch keeps only its newest resume state (and the best folder
     it names): Tune will not restore an older one. Returns the bytes freed."""
-    folder = StateFolder(state_dir)
-    freed = 0
-    for name in folder.names("resume")[:-1]:
-        freed += folder.size(name)
-        folder._delete(name)
-    return freed
+    return _drop_resumes(state_dir, keep=1)[1]
 
 
 def drop_resume_states(state_dir: str | Path) -> int:
     """A trial of a finished sweep (nothing resumes it any more) keeps its best folder only;
     returns how many resume states went."""
-    folder = StateFolder(state_dir)
-    names = folder.names("resume")
-    for name in names:
-        folder._delete(name)
-    return len(names)
+    return _drop_resumes(state_dir, keep=0)[0]
 
 
 def best_folder(path: str | Path) -> Path | None:

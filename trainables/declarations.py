@@ -1,7 +1,7 @@
 """What each method declares for a spec, without torch: its hyperparameters (validated like
 the loop's own, ``trainables.params``), the labels it takes and the metrics it reports.
 
-Each method class takes these as its class attributes (``params = PARAMS["ce"]``), and the spec
+Each method class takes these as its class attributes (``params = CE``), and the spec
 (``contrasweep.spec``) reads them through ``trainables.registry.declaration`` without importing
 the method's module, so a bad value is reported before torch is imported (well under a second;
 importing a method's module took about 1 s). A method registered from outside this repository

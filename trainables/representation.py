@@ -33,7 +33,6 @@ from trainables.declarations import PROBE_KS, REPRESENTATION, REPRESENTATION_MET
 from trainables.evaluation import few_shot_probe, kmeans_scores, sts_spearman
 
 
-
 class RepresentationMethod(Method):
     metric_names = REPRESENTATION_METRICS
     sts_metric_names = ("sts_spearman",)

@@ -32,7 +32,7 @@ def state_dirs(sweep: SweepDir) -> list[str]:
 
 def reclaim(sweep: SweepDir) -> int:
     """Remove what ``sweep`` can no longer use; returns how many folders went."""
-    from trainables.checkpoints import drop_resume_states, remove_state
+    from trainables.checkpoints import STATE_DIR, drop_resume_states, remove_state
 
     finished = sweep.status() == "finished"
     stopped = _stopped_trials(sweep)
@@ -44,7 +44,7 @@ def reclaim(sweep: SweepDir) -> int:
             removed += 1
         elif finished:
             removed += drop_resume_states(folder)
-        local = sweep.path / "tune" / trial / "state"
+        local = sweep.tune_dir / trial / STATE_DIR
         for leftover in local.glob(".*.tmp") if local.is_dir() else ():
             shutil.rmtree(leftover, ignore_errors=True)
     return removed

@@ -306,7 +306,7 @@ def _ui_sweep(args):
     uri = args.tracking_uri or default_tracking_uri()
     for sweep in reversed(sweeps.list_sweeps(root)):
         try:
-            if sweep.meta().get("tracking_uri") == uri and _experiment_of(sweep, uri):
+            if _experiment_of(sweep, uri):
                 return sweep
         except UserError:  # a damaged sweep.json: not this one
             continue

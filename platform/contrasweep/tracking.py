@@ -421,8 +421,11 @@ class MlflowTracker(Callback):
 
         return trial_hp(trial.config, self.static).get("epochs", LOOP_PARAMS["epochs"].default) if self.static else None
 
+    def _ended(self) -> list[dict]:
+        return [e for e in self.state.trials.values() if "status" in e]
+
     def _done(self) -> int:
-        return sum(1 for e in self.state.trials.values() if "status" in e)
+        return len(self._ended())
 
     def _log_metrics(self, entry: dict, metrics: list[tuple]) -> None:
         """One epoch's (key, value, timestamp, step) rows; kept in ``tracking.json`` instead
@@ -504,7 +507,7 @@ class MlflowTracker(Callback):
 
         if self.store_error:
             return
-        ended = [e for e in self.state.trials.values() if "status" in e]
+        ended = self._ended()
         metrics = [_metric(ENDED_KEY, len(ended), step=len(ended))]
         values = [e["best_value"] for e in ended if e.get("best_value") is not None]
         if values:
