@@ -178,11 +178,12 @@ def test_list_valued_choice_travels_through_optuna_as_text(tmp_path):
 
     sweep = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml", ["sweep.searcher=optuna"])
     space = param_space(sweep)
-    assert space["dropouts"].categories[2] == "0.0,0.1,0.2"
+    assert "dropouts" not in space  # Tune's param_space holds the fixed values; the searcher its domains
     searcher = search_alg(sweep, sweeps.create(tmp_path, "s", sweep.raw, {}))
+    assert searcher.space["dropouts"].choices[2] == "0.0,0.1,0.2"
     searcher.set_search_properties(None, None, space)  # what tune.Tuner does with param_space
     suggested = searcher.suggest("t1")  # the reported point first, as text
-    assert suggested["dropouts"] == "0.0,0.1,0.2"
+    assert suggested["dropouts"] == "0.0,0.1,0.2" and suggested["__suggestion__"] == 0
     from trainables.registry import get_method
 
     assert get_method("supcl_seq").params["dropouts"].coerce("dropouts", suggested["dropouts"]) == [0.0, 0.1, 0.2]

@@ -389,17 +389,21 @@ class Checkpointer:
             self.folder.prune(self.reported | {self.best, self.resume})
 
     def restore(self, pointer: str | None, method, optimizer, scheduler, scaler) -> int:
-        """Load the state a reported pointer names; return its epoch (0: a fresh start)."""
-        if not pointer:
+        """Load the state a reported pointer names, or a newer resume state of the trial's own
+        folder (``session.resume_newest``: Tune's saved pointer may be older than the folder, or
+        missing where Tune saved no state after the trial began); return its epoch (0: a fresh
+        start)."""
+        own = self.folder.names("resume") if getattr(self.session, "resume_newest", False) else []
+        if not pointer and not own:
             return 0
-        meta = read_meta(pointer)
+        meta = read_meta(pointer) if pointer else {"resume": own[-1], "state_dir": self.folder.location}
         if "resume" not in meta:  # a checkpoint of an older contrasweep: the whole state in one folder
             meta.update(resume=".", state_dir=pointer)
         folder = self.folder if self.folder.has(meta["resume"]) else StateFolder(meta["state_dir"])
-        if meta["resume"] != "." and not folder.has(meta["resume"]):
-            # The driver finished the trial (finish_state keeps only its newest resume state) and
-            # died before Tune saved the pointer to it: go on from that newer state.
-            newer = [n for n in self.folder.names("resume") if epoch_of(n) > epoch_of(meta["resume"])]
+        if meta["resume"] != "." and (own or not folder.has(meta["resume"])):
+            # A newer state than the pointer's: the driver died before Tune saved the pointer to
+            # it (or finished the trial, and finish_state kept only its newest resume state).
+            newer = [n for n in (own or self.folder.names("resume")) if epoch_of(n) > epoch_of(meta["resume"])]
             if newer:
                 folder, meta["resume"] = self.folder, newer[-1]
         path = folder.local(meta["resume"])

@@ -8,7 +8,10 @@ Only rank 0 writes checkpoints; every rank calls ``report`` (Train's report is a
 Each session names the trial's *state folder* (``trainables.checkpoints``): where the loop
 writes best weights and resume states once, and what it reports is a small pointer to them.
 ``prune`` says whether superseded states are deleted (not by ``LocalSession``: a debugging run
-keeps every epoch's state, so that any epoch can be resumed from).
+keeps every epoch's state, so that any epoch can be resumed from). ``resume_newest`` says
+whether a restart goes on from the newest resume state in the trial's folder when that is newer
+than the pointer Ray hands back (Tune's saved experiment state may be older than the folder:
+docs/architecture.md, "Resume"); a ``LocalSession`` resumes exactly what it is given.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ class LocalSession:
     rank = 0
     world_size = 1
     prune = False
+    resume_newest = False
 
     def __init__(self, checkpoint_root: str | None = None, resume_from: str | None = None, use_gpu: bool = False):
         self.reports: list[dict[str, Any]] = []
@@ -60,6 +64,7 @@ class TuneSession(LocalSession):
     small trials share it)."""
 
     prune = True
+    resume_newest = True
 
     def __init__(self, state_dir: str, use_gpu: bool = False):
         super().__init__(use_gpu=use_gpu)
@@ -88,6 +93,7 @@ class TrainSession:
     it on a restore, so it must be on storage every worker sees)."""
 
     prune = True
+    resume_newest = True
 
     def __init__(self, state_dir: str):
         import ray.train

@@ -20,7 +20,8 @@ from ray import tune
 from trainables.loop import train
 from trainables.sessions import TrainSession, TuneSession
 
-TRIAL_INDEX = "__trial_index__"  # set by ray.tune.search.Repeater: which repeat of a configuration
+TRIAL_INDEX = "__trial_index__"  # which repeat of a searcher's suggestion (contrasweep.study_search)
+SUGGESTION = "__suggestion__"  # which suggestion: the Optuna study's trial number (contrasweep.study_search)
 DATA_KEY = "__data__"  # a grid trial's data variant (contrasweep.spec.DATA_KEY)
 
 

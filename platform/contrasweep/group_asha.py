@@ -61,10 +61,43 @@ def survives(value: float, recorded: list[float], reduction_factor: float, mode:
 
 
 class MovableFIFO(FIFOScheduler):
-    """FIFO whose new trials follow a moved sweep folder. Tune moves the trials it restores,
-    but the searcher's saved state (``SearchGenerator``'s experiment, the grid's iterators)
-    still names the old folder, so a trial created after ``resume`` would write there
-    (``contrasweep.relocation``)."""
+    """FIFO whose trials never run twice and whose new trials follow a moved sweep folder.
+
+    ``settle`` runs before Tune starts any trial (``choose_trial_to_run`` opens every step of
+    Tune's loop that starts trials, docs/architecture.md, "Resume"):
+    - a new trial is saved in Tune's experiment state before it can start (a forced save),
+      so a driver killed at any moment restores every trial that ever ran, with its folder;
+    - a PENDING trial that the sweep's own record (``contrasweep.ledger``, ``tracking_file``)
+      says finished (it ended after Tune's last save) is ended at once with its recorded final
+      result, never trained again.
+
+    Tune moves the trials it restores, but the searcher's saved state (``SearchGenerator``'s
+    experiment, the grid's iterators) still names the old folder, so a trial created after
+    ``resume`` would write there (``contrasweep.relocation``)."""
+
+    def __init__(self, tracking_file: str | os.PathLike | None = None):
+        super().__init__()
+        self.tracking_file = str(tracking_file) if tracking_file else None
+        self._transient()
+
+    def _transient(self) -> None:
+        self._unsaved = False  # trials added since Tune last saved its state
+        self._seen: set[str] = set()  # trials already checked against the record
+        self._finished: dict[str, dict] | None = None  # the record, read once per driver
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for key in ("_unsaved", "_seen", "_finished"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state):
+        from contrasweep.relocation import here
+
+        if state.get("tracking_file"):
+            state["tracking_file"] = here(state["tracking_file"])  # the sweep folder may have moved
+        self.__dict__.update(state)
+        self._transient()
 
     def on_trial_add(self, tune_controller, trial: Trial):
         import copy
@@ -76,14 +109,42 @@ class MovableFIFO(FIFOScheduler):
             moved = copy.copy(storage)
             moved.storage_fs_path = here(storage.storage_fs_path)
             trial.set_storage(moved)
+        self._unsaved = True
         super().on_trial_add(tune_controller, trial)
+
+    def settle(self, tune_controller) -> None:
+        """Before any trial starts: end the finished ones, save the new ones."""
+        from contrasweep import ledger
+
+        if self._finished is None:
+            self._finished = ledger.finished(getattr(self, "tracking_file", None))
+        for trial in tune_controller.get_trials():
+            if trial.trial_id in self._seen or trial.status != Trial.PENDING:
+                continue
+            self._seen.add(trial.trial_id)
+            final = self._finished.get(ledger.key(trial.config))
+            if final is None:
+                continue
+            logger.info("trial %s finished before the driver stopped (the sweep's record): not run again", trial.trial_id)
+            if final:
+                trial.update_last_result({**final, "trial_id": trial.trial_id, "done": True})
+            tune_controller.stop_trial(trial)
+        if self._unsaved:
+            self._unsaved = False
+            # Tune's own save (a few kB of trial states and the searcher's), forced now rather
+            # than at its next period (TUNE_GLOBAL_CHECKPOINT_S), so no trial runs unsaved.
+            getattr(tune_controller, "_tune_controller", tune_controller).checkpoint(force=True)
+
+    def choose_trial_to_run(self, tune_controller) -> Trial | None:
+        self.settle(tune_controller)
+        return super().choose_trial_to_run(tune_controller)
 
 
 class GroupASHA(MovableFIFO):
     def __init__(self, metric: str, mode: str, max_t: int, grace_period: int, reduction_factor: float,
                  group_of: Callable[[dict], str], group_sizes: dict[str, int] | int, max_running: int,
-                 state_path: str | os.PathLike, time_attr: str = "epoch"):
-        super().__init__()
+                 state_path: str | os.PathLike, time_attr: str = "epoch", tracking_file: str | os.PathLike | None = None):
+        super().__init__(tracking_file)
         self._metric, self._mode, self.time_attr = metric, mode, time_attr
         self.max_t, self.reduction_factor = max_t, reduction_factor
         self.rungs = rungs(max_t, grace_period, reduction_factor)
@@ -110,7 +171,7 @@ class GroupASHA(MovableFIFO):
         os.replace(tmp, self.state_path)
 
     def __getstate__(self):
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_state"] = None  # re-read from group_asha.json after a restore
         state["_groups"] = {}
         return state
@@ -119,7 +180,7 @@ class GroupASHA(MovableFIFO):
         from contrasweep.relocation import here
 
         state["state_path"] = here(state["state_path"])  # the sweep folder may have moved
-        self.__dict__.update(state)
+        super().__setstate__(state)
 
     def _group(self, trial: Trial) -> str:
         if trial.trial_id not in self._groups:
@@ -195,6 +256,7 @@ class GroupASHA(MovableFIFO):
                 tune_controller.stop_trial(other)
 
     def choose_trial_to_run(self, tune_controller) -> Trial | None:
+        self.settle(tune_controller)
         trials = tune_controller.get_trials()
         if sum(t.status == Trial.RUNNING for t in trials) >= self.max_running:
             return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contrasweep.axes import short_value
-from contrasweep.executor import trial_hp, trial_variant
+from contrasweep.executor import SUGGESTION, trial_hp, trial_variant
 
 # Short names of hyperparameters in run names (the papers' symbols where they have one).
 SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
@@ -30,6 +30,7 @@ class TrialIdentity:
     seed: int
     config: str  # key of the configuration: the hyperparameters without the seed
     setting: str  # the setting's label ("" when the sweep varies no setting axis)
+    suggestion: int | None = None  # a searcher's suggestion (the Optuna study's trial number)
 
     @property
     def group(self) -> str:
@@ -47,8 +48,11 @@ def identify(config: dict, static: dict) -> TrialIdentity:
     variants = static.get("variants") or [{"label": "", "data": {}, "setting": {}, "repeat": {}}]
     variant = variants[trial_variant(config, static)]
     setting = " ".join(f"{k}={short_value(v)}" for k, v in variant["setting"].items())
-    return TrialIdentity(hp=hp, variant=variant, seed=int(hp["seed"]),
-                         config=key_of({k: v for k, v in hp.items() if k != "seed"}), setting=setting)
+    shared = {k: v for k, v in hp.items() if k != "seed"}
+    if SUGGESTION in config:  # a searcher's suggestion is its own configuration, even where two draw the same values
+        shared[SUGGESTION] = config[SUGGESTION]
+    return TrialIdentity(hp=hp, variant=variant, seed=int(hp["seed"]), config=key_of(shared), setting=setting,
+                         suggestion=config.get(SUGGESTION))
 
 
 def run_name(identity: TrialIdentity, method: str, varied: list[str]) -> str:
@@ -79,6 +83,8 @@ def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
         "contrasweep.setting": identity.setting,
         "contrasweep.group": identity.group,
     }
+    if identity.suggestion is not None:
+        out["contrasweep.suggestion"] = str(identity.suggestion)
     for key, tag in (("k", "k"), ("n_total", "n_total"), ("rho", "rho"), ("num_classes", "num_classes"),
                      ("seed", "data_seed"), ("split_seed", "split_seed")):
         if data.get(key) is not None:

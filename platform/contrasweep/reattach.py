@@ -77,6 +77,8 @@ def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
     if ended:
         entry["status"] = run.info.status
         entry["outcome"] = tags["contrasweep.outcome"]
+        if run.info.status == "FINISHED":  # its last values: what a restored copy reports (contrasweep.ledger)
+            entry["final"] = {k: v for k, v in metrics.items() if not k.startswith("step/")}
     return entry
 
 

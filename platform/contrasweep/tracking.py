@@ -307,8 +307,12 @@ class MlflowTracker(Callback):
         if entry:
             return entry["run_id"]
         key = config_key(trial.config)
-        orphan = next((tid for tid in self._orphans(trials) if self.state.trials[tid]["config_key"] == key), None)
-        if orphan is not None:  # re-attach the run of a trial the restored experiment lost
+        # one run per repeat: the run of a trial the restored experiment lost (unfinished first)
+        known = {t.trial_id for t in trials}
+        same = sorted((tid for tid, e in self.state.trials.items() if tid not in known and e["config_key"] == key),
+                      key=lambda tid: "status" in self.state.trials[tid])
+        orphan = same[0] if same else None
+        if orphan is not None:  # re-attach it
             entry = self.state.trials.pop(orphan)
         else:
             from contrasweep.identity import identify, run_name, tags
@@ -461,6 +465,8 @@ class MlflowTracker(Callback):
         outcome = self._outcome(trial, entry, status)
         folder = self._state_dir(trial)
         entry.update(status=status, outcome=outcome)
+        if status == "FINISHED":  # what a restored copy of this trial reports instead of training (contrasweep.ledger)
+            entry["final"] = _numeric(getattr(trial, "last_result", None) or {})
         if folder:
             entry["state_dir"] = folder
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}

@@ -2,11 +2,12 @@
 
 Searchers: ``grid`` (the exact grid of the YAML × seeds, the paper's reported setting first,
 Tune's default generator), ``optuna`` (TPE; NSGA-II when the spec names several metrics) and
-``random`` (Optuna's RandomSampler) — both Optuna searchers keep their study in Optuna storage
-next to the sweep, because ``Tuner.restore`` does not reliably bring back Optuna's history
-(ray#30861). With several seeds a searcher is wrapped in ``contrasweep.repeat.SeedRepeater``:
-each suggestion runs once per seed and the searcher is told the mean. Scheduler: ASHA on the first metric with our
-own ``epoch`` counter as time (Tune's ``training_iteration`` restarts at 0 after a restore).
+``random`` (Optuna's RandomSampler): ``contrasweep.study_search``, whose memory is the Optuna
+study next to the sweep (``Tuner.restore`` does not reliably bring back a searcher's history,
+ray#30861); each suggestion runs once per repeat and the study is told the mean. Scheduler:
+group ASHA on the first metric with our own ``epoch`` counter as time (Tune's
+``training_iteration`` restarts at 0 after a restore); both schedulers end trials the sweep's
+record says finished and save new trials before they start (``group_asha.MovableFIFO``).
 """
 
 from __future__ import annotations
@@ -302,59 +303,26 @@ def max_epochs(sweep: Sweep) -> int:
 
 
 def param_space(sweep: Sweep) -> dict:
+    """Tune's param_space: the grid's trials, or for a searcher the fixed values (its
+    suggestions are merged over them, ``contrasweep.study_search``)."""
     from ray import tune
 
     if sweep.searcher == "grid":
         return {"hp": tune.grid_search(sweep.grid_trials())}
-    space: dict[str, Any] = dict(sweep.fixed)
-    for key, domain in sweep.search.items():
-        kind, args = next(iter(domain.items()))
-        space[key] = {
-            "uniform": lambda a: tune.uniform(a[0], a[1]),
-            "loguniform": lambda a: tune.loguniform(a[0], a[1]),
-            "quniform": lambda a: tune.quniform(a[0], a[1], a[2]),
-            "randint": lambda a: tune.randint(a[0], a[1] + 1),  # the spec's bounds are inclusive
-            "choice": lambda a: tune.choice([as_text(v) for v in a]),
-        }[kind](args)
-    if sweep.repeats == 1:
-        space["seed"] = sweep.seeds[0]
-    return space
+    return dict(sweep.fixed)
 
 
 def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
-    from ray.tune.search import ConcurrencyLimiter
+    """The grid on Tune's generator, or Optuna (TPE, NSGA-II, random) over the sweep's study
+    with its repeats (``contrasweep.study_search``)."""
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    from contrasweep.repeat import SeedRepeater
+    from contrasweep import study_search
 
     limit = live_limit(sweep, group_sizes(sweep))
     if sweep.searcher == "grid":
         return BasicVariantGenerator(max_concurrent=limit)
-    import optuna
-    from ray.tune.search.optuna import OptunaSearch
-
-    from contrasweep.study_storage import StudyStorage
-
-    seed = sweep.seeds[0]
-    if sweep.searcher == "random":
-        sampler = optuna.samplers.RandomSampler(seed=seed)
-    elif len(sweep.metric) > 1:
-        sampler = optuna.samplers.NSGAIISampler(seed=seed)
-    else:
-        sampler = optuna.samplers.TPESampler(seed=seed)
-    reported = reported_point(sweep)
-    multi = len(sweep.metric) > 1
-    searcher = OptunaSearch(
-        metric=sweep.metric if multi else sweep.metric[0],
-        mode=sweep.mode if multi else sweep.mode[0],
-        points_to_evaluate=[{k: as_text(v) for k, v in reported.items()}] if reported else None,
-        sampler=sampler,
-        study_name=sweep_dir.name,
-        storage=StudyStorage(sweep_dir.optuna_uri),
-    )
-    if sweep.repeats > 1:  # every suggestion runs on every data variant with every seed
-        searcher = SeedRepeater(searcher, repeat=sweep.repeats, set_index=True)
-    return ConcurrencyLimiter(searcher, max_concurrent=limit)
+    return study_search.build(sweep, sweep_dir, limit)
 
 
 def scheduler(sweep: Sweep, sweep_dir: sweeps.SweepDir):
@@ -363,8 +331,9 @@ def scheduler(sweep: Sweep, sweep_dir: sweeps.SweepDir):
     from contrasweep.group_asha import GroupASHA, MovableFIFO
     from contrasweep.identity import GroupKey
 
+    record = sweep_dir.path / "tracking.json"  # what finished (contrasweep.ledger)
     if sweep.scheduler == "none":
-        return MovableFIFO()
+        return MovableFIFO(record)
     return GroupASHA(
         metric=sweep.metric[0],
         mode=sweep.mode[0],
@@ -375,6 +344,7 @@ def scheduler(sweep: Sweep, sweep_dir: sweeps.SweepDir):
         group_sizes=group_sizes(sweep),
         max_running=sweep.max_concurrent,
         state_path=sweep_dir.path / "group_asha.json",
+        tracking_file=record,
     )
 
 

@@ -1,0 +1,39 @@
+"""What a sweep has finished, as the sweep itself recorded it (docs/architecture.md, "Resume").
+
+Tune saves its experiment state every few seconds; a driver killed after a trial ended and
+before the next save restores that trial as unfinished. The tracker writes how each trial
+ended to ``tracking.json`` before it tells MLflow (``contrasweep.tracking``; rebuilt from
+MLflow's tags when the file is lost), so that record, not Tune's copy, says what finished: a
+repeat with the same configuration key (``contrasweep.identity.key_of`` of the trial's config:
+its hyperparameters, seed, data variant and, for searchers, its suggestion and repeat index)
+is never trained again (``group_asha.MovableFIFO.settle``). A trial that failed is not
+finished: ``resume`` retries it.
+
+May import: ``contrasweep.identity``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from contrasweep.identity import key_of
+
+
+def finished(tracking_file: str | Path | None) -> dict[str, dict]:
+    """configuration key -> the final result recorded for it (``{}`` where none was kept),
+    for every trial run the tracker ended FINISHED (complete, or stopped by the scheduler)."""
+    path = Path(tracking_file) if tracking_file else None
+    if path is None or not path.exists():
+        return {}
+    try:
+        trials = json.loads(path.read_text()).get("trials", {})
+    except (OSError, ValueError):
+        return {}
+    return {e["config_key"]: dict(e.get("final") or {}) for e in trials.values()
+            if e.get("status") == "FINISHED" and e.get("config_key")}
+
+
+def key(config: dict) -> str:
+    """A trial's configuration key, as the tracker records it (``contrasweep.config_key``)."""
+    return key_of(config)

@@ -1,0 +1,266 @@
+"""The searcher of ``optuna`` and ``random`` sweeps: Optuna's ask/tell over the sweep's study,
+with repeats (docs/architecture.md, "Resume").
+
+One *suggestion* is one trial of the Optuna study in ``<sweep>/optuna.db``. It runs as
+``repeats`` Tune trials (training seeds fastest, then data variants: ``__trial_index__``, read
+by ``contrasweep.executor``), each carrying the suggestion's number (``__suggestion__``). When
+every repeat has ended the study is told once: COMPLETE with the mean of each metric over the
+repeats, PRUNED when group ASHA stopped a repeat (an intermediate value, the mean reached, goes
+first for a single objective), FAIL when a repeat failed for good. ``resume`` retries a failed
+repeat (MLflow gets its result), but the study keeps FAIL: Optuna cannot reopen a finished trial.
+
+Why not Ray's ``OptunaSearch`` under ``Repeater`` and ``ConcurrencyLimiter``: their memory is
+the copy Tune pickles into its experiment state every few seconds. A driver killed after a
+trial ended but before that copy was written restored a searcher that did not know the trial
+had ended: finished suggestions were replayed, results were told twice to trials the study had
+already finished (``UpdateFinishedTrialError``), and suggestions made after the copy were drawn
+again. Here the study is the memory, written as things happen: each repeat's outcome and values
+are user attributes of its study trial (``repeat.<i>``) the moment Tune reports it, and a tell
+checks the stored state first, so it happens exactly once whatever was replayed. Tune's copy
+contributes only which repeats Tune itself holds (``save``/``restore``); ``_reconcile`` issues
+the repeats of open suggestions that Tune does not hold, and tells a suggestion whose repeats
+had all ended before the kill. The budget is counted in the study: suggestions made before a
+kill are kept, never drawn again.
+
+May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.executor`` (the config
+keys a trial reads), ``contrasweep.relocation``, ``contrasweep.study_storage``,
+``contrasweep.spec``, ``trainables.params``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import pickle
+from typing import Any
+
+import numpy as np
+from ray.tune.search import Searcher
+
+from contrasweep.executor import SUGGESTION, TRIAL_INDEX
+from contrasweep.relocation import here_uri
+
+logger = logging.getLogger(__name__)
+
+REPEAT_ATTR = "repeat.{}"  # a study trial's user attribute: one repeat's outcome and values
+
+
+def distributions(search: dict[str, dict]) -> dict:
+    """The spec's search domains as Optuna distributions (bounds inclusive, as the spec says)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    from trainables.params import as_text
+
+    build = {
+        "uniform": lambda a: FloatDistribution(a[0], a[1]),
+        "loguniform": lambda a: FloatDistribution(a[0], a[1], log=True),
+        "quniform": lambda a: FloatDistribution(a[0], a[1], step=a[2]),
+        "randint": lambda a: IntDistribution(int(a[0]), int(a[1])),
+        "choice": lambda a: CategoricalDistribution([as_text(v) for v in a]),
+    }
+    out = {}
+    for key, domain in search.items():
+        kind, args = next(iter(domain.items()))
+        out[key] = build[kind](args)
+    return out
+
+
+def sampler_for(searcher: str, objectives: int, seed: int):
+    import optuna
+
+    if searcher == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if objectives > 1:
+        return optuna.samplers.NSGAIISampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed)
+
+
+class StudySearcher(Searcher):
+    """Suggestions from an Optuna study, each run ``repeats`` times and told once.
+
+    ``metrics``/``modes``: one or several (NSGA-II); ``num_samples``: suggestions in all;
+    ``max_concurrent``: Tune trials live at once; ``reported``: the paper's point, asked first
+    (enqueued once, when the study is new); ``epochs``: the budget of a trial that does not
+    search ``epochs`` (a repeat that ended below its budget was stopped by the scheduler)."""
+
+    def __init__(self, space: dict, metrics: list[str], modes: list[str], sampler, study_name: str, storage_url: str,
+                 repeats: int, num_samples: int, max_concurrent: int, reported: dict | None = None, epochs: int = 1):
+        super().__init__(metric=metrics if len(metrics) > 1 else metrics[0],
+                         mode=modes if len(modes) > 1 else modes[0])
+        self.space, self.metrics, self.modes, self.sampler = space, list(metrics), list(modes), sampler
+        self.study_name, self.storage_url = study_name, storage_url
+        self.repeats, self.num_samples, self.max_concurrent = repeats, num_samples, max_concurrent
+        self.reported, self.epochs = reported, epochs
+        self.live: dict[str, tuple[int, int]] = {}  # Tune trial id -> (suggestion number, repeat)
+        self._study = self._storage = None
+        self._queue: list[tuple[int, int]] | None = None  # repeats to issue; None: not reconciled yet
+
+    # -- pickling: Tune keeps this object in tuner.pkl and its state in the experiment state --
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.update(_study=None, _storage=None, _queue=None)  # the study is re-opened and re-read after a restore
+        return state
+
+    def __setstate__(self, state):
+        state["storage_url"] = here_uri(state["storage_url"])  # the sweep folder may have moved
+        self.__dict__.update(state)
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        return True  # the metrics and the space are the spec's
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as fh:
+            pickle.dump({"live": self.live, "sampler": self.sampler}, fh)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as fh:
+            state = pickle.load(fh)
+        self.live, self.sampler = state["live"], state["sampler"]
+        self._study = self._storage = self._queue = None
+
+    # -- the study ---------------------------------------------------------------------
+    @property
+    def study(self):
+        if self._study is None:
+            import optuna
+
+            from contrasweep.study_storage import StudyStorage
+
+            optuna.logging.set_verbosity(optuna.logging.WARNING)
+            directions = ["maximize" if m == "max" else "minimize" for m in self.modes]
+            self._storage = StudyStorage(self.storage_url)
+            self._study = optuna.create_study(study_name=self.study_name, storage=self._storage, sampler=self.sampler,
+                                              directions=directions, load_if_exists=True)
+        return self._study
+
+    @property
+    def storage(self):
+        """The study's storage (Optuna's storage API: per-trial reads and writes by id)."""
+        self.study  # opened with it
+        return self._storage
+
+    def trial_id(self, number: int) -> int:
+        storage = self.storage
+        return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(self.study_name), number)
+
+    def frozen(self, number: int):
+        """The stored state of suggestion ``number`` (read from optuna.db, never cached)."""
+        return self.storage.get_trial(self.trial_id(number))
+
+    def _reconcile(self) -> None:
+        """What the study knows and Tune's copy does not: repeats of open suggestions that no
+        live Tune trial holds are issued again; a suggestion whose repeats all ended is told."""
+        from optuna.trial import TrialState
+
+        trials = self.study.get_trials(deepcopy=False)
+        if not trials and self.reported:
+            self.study.enqueue_trial(self.reported)  # the paper's point first (once: the study is new)
+        held = set(self.live.values())
+        self._queue = []
+        for trial in trials:
+            if trial.state != TrialState.RUNNING:
+                continue
+            done = _recorded(trial)
+            if len(done) >= self.repeats:
+                self._tell(trial.number)
+                continue
+            self._queue += [(trial.number, r) for r in range(self.repeats) if r not in done and (trial.number, r) not in held]
+        if self._queue:
+            logger.info("resuming %d repeats of %d open suggestions", len(self._queue), len({n for n, _ in self._queue}))
+
+    def asked(self) -> int:
+        """Suggestions made so far (an enqueued point counts once it is asked)."""
+        from optuna.trial import TrialState
+
+        return sum(t.state != TrialState.WAITING for t in self.study.get_trials(deepcopy=False))
+
+    # -- Searcher API ------------------------------------------------------------------
+    def suggest(self, trial_id: str) -> dict | str | None:
+        if self._queue is None:
+            self._reconcile()
+        if len(self.live) >= self.max_concurrent:
+            return None
+        if not self._queue:
+            if self.asked() >= self.num_samples:
+                return Searcher.FINISHED
+            trial = self.study.ask(self.space)
+            self._queue = [(trial.number, r) for r in range(self.repeats)]
+        number, repeat = self._queue.pop(0)
+        self.live[trial_id] = (number, repeat)
+        return {**self.frozen(number).params, SUGGESTION: number, TRIAL_INDEX: repeat}
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        pass  # stopping early is the scheduler's (group ASHA), not Optuna's pruners
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if trial_id not in self.live:
+            logger.warning("trial %s is not a repeat of any suggestion; its result is not told", trial_id)
+            return
+        number, repeat = self.live.pop(trial_id)
+        frozen = self.frozen(number)
+        key = REPEAT_ATTR.format(repeat)
+        if frozen.state.is_finished() or key in frozen.user_attrs:
+            return  # told already, or this repeat's outcome is recorded (a replay after a restore)
+        self.storage.set_trial_user_attr(self.trial_id(number), key, self._record(result, error, frozen.params))
+        if len(_recorded(self.frozen(number))) >= self.repeats:
+            self._tell(number)
+
+    def _record(self, result: dict | None, error: bool, params: dict) -> dict:
+        """One repeat's outcome (complete | stopped | failed), epoch and metric values. A
+        repeat stopped while paused at a rung ends without a result."""
+        result = result or {}
+        epoch = int(result.get("epoch", 0))
+        budget = int(params.get("epochs", self.epochs))
+        outcome = "failed" if error else ("complete" if epoch >= budget else "stopped")
+        values = [float(result[m]) if isinstance(result.get(m), (int, float)) else None for m in self.metrics]
+        return {"outcome": outcome, "epoch": epoch, "values": values}
+
+    def _tell(self, number: int) -> None:
+        """Tell the study once: COMPLETE with the mean over repeats, PRUNED, or FAIL."""
+        from optuna.exceptions import UpdateFinishedTrialError
+        from optuna.trial import TrialState
+
+        frozen = self.frozen(number)
+        if frozen.state.is_finished():
+            return
+        records = list(_recorded(frozen).values())
+        outcomes = {r["outcome"] for r in records}
+        means = [_nanmean([r["values"][i] for r in records if r.get("values")]) for i in range(len(self.metrics))]
+        try:
+            if "failed" in outcomes or ("stopped" not in outcomes and any(math.isnan(m) for m in means)):
+                self.study.tell(number, state=TrialState.FAIL)
+            elif "stopped" in outcomes:
+                if len(self.metrics) == 1 and not math.isnan(means[0]):
+                    step = max(r["epoch"] for r in records)
+                    self.storage.set_trial_intermediate_value(self.trial_id(number), step, means[0])
+                self.study.tell(number, state=TrialState.PRUNED)
+            else:
+                self.study.tell(number, means if len(means) > 1 else means[0])
+        except UpdateFinishedTrialError:  # told by another path a moment ago
+            pass
+
+
+def _recorded(trial) -> dict[int, dict]:
+    """repeat index -> its recorded outcome, for one study trial."""
+    prefix = REPEAT_ATTR.format("")
+    return {int(k[len(prefix):]): v for k, v in trial.user_attrs.items() if k.startswith(prefix)}
+
+
+def _nanmean(values: list) -> float:
+    numbers = [v for v in values if v is not None and not math.isnan(v)]
+    return float(np.mean(numbers)) if numbers else math.nan
+
+
+def build(sweep, sweep_dir, max_concurrent: int) -> StudySearcher:
+    """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.tune.search_alg``)."""
+    from contrasweep.spec import reported_point
+    from trainables.params import LOOP_PARAMS, as_text
+
+    reported = reported_point(sweep)
+    return StudySearcher(
+        distributions(sweep.search), sweep.metric, sweep.mode, sampler_for(sweep.searcher, len(sweep.metric), sweep.seeds[0]),
+        study_name=sweep_dir.name, storage_url=sweep_dir.optuna_uri, repeats=sweep.repeats,
+        num_samples=sweep.num_samples, max_concurrent=max_concurrent,
+        reported={k: as_text(v) for k, v in reported.items()} if reported else None,
+        epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)),
+    )
