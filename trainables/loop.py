@@ -111,6 +111,10 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     start_epoch = saver.restore(session.latest_checkpoint(), method, optimizer, scheduler, scaler) + 1
 
     metrics: dict[str, float] = {**saver.metrics, **tracker.best_metrics}  # the restored epoch's
+    if saver.unreported and start_epoch <= hp("epochs"):
+        # restored from a state newer than Ray's pointer: the driver may never have seen this
+        # epoch (it died between the state's write and the report); it skips what it has logged
+        saver.report(dict(metrics), start_epoch - 1)
     # cost metrics (a Pareto sweep may trade them against quality): trainable parameters and
     # the cumulative seconds spent in optimisation steps (evaluation excluded), kept across resumes
     parameters = float(sum(p.numel() for p in method.parameters() if p.requires_grad))
@@ -320,6 +324,7 @@ class Checkpointer:
         self.best_weights: dict[str, torch.Tensor] | None = None
         self.resume: str | None = None      # newest resume state
         self.reported: set[str] = set()     # what the last reported pointer names
+        self.unreported = False             # restored from a state newer than the pointer Ray gave
         self.metrics: dict[str, float] = {}  # the restored pointer's metrics (cost/train_s)
         self._writer: BackgroundTask | None = None
 
@@ -406,6 +411,8 @@ class Checkpointer:
             newer = [n for n in (own or self.folder.names("resume")) if epoch_of(n) > epoch_of(meta["resume"])]
             if newer:
                 folder, meta["resume"] = self.folder, newer[-1]
+                self.unreported = True
+        self.unreported |= not pointer
         path = folder.local(meta["resume"])
         method.load_state_dict(load_weights(weights_file(path)))
         state = load_state(path / STATE_FILE)

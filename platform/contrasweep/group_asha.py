@@ -127,7 +127,7 @@ class MovableFIFO(FIFOScheduler):
                 continue
             logger.info("trial %s finished before the driver stopped (the sweep's record): not run again", trial.trial_id)
             if final:
-                trial.update_last_result({**final, "trial_id": trial.trial_id, "done": True})
+                trial.update_last_result({**final, "trial_id": trial.trial_id, "config": trial.config, "done": True})
             tune_controller.stop_trial(trial)
         if self._unsaved:
             self._unsaved = False

@@ -1,0 +1,199 @@
+"""Resume is exact for every searcher (docs/architecture.md, "Resume"): real `contrasweep run`
+processes on a real local Ray and a real MLflow sqlite store, with the tiny BERT, interrupted
+(SIGKILL the moment a trial has just finished, before Tune's periodic save can know it; or
+mid-epoch; or Ctrl-C), resumed, interrupted again during the resume and resumed again. Every
+assertion reads MLflow, the Optuna study and the sweep folder, never the console alone:
+
+- one sweep run, one configuration run per suggestion (grid point) and setting, one trial run
+  per repeat, all FINISHED, each epoch logged once; a configuration run's mean/std/n are those
+  of exactly its repeats;
+- a repeat that had finished is never trained again (its metrics were all logged before the
+  kill); a running one goes on from its last resume state (at most the epoch it was in is
+  trained again);
+- the Optuna study holds exactly one finished trial per suggestion (COMPLETE, or PRUNED where
+  group ASHA stopped the group), nothing RUNNING, and the suggestions made before the kill keep
+  their values.
+
+The cases cover each searcher with one and two seeds and both schedulers (each searcher with
+both seed counts, each seed count and scheduler with every searcher kind), each killed at
+both points; the interrupted sweeps are shared between the assertions."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import write_spec
+
+pytestmark = pytest.mark.slow
+
+SUGGESTIONS = 3  # grid points or searcher suggestions
+EPOCHS = 3
+
+
+def _spec(tmp_path: Path, model_dir: str, searcher: str, seeds: list[int], scheduler: str) -> Path:
+    sweep = {"searcher": "optuna" if searcher == "moo" else searcher, "scheduler": scheduler, "seeds": seeds,
+             "max_concurrent": 2, "num_samples": SUGGESTIONS, "asha": {"grace_period": 1, "reduction_factor": 2.0}}
+    sections = {"grid": {"lr": [1.0e-3, 5.0e-4, 1.0e-5]}, "search": None}
+    if searcher != "grid":
+        sections = {"grid": None, "search": {"lr": {"loguniform": [1.0e-5, 1.0e-2]}}}
+    if searcher == "moo":
+        sweep.update(metric=["val/accuracy", "val/macro_f1"], mode=["max", "max"])
+    return write_spec(tmp_path / "spec.yaml", model_dir, data={"k": 2}, fixed={"epochs": EPOCHS, "checkpoint_every": 1},
+                      sweep=sweep, **sections)
+
+
+def _env(tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
+    return env
+
+
+def _start(args: list[str], tmp_path: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "contrasweep", *args], cwd=tmp_path, env=_env(tmp_path),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _trials(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "tracking.json").read_text())["trials"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def _interrupt(proc: subprocess.Popen, folder: Path, at: str, how: str) -> dict:
+    """Wait for the moment (``finished``: a trial has just ended FINISHED, more than when we
+    started watching; ``mid-epoch``: a trial is past its first epoch and not finished), then
+    SIGKILL the driver's process group or send it SIGINT. Returns what the record held then."""
+    before = sum(e.get("status") == "FINISHED" for e in _trials(folder).values())
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        trials = _trials(folder)
+        ended = sum(e.get("status") == "FINISHED" for e in trials.values())
+        if at == "finished" and ended > before:
+            break
+        if at == "mid-epoch" and any("status" not in e and 1 <= e.get("last_epoch", 0) < EPOCHS for e in trials.values()):
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the sweep ended before it could be interrupted:\n" + proc.stdout.read()[-3000:]
+    if how == "kill":
+        os.killpg(proc.pid, signal.SIGKILL)
+    else:
+        proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == (130 if how == "sigint" else -signal.SIGKILL), out[-3000:]
+    return {"at": time.time(), "trials": _trials(folder), "out": out}
+
+
+def _client(tmp_path: Path):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def _runs(tmp_path: Path) -> list:
+    client = _client(tmp_path)
+    return client.search_runs([e.experiment_id for e in client.search_experiments()], max_results=5000)
+
+
+def _study(folder: Path):
+    import optuna
+
+    return optuna.load_study(study_name=folder.name, storage=f"sqlite:///{folder / 'optuna.db'}")
+
+
+CASES = [  # (searcher, seeds, scheduler, first interruption, second interruption)
+    ("grid", [0], "asha", ("finished", "kill"), ("mid-epoch", "sigint")),
+    ("grid", [0, 1], "none", ("mid-epoch", "kill"), ("finished", "kill")),
+    ("random", [0], "none", ("finished", "kill"), ("mid-epoch", "kill")),
+    ("random", [0, 1], "asha", ("mid-epoch", "kill"), ("finished", "sigint")),
+    ("optuna", [0], "asha", ("mid-epoch", "kill"), ("finished", "kill")),
+    ("optuna", [0, 1], "none", ("finished", "kill"), ("mid-epoch", "kill")),
+    ("moo", [0], "none", ("mid-epoch", "kill"), ("finished", "kill")),
+    ("moo", [0, 1], "asha", ("finished", "kill"), ("mid-epoch", "kill")),
+]
+
+
+@pytest.mark.parametrize("searcher,seeds,scheduler,first,second", CASES,
+                         ids=[f"{c[0]}-{len(c[1])}seed-{c[2]}" for c in CASES])
+def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, second, tiny_model_dir, cache_dir, tmp_path):
+    spec = _spec(tmp_path, tiny_model_dir, searcher, seeds, scheduler)
+    name = "sweep"
+    folder = tmp_path / "sweeps" / name
+    cuts = [_interrupt(_start(["run", str(spec), "--name", name], tmp_path), folder, *first)]
+    study_at_kill = _study(folder).get_trials(deepcopy=False) if searcher != "grid" else []
+    cuts.append(_interrupt(_start(["resume", name], tmp_path), folder, *second))
+    resumed = _start(["resume", name], tmp_path)
+    out, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, out[-3000:]
+    outs = [c["out"] for c in cuts] + [out]
+
+    total = SUGGESTIONS * len(seeds)
+    assert json.loads((folder / "sweep.json").read_text())["status"] == "finished"
+    runs = _runs(tmp_path)
+    kinds = sorted(r.data.tags.get("contrasweep.kind") for r in runs)
+    assert kinds == ["configuration"] * SUGGESTIONS + ["sweep"] + ["trial"] * total, kinds
+    assert {r.info.status for r in runs} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in runs]
+    trials = [r for r in runs if r.data.tags["contrasweep.kind"] == "trial"]
+    assert len({r.data.tags["contrasweep.config_key"] for r in trials}) == total  # one run per repeat
+    client = _client(tmp_path)
+    for run in trials:  # every epoch it trained, logged once
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "val/accuracy")]
+        assert sorted(steps) == list(range(1, int(run.data.tags["contrasweep.last_epoch"]) + 1)), (run.info.run_name, steps)
+    for config in (r for r in runs if r.data.tags["contrasweep.kind"] == "configuration"):
+        members = [r for r in trials if r.data.tags["mlflow.parentRunId"] == config.info.run_id]
+        assert len(members) == len(seeds) and config.data.metrics["n_repeats"] == len(seeds)
+        if config.data.tags["contrasweep.outcome"] == "complete":
+            values = [r.data.metrics["best/val/accuracy"] for r in members]
+            assert config.data.metrics["mean/best/val/accuracy"] == pytest.approx(np.mean(values))
+    parent = next(r for r in runs if r.data.tags["contrasweep.kind"] == "sweep")
+    assert max(m.value for m in client.get_metric_history(parent.info.run_id, "trials/ended")) == total
+
+    # a repeat that had finished is never trained again: all its metrics predate the interruption
+    by_key = {r.data.tags["contrasweep.config_key"]: r for r in trials}
+    for cut in cuts:
+        for entry in cut["trials"].values():
+            if entry.get("status") == "FINISHED":
+                run = by_key[entry["config_key"]]
+                stamps = [m.timestamp for key in ("val/accuracy", "epoch")
+                          for m in client.get_metric_history(run.info.run_id, key)]
+                assert max(stamps) / 1000 < cut["at"], run.info.run_name
+    # a running repeat goes on from its last resume state (checkpoint_every 1): Tune's own
+    # record shows at most the epoch it was in trained again, per interruption
+    for result in (folder / "tune").glob("*/result.json"):
+        epochs = [json.loads(line)["epoch"] for line in result.read_text().splitlines()]
+        assert len(epochs) - len(set(epochs)) <= len(cuts), (result.parent.name, epochs)
+    # the console never counted past the total
+    for text in outs:
+        for done, of in re.findall(r"\[contrasweep\] (\d+)/(\d+) ", text):
+            assert int(done) <= int(of) == total, text[-3000:]
+
+    if searcher == "grid":
+        return
+    from optuna.trial import TrialState
+
+    study = _study(folder)
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    assert len(states) == SUGGESTIONS and set(states) <= {TrialState.COMPLETE, TrialState.PRUNED}, states
+    outcome = {int(r.data.tags["contrasweep.suggestion"]): r.data.tags["contrasweep.outcome"]
+               for r in runs if r.data.tags["contrasweep.kind"] == "trial"}
+    for trial in study.trials:  # one tell per suggestion, with the mean over its repeats
+        assert sorted(trial.user_attrs) == [f"repeat.{i}" for i in range(len(seeds))]
+        assert (trial.state == TrialState.PRUNED) == (outcome[trial.number] == "stopped")
+        if trial.state == TrialState.COMPLETE:
+            members = [r for r in trials if r.data.tags["contrasweep.suggestion"] == str(trial.number)]
+            assert trial.values[0] == pytest.approx(np.mean([r.data.metrics["val/accuracy"] for r in members]))
+    for before in study_at_kill:  # suggestions made before the kill are kept, not drawn again
+        if before.state != TrialState.WAITING:
+            assert study.trials[before.number].params == before.params
+    if searcher == "moo":
+        assert len(study.directions) == 2 and all(len(t.values) == 2 for t in study.trials if t.values)
