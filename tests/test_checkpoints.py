@@ -289,3 +289,31 @@ def test_a_resume_state_is_read_without_running_code(tmp_path, monkeypatch):
     with pytest.raises(pickle.UnpicklingError):
         load_state(tmp_path / "bad.pt")
     assert not (tmp_path / "pwned").exists()
+
+
+class ResumesNewest(CrashAfter):
+    resume_newest = True  # as Tune and Train sessions do: the trial's folder may be newer than Ray's pointer
+
+
+@pytest.mark.parametrize("pointer", ["stale", "none"])
+def test_a_stale_or_missing_pointer_goes_on_from_the_folders_newest_state(pointer, tiny_model_dir, tmp_path):
+    """Tune's saved state is older than the trial's folder (the driver died after the trial had
+    written newer resume states): the restart goes on from the newest one, re-reports that
+    epoch (the driver may never have logged it), and ends where an uninterrupted run ends."""
+    data = toy_tables(tiny_model_dir)
+    config = loop_config(tiny_model_dir, epochs=5, checkpoint_every=1)
+    killed = ResumesNewest(str(tmp_path / "a"), 4)
+    with pytest.raises(RuntimeError):
+        train(config, data, killed)
+    assert StateFolder(killed.state_dir).names("resume")[-1] == "resume-e0004"
+    resumed = ResumesNewest(str(tmp_path / "a"), 99, resume_from=killed.checkpoints[1] if pointer == "stale" else None)
+    train(config, data, resumed)
+    assert [r["epoch"] for r in resumed.reports] == [4, 5]  # epoch 4 again (its saved metrics), then 5
+    assert resumed.reports[0]["val/accuracy"] == pytest.approx(killed.reports[3]["val/accuracy"])
+    straight = PruningSession(str(tmp_path / "b"))
+    train(config, data, straight)
+    for key in ("train/loss", "best/val/accuracy", "best/epoch", "test/accuracy"):
+        assert resumed.reports[-1][key] == pytest.approx(straight.reports[-1][key], abs=1e-5)
+    local = PruningSession(str(tmp_path / "a"))  # a plain session resumes only what it is given
+    train(loop_config(tiny_model_dir, epochs=1, checkpoint_every=1), data, local)
+    assert [r["epoch"] for r in local.reports] == [1]

@@ -38,11 +38,12 @@ pytestmark = pytest.mark.slow
 
 SUGGESTIONS = 3  # grid points or searcher suggestions
 EPOCHS = 3
+LIVE = 2  # sweep.max_concurrent (and group ASHA's live limit: groups of at most 2 repeats)
 
 
 def _spec(tmp_path: Path, model_dir: str, searcher: str, seeds: list[int], scheduler: str) -> Path:
     sweep = {"searcher": "optuna" if searcher == "moo" else searcher, "scheduler": scheduler, "seeds": seeds,
-             "max_concurrent": 2, "num_samples": SUGGESTIONS, "asha": {"grace_period": 1, "reduction_factor": 2.0}}
+             "max_concurrent": LIVE, "num_samples": SUGGESTIONS, "asha": {"grace_period": 1, "reduction_factor": 2.0}}
     sections = {"grid": {"lr": [1.0e-3, 5.0e-4, 1.0e-5]}, "search": None}
     if searcher != "grid":
         sections = {"grid": None, "search": {"lr": {"loguniform": [1.0e-5, 1.0e-2]}}}
@@ -70,18 +71,23 @@ def _trials(folder: Path) -> dict:
         return {}
 
 
-def _interrupt(proc: subprocess.Popen, folder: Path, at: str, how: str) -> dict:
-    """Wait for the moment (``finished``: a trial has just ended FINISHED, more than when we
-    started watching; ``mid-epoch``: a trial is past its first epoch and not finished), then
-    SIGKILL the driver's process group or send it SIGINT. Returns what the record held then."""
-    before = sum(e.get("status") == "FINISHED" for e in _trials(folder).values())
+def _interrupt(proc: subprocess.Popen, folder: Path, total: int, at: str, how: str) -> dict:
+    """Wait for the moment, then SIGKILL the driver's process group or send it SIGINT; returns
+    what the sweep's record held then. ``mid-epoch``: a trial has logged an epoch in this
+    process and is not finished; ``finished``: a trial has just ended in this process, once
+    every trial has been created (no new trial makes Tune save its state any more, so its last
+    save, up to TUNE_GLOBAL_CHECKPOINT_S old, may still call that trial running: the case the
+    sweep's own record is for)."""
+    start = {tid: e.get("last_epoch", 0) for tid, e in _trials(folder).items()}
+    ended_before = sum(e.get("status") == "FINISHED" for e in _trials(folder).values())
     deadline = time.time() + 300
     while time.time() < deadline and proc.poll() is None:
         trials = _trials(folder)
         ended = sum(e.get("status") == "FINISHED" for e in trials.values())
-        if at == "finished" and ended > before:
+        if at == "finished" and ended > ended_before and ended >= total - LIVE + 1:
             break
-        if at == "mid-epoch" and any("status" not in e and 1 <= e.get("last_epoch", 0) < EPOCHS for e in trials.values()):
+        if at == "mid-epoch" and any("status" not in e and 1 <= e.get("last_epoch", 0) < EPOCHS
+                                     and e.get("last_epoch", 0) > start.get(tid, 0) for tid, e in trials.items()):
             break
         time.sleep(0.02)
     assert proc.poll() is None, "the sweep ended before it could be interrupted:\n" + proc.stdout.read()[-3000:]
@@ -91,7 +97,17 @@ def _interrupt(proc: subprocess.Popen, folder: Path, at: str, how: str) -> dict:
         proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == (130 if how == "sigint" else -signal.SIGKILL), out[-3000:]
-    return {"at": time.time(), "trials": _trials(folder), "out": out}
+    return {"at": time.time(), "trials": _trials(folder), "out": out, "results": _results(folder)}
+
+
+def _results(folder: Path) -> dict[str, int]:
+    """Tune trial id -> lines in its result.json (Tune appends one per report, restored or not)."""
+    out = {}
+    for path in (folder / "tune").glob("*/result.json"):
+        tid = next((t for t in _trials(folder) if t in path.parent.name), None)
+        if tid:
+            out[tid] = len(path.read_text().splitlines())
+    return out
 
 
 def _client(tmp_path: Path):
@@ -111,15 +127,15 @@ def _study(folder: Path):
     return optuna.load_study(study_name=folder.name, storage=f"sqlite:///{folder / 'optuna.db'}")
 
 
-CASES = [  # (searcher, seeds, scheduler, first interruption, second interruption)
-    ("grid", [0], "asha", ("finished", "kill"), ("mid-epoch", "sigint")),
-    ("grid", [0, 1], "none", ("mid-epoch", "kill"), ("finished", "kill")),
-    ("random", [0], "none", ("finished", "kill"), ("mid-epoch", "kill")),
-    ("random", [0, 1], "asha", ("mid-epoch", "kill"), ("finished", "sigint")),
-    ("optuna", [0], "asha", ("mid-epoch", "kill"), ("finished", "kill")),
-    ("optuna", [0, 1], "none", ("finished", "kill"), ("mid-epoch", "kill")),
-    ("moo", [0], "none", ("mid-epoch", "kill"), ("finished", "kill")),
-    ("moo", [0, 1], "asha", ("finished", "kill"), ("mid-epoch", "kill")),
+CASES = [  # (searcher, seeds, scheduler, first interruption: mid-epoch, second: a trial just finished)
+    ("grid", [0], "asha", "sigint", "kill"),
+    ("grid", [0, 1], "none", "kill", "kill"),
+    ("random", [0], "none", "kill", "kill"),
+    ("random", [0, 1], "asha", "kill", "sigint"),
+    ("optuna", [0], "asha", "kill", "kill"),
+    ("optuna", [0, 1], "none", "kill", "kill"),
+    ("moo", [0], "none", "kill", "kill"),
+    ("moo", [0, 1], "asha", "kill", "kill"),
 ]
 
 
@@ -129,15 +145,15 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     spec = _spec(tmp_path, tiny_model_dir, searcher, seeds, scheduler)
     name = "sweep"
     folder = tmp_path / "sweeps" / name
-    cuts = [_interrupt(_start(["run", str(spec), "--name", name], tmp_path), folder, *first)]
+    total = SUGGESTIONS * len(seeds)
+    cuts = [_interrupt(_start(["run", str(spec), "--name", name], tmp_path), folder, total, "mid-epoch", first)]
     study_at_kill = _study(folder).get_trials(deepcopy=False) if searcher != "grid" else []
-    cuts.append(_interrupt(_start(["resume", name], tmp_path), folder, *second))
+    cuts.append(_interrupt(_start(["resume", name], tmp_path), folder, total, "finished", second))
     resumed = _start(["resume", name], tmp_path)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out[-3000:]
     outs = [c["out"] for c in cuts] + [out]
 
-    total = SUGGESTIONS * len(seeds)
     assert json.loads((folder / "sweep.json").read_text())["status"] == "finished"
     runs = _runs(tmp_path)
     kinds = sorted(r.data.tags.get("contrasweep.kind") for r in runs)
@@ -158,11 +174,14 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     parent = next(r for r in runs if r.data.tags["contrasweep.kind"] == "sweep")
     assert max(m.value for m in client.get_metric_history(parent.info.run_id, "trials/ended")) == total
 
-    # a repeat that had finished is never trained again: all its metrics predate the interruption
+    # a repeat that had finished is never trained again: all its metrics predate the
+    # interruption, and Tune never ran it again (its result.json got no line)
     by_key = {r.data.tags["contrasweep.config_key"]: r for r in trials}
+    results = _results(folder)
     for cut in cuts:
-        for entry in cut["trials"].values():
+        for tid, entry in cut["trials"].items():
             if entry.get("status") == "FINISHED":
+                assert results.get(tid) == cut["results"].get(tid), (tid, entry["name"], cut["results"], results)
                 run = by_key[entry["config_key"]]
                 stamps = [m.timestamp for key in ("val/accuracy", "epoch")
                           for m in client.get_metric_history(run.info.run_id, key)]

@@ -60,6 +60,18 @@ def survives(value: float, recorded: list[float], reduction_factor: float, mode:
     return (value if mode == "max" else -value) >= cutoff
 
 
+def stop_waiting(tune_controller, trial: Trial) -> None:
+    """``stop_trial`` for a trial that is PENDING or PAUSED, so that Tune's saved state learns
+    it too: Ray 2.60 re-serialises a trial into its experiment state only when the trial is
+    marked, and ``stop_trial`` marks only a trial with a live actor. Unmarked, a trial stopped
+    while waiting stayed PENDING in the saved state, so the ended sweep read as interrupted and
+    a resume brought the trial back."""
+    tune_controller.stop_trial(trial)
+    controller = getattr(tune_controller, "_tune_controller", None)  # the scheduler's view wraps it
+    if controller is not None:
+        controller._mark_trial_to_checkpoint(trial)
+
+
 class MovableFIFO(FIFOScheduler):
     """FIFO whose trials never run twice and whose new trials follow a moved sweep folder.
 
@@ -128,7 +140,7 @@ class MovableFIFO(FIFOScheduler):
             logger.info("trial %s finished before the driver stopped (the sweep's record): not run again", trial.trial_id)
             if final:
                 trial.update_last_result({**final, "trial_id": trial.trial_id, "config": trial.config, "done": True})
-            tune_controller.stop_trial(trial)
+            stop_waiting(tune_controller, trial)
         if self._unsaved:
             self._unsaved = False
             # Tune's own save (a few kB of trial states and the searcher's), forced now rather
@@ -240,7 +252,7 @@ class GroupASHA(MovableFIFO):
         if decision == STOP:
             for other in self._members(tune_controller, group):
                 if other is not trial and other.status in (Trial.PAUSED, Trial.PENDING):
-                    tune_controller.stop_trial(other)
+                    stop_waiting(tune_controller, other)
             return TrialScheduler.STOP
         return TrialScheduler.CONTINUE
 
@@ -253,7 +265,7 @@ class GroupASHA(MovableFIFO):
         group = self._group(trial)
         for other in self._members(tune_controller, group):
             if other is not trial and other.status == Trial.PAUSED and self.waiting(other):
-                tune_controller.stop_trial(other)
+                stop_waiting(tune_controller, other)
 
     def choose_trial_to_run(self, tune_controller) -> Trial | None:
         self.settle(tune_controller)
@@ -264,7 +276,7 @@ class GroupASHA(MovableFIFO):
             for trial in trials:
                 if trial.status == status and not self.waiting(trial):
                     if self._stopped(self._group(trial)):
-                        tune_controller.stop_trial(trial)
+                        stop_waiting(tune_controller, trial)
                         continue
                     return trial
         return None

@@ -20,7 +20,7 @@ def best_groups(results, sweep, metric: str, mode: str) -> dict:
     static, sizes = group_static(sweep), group_sizes(sweep)
     found: dict[str, Group] = {}
     for result in results:
-        if result.error is not None or not result.metrics:
+        if result.error is not None or not result.metrics or not result.config:
             continue
         ident = identify(result.config, static)
         group = found.setdefault(ident.group, Group(
@@ -107,7 +107,8 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
 
     failed = [r for r in results if r.error is not None]
     static = group_static(sweep) if sweep is not None else None
-    complete = sum(1 for r in results if r.error is None and r.metrics and static is not None
+    # a trial stopped before it ever ran (its group stopped while it waited) has no config
+    complete = sum(1 for r in results if r.error is None and r.metrics and r.config and static is not None
                    and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp))
     stopped = len(results) - len(failed) - complete
     lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trials: {complete} complete, "

@@ -1,0 +1,232 @@
+"""The resume rule's parts, each against a Tune state older than the sweep's own record
+(docs/architecture.md, "Resume"): the searcher (``contrasweep.study_search``: a real Optuna
+study in sqlite, Tune's save/restore of the searcher done as Tune does it) and the schedulers'
+``settle`` (``contrasweep.group_asha.MovableFIFO``, ``contrasweep.ledger``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from ray.tune.experiment import Trial
+from ray.tune.search import Searcher
+
+from contrasweep.group_asha import MovableFIFO
+from contrasweep.identity import key_of
+from contrasweep.study_search import StudySearcher, distributions
+
+METRIC = "val/accuracy"
+
+
+def make(tmp_path, repeats=2, num_samples=2, max_concurrent=4, metrics=(METRIC,), reported=None, seed=0):
+    space = distributions({"lr": {"loguniform": [1.0e-5, 1.0e-2]}, "heads": {"choice": [1, 2]}})
+    sampler = optuna.samplers.RandomSampler(seed=seed)
+    return StudySearcher(space, list(metrics), ["max"] * len(metrics), sampler, "s", f"sqlite:///{tmp_path / 'optuna.db'}",
+                         repeats=repeats, num_samples=num_samples, max_concurrent=max_concurrent, reported=reported,
+                         epochs=3)
+
+
+def study(tmp_path):
+    return optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+
+
+def done(value, epoch=3):
+    return {"epoch": epoch, METRIC: value}
+
+
+def snapshot(searcher, tmp_path, name="snap.pkl"):
+    """What Tune keeps of the searcher: the object in tuner.pkl, its state in the experiment state."""
+    searcher.save(str(tmp_path / name))
+    return pickle.dumps(searcher)
+
+
+def restored(pickled, tmp_path, name="snap.pkl"):
+    searcher = pickle.loads(pickled)
+    searcher.restore(str(tmp_path / name))
+    return searcher
+
+
+def test_a_suggestion_runs_once_per_repeat_and_is_told_the_mean_once(tmp_path):
+    s = make(tmp_path, reported={"lr": 1.0e-3, "heads": 2})
+    a, b = s.suggest("a"), s.suggest("b")
+    assert (a["__suggestion__"], a["__trial_index__"]) == (0, 0) and (b["__suggestion__"], b["__trial_index__"]) == (0, 1)
+    assert a["lr"] == b["lr"] == 1.0e-3 and a["heads"] == 2  # the paper's point first, for every repeat
+    s.on_trial_complete("a", done(0.5))
+    assert study(tmp_path).trials[0].state == TrialState.RUNNING  # waits for its other repeat
+    s.on_trial_complete("b", done(0.7))
+    s.on_trial_complete("b", done(0.1))  # a replay changes nothing
+    first = study(tmp_path).trials[0]
+    assert first.state == TrialState.COMPLETE and first.value == pytest.approx(0.6)
+    assert first.user_attrs["repeat.1"] == {"outcome": "complete", "epoch": 3, "values": [0.7]}
+    c, d = s.suggest("c"), s.suggest("d")
+    assert c["__suggestion__"] == d["__suggestion__"] == 1 and c["lr"] != a["lr"]
+    assert s.suggest("e") == Searcher.FINISHED  # num_samples suggestions made
+
+
+def test_concurrency_counts_live_trials(tmp_path):
+    s = make(tmp_path, max_concurrent=2)
+    assert s.suggest("a") and s.suggest("b") and s.suggest("c") is None
+    s.on_trial_complete("a", done(0.5))
+    assert s.suggest("c")["__suggestion__"] == 1
+
+
+def test_restored_from_an_older_copy_nothing_is_replayed_redrawn_or_told_twice(tmp_path):
+    """Tune's copy was saved when suggestion 0's two repeats were live; after it, both ended
+    (the study was told), suggestion 1 was drawn and its first repeat started; then the driver
+    died. The restored searcher re-issues suggestion 1's repeats with the same values (never a
+    new draw), ignores suggestion 0's repeats that Tune replays, and tells each suggestion once."""
+    s = make(tmp_path)
+    s.suggest("a"), s.suggest("b")
+    pickled = snapshot(s, tmp_path)
+    s.on_trial_complete("a", done(0.4))
+    s.on_trial_complete("b", done(0.6))
+    lost = s.suggest("c")
+    del s  # SIGKILL
+    r = restored(pickled, tmp_path)
+    again = [r.suggest("c2"), r.suggest("d2")]
+    assert [(c["__suggestion__"], c["__trial_index__"]) for c in again] == [(1, 0), (1, 1)]
+    assert again[0]["lr"] == lost["lr"]  # kept, not drawn again
+    r.on_trial_complete("a", done(0.9))  # Tune restored suggestion 0's repeats and ran them again
+    r.on_trial_complete("b", done(0.9))
+    r.on_trial_complete("c2", done(0.2))
+    r.on_trial_complete("d2", done(0.4))
+    trials = study(tmp_path).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 2
+    assert trials[0].value == pytest.approx(0.5) and trials[1].value == pytest.approx(0.3)
+    assert r.suggest("e") == Searcher.FINISHED
+
+
+def test_a_suggestion_whose_repeats_all_ended_before_the_kill_is_told_on_restore(tmp_path):
+    s = make(tmp_path)
+    s.suggest("a"), s.suggest("b")
+    pickled = snapshot(s, tmp_path)
+    s.on_trial_complete("a", done(0.4))
+    number = study(tmp_path).trials[0].number
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'optuna.db'}")  # b's record written, the tell not
+    storage.set_trial_user_attr(study(tmp_path).trials[0]._trial_id, "repeat.1",
+                                {"outcome": "complete", "epoch": 3, "values": [0.8]})
+    r = restored(pickled, tmp_path)
+    r.suggest("c")
+    first = study(tmp_path).trials[number]
+    assert first.state == TrialState.COMPLETE and first.value == pytest.approx(0.6)
+
+
+def test_stopped_repeats_prune_and_failed_ones_fail(tmp_path):
+    s = make(tmp_path, max_concurrent=4)
+    for tid in "abcd":
+        s.suggest(tid)
+    s.on_trial_complete("a", done(0.5, epoch=1))  # group ASHA stopped it at the first rung
+    s.on_trial_complete("b")  # stopped while paused at the rung: no result
+    s.on_trial_complete("c", done(0.5))
+    s.on_trial_complete("d", error=True)
+    pruned, failed = study(tmp_path).trials
+    assert pruned.state == TrialState.PRUNED and pruned.intermediate_values == {1: 0.5}
+    assert failed.state == TrialState.FAIL
+
+
+def test_several_metrics_are_told_their_means(tmp_path):
+    s = make(tmp_path, metrics=(METRIC, "val/macro_f1"), repeats=2, num_samples=1)
+    s.suggest("a"), s.suggest("b")
+    s.on_trial_complete("a", {"epoch": 3, METRIC: 0.5, "val/macro_f1": 0.2})
+    s.on_trial_complete("b", {"epoch": 3, METRIC: 0.7, "val/macro_f1": math.nan})
+    (trial,) = study(tmp_path).trials
+    assert trial.values == pytest.approx([0.6, 0.2]) and len(study(tmp_path).directions) == 2
+
+
+def test_the_reported_point_is_enqueued_once(tmp_path):
+    s = make(tmp_path, reported={"lr": 1.0e-3, "heads": 1}, num_samples=3, repeats=1)
+    s.suggest("a")
+    pickled = snapshot(s, tmp_path)
+    r = restored(pickled, tmp_path)
+    r.on_trial_complete("a", done(0.5))
+    second = r.suggest("b")
+    assert second["__suggestion__"] == 1 and second["lr"] != 1.0e-3
+    assert [t.params["lr"] == 1.0e-3 for t in study(tmp_path).trials] == [True, False]
+
+
+# -- the schedulers' settle: Tune's copy older than the sweep's record -----------------------
+
+class FakeTrial:
+    def __init__(self, trial_id, config, status=Trial.PENDING):
+        self.trial_id, self.config, self.status = trial_id, config, status
+        self.last_result = {}
+
+    def update_last_result(self, result):
+        self.last_result = result
+
+
+class FakeController:
+    """Tune's controller as a scheduler sees it (with the wrapper's ``_tune_controller``)."""
+
+    def __init__(self, trials):
+        self.trials, self.stopped, self.saves, self.marked = trials, [], 0, []
+        self._tune_controller = self
+
+    def _mark_trial_to_checkpoint(self, trial):
+        self.marked.append(trial.trial_id)
+
+    def get_trials(self):
+        return self.trials
+
+    def stop_trial(self, trial):
+        self.stopped.append(trial.trial_id)
+        trial.status = Trial.TERMINATED
+
+    def checkpoint(self, force=False):
+        assert force
+        self.saves += 1
+
+
+def test_settle_ends_trials_the_record_says_finished_and_saves_new_trials(tmp_path):
+    """Tune's copy calls trials 0 and 1 PENDING (restored), but the sweep's record says 0 ended
+    FINISHED (with its final result) and 1 FAILED: 0 is ended with that result, never run; 1
+    runs again (resume retries failures); a new trial is saved before anything starts."""
+    configs = [{"hp": {"lr": 1.0e-3, "seed": s}} for s in (0, 1, 2)]
+    record = {"trials": {
+        "old0": {"config_key": key_of(configs[0]), "status": "FINISHED", "final": {"epoch": 3, METRIC: 0.75}},
+        "old1": {"config_key": key_of(configs[1]), "status": "FAILED"}}}
+    (tmp_path / "tracking.json").write_text(json.dumps(record))
+    scheduler = pickle.loads(pickle.dumps(MovableFIFO(tmp_path / "tracking.json")))  # as restored from tuner.pkl
+    t0, t1 = FakeTrial("t0", configs[0]), FakeTrial("t1", configs[1])
+    ctl = FakeController([t0, t1])
+    for trial in (t0, t1):
+        scheduler.on_trial_add(ctl, trial)
+    scheduler.settle(ctl)
+    assert ctl.stopped == ["t0"] and t0.last_result[METRIC] == 0.75 and t0.last_result["config"] == configs[0]
+    assert ctl.marked == ["t0"]  # Tune's saved state learns it ended (stop_trial alone marks live trials only)
+    assert t1.status == Trial.PENDING and ctl.saves == 1
+    scheduler.settle(ctl)
+    assert ctl.saves == 1  # nothing new since
+    t2 = FakeTrial("t2", configs[2])
+    ctl.trials.append(t2)
+    scheduler.on_trial_add(ctl, t2)
+    scheduler.settle(ctl)
+    assert ctl.saves == 2 and ctl.stopped == ["t0"]
+
+
+def test_the_record_is_rebuilt_from_mlflow_with_final_results(tmp_path):
+    """When tracking.json is lost, its rebuild from MLflow's tags (contrasweep.reattach) keeps
+    what settle needs: the configuration key, the status and the final values."""
+    from mlflow.tracking import MlflowClient
+
+    from contrasweep import ledger
+    from contrasweep.reattach import rebuild
+    from contrasweep.tracking import CONFIG_KEY_TAG, KIND_TAG, PARENT_TAG
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.create_experiment("e", artifact_location=(tmp_path / "art").as_uri())
+    parent = client.create_run(exp, run_name="sw", tags={KIND_TAG: "sweep", "contrasweep.sweep": "sw"}).info.run_id
+    run = client.create_run(exp, tags={KIND_TAG: "trial", PARENT_TAG: parent, "contrasweep.sweep": "sw",
+                                       "contrasweep.trial_id": "t0", CONFIG_KEY_TAG: "k0",
+                                       "contrasweep.outcome": "complete"}).info.run_id
+    for epoch, value in ((1, 0.5), (2, 0.75)):
+        client.log_metric(run, METRIC, value, step=epoch)
+        client.log_metric(run, "epoch", epoch, step=epoch)
+    client.set_terminated(run, "FINISHED")
+    data = rebuild(client, exp, "sw", None, METRIC, "max")
+    (tmp_path / "tracking.json").write_text(json.dumps(data))
+    assert ledger.finished(tmp_path / "tracking.json") == {"k0": {METRIC: 0.75, "epoch": 2.0}}
