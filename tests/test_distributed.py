@@ -59,38 +59,85 @@ ABALONE = {"loss": "msc", "queue_size": 16, "proj_dim": 16, "probe_lrs": [0.1], 
 REPRESENTATION = {"eval_kmeans_runs": 2, "probe_splits": 1, "probe_iterations": 20}
 
 
-@pytest.mark.parametrize("method, hp", [("scl_moo", {"moo": "epo"}), ("supcl_seq", {"dropouts": [0.0, 0.1]}),
-                                        ("abalone", ABALONE), ("ce_scl", {}), ("lacon", {"heads": 2}),
-                                        ("simcse", REPRESENTATION), ("vascl", {"neighbours": 3, **REPRESENTATION})])
-def test_every_method_runs_under_ddp(method, hp, ray_session, tiny_model_dir, cache_dir, tmp_path):
-    """Every method but CE (the first test) as a 2-worker TorchTrainer sweep. Each in-batch
-    contrastive loss all-gathers the batch with its gradients (``trainables.global_batch``)
-    inside DDP's forward; EPO all-reduces per-objective gradients there too; SupCL-Seq gathers
-    frozen features from both ranks for its second stage; ABALONE all-gathers every step's
-    momentum keys into the queue, then fits its linear probe on features from both ranks. All
-    must run (no hang) on 2 workers; tests/test_global_batch.py checks the numbers."""
-    import yaml
+METHODS = [("scl_moo", {"moo": "epo"}), ("supcl_seq", {"dropouts": [0.0, 0.1]}), ("abalone", ABALONE), ("ce_scl", {}),
+           ("lacon", {"heads": 2}), ("simcse", REPRESENTATION), ("vascl", {"neighbours": 3, **REPRESENTATION})]
 
-    metric = "val/cluster_acc" if method in ("simcse", "vascl") else "val/accuracy"
-    spec = write_spec(tmp_path / "m.yaml", tiny_model_dir, method=method, fixed={"epochs": 1, **hp},
-                      grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none", "metric": metric,
-                                                    "resources": {"cpu": 0.9, "workers": 2}})
-    if method == "abalone":  # multi-label data, objective micro-F1
-        raw = yaml.safe_load(spec.read_text())
-        raw["data"] = {"task": "multilabel", "source": "bbc_multilabel", "n_docs": 60}
-        raw["sweep"].update(metric="val/micro_f1", mode="max")
-        spec.write_text(yaml.safe_dump(raw, sort_keys=False))
-    _, results = _run_sweep(tmp_path, spec, f"ddp-{method}")
-    assert not results[0].error, results[0].error
-    metrics = results[0].metrics
-    if method == "scl_moo":
-        assert metrics["train/moo/lp_fallback"] == 0.0
-        assert metrics["train/moo/alpha_1"] + metrics["train/moo/alpha_2"] == pytest.approx(1.0)
-        assert [s for s, _ in metrics["step_metrics"]["moo/alpha_1"]] == [1, 2, 3]  # 20 rows (k 4 × 5 classes), batch 8
-    elif method == "supcl_seq":
-        assert 0.0 <= metrics["stage2/train_accuracy"] <= 1.0
-    elif method == "abalone":
-        assert metrics["stage2/grid_points"] == 1.0 and 0.0 <= metrics["test/micro_f1"] <= 1.0
-        assert metrics["train/loss/msc"] == metrics["train/loss"]
-    else:
-        assert metrics["epoch"] == 1 and metrics[f"test/{metric.split('/')[1]}"] >= 0.0
+
+def test_every_method_runs_under_ddp(ray_session, tiny_model_dir, cache_dir, tmp_path):
+    """Every method but CE (the first test) on 2 DDP workers, through the loop a distributed
+    trial runs (``executor.train_worker``: its configuration built as a sweep builds it, its
+    data from the object store), one after another in one TorchTrainer so that Train's worker
+    group starts once (about 20 s here; the sweep path around it is the first two tests'). Each
+    in-batch contrastive loss all-gathers the batch with its gradients
+    (``trainables.global_batch``) inside DDP's forward; EPO all-reduces per-objective gradients
+    there too; SupCL-Seq gathers frozen features from both ranks for its second stage; ABALONE
+    all-gathers every step's momentum keys into the queue, then fits its linear probe on
+    features from both ranks. All must run (no hang) on 2 workers; tests/test_global_batch.py
+    checks the numbers."""
+    import json
+
+    import yaml
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from contrasweep.executor import trial_hp
+    from contrasweep.spec import load_spec
+    from contrasweep.tune import prepare_data, put_data
+
+    def _every_method(config: dict) -> None:
+        """One Ray Train rank: each method's loop in turn, as ``executor.train_worker`` runs one
+        (defined here: a test module is not importable on Ray's workers, a nested function is
+        pickled by value)."""
+        import json
+
+        import ray
+        from ray import train as ray_train
+
+        from trainables.loop import train
+        from trainables.sessions import TrainSession
+
+        class OneOfSeveral(TrainSession):
+            def latest_checkpoint(self):
+                return None  # the Train run's checkpoints are the earlier methods'
+
+        rank = ray_train.get_context().get_world_rank()
+        for method, loop_config, ref in config["methods"]:
+            metrics = train(loop_config, ray.get(ref), OneOfSeveral(f"{config['root']}/{method}/state"))
+            if rank == 0:
+                with open(f"{config['root']}/{method}.json", "w") as fh:
+                    json.dump(metrics, fh, default=float)
+
+    methods = []
+    for method, hp in METHODS:
+        metric = "val/cluster_acc" if method in ("simcse", "vascl") else "val/accuracy"
+        spec = write_spec(tmp_path / f"{method}.yaml", tiny_model_dir, method=method, fixed={"epochs": 1, **hp},
+                          grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none", "metric": metric,
+                                                        "resources": {"cpu": 0.9, "workers": 2}})
+        if method == "abalone":  # multi-label data, objective micro-F1
+            raw = yaml.safe_load(spec.read_text())
+            raw["data"] = {"task": "multilabel", "source": "bbc_multilabel", "n_docs": 60}
+            raw["sweep"].update(metric="val/micro_f1", mode="max")
+            spec.write_text(yaml.safe_dump(raw, sort_keys=False))
+        sweep = load_spec(spec)
+        prepared = prepare_data(sweep)
+        hp = trial_hp({"hp": sweep.grid_trials()[0]}, {"seeds": sweep.seeds, "resources": sweep.resources})
+        loop_config = {"method": method, "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
+                       "hp": hp, "metric": sweep.metric[0], "mode": sweep.mode[0], "num_labels": prepared[0].num_labels}
+        methods.append((method, loop_config, put_data(prepared)[0]))
+    TorchTrainer(_every_method, train_loop_config={"methods": methods, "root": str(tmp_path)},
+                 scaling_config=ScalingConfig(num_workers=2, resources_per_worker={"CPU": 0.9}),
+                 run_config=RunConfig(name="every-method", storage_path=str(tmp_path / "train"))).fit()
+    for method, _ in METHODS:
+        metrics = json.loads((tmp_path / f"{method}.json").read_text())
+        if method == "scl_moo":
+            assert metrics["train/moo/lp_fallback"] == 0.0
+            assert metrics["train/moo/alpha_1"] + metrics["train/moo/alpha_2"] == pytest.approx(1.0)
+            assert [s for s, _ in metrics["step_metrics"]["moo/alpha_1"]] == [1, 2, 3]  # 20 rows (k 4 × 5 classes), batch 8
+        elif method == "supcl_seq":
+            assert 0.0 <= metrics["stage2/train_accuracy"] <= 1.0
+        elif method == "abalone":
+            assert metrics["stage2/grid_points"] == 1.0 and 0.0 <= metrics["test/micro_f1"] <= 1.0
+            assert metrics["train/loss/msc"] == metrics["train/loss"]
+        else:
+            metric = "cluster_acc" if method in ("simcse", "vascl") else "accuracy"
+            assert metrics["epoch"] == 1 and metrics[f"test/{metric}"] >= 0.0, method

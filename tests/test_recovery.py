@@ -1,5 +1,5 @@
 """One state kept true after faults, without Ray (the real-process faults are in
-test_sweep_e2e.py and test_store_faults.py): who drives a sweep and whether it is alive,
+test_searcher_resume.py and test_store_faults.py): who drives a sweep and whether it is alive,
 tracking.json rebuilt from MLflow, an MLflow failure journaled and caught up on resume, paths
 pickled by Tune following a moved sweep folder, and the CLI's answers about a dead or a live
 driver."""

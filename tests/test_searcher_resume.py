@@ -110,6 +110,44 @@ def _results(folder: Path) -> dict[str, int]:
     return out
 
 
+def _after_ctrl_c(tmp_path: Path, folder: Path) -> None:
+    """Ctrl-C: the sweep is `interrupted` and nothing in MLflow claims to be running (the sweep,
+    the cut trial's run and its configuration's run end KILLED; resume reopens them)."""
+    assert json.loads((folder / "sweep.json").read_text())["status"] == "interrupted"
+    at_stop = [(r.data.tags.get("contrasweep.kind"), r.info.status) for r in _runs(tmp_path)]
+    assert {("sweep", "KILLED"), ("trial", "KILLED"), ("configuration", "KILLED")} <= set(at_stop), at_stop
+    assert all(status != "RUNNING" for _, status in at_stop), at_stop
+
+
+def _lost_and_moved(tmp_path: Path, folder: Path) -> Path:
+    """After a SIGKILL: `list` sees the dead driver, shows the sweep interrupted and closes its
+    RUNNING runs KILLED; then tracking.json is lost and the folder moved to another root (resume
+    finds its runs again by their MLflow tags, and Tune's pickles follow the folder)."""
+    listed = subprocess.run([sys.executable, "-m", "contrasweep", "list"], cwd=tmp_path, env=_env(tmp_path),
+                            capture_output=True, text=True)
+    assert listed.stdout.split(folder.name)[1].split()[0] == "interrupted", listed.stdout + listed.stderr
+    assert f"{folder.name}: its driver is gone" in listed.stderr
+    statuses = [(r.data.tags.get("contrasweep.kind"), r.info.status) for r in _runs(tmp_path)]
+    assert ("sweep", "KILLED") in statuses and all(s != "RUNNING" for _, s in statuses), statuses
+    (folder / "tracking.json").unlink()
+    moved = tmp_path / "moved" / folder.name
+    moved.parent.mkdir()
+    os.rename(folder, moved)
+    return moved
+
+
+def _console(out: str, total: int, tmp_path: Path, folder: Path) -> None:
+    """The last resume's console: our own lines only (Tune's and Ray's are in driver.log),
+    ending with the summary."""
+    lines = out.splitlines()
+    assert len(lines) < 60 and all(line.startswith(("[contrasweep]", "contrasweep:")) for line in lines), out
+    assert f"sweep 'sweep' finished: {total} trials: " in out and ", 0 failed" in out, out
+    assert f"folder: {folder}" in out and "MLflow runs table: http://127.0.0.1:5000/#/experiments/" in out, out
+    assert "Trial status" in (folder / "driver.log").read_text()
+    if folder.parent.name == "moved":
+        assert not (tmp_path / "sweeps" / folder.name).exists()  # nothing wrote to the old folder
+
+
 def _client(tmp_path: Path):
     from mlflow.tracking import MlflowClient
 
@@ -129,7 +167,7 @@ def _study(folder: Path):
 
 CASES = [  # (searcher, seeds, scheduler, first interruption: mid-epoch, second: a trial just finished)
     ("grid", [0], "asha", "sigint", "kill"),
-    ("grid", [0, 1], "none", "kill", "kill"),
+    ("grid", [0, 1], "none", "kill", "kill"),  # + `list` after the kill, tracking.json lost, the folder moved
     ("random", [0], "none", "kill", "kill"),
     ("random", [0, 1], "asha", "kill", "sigint"),
     ("optuna", [0], "asha", "kill", "kill"),
@@ -147,12 +185,21 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     folder = tmp_path / "sweeps" / name
     total = SUGGESTIONS * len(seeds)
     cuts = [_interrupt(_start(["run", str(spec), "--name", name], tmp_path), folder, total, "mid-epoch", first)]
+    root = []
+    if first == "sigint":
+        _after_ctrl_c(tmp_path, folder)
+    if (searcher, len(seeds)) == ("grid", 2):
+        folder = _lost_and_moved(tmp_path, folder)
+        root = ["--root", str(folder.parent)]
     study_at_kill = _study(folder).get_trials(deepcopy=False) if searcher != "grid" else []
-    cuts.append(_interrupt(_start(["resume", name], tmp_path), folder, total, "finished", second))
-    resumed = _start(["resume", name], tmp_path)
+    cuts.append(_interrupt(_start([*root, "resume", name], tmp_path), folder, total, "finished", second))
+    if root:
+        assert "re-attached to MLflow run" in cuts[-1]["out"], cuts[-1]["out"][-3000:]
+    resumed = _start([*root, "resume", name], tmp_path)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out[-3000:]
     outs = [c["out"] for c in cuts] + [out]
+    _console(out, total, tmp_path, folder)
 
     assert json.loads((folder / "sweep.json").read_text())["status"] == "finished"
     runs = _runs(tmp_path)

@@ -1,14 +1,10 @@
 """End to end on a real local Ray and a real MLflow sqlite store, with the tiny BERT:
-spec -> data cache -> Tune (grid × seeds, ASHA) -> trials -> MLflow -> resume."""
+spec -> data cache -> Tune (grid × seeds, ASHA) -> trials -> MLflow (a killed, interrupted or
+moved sweep's resume: tests/test_searcher_resume.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -169,103 +165,6 @@ def test_second_sweep_hits_the_data_cache(ray_session, tiny_model_dir, cache_dir
     assert sweeps.open_existing(root, "second").meta()["cache_hit"] is True
 
 
-def _cli(args, cwd, env, **kw):
-    return subprocess.Popen([sys.executable, "-m", "contrasweep", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
-
-
-def test_resume_after_sigkill_completes_without_duplicates(tiny_model_dir, cache_dir, tmp_path):
-    """The driver SIGKILLed mid-sweep: `list` sees the dead driver, shows the sweep
-    interrupted and closes its RUNNING runs KILLED; then tracking.json is deleted and the sweep
-    folder moved to another root, and `--root NEW resume` still finishes it: one parent, one
-    run per trial (found again by their MLflow tags), every epoch logged once, finished trials
-    not rerun."""
-    spec_path = write_spec(
-        tmp_path / "spec.yaml", tiny_model_dir,
-        data={"k": 12}, fixed={"epochs": 10}, sweep={"max_concurrent": 1, "scheduler": "none"}, encoder={"max_length": 128},
-    )
-    env = {**os.environ, "CONTRASWEEP_HOME": str(tmp_path / "sweeps"), "RAY_ADDRESS": ""}
-    env.pop("RAY_ADDRESS")
-    proc = _cli(["run", str(spec_path), "--name", "killme"], tmp_path, env)
-    state_file = tmp_path / "sweeps" / "killme" / "tracking.json"
-    finished_before: set[str] = set()
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        time.sleep(0.5)
-        if state_file.exists():
-            trials = json.loads(state_file.read_text())["trials"]
-            finished_before = {t for t, e in trials.items() if e.get("status") == "FINISHED"}
-            running = [e for e in trials.values() if "status" not in e and e.get("last_epoch", 0) >= 1]
-            if finished_before and running:
-                break
-    assert proc.poll() is None, "the sweep finished before it could be killed:\n" + proc.stdout.read()
-    time.sleep(2.5)  # let Tune persist the finished trial (TUNE_GLOBAL_CHECKPOINT_S=2)
-    finished_before = {t for t, e in json.loads(state_file.read_text())["trials"].items() if e.get("status") == "FINISHED"}
-    killed_at = time.time()
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    runs_at_kill = len(mlflow_runs(uri))
-
-    statuses_at_kill = sorted((r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri))
-    listed = subprocess.run([sys.executable, "-m", "contrasweep", "list"], cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert listed.stdout.split("killme")[1].split()[0] == "interrupted", listed.stdout + listed.stderr
-    assert "killme: its driver is gone" in listed.stderr
-    statuses_listed = sorted((r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri))
-    assert ("sweep", "KILLED") in statuses_listed and all(s != "RUNNING" for _, s in statuses_listed), statuses_listed
-
-    (tmp_path / "sweeps" / "killme" / "tracking.json").unlink()
-    (tmp_path / "moved").mkdir()
-    os.rename(tmp_path / "sweeps" / "killme", tmp_path / "moved" / "killme")
-    resumed = _cli(["--root", str(tmp_path / "moved"), "resume", "killme"], tmp_path, env)
-    out, _ = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, out
-    assert "re-attached to MLflow run" in out
-    # the console: our own lines only (Tune's tables and Ray's lines are in driver.log), ending
-    # with the summary: outcomes, the best configuration's validation and test metric, its run
-    assert len(out.splitlines()) < 40 and all(line.startswith(("[contrasweep]", "contrasweep:")) for line in out.splitlines()), out
-    assert "4 trials: 4 complete, 0 stopped early, 0 failed" in out
-    assert "val/accuracy" in out.split("best configuration: ")[1] and "test/accuracy" in out.split("best configuration: ")[1]
-    assert "MLflow: http://127.0.0.1:5000/#/experiments/" in out and f"folder: {tmp_path / 'moved' / 'killme'}" in out
-    table = f"MLflow runs table: http://127.0.0.1:5000/#/experiments/{parent_runs(uri, 'tests', 'killme')[0].info.experiment_id}/runs?"
-    assert table + "workflowType=machine_learning&viewStateShareKey=contrasweep" in out, out
-    log = (tmp_path / "moved" / "killme" / "driver.log").read_text()
-    assert "Trial status" in log and "re-attached to MLflow run" in log
-
-    parents = parent_runs(uri, "tests", "killme")
-    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    assert parents[0].data.metrics["trials/ended"] == 4  # counted on across the kill
-    runs = trial_runs(uri, parents[0].info.run_id)
-    assert len(runs) == 4, [r.data.tags for r in runs]
-    assert all(r.info.status == "FINISHED" for r in runs)
-    assert {r.info.status for r in mlflow_runs(uri)} == {"FINISHED"}  # configuration runs too
-    for run in runs:
-        steps = [s for s, _ in history(uri, run.info.run_id, "val/accuracy")]
-        assert steps == list(range(1, 11)), steps  # every epoch exactly once, none lost, none twice
-        if run.data.tags["contrasweep.trial_id"] in finished_before:
-            stamps = [m.timestamp for m in __import__("mlflow").tracking.MlflowClient(uri).get_metric_history(run.info.run_id, "val/accuracy")]
-            assert max(stamps) / 1000 < killed_at  # finished trials were not rerun
-    listed = subprocess.run([sys.executable, "-m", "contrasweep", "--root", str(tmp_path / "moved"), "list"], cwd=tmp_path,
-                            env=env, capture_output=True, text=True)
-    assert listed.stdout.split("killme")[1].split()[0] == "finished"
-    # Tune's own record: an epoch a restored trial trains again appears twice in its result.json
-    epochs = [[json.loads(line)["epoch"] for line in path.read_text().splitlines()]
-              for path in (tmp_path / "moved" / "killme" / "tune").glob("*/result.json")]
-    assert len(epochs) == 4 and all(e[-1] == 10 for e in epochs)
-    assert not (tmp_path / "sweeps" / "killme").exists()  # no trial wrote to the old folder (Tune would remake it)
-    redone = sum(len(e) - len(set(e)) for e in epochs)
-    statuses_after = sorted((r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri))
-    print(f"\n[driver kill] epochs redone {redone} (checkpoint_every 5); MLflow runs at the kill {statuses_at_kill}, "
-          f"after list {statuses_listed}, after resume {statuses_after}; resume took {time.time() - killed_at:.1f} s")
-
-
-def mlflow_runs(uri: str) -> list:
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(uri)
-    return client.search_runs([e.experiment_id for e in client.search_experiments()])
-
-
 def test_optuna_multi_objective_with_seeds_evaluates_reported_first(ray_session, tiny_model_dir, cache_dir, tmp_path):
     import optuna
 
@@ -301,40 +200,3 @@ def test_random_searcher_and_checkpoint_retention(ray_session, tiny_model_dir, c
         kept = sorted(p.name for p in Path(r.path).glob("checkpoint_*"))
         assert 1 <= len(kept) <= 2, kept  # the best and the latest only
         assert r.metrics["epoch"] == 4
-
-
-def test_ctrl_c_leaves_no_run_running_and_resume_finishes(tiny_model_dir, cache_dir, tmp_path):
-    """SIGINT (Ctrl-C) to the driver mid-trial: exit 130, sweep.json 'interrupted', and in
-    MLflow nothing RUNNING (the parent, the cut trial's run and its configuration run KILLED;
-    nested runs used to stay RUNNING). Resume finishes the sweep with every run FINISHED."""
-    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": 12}, grid={"lr": [1.0e-3, 5.0e-4]},
-                           fixed={"epochs": 6}, sweep={"max_concurrent": 1, "scheduler": "none", "seeds": [0]},
-                           encoder={"max_length": 128})
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
-    env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
-    proc = _cli(["run", str(spec_path), "--name", "ctrlc"], tmp_path, env)
-    state_file = tmp_path / "sweeps" / "ctrlc" / "tracking.json"
-    deadline = time.time() + 300
-    while time.time() < deadline and proc.poll() is None:
-        time.sleep(0.3)
-        trials = json.loads(state_file.read_text())["trials"] if state_file.exists() else {}
-        if any("status" not in e and e.get("last_epoch", 0) >= 2 for e in trials.values()):
-            break
-    assert proc.poll() is None, "the sweep ended before it could be interrupted:\n" + proc.stdout.read()
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == 130, out[-3000:]
-    assert json.loads((tmp_path / "sweeps" / "ctrlc" / "sweep.json").read_text())["status"] == "interrupted"
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    at_stop = [(r.data.tags.get("contrasweep.kind"), r.info.status) for r in mlflow_runs(uri)]
-    assert ("sweep", "KILLED") in at_stop and ("trial", "KILLED") in at_stop and ("configuration", "KILLED") in at_stop
-    assert all(status != "RUNNING" for _, status in at_stop), at_stop
-
-    resumed = _cli(["resume", "ctrlc"], tmp_path, env)
-    out, _ = resumed.communicate(timeout=600)
-    assert resumed.returncode == 0, out[-3000:]
-    after = mlflow_runs(uri)
-    assert sorted(r.data.tags.get("contrasweep.kind") for r in after) == ["configuration"] * 2 + ["sweep"] + ["trial"] * 2
-    assert {r.info.status for r in after} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in after]
-    print(f"\n[ctrl-c] MLflow runs at the stop {sorted(at_stop)}, after resume "
-          f"{sorted((r.data.tags.get('contrasweep.kind'), r.info.status) for r in after)}")

@@ -67,6 +67,11 @@ def stop_waiting(tune_controller, trial: Trial) -> None:
     while waiting stayed PENDING in the saved state, so the ended sweep read as interrupted and
     a resume brought the trial back."""
     tune_controller.stop_trial(trial)
+    mark_for_save(tune_controller, trial)
+
+
+def mark_for_save(tune_controller, trial: Trial) -> None:
+    """Have Tune's next save re-serialise ``trial`` (its status, its folder's name)."""
     controller = getattr(tune_controller, "_tune_controller", None)  # the scheduler's view wraps it
     if controller is not None:
         controller._mark_trial_to_checkpoint(trial)
@@ -77,8 +82,9 @@ class MovableFIFO(FIFOScheduler):
 
     ``settle`` runs before Tune starts any trial (``choose_trial_to_run`` opens every step of
     Tune's loop that starts trials, docs/architecture.md, "Resume"):
-    - a new trial is saved in Tune's experiment state before it can start (a forced save),
-      so a driver killed at any moment restores every trial that ever ran, with its folder;
+    - a new trial is saved in Tune's experiment state before it can start, and again once Tune
+      has named its folder (when it schedules the trial's process, before any training): forced
+      saves, so a driver killed at any moment restores every trial that ran, with its folder;
     - a PENDING trial that the sweep's own record (``contrasweep.ledger``, ``tracking_file``)
       says finished (it ended after Tune's last save) is ended at once with its recorded final
       result, never trained again.
@@ -93,13 +99,14 @@ class MovableFIFO(FIFOScheduler):
         self._transient()
 
     def _transient(self) -> None:
-        self._unsaved = False  # trials added since Tune last saved its state
+        self._unsaved = False  # trials added (or their folders named) since Tune last saved its state
         self._seen: set[str] = set()  # trials already checked against the record
+        self._named: set[str] = set()  # trials whose folder name Tune's state has
         self._finished: dict[str, dict] | None = None  # the record, read once per driver
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for key in ("_unsaved", "_seen", "_finished"):
+        for key in ("_unsaved", "_seen", "_named", "_finished"):
             state.pop(key, None)
         return state
 
@@ -131,6 +138,10 @@ class MovableFIFO(FIFOScheduler):
         if self._finished is None:
             self._finished = ledger.finished(getattr(self, "tracking_file", None))
         for trial in tune_controller.get_trials():
+            if getattr(trial, "relative_logdir", None) and trial.trial_id not in self._named:
+                self._named.add(trial.trial_id)  # Tune named its folder (it names it when it schedules the trial)
+                mark_for_save(tune_controller, trial)
+                self._unsaved = True
             if trial.trial_id in self._seen or trial.status != Trial.PENDING:
                 continue
             self._seen.add(trial.trial_id)

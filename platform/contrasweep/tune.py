@@ -31,6 +31,9 @@ from trainables.storage import display
 
 # Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+# The schedulers also force a save whenever a trial is added or named (group_asha.MovableFIFO.settle):
+# Tune would warn about "excessive" saves in driver.log at each.
+os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 
 
 def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
