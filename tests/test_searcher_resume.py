@@ -218,6 +218,8 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
         if config.data.tags["contrasweep.outcome"] == "complete":
             values = [r.data.metrics["best/val/accuracy"] for r in members]
             assert config.data.metrics["mean/best/val/accuracy"] == pytest.approx(np.mean(values))
+            if len(values) > 1:
+                assert config.data.metrics["std/best/val/accuracy"] == pytest.approx(np.std(values, ddof=1))
     parent = next(r for r in runs if r.data.tags["contrasweep.kind"] == "sweep")
     assert max(m.value for m in client.get_metric_history(parent.info.run_id, "trials/ended")) == total
 

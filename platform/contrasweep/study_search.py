@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 import math
 import pickle
-from typing import Any
 
 import numpy as np
 from ray.tune.search import Searcher
@@ -122,22 +121,25 @@ class StudySearcher(Searcher):
     @property
     def study(self):
         if self._study is None:
-            import optuna
-
-            from contrasweep.study_storage import StudyStorage
-
-            optuna.logging.set_verbosity(optuna.logging.WARNING)
-            directions = ["maximize" if m == "max" else "minimize" for m in self.modes]
-            self._storage = StudyStorage(self.storage_url)
-            self._study = optuna.create_study(study_name=self.study_name, storage=self._storage, sampler=self.sampler,
-                                              directions=directions, load_if_exists=True)
+            self._open()
         return self._study
 
     @property
     def storage(self):
         """The study's storage (Optuna's storage API: per-trial reads and writes by id)."""
-        self.study  # opened with it
+        if self._storage is None:
+            self._open()
         return self._storage
+
+    def _open(self) -> None:
+        import optuna
+
+        from contrasweep.study_storage import StudyStorage
+
+        directions = ["maximize" if m == "max" else "minimize" for m in self.modes]
+        self._storage = StudyStorage(self.storage_url)
+        self._study = optuna.create_study(study_name=self.study_name, storage=self._storage, sampler=self.sampler,
+                                          directions=directions, load_if_exists=True)
 
     def trial_id(self, number: int) -> int:
         storage = self.storage

@@ -26,7 +26,6 @@ from contrasweep.executor import make_trainable, torch_threads_env
 from contrasweep.spec import Sweep, reported_point, validate
 from contrasweep.progress import Progress  # also the name sweeps made before 0.3 pickled it under
 from contrasweep.tracking import MlflowTracker, default_tracking_uri
-from trainables.params import as_text
 from trainables.storage import display
 
 # Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
@@ -506,9 +505,13 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     static = static_config(sweep, sweep_dir, prepared, files)
     console.attach_log(sweep_dir.path)
     recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
-    if meta.get("folder") and meta["folder"] != str(sweep_dir.path):
-        relocation.moved(meta["folder"], sweep_dir.path)  # Tune's pickles name the old folder
-        sweep_dir.update_meta(folder=str(sweep_dir.path))
+    # Tune's pickles name the folders the sweep ran in: tuner.pkl the first (Tune writes it once),
+    # its saved state the last one; a folder moved twice maps both here
+    earlier = [f for f in dict.fromkeys([*meta.get("earlier_folders", []), meta.get("folder")]) if f]
+    if any(f != str(sweep_dir.path) for f in earlier):
+        for old in earlier:
+            relocation.moved(old, sweep_dir.path)
+        sweep_dir.update_meta(folder=str(sweep_dir.path), earlier_folders=[f for f in earlier if f != str(sweep_dir.path)])
     with driver.Heartbeat(sweep_dir.path):
         sweep_dir.update_meta(status="running")
         tuner = tune.Tuner.restore(
