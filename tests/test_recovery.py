@@ -148,6 +148,25 @@ def test_pickled_paths_follow_a_moved_sweep_folder(tmp_path):
     assert relocation.here(str(old) + "-other") == str(old) + "-other"  # a sibling is not inside
 
 
+def test_a_folder_moved_twice_maps_every_folder_it_ran_in(tmp_path):
+    """Tune's tuner.pkl names the first folder (written once), its saved state the last one:
+    a sweep made in A, resumed in B, then moved to C maps both to C; resumed in C again,
+    nothing more is recorded."""
+    a, b, c = (str(tmp_path / x / "s") for x in "abc")
+    try:
+        assert relocation.arrived(a, a, []) is None and not relocation._MOVED
+        assert relocation.arrived(b, a, []) == [a]
+        relocation._MOVED.clear()  # a new driver process
+        assert relocation.arrived(c, b, [a]) == [a, b]
+        assert relocation.here(a + "/tuner.pkl") == c + "/tuner.pkl"
+        assert relocation.here(b + "/group_asha.json") == c + "/group_asha.json"
+        relocation._MOVED.clear()
+        assert relocation.arrived(c, c, [a, b]) == [a, b]  # resumed in C once more: still mapped
+        assert relocation.here(a) == c
+    finally:
+        relocation._MOVED.clear()
+
+
 def _cli(tmp_path, *args):
     env = {**os.environ, "CONTRASWEEP_HOME": str(tmp_path / "sweeps")}
     return subprocess.run([sys.executable, "-m", "contrasweep", *args], cwd=tmp_path, env=env,

@@ -5,8 +5,10 @@ Tune pickles the callbacks, the scheduler and the searcher into ``tuner.pkl`` an
 state, and with them the absolute paths they were given: the tracker's sweep folder, group
 ASHA's ``group_asha.json``, the storage mirror's folder and the Optuna study's sqlite URL (which
 ``RDBStorage`` reconnects to while being unpickled, so a stale path fails inside
-``Tuner.restore``). ``resume`` names the old folder (``sweep.json``'s ``folder``) and the new
-one with ``moved``; each of those objects maps its paths through ``here`` when it is unpickled.
+``Tuner.restore``). ``resume`` names each folder the sweep ran in (``sweep.json``'s ``folder`` and
+``earlier_folders``: ``tuner.pkl`` is written once and names the first, Tune's saved state the
+last) and the new one (``arrived``); each of those objects maps its paths through ``here`` when
+it is unpickled.
 One sweep runs per driver process, so one mapping per process is enough.
 """
 
@@ -22,6 +24,19 @@ def moved(old: str | os.PathLike, new: str | os.PathLike) -> None:
     old, new = str(old).rstrip(os.sep), str(new).rstrip(os.sep)
     if old != new:
         _MOVED[old] = new
+
+
+def arrived(current: str | os.PathLike, folder: str | None, earlier: list[str]) -> list[str] | None:
+    """A sweep found at ``current`` that ``sweep.json`` says ran in ``folder`` (and before that
+    in ``earlier``): maps each of them to ``current``; returns the new ``earlier_folders`` when
+    the sweep moved (None when it did not)."""
+    current = str(current).rstrip(os.sep)
+    seen = [f.rstrip(os.sep) for f in dict.fromkeys([*earlier, folder or current])]
+    if all(f == current for f in seen):
+        return None
+    for old in seen:
+        moved(old, current)
+    return [f for f in seen if f != current]
 
 
 def here(path: str | os.PathLike) -> str:

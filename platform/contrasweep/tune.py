@@ -505,13 +505,9 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     static = static_config(sweep, sweep_dir, prepared, files)
     console.attach_log(sweep_dir.path)
     recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
-    # Tune's pickles name the folders the sweep ran in: tuner.pkl the first (Tune writes it once),
-    # its saved state the last one; a folder moved twice maps both here
-    earlier = [f for f in dict.fromkeys([*meta.get("earlier_folders", []), meta.get("folder")]) if f]
-    if any(f != str(sweep_dir.path) for f in earlier):
-        for old in earlier:
-            relocation.moved(old, sweep_dir.path)
-        sweep_dir.update_meta(folder=str(sweep_dir.path), earlier_folders=[f for f in earlier if f != str(sweep_dir.path)])
+    earlier = relocation.arrived(sweep_dir.path, meta.get("folder"), meta.get("earlier_folders", []))
+    if earlier is not None:  # Tune's pickles name the folders it ran in
+        sweep_dir.update_meta(folder=str(sweep_dir.path), earlier_folders=earlier)
     with driver.Heartbeat(sweep_dir.path):
         sweep_dir.update_meta(status="running")
         tuner = tune.Tuner.restore(
