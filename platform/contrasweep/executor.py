@@ -27,7 +27,7 @@ DATA_KEY = "__data__"  # a grid trial's data variant (contrasweep.spec.DATA_KEY)
 
 def trial_hp(config: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
     """The trial's hyperparameters: grid trials carry them under "hp", searcher trials flat.
-    A searcher trial's repeat index (``SeedRepeater``) counts seeds fastest, then variants."""
+    A searcher trial's repeat index (``contrasweep.study_search``) counts seeds fastest, then variants."""
     hp = {k: v for k, v in (config["hp"] if "hp" in config else config).items() if not k.startswith("__")}
     if TRIAL_INDEX in config:
         hp["seed"] = static["seeds"][config[TRIAL_INDEX] % len(static["seeds"])]
