@@ -310,7 +310,22 @@ def test_argument_and_spec_errors_come_before_torch_ray_or_transformers(tmp_path
     assert "HEAVY []" in proc.stdout, proc.stdout
 
 
+def test_a_sweeps_driver_starts_without_transformers_or_the_methods(tiny_model_dir, tmp_path):
+    """What a CE sweep's driver does before Ray starts (the launch module, the pre-start checks
+    against the encoder, the data cache's tokenizer identity) imports neither transformers nor
+    scikit-learn nor torch: those are the trial's (docs/architecture.md, "Facts about the stack")."""
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir)
+    code = ("import sys\nfrom contrasweep import tune\nfrom contrasweep.data.tokens import tokenizer_identity\n"
+            "from contrasweep.spec import load_spec\n"
+            f"sweep = load_spec({str(spec)!r}, [])\ntune.check_resources(sweep, local=True)\n"
+            "tune.check_against_encoder(sweep)\ntokenizer_identity(sweep.encoder['name'])\n"
+            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sklearn', 'trainables.ce') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+
+
 def test_every_method_class_matches_its_declaration():
+    from trainables.base import Method
     from trainables.declarations import DECLARATIONS
     from trainables.registry import get_method, method_names
 
@@ -319,3 +334,5 @@ def test_every_method_class_matches_its_declaration():
         cls = get_method(name)
         assert (cls.name, cls.params, cls.label_kind, cls.metric_names, cls.sts_metric_names) == (
             declared.name, declared.params, declared.label_kind, declared.metric_names, declared.sts_metric_names), name
+        overrides_check = cls.check.__func__ is not Method.check.__func__  # the driver skips the others' check
+        assert declared.checks_encoder == overrides_check, name

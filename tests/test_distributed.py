@@ -28,30 +28,6 @@ def test_torchtrainer_path_reports_same_metric_keys(ray_session, tiny_model_dir,
     assert "checkpoint_path" in ddp[0].metrics  # rank 0's checkpoint, forwarded by TuneReportCallback
 
 
-def test_asha_stopping_a_train_run_frees_its_cpus(ray_session, tiny_model_dir, cache_dir, tmp_path):
-    """ASHA stops a distributed trial mid-run; its Train workers' CPUs must come back, or the
-    next trial waits forever for its worker group (docs/architecture.md, "Facts about the stack": the dashboard must be on)."""
-    spec = write_spec(
-        tmp_path / "asha.yaml", tiny_model_dir,
-        # ASHA (rf 2) on the training loss stops the 1e-8 trial at epoch 1: its loss has not
-        # moved, unlike the two trials before it
-        grid={"lr": [1.0e-3, 5.0e-4, 1.0e-8]}, reported={"lr": 1.0e-3}, fixed={"epochs": 3},
-        sweep={"seeds": [0], "max_concurrent": 1, "metric": "train/loss", "mode": "min", "scheduler": "asha", "resources": {"cpu": 0.9, "workers": 2},
-               "asha": {"grace_period": 1, "reduction_factor": 2.0}},
-    )
-    _, results = _run_sweep(tmp_path, spec, "ddp-asha")
-    assert len(results) == 3 and not any(r.error for r in results)
-    epochs = {r.config["hp"]["lr"]: r.metrics["epoch"] for r in results}
-    assert epochs[1e-8] < 3, epochs  # at least one Train run was stopped by ASHA ...
-    # ... and every Train run's CPUs come back (placement groups are removed asynchronously)
-    import time
-
-    deadline = time.time() + 60
-    while ray_session.available_resources().get("CPU", 0) < 1.8 and time.time() < deadline:
-        time.sleep(1)
-    assert ray_session.available_resources().get("CPU", 0) >= 1.8, ray_session.available_resources()
-
-
 ABALONE = {"loss": "msc", "queue_size": 16, "proj_dim": 16, "probe_lrs": [0.1], "probe_weight_decays": [0.01],
            "probe_epochs": 2}
 

@@ -38,12 +38,14 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from trainables.storage import filesystem, is_uri, local_path
+
+if TYPE_CHECKING:  # torch is imported where tensors are read or written: the driver, which
+    import torch  # only lists, reads and removes these folders, starts without it
 
 WEIGHTS_FILE = "model.safetensors"
 LEGACY_WEIGHTS_FILE = "model.pt"  # checkpoints written before the state folder existed
@@ -74,6 +76,8 @@ def load_weights(path: str | Path) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
 
         return load_file(str(path))
+    import torch
+
     return torch.load(str(path), map_location="cpu", weights_only=True)
 
 
@@ -88,6 +92,8 @@ def load_state(path: str | Path) -> dict[str, Any]:
     with torch's weights-only unpickler: tensors, numbers, strings, containers and numpy
     arrays; a file holding any other object (code a tampered checkpoint would run) raises
     ``pickle.UnpicklingError`` instead of being executed."""
+    import torch
+
     with torch.serialization.safe_globals(_ARRAY_GLOBALS):
         return torch.load(str(path), map_location="cpu", weights_only=True)
 
@@ -241,6 +247,8 @@ class StateFolder:
                 os.link(same_weights, folder / WEIGHTS_FILE)
             except OSError:  # no such file, or a filesystem without hard links
                 save_weights(cpu_copy(method), folder / WEIGHTS_FILE)
+            import torch
+
             torch.save({**training_state, "epoch": epoch, "rng": rng_state()}, folder / STATE_FILE)
 
         return self._publish(resume_name(epoch), write)
@@ -286,10 +294,14 @@ class StateFolder:
 
 
 def rng_state() -> dict[str, Any]:
+    import torch
+
     return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    import torch
+
     torch.set_rng_state(state["torch"])
     np.random.set_state(state["numpy"])
     random.setstate(state["python"])

@@ -144,6 +144,9 @@ class Declaration:
     label_kind: str = "single"  # "single": class ids [B]; "multi": multi-hot [B, L] (data.task: multilabel)
     metric_names: tuple[str, ...] = CLASSIFICATION_METRICS  # what evaluate() reports per split
     sts_metric_names: tuple[str, ...] = ()  # ... and on validation when the spec gives STS pairs
+    # its class overrides ``check(hp, hidden_size)``: the driver reads the encoder's width before
+    # a sweep (``contrasweep.tune.check_against_encoder``); for the others it imports nothing
+    checks_encoder: bool = False
 
 
 DECLARATIONS: dict[str, Declaration] = {
@@ -151,10 +154,11 @@ DECLARATIONS: dict[str, Declaration] = {
     "ce_scl": Declaration("ce_scl", CE_SCL),
     # after the classification metrics: the default sweep metric stays val/accuracy
     "scl_moo": Declaration("scl_moo", SCL_MOO, metric_names=CLASSIFICATION_METRICS + ("l1", "l2")),
-    "lacon": Declaration("lacon", LACON),
+    "lacon": Declaration("lacon", LACON, checks_encoder=True),  # heads must divide the width
     "supcl_seq": Declaration("supcl_seq", SUPCL_SEQ),
     "simcse": Declaration("simcse", SIMCSE, metric_names=REPRESENTATION_METRICS, sts_metric_names=("sts_spearman",)),
-    "vascl": Declaration("vascl", VASCL, metric_names=REPRESENTATION_METRICS, sts_metric_names=("sts_spearman",)),
-    "abalone": Declaration("abalone", ABALONE, label_kind="multi",
+    "vascl": Declaration("vascl", VASCL, metric_names=REPRESENTATION_METRICS, sts_metric_names=("sts_spearman",),
+                         checks_encoder=True),
+    "abalone": Declaration("abalone", ABALONE, label_kind="multi", checks_encoder=True,
                            metric_names=("micro_f1", "macro_f1", "hamming_loss", "head_macro_f1", "tail_macro_f1")),
 }

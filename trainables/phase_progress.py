@@ -13,6 +13,9 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 
+# The result key under which per-step series travel to the driver's tracker with each epoch's
+# report (Method.step_metrics; here, not in trainables.loop, so the driver reads it without torch).
+STEP_METRICS = "step_metrics"
 PREFIX = "[contrasweep-progress]"
 ENV = "CONTRASWEEP_PROGRESS_S"
 

@@ -17,9 +17,6 @@ from typing import Any
 import ray
 from ray import tune
 
-from trainables.loop import train
-from trainables.sessions import TrainSession, TuneSession
-
 TRIAL_INDEX = "__trial_index__"  # which repeat of a searcher's suggestion (contrasweep.study_search)
 SUGGESTION = "__suggestion__"  # which suggestion: the Optuna study's trial number (contrasweep.study_search)
 DATA_KEY = "__data__"  # a grid trial's data variant (contrasweep.spec.DATA_KEY)
@@ -52,7 +49,9 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
     """The Tune function trainable. ``data`` is ``[ObjectRef, ...]``, one per data variant:
     wrapped in a list so that ``tune.with_parameters`` hands over the references, not a copy
     per trial."""
-    from trainables.phase_progress import set_trial
+    from trainables.loop import train  # here, not at the top: the driver imports this module,
+    from trainables.phase_progress import set_trial  # and never needs torch to start a sweep
+    from trainables.sessions import TuneSession
 
     set_trial(tune.get_context().get_trial_id())  # its progress lines name it (contrasweep.progress)
     variant = trial_variant(config, static)
@@ -91,6 +90,9 @@ def state_dir(static: dict[str, Any]) -> str:
 
 def train_worker(worker_config: dict[str, Any]) -> None:
     """One Ray Train rank: resolve the shared data and run the same generic loop."""
+    from trainables.loop import train
+    from trainables.sessions import TrainSession
+
     train(worker_config["loop"], ray.get(worker_config["data"]), TrainSession(worker_config["state_dir"]))
 
 

@@ -186,7 +186,7 @@ def local_files_of(sweep) -> list[str]:
     """The spec's values (as written) that name files on this machine that a worker reads: a
     local encoder folder and every ``init_from``. Data files are not among them (read on the
     driver), nor URIs and paths on a network file system (every node reads those itself)."""
-    from trainables.encoder import DEFAULT_ENCODER
+    from trainables.encoder_names import DEFAULT_ENCODER
 
     name = sweep.encoder.get("name") or DEFAULT_ENCODER
     values = [name] if name != DEFAULT_ENCODER and os.path.isdir(os.path.expanduser(name)) else []

@@ -671,7 +671,7 @@ def _numeric(result: dict) -> dict[str, float]:
 
 
 def _step_series(result: dict) -> dict[str, list]:
-    from trainables.loop import STEP_METRICS
+    from trainables.phase_progress import STEP_METRICS
 
     nested = result.get(STEP_METRICS)
     if isinstance(nested, dict):

@@ -132,29 +132,40 @@ def check_resources(sweep: Sweep, local: bool) -> None:
     if not local:
         return  # a cluster may autoscale: let Ray decide
     res = sweep.resources
-    if ray.is_initialized():
-        have = ray.cluster_resources()
-    else:
-        import torch
-
-        have = {"CPU": float(os.cpu_count() or 1), "GPU": float(torch.cuda.device_count())}
     need_cpu = res["workers"] * res["cpu"] + (0.01 if sweep.distributed else 0.0)
     need_gpu = res["workers"] * res["gpu"]
+    if ray.is_initialized():
+        have = ray.cluster_resources()
+    else:  # torch counts the GPUs, and is imported only when the sweep asks for one
+        have = {"CPU": float(os.cpu_count() or 1), "GPU": _local_gpus() if need_gpu > 0 else 0.0}
     if need_cpu > have.get("CPU", 0) + 1e-9 or need_gpu > have.get("GPU", 0) + 1e-9:
+        gpus = f" and {have.get('GPU', 0):g} GPU" if need_gpu > 0 else ""
         raise UserError(
             f"sweep.resources needs {need_cpu:g} CPU and {need_gpu:g} GPU per trial "
             f"(workers={res['workers']} x cpu={res['cpu']:g}, gpu={res['gpu']:g}"
             f"{' + 0.01 CPU for the trial itself' if sweep.distributed else ''}) but the local Ray has "
-            f"{have.get('CPU', 0):g} CPU and {have.get('GPU', 0):g} GPU; allowed: workers x cpu within those"
+            f"{have.get('CPU', 0):g} CPU{gpus}; allowed: workers x cpu within those"
         )
+
+
+def _local_gpus() -> float:
+    import torch
+
+    return float(torch.cuda.device_count())
 
 
 def check_against_encoder(sweep: Sweep) -> None:
     """Hyperparameters that depend on the encoder (e.g. LaCon's heads must divide its width)
-    are checked on the driver, before any trial starts: one line, not a failed sweep."""
+    are checked on the driver, before any trial starts: one line, not a failed sweep. Methods
+    whose declaration has no such check (``checks_encoder``) import neither transformers nor
+    torch here: a sweep's driver starts without them (about 3 s here)."""
+    from trainables.registry import declaration
+
+    if not getattr(declaration(sweep.method), "checks_encoder", True):  # a plugin class: check it
+        return
     from transformers import AutoConfig
 
-    from trainables.encoder import resolve_model_path
+    from trainables.encoder_names import resolve_model_path
     from trainables.registry import get_method
 
     try:

@@ -22,7 +22,7 @@ def tokenizer_identity(name: str | None) -> str:
     the name plus whichever of its files are already in the local Hugging Face cache. The
     ``tokenizers``/``transformers`` versions are included: an upgrade may change the ids.
     """
-    from trainables.encoder import resolve_model_path
+    from trainables.encoder_names import resolve_model_path
 
     path = resolve_model_path(name)
     digest = hashlib.sha256(_versions().encode())
