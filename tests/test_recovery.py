@@ -200,3 +200,33 @@ def test_list_and_resume_see_whether_the_driver_lives(tmp_path):
         f"contrasweep: error: sweep 'live' is still running (pid {os.getpid()} on {socket.gethostname()}, "
         f"heartbeat {refused.stderr.split('heartbeat ')[1].split(' s ago')[0]} s ago); allowed: resume it once that "
         "process has ended"]
+
+
+def test_tune_state_cut_by_a_kill_is_set_aside_and_tune_restores_the_session_before(tmp_path):
+    """A driver killed while Tune wrote its state leaves that session's files empty or cut
+    short (Tune writes them with a plain open("w")); resume renames the whole session
+    ``.torn`` and Tune's own lookup then finds the newest complete one."""
+    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+
+    from contrasweep.recovery import set_aside_torn_state
+
+    tune = tmp_path / "tune"
+    tune.mkdir()
+    old, cut, empty = "2026-11-25_18-00-00", "2026-11-25_18-01-00", "2026-11-25_18-02-00"
+    (tune / f"experiment_state-{old}.json").write_text(json.dumps({"trial_data": [], "runner_data": {}}))
+    (tune / f"basic-variant-state-{old}.json").write_text("{}")
+    (tune / f"searcher-state-{old}.pkl").write_bytes(pickle.dumps({"a": 1}))
+    (tune / f"experiment_state-{cut}.json").write_text(json.dumps({"trial_data": []}))  # complete ...
+    (tune / f"searcher-state-{cut}.pkl").write_bytes(pickle.dumps({"a": 2})[:-3])  # ... its searcher's cut
+    (tune / f"experiment_state-{empty}.json").write_text("")
+    (tune / f"basic-variant-state-{empty}.json").write_text("")
+    (tune / "tuner.pkl").write_bytes(b"not a session file")
+    assert _find_newest_experiment_checkpoint(str(tune)).endswith(f"experiment_state-{empty}.json")
+
+    torn = set_aside_torn_state(str(tune))
+
+    assert sorted(torn) == sorted([f"experiment_state-{cut}.json", f"searcher-state-{cut}.pkl",
+                                   f"experiment_state-{empty}.json", f"basic-variant-state-{empty}.json"])
+    assert _find_newest_experiment_checkpoint(str(tune)).endswith(f"experiment_state-{old}.json")
+    assert (tune / f"experiment_state-{empty}.json.torn").exists() and (tune / "tuner.pkl").exists()
+    assert set_aside_torn_state(str(tune)) == []  # nothing left to set aside

@@ -6,7 +6,6 @@ The default encoder is all-MiniLM-L6-v2 as shipped inside the PyPI package
 
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 

@@ -159,14 +159,13 @@ def check_against_encoder(sweep: Sweep) -> None:
     are checked on the driver, before any trial starts: one line, not a failed sweep. Methods
     whose declaration has no such check (``checks_encoder``) import neither transformers nor
     torch here: a sweep's driver starts without them (about 3 s here)."""
-    from trainables.registry import declaration
+    from trainables.registry import declaration, get_method
 
     if not getattr(declaration(sweep.method), "checks_encoder", True):  # a plugin class: check it
         return
     from transformers import AutoConfig
 
     from trainables.encoder_names import resolve_model_path
-    from trainables.registry import get_method
 
     try:
         hidden = int(AutoConfig.from_pretrained(resolve_model_path(sweep.encoder["name"])).hidden_size)
@@ -500,6 +499,10 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     if alive == "alive":
         raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
     spec = sweep_dir.spec()  # missing or damaged: one line before anything starts
+    torn = recovery.set_aside_torn_state(sweep_dir.tune_location)
+    if torn:
+        print(f"[contrasweep] Tune's saved state the kill cut short, set aside ({recovery.TORN_SUFFIX}): "
+              f"{', '.join(torn)}", flush=True)
     if not tune.Tuner.can_restore(sweep_dir.tune_location):
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
                         "with `contrasweep run`")
