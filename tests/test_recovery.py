@@ -214,12 +214,12 @@ def test_tune_state_cut_by_a_kill_is_set_aside_and_tune_restores_the_session_bef
     tune.mkdir()
     old, cut, empty = "2026-11-25_18-00-00", "2026-11-25_18-01-00", "2026-11-25_18-02-00"
     (tune / f"experiment_state-{old}.json").write_text(json.dumps({"trial_data": [], "runner_data": {}}))
-    (tune / f"basic-variant-state-{old}.json").write_text("{}")
+    (tune / f"basic-variant-state-{old}.json").write_bytes(pickle.dumps({"trials": {"t0"}}))  # a pickle, named .json
     (tune / f"searcher-state-{old}.pkl").write_bytes(pickle.dumps({"a": 1}))
     (tune / f"experiment_state-{cut}.json").write_text(json.dumps({"trial_data": []}))  # complete ...
     (tune / f"searcher-state-{cut}.pkl").write_bytes(pickle.dumps({"a": 2})[:-3])  # ... its searcher's cut
     (tune / f"experiment_state-{empty}.json").write_text("")
-    (tune / f"basic-variant-state-{empty}.json").write_text("")
+    (tune / f"basic-variant-state-{empty}.json").write_bytes(pickle.dumps({"trials": {"t1"}})[:-2])
     (tune / "tuner.pkl").write_bytes(b"not a session file")
     assert _find_newest_experiment_checkpoint(str(tune)).endswith(f"experiment_state-{empty}.json")
 

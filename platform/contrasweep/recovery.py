@@ -26,9 +26,9 @@ def set_aside_torn_state(tune_location: str) -> list[str]:
     files empty or cut short, and ``Tuner.restore``, which takes the newest by name, then
     restored nothing and ran the sweep again from an empty state. Every file of such a session
     is renamed with ``.torn`` so that Tune restores the newest complete session; what ended
-    after it, the sweep's own record says (docs/architecture.md, "Resume"). A JSON file is torn
-    when it does not parse, a pickle when it is empty or lacks its final STOP opcode (nothing
-    is unpickled here). Returns the names set aside."""
+    after it, the sweep's own record says (docs/architecture.md, "Resume"). A pickle is torn
+    when it lacks its final STOP opcode (nothing is unpickled here), anything else when it does
+    not parse as JSON (an empty file included). Returns the names set aside."""
     from pyarrow import fs
 
     filesys, root = filesystem(tune_location)
@@ -47,13 +47,15 @@ def set_aside_torn_state(tune_location: str) -> list[str]:
 
 
 def _torn(filesys, info) -> bool:
+    """Judged by content, not by name: Tune's searcher states are pickles also where their
+    name ends in ``.json`` (``basic-variant-state-``, ``search_gen_state-``)."""
     with filesys.open_input_stream(info.path) as stream:
         data = stream.read()
-    if info.base_name.endswith(".pkl"):
+    if data[:1] == b"\x80":  # a pickle (protocol 2 or later): complete when it ends with STOP
         return not data.endswith(b".")
     try:
         json.loads(data)
-    except ValueError:
+    except ValueError:  # empty or cut short (UnicodeDecodeError is a ValueError too)
         return True
     return False
 
