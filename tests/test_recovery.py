@@ -14,6 +14,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from contrasweep import driver, relocation
 from test_tracking_resume import FakeTrial, done_and_cut, make, result
 
@@ -230,3 +232,27 @@ def test_tune_state_cut_by_a_kill_is_set_aside_and_tune_restores_the_session_bef
     assert _find_newest_experiment_checkpoint(str(tune)).endswith(f"experiment_state-{old}.json")
     assert (tune / f"experiment_state-{empty}.json.torn").exists() and (tune / "tuner.pkl").exists()
     assert set_aside_torn_state(str(tune)) == []  # nothing left to set aside
+
+
+def test_tunes_automatic_loggers_stay_off_only_for_sweeps_that_name_their_own(tmp_path, monkeypatch):
+    """A sweep made now names result.json and progress.csv in its pickled run config, and Tune's
+    automatic loggers (TensorBoard's imports torch into the driver) stay off while it runs; a
+    sweep made before resumes with Tune's defaults, as it was made; the variable is put back."""
+    from contrasweep import sweeps
+    from contrasweep.tune import TUNE_LOGGERS, _fit
+
+    monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
+    seen = []
+
+    class Tuner:
+        def fit(self):
+            seen.append(os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"))
+            raise KeyboardInterrupt  # _fit records the sweep interrupted and re-raises
+
+    for name, meta in (("now", {"tune_loggers": TUNE_LOGGERS}), ("before", {})):
+        sweep_dir = sweeps.create(tmp_path, name, {"method": "ce"}, meta)
+        with pytest.raises(KeyboardInterrupt):
+            _fit(Tuner(), sweep_dir)
+        assert sweep_dir.meta()["status"] == "interrupted"
+    assert seen == ["1", None]
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ

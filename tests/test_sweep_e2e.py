@@ -43,6 +43,9 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
 
         files = {f.path for f in MlflowClient(uri).list_artifacts(run.info.run_id, "best_checkpoint")}
         state = Path(result.path) / "state"
+        # Tune's own logs as it writes them by default, not its TensorBoard files (tune.tune_loggers)
+        assert (Path(result.path) / "result.json").is_file() and (Path(result.path) / "progress.csv").is_file()
+        assert not list(Path(result.path).glob("events.out.tfevents*"))
         if run.data.tags["contrasweep.outcome"] == "complete":  # its best weights, tested once at the end
             assert {"best_checkpoint/model.safetensors", "best_checkpoint/meta.json"} <= files
             assert "test/accuracy" in run.data.metrics and len(list(state.glob("best-e*"))) == 1

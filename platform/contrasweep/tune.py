@@ -12,6 +12,7 @@ record says finished and save new trials before they start (``group_asha.Movable
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -399,13 +400,27 @@ def num_samples(sweep: Sweep) -> int:
     return 1 if sweep.searcher == "grid" else sweep.num_samples * sweep.repeats
 
 
+# Tune's own per-trial logs, named in the run config so that its automatic loggers stay off
+# (``_fit``): the third of those, TensorBoard's, imported torch into the driver (tensorboardX;
+# ~2.5 s of CPU at each start of a sweep here) for event files nothing reads: MLflow holds the
+# metrics. A sweep's meta says it was made so; sweeps made before resume with Tune's defaults.
+TUNE_LOGGERS = "csv,json"
+
+
+def tune_loggers() -> list:
+    """result.json and progress.csv in each trial's folder, as Tune writes them by default."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    return [CSVLoggerCallback(), JsonLoggerCallback()]
+
+
 def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
     from ray import tune
 
     return tune.RunConfig(
         name="tune",
         storage_path=sweep_dir.state_root,
-        callbacks=callbacks,
+        callbacks=[*tune_loggers(), *callbacks],
         failure_config=tune.FailureConfig(max_failures=sweep.max_failures),
         # The two newest pointers to the trial's state folder (trainables.checkpoints: the
         # weights and optimiser state are written there once; Tune copies kilobytes).
@@ -459,7 +474,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     if overwrite:
         sweeps.replace(root, name)
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage,
-                                                      "total": total_trials(sweep)})
+                                                      "total": total_trials(sweep), "tune_loggers": TUNE_LOGGERS})
     console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         sweep_storage.mirror(sweep.storage, sweep_dir.path)
@@ -536,8 +551,10 @@ def _fit(tuner, sweep_dir: sweeps.SweepDir):
     stopped Tune for it) is one line: the sweep is interrupted and resumable."""
     from contrasweep.tracking import TrackingState
 
+    own_loggers = sweep_dir.meta().get("tune_loggers") == TUNE_LOGGERS  # in its pickled run config
     try:
-        results = tuner.fit()
+        with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"} if own_loggers else {}):
+            results = tuner.fit()
     except BaseException:
         sweep_dir.update_meta(status="interrupted")
         raise
@@ -554,6 +571,22 @@ def _fit(tuner, sweep_dir: sweeps.SweepDir):
         raise UserError(f"sweep {sweep_dir.name!r} stopped: {store_error}; nothing finished is lost; allowed: fix the "
                         f"store, then `contrasweep resume {sweep_dir.name}`")
     return results
+
+
+@contextlib.contextmanager
+def scoped_env(values: dict[str, str]):
+    """These environment variables for the duration of the block, then as they were (a test
+    process runs many sweeps, made at different versions)."""
+    before = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def open_or_fetch(name: str, root: Path, storage: str | None) -> sweeps.SweepDir:
