@@ -177,7 +177,7 @@ def test_a_worker_node_killed_mid_trial_is_survived(two_nodes, tiny_model_dir, c
     started = time.time()
     driver = subprocess.Popen(
         [sys.executable, "-m", "contrasweep", "--root", str(tmp_path / "sweeps"), "run", str(spec), "--name", "nodes",
-         "--address", address, "--tracking-uri", uri],
+         "--address", address, "--tracking-uri", uri, "--no-tsne"],
         cwd=tmp_path, stdout=(tmp_path / "driver.log").open("w"), stderr=subprocess.STDOUT, env=clean_env())
     killed = None
     try:

@@ -144,6 +144,10 @@ def _console(out: str, total: int, tmp_path: Path, folder: Path) -> None:
     assert f"sweep 'sweep' finished: {total} trials: " in out and ", 0 failed" in out, out
     assert f"folder: {folder}" in out and "MLflow runs table: http://127.0.0.1:5000/#/experiments/" in out, out
     assert "Trial status" in (folder / "driver.log").read_text()
+    # the report written at the end, without its t-SNE map (--no-tsne: the map loads the model)
+    assert f"[contrasweep] report: {folder / 'report' / 'report.html'}" in out, out
+    html = (folder / "report" / "report.html").read_text()
+    assert "<h2>Results<" in html and "t-SNE" not in html and not (folder / "report" / "tsne.png").exists()
     if folder.parent.name == "moved":
         assert not (tmp_path / "sweeps" / folder.name).exists()  # nothing wrote to the old folder
 
@@ -195,7 +199,7 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     cuts.append(_interrupt(_start([*root, "resume", name], tmp_path), folder, total, "finished", second))
     if root:
         assert "re-attached to MLflow run" in cuts[-1]["out"], cuts[-1]["out"][-3000:]
-    resumed = _start([*root, "resume", name], tmp_path)
+    resumed = _start([*root, "resume", name, "--no-tsne"], tmp_path)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out[-3000:]
     outs = [c["out"] for c in cuts] + [out]

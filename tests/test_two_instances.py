@@ -49,7 +49,7 @@ def test_a_stopped_train_run_frees_its_cpus_next_to_another_ray(tiny_model_dir, 
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep = subprocess.Popen([sys.executable, "-m", "contrasweep", "--root", str(tmp_path / "sweeps"), "run", str(spec),
-                              "--name", "asha", "--tracking-uri", uri],
+                              "--name", "asha", "--tracking-uri", uri, "--no-tsne"],
                              cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     other = None
     try:

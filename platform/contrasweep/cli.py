@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     for sub_parser in (run, resume):
         sub_parser.add_argument("--ray-bind-all", action="store_true", help="let the local Ray's services listen on every "
                                 "interface (default: 127.0.0.1 only; token authentication stays on)")
+        sub_parser.add_argument("--no-tsne", action="store_true", help="the report written when the sweep finishes "
+                                "leaves out the t-SNE map (it loads the model and embeds the test split; "
+                                "`contrasweep report NAME` draws it later)")
 
     sub.add_parser("list", help="list sweeps: status, trials ended, best value so far, disk use")
 
@@ -134,7 +137,7 @@ def cmd_run(args) -> int:
                   ray_bind_all=args.ray_bind_all, overwrite=args.overwrite)
     status = sweeps.open_existing(root, name).meta()["status"]
     code = _summary(results, sweep.metric[0], sweep.mode[0], name, status, sweep, root)
-    _auto_report(root, name, status)
+    _auto_report(root, name, status, tsne=not args.no_tsne)
     return code
 
 
@@ -173,11 +176,11 @@ def cmd_resume(args) -> int:
     sweep = validate(sweep_dir.spec())
     status = sweep_dir.meta()["status"]
     code = _summary(results, sweep.metric[0], sweep.mode[0], args.name, status, sweep, root)
-    _auto_report(root, args.name, status)
+    _auto_report(root, args.name, status, tsne=not args.no_tsne)
     return code
 
 
-def _auto_report(root, name: str, status: str) -> None:
+def _auto_report(root, name: str, status: str, tsne: bool = True) -> None:
     """A finished sweep gets its report at once (logged to its parent run); a report that
     fails never fails the sweep: one line says so and how to retry."""
     if status != "finished":
@@ -188,7 +191,7 @@ def _auto_report(root, name: str, status: str) -> None:
     try:
         from dashboards.report import build
 
-        built = build(sweep_dir.meta()["tracking_uri"], name, sweep_dir.path / "report")
+        built = build(sweep_dir.meta()["tracking_uri"], name, sweep_dir.path / "report", tsne=tsne)
     except Exception as exc:  # noqa: BLE001 - the sweep's results are safe in MLflow either way
         print(f"[contrasweep] report not written ({type(exc).__name__}: {exc}); retry with: contrasweep report {name}",
               file=sys.stderr, flush=True)
