@@ -28,8 +28,9 @@ def test_torch_and_ray_import_beside_contrasweep():
     assert torch.tensor([1.0]).sum().item() == 1.0
 
 
-def _imported_modules(path: Path) -> set[str]:
-    """Every module a file imports, at any depth (lazy imports inside functions included)."""
+def _imported_modules(path: Path, with_names: bool = False) -> set[str]:
+    """Every module a file imports, at any depth (lazy imports inside functions included);
+    ``with_names``: also ``pkg.name`` for each ``from pkg import name`` (a module, when it is one)."""
     import ast
 
     names = set()
@@ -38,6 +39,8 @@ def _imported_modules(path: Path) -> set[str]:
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+            if with_names:
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
 
 
@@ -89,17 +92,9 @@ def _project_modules(roots: list[Path]) -> dict[str, Path]:
 def _import_edges(modules: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the project modules it imports, at any depth (``from pkg import mod`` names the
     module ``pkg.mod`` when that is one; ``from pkg.mod import name`` names ``pkg.mod``)."""
-    import ast
-
     edges = {}
     for name, path in modules.items():
-        targets = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Import):
-                targets.update(alias.name for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets.add(node.module)
-                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        targets = _imported_modules(path, with_names=True)
         # not its own packages: Python runs those before the module whatever it imports
         edges[name] = {t for t in targets if t in modules and t != name and not name.startswith(t + ".")}
     return edges
