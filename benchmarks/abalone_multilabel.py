@@ -92,7 +92,7 @@ def main() -> None:
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
 
-    from contrasweep.spec import load_spec
+    from contrasweep.spec.load import load_spec
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="contrasweep-abalone-")).resolve()
     work.mkdir(parents=True, exist_ok=True)

@@ -29,9 +29,9 @@ KEYS = ("cluster_acc", "nmi", "probe5_acc", "probe10_acc", "probe20_acc")
 def untrained(spec_path: Path) -> dict[str, float]:
     import torch
 
-    from contrasweep import spec
     from contrasweep.data import load_splits
-    from contrasweep.tune import prepare_data
+    from contrasweep.run.tune import prepare_data
+    from contrasweep.spec import load as spec
     from trainables.gather import StageContext
     from trainables.loop import build_method
     from trainables.sessions import LocalSession

@@ -139,9 +139,9 @@ def method_hp(arm: str, batch: int, width: int) -> dict:
 
 def build_trial(arm: str, size: str, args, model: str, width: int, datasets: dict) -> tuple[dict, dict, dict]:
     """The loop config (validated by the spec, as a sweep's trial would be) and its data."""
-    from contrasweep import spec
     from contrasweep.data import DataConfig, load_splits, prepare
     from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
+    from contrasweep.spec import load as spec
     from trainables.registry import get_method
 
     method, _ = ARMS[arm]

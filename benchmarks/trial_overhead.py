@@ -1,7 +1,7 @@
 """Per-trial overhead: the in-process trial path vs the TorchTrainer path, side by side.
 
 Both run the same 1-epoch CE trial (tiny random BERT, BBC News few-shot k=4) through
-``contrasweep.tune.run`` on one local Ray session; the ratio of wall times is the cost of
+``contrasweep.run.tune.run`` on one local Ray session; the ratio of wall times is the cost of
 starting a Ray Train worker group (measured here: ~30 s vs ~1 s). When the machine has a GPU,
 a second pair compares a one-GPU trial in the trial process (what ``resources: {gpu: 1}`` does
 now) with the same trial forced through a one-worker ``TorchTrainer`` (what it did before).
@@ -29,7 +29,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from conftest import build_tiny_bert, write_spec
-    from contrasweep import spec, sweeps, tune
+
+    from contrasweep.folder import sweeps
+    from contrasweep.run import tune
+    from contrasweep.spec import load as spec
 
     work = Path(tempfile.mkdtemp(prefix="contrasweep-bench-"))
     model = str(build_tiny_bert(work / "tiny"))

@@ -2,7 +2,7 @@
 coloured by class, and the label embeddings of methods that learn them (LaCon's W_emb), in
 one 2-D map (scikit-learn's ``TSNE``).
 
-The checkpoint is the registered version (``contrasweep.models``: the best repeat of the best
+The checkpoint is the registered version (``contrasweep.tracking.models``: the best repeat of the best
 configuration); its data are prepared again from the version's ``contrasweep.data`` tag and the
 spec's encoder (a cache hit when the sweep ran on this machine). Vectors are L2-normalised
 first: the methods compare them by cosine similarity, and label vectors have another scale.
@@ -21,8 +21,8 @@ from dashboards.source import SweepRecord
 def tsne_map(record: SweepRecord, path: str, version: str | None = None, max_points: int = 500,
              seed: int = 0) -> tuple[str | None, str]:
     """(PNG path or None, a one-line caption saying what was drawn or why nothing was)."""
-    from contrasweep.models import DATA_TAG, SETTING_TAG, download, registered_versions, resolve
-    from contrasweep.tracking import get_client
+    from contrasweep.tracking.models import DATA_TAG, SETTING_TAG, download, registered_versions, resolve
+    from contrasweep.tracking.store import get_client
 
     client = get_client(record.tracking_uri)
     if not registered_versions(client, record.name):

@@ -11,7 +11,7 @@ EPO aims at the front's intersection with the preference ray r1·ℓ1 = r2·ℓ2
 points with (ℓ1, ℓ2) ∝ (1/r1, 1/r2) ∝ (r2, r1); the plot draws that ray from the origin for
 every r, so one sees how close each solver's point lands to the ray it was asked for.
 
-Read only: the input is ``contrasweep.aggregate.Group`` objects (``aggregate.groups``), whose
+Read only: the input is ``contrasweep.tracking.aggregate.Group`` objects (``aggregate.groups``), whose
 ``hp`` holds MLflow params as strings.
 """
 

@@ -24,8 +24,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contrasweep.aggregate import Group, selection_key
 from contrasweep.errors import UserError
+from contrasweep.tracking.aggregate import Group, selection_key
 from dashboards import plots, tables
 from dashboards.pareto import pareto_front
 from dashboards.source import SweepRecord, load
@@ -68,7 +68,7 @@ def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str,
     path = out / "report.html"
     path.write_text(render(records, sections), encoding="utf-8")
     if log:
-        from contrasweep.tracking import get_client
+        from contrasweep.tracking.store import get_client
 
         get_client(tracking_uri).log_artifacts(records[0].parent.info.run_id, str(out), ARTIFACT_PATH)
     return Report(path, main, sections)

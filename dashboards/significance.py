@@ -10,7 +10,7 @@ from typing import Any
 
 from scipy import stats
 
-from contrasweep.aggregate import Group
+from contrasweep.tracking.aggregate import Group
 
 MATCH_KEYS = ("data_seed", "split_seed", "seed")
 

@@ -1,6 +1,6 @@
 """A sweep read back from MLflow (read only): its parent run, the spec it ran (the parent's
 ``spec.yaml``, already validated when the sweep started), its repeat groups and each
-setting's selected configuration (``contrasweep.aggregate``: best mean validation metric)."""
+setting's selected configuration (``contrasweep.tracking.aggregate``: best mean validation metric)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from functools import cached_property
 
 import yaml
 
-from contrasweep.aggregate import Group, groups, select, selection_key
 from contrasweep.errors import UserError
-from contrasweep.tracking import PARENT_TAG, get_client
+from contrasweep.tracking.aggregate import Group, groups, select, selection_key
+from contrasweep.tracking.store import PARENT_TAG, get_client
 
 
 @dataclass

@@ -18,13 +18,13 @@ import io
 import math
 from dataclasses import dataclass
 
-from contrasweep.aggregate import Group, selection_key
+from contrasweep.tracking.aggregate import Group, selection_key
 from dashboards.significance import wilcoxon
 from dashboards.source import SweepRecord
 
 
 def parse_setting(label: str) -> dict[str, str]:
-    """``"k=5 rho=0.1"`` -> ``{"k": "5", "rho": "0.1"}`` (the labels ``contrasweep.identity`` writes)."""
+    """``"k=5 rho=0.1"`` -> ``{"k": "5", "rho": "0.1"}`` (the labels ``contrasweep.spec.identity`` writes)."""
     return dict(part.split("=", 1) for part in label.split() if "=" in part)
 
 

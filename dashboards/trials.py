@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from contrasweep.tracking import PARENT_TAG, get_client
-from contrasweep.tracking import trial_runs as _trial_runs
+from contrasweep.tracking.store import OUTCOME_TAG, PARENT_TAG, get_client
+from contrasweep.tracking.store import trial_runs as _trial_runs
 
 
 def parent_runs(tracking_uri: str, experiment: str, sweep: str | None = None) -> list:
@@ -28,7 +28,7 @@ def trial_table(tracking_uri: str, parent_run_id: str, metrics: tuple[str, ...] 
     rows = []
     for run in trial_runs(tracking_uri, parent_run_id):
         row = {"run_id": run.info.run_id, "status": run.info.status, "trial_id": run.data.tags.get("contrasweep.trial_id"),
-               "outcome": run.data.tags.get("contrasweep.outcome")}
+               "outcome": run.data.tags.get(OUTCOME_TAG)}
         row.update(run.data.params)
         row.update({m: run.data.metrics.get(m) for m in metrics})
         rows.append(row)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contrasweep.tracking import PARENT_TAG, get_client
-from contrasweep.aggregate import groups, select
+from contrasweep.tracking.aggregate import groups, select
+from contrasweep.tracking.store import PARENT_TAG, get_client
 from dashboards.compare import seed_summary
 
 
@@ -68,8 +68,8 @@ def test_seed_summary_leaves_out_stopped_trials(store):
 def test_cli_names_the_best_mean_configuration_not_the_best_trial():
     from types import SimpleNamespace
 
-    from contrasweep.summary import best_lines
-    from contrasweep.spec import validate
+    from contrasweep.console.summary import best_lines
+    from contrasweep.spec.load import validate
 
     sweep = validate({"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 5},
                       "grid": {"lr": [1.0e-5, 2.0e-5, 3.0e-5]}, "fixed": {"epochs": 2}, "sweep": {"seeds": [0, 1]}})

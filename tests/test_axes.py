@@ -1,4 +1,4 @@
-"""Data axes (contrasweep.axes): list-valued data keys expand into variants; a trial is a
+"""Data axes (contrasweep.spec.axes): list-valued data keys expand into variants; a trial is a
 configuration × data variant × training seed; stratified n_total; trial identity in MLflow."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from contrasweep.axes import expand
 from contrasweep.data import prepare
-from contrasweep.data.protocols import stratified_counts
+from contrasweep.data.splits import stratified_counts
 from contrasweep.errors import DataError, SpecError
-from contrasweep.executor import TRIAL_INDEX, trial_hp, trial_variant
-from contrasweep.identity import identify, run_name, tags
-from contrasweep.spec import DATA_KEY, validate
+from contrasweep.spec.axes import expand
+from contrasweep.spec.identity import identify, run_name, tags
+from contrasweep.spec.load import validate
+from contrasweep.spec.trial import DATA_KEY, TRIAL_INDEX, trial_hp, trial_variant
 
 
 def spec(data=None, **sections):
@@ -75,7 +75,7 @@ def test_searcher_repeat_index_counts_seeds_then_variants():
 
 
 def test_searcher_sweep_repeats_every_suggestion_on_every_variant():
-    from contrasweep.tune import num_samples, param_space
+    from contrasweep.run.tune import num_samples, param_space
 
     sweep = spec(grid={}, search={"lr": {"loguniform": [1.0e-5, 1.0e-4]}}, sweep={"searcher": "random", "seeds": [0], "num_samples": 3})
     assert sweep.repeats == 6 and num_samples(sweep) == 18
@@ -116,7 +116,7 @@ def test_few_shot_n_total_draws_n_rows_in_all(tiny_model_dir, cache_dir, tmp_pat
 def test_run_name_tags_and_groups():
     sweep = validate({"method": "lacon", "data": {"source": "bbc_news", "protocol": "few_shot", "k": [5, 20], "seed": [0, 3]},
                       "grid": {"temperature": [0.1, 0.3], "lam": [0.5]}, "sweep": {"seeds": [0, 1]}})
-    from contrasweep.tune import static_config
+    from contrasweep.run.tune import static_config
 
     class Prepared:
         num_labels, key = 5, "abc"

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from contrasweep import driver
+from contrasweep.folder import driver
 
 
 def _file(path, size: int) -> None:
@@ -39,7 +39,7 @@ def _cli(root, *args):
 
 
 def test_clean_removes_what_it_says_and_nothing_else(tmp_path):
-    from contrasweep.summary import human
+    from contrasweep.console.summary import human
 
     folder = _sweep(tmp_path, "done", "finished")
     before = {p.relative_to(folder) for p in folder.rglob("*") if p.is_file()}

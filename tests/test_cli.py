@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import write_spec
 
 
@@ -199,7 +198,7 @@ def test_ui_on_another_host_warns_that_mlflow_has_no_authentication(tmp_path):
     import os
     import signal
 
-    from contrasweep.preflight import free_port
+    from contrasweep.run.preflight import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "ui", "--host", "0.0.0.0", "--port", str(port)],
@@ -250,10 +249,10 @@ def test_global_options_before_or_after_the_command():
 def test_smoke_runs_go_to_their_own_experiment(tmp_path, tiny_model_dir, monkeypatch):
     """--smoke-test: the sweep's experiment is '<experiment>-smoke', its name says smoke, and
     its parent run is tagged, so smoke runs never mix into comparisons."""
-    from contrasweep import tune
     from contrasweep.cli import main
-    from contrasweep.describe import sweep_tags
     from contrasweep.errors import UserError
+    from contrasweep.run import tune
+    from contrasweep.tracking.describe import sweep_tags
 
     seen = {}
 
@@ -272,8 +271,8 @@ def test_smoke_runs_go_to_their_own_experiment(tmp_path, tiny_model_dir, monkeyp
 
 
 def test_overwrite_replaces_a_sweep_unless_its_driver_runs_it(tmp_path):
-    from contrasweep import driver, sweeps
     from contrasweep.errors import UserError
+    from contrasweep.folder import driver, sweeps
 
     folder = tmp_path / "x"
     folder.mkdir()
@@ -315,8 +314,8 @@ def test_a_sweeps_driver_starts_without_transformers_or_the_methods(tiny_model_d
     against the encoder, the data cache's tokenizer identity) imports neither transformers nor
     scikit-learn nor torch: those are the trial's (docs/architecture.md, "Facts about the stack")."""
     spec = write_spec(tmp_path / "s.yaml", tiny_model_dir)
-    code = ("import sys\nfrom contrasweep import tune\nfrom contrasweep.data.tokens import tokenizer_identity\n"
-            "from contrasweep.spec import load_spec\n"
+    code = ("import sys\nfrom contrasweep.run import tune\nfrom contrasweep.data.tokens import tokenizer_identity\n"
+            "from contrasweep.spec.load import load_spec\n"
             f"sweep = load_spec({str(spec)!r}, [])\ntune.check_resources(sweep, local=True)\n"
             "tune.check_against_encoder(sweep)\ntokenizer_identity(sweep.encoder['name'])\n"
             "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sklearn', 'trainables.ce') if m in sys.modules))\n")

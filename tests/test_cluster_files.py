@@ -242,7 +242,7 @@ def test_every_contrasweep_command_parses_with_the_real_cli():
 
 
 def test_run_commands_name_real_specs_with_valid_overrides_and_names():
-    from contrasweep.spec import _name, load_spec
+    from contrasweep.spec.load import _name, load_spec
 
     runs = [parse_cli(argv) for _, argv in contrasweep_calls() if argv[:1] == ["run"]]
     assert runs

@@ -52,7 +52,7 @@ def test_progress_inside_an_epoch_reaches_the_progress_display_not_the_terminal(
     display and neither prints nor logs it."""
     import time
 
-    from contrasweep.progress import Progress
+    from contrasweep.console.progress import Progress
     from trainables import phase_progress
 
     monkeypatch.setenv(phase_progress.ENV, "0.01")
@@ -89,7 +89,7 @@ def test_on_a_terminal_one_status_line_is_kept_current(tmp_path):
     import pty
     import subprocess
 
-    script = ("from contrasweep.console import Console\nfrom contrasweep.progress import Progress\n"
+    script = ("from contrasweep.console import Console\nfrom contrasweep.console.progress import Progress\n"
               "with Console():\n"
               "    p = Progress(total=2, metric='val/accuracy')\n"
               "    p.trial_started('ce lr=0.1 · seed=0', 3, 't1')\n"

@@ -5,7 +5,6 @@ keys as the in-process path, through the same generic loop. Each worker asks for
 from __future__ import annotations
 
 import pytest
-
 from conftest import write_spec
 from test_sweep_e2e import _run_sweep
 
@@ -56,9 +55,9 @@ def test_every_method_runs_under_ddp(ray_session, tiny_model_dir, cache_dir, tmp
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from contrasweep.executor import trial_hp
-    from contrasweep.spec import load_spec
-    from contrasweep.tune import prepare_data, put_data
+    from contrasweep.run.tune import prepare_data, put_data
+    from contrasweep.spec.load import load_spec
+    from contrasweep.spec.trial import trial_hp
 
     def _every_method(config: dict) -> None:
         """One Ray Train rank: each method's loop in turn, as ``executor.train_worker`` runs one

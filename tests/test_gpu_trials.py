@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_spec import base
 
 from contrasweep.errors import UserError
-from contrasweep.executor import trial_resources
-from contrasweep.spec import apply_override, validate
+from contrasweep.run.executor import trial_resources
+from contrasweep.spec.load import apply_override, validate
 from trainables.sessions import TuneSession
-
-from test_spec import base
 
 
 def sweep_with(resources: str):

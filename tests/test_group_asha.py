@@ -1,4 +1,4 @@
-"""ASHA over repeat groups (contrasweep.group_asha): a configuration's repeats pause at a rung
+"""ASHA over repeat groups (contrasweep.search.group_asha): a configuration's repeats pause at a rung
 until all have reached it, then continue or stop together on their mean."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import TrialScheduler
 
-from contrasweep.group_asha import GroupASHA, rungs, survives
+from contrasweep.search.group_asha import GroupASHA, rungs, survives
 
 
 class FakeTrial:

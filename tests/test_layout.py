@@ -128,18 +128,61 @@ def test_circle_checker_finds_a_planted_circle_through_a_lazy_import(tmp_path):
     assert import_circles(_project_modules([(tmp_path, ["pkg"])])) == [{"pkg.a", "pkg.b", "pkg.c"}]
 
 
-# The circles on main when the structure issue (26) began; that issue removes them. Until
-# then no module may join one and no new one may form.
-KNOWN_CIRCLES = [
-    {"contrasweep.aggregate", "contrasweep.describe", "contrasweep.models", "contrasweep.reattach",
-     "contrasweep.recovery", "contrasweep.runs_view", "contrasweep.shipping", "contrasweep.spec",
-     "contrasweep.study_search", "contrasweep.tracking", "contrasweep.tune"},  # study_search: issue 25
-    {"contrasweep.data.protocols", "contrasweep.data.splits"},
-]
-
-
-def test_no_new_import_circle_among_the_projects_modules():
+def test_no_import_circle_among_the_projects_modules():
+    """No module of platform/, trainables/ or dashboards/ reaches itself through its imports
+    (lazy ones included): before issue 26, ten modules around the tracker and two in data/ did."""
     modules = _project_modules([(ROOT / "platform", ["contrasweep"]), (ROOT, ["trainables", "dashboards"])])
     assert len(modules) > 80
-    for circle in import_circles(modules):
-        assert any(circle <= known for known in KNOWN_CIRCLES), sorted(circle)
+    assert import_circles(modules) == []
+
+
+# platform/contrasweep's rooms, lowest first (docs/architecture.md, "The rooms of
+# platform/contrasweep/"): a room imports only rooms before it in this list, and its own.
+ROOMS = ["errors", "data", "spec", "folder", "tracking", "search", "console", "run", "cli"]
+OUTSIDE_ROOMS = {"contrasweep", "contrasweep._moved", "contrasweep.__main__"}
+
+
+def _room(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_each_room_imports_only_the_rooms_below_it():
+    modules = _project_modules([(ROOT / "platform", ["contrasweep"])])
+    assert {_room(m) for m in modules if m not in OUTSIDE_ROOMS} == set(ROOMS)
+    upward = sorted(f"{a} -> {b}" for a, targets in _import_edges(modules).items() if a not in OUTSIDE_ROOMS
+                    for b in targets if b not in OUTSIDE_ROOMS and ROOMS.index(_room(b)) > ROOMS.index(_room(a)))
+    assert upward == []
+
+
+def test_the_top_level_holds_at_most_fifteen_modules():
+    top = sorted(p.name for p in (ROOT / "platform" / "contrasweep").glob("*.py"))
+    assert len(top) <= 15, top
+    for package in (ROOT / "platform" / "contrasweep").iterdir():
+        if package.is_dir() and package.name != "__pycache__":
+            doc = (package / "__init__.py").read_text()
+            assert doc.startswith('"""') and "May import" in doc.split('"""')[1], package.name
+
+
+def test_what_older_sweeps_pickled_under_the_flat_layout_still_loads():
+    """Tune's tuner.pkl and saved searcher/scheduler/tracker states of a sweep started before
+    the rooms name classes by their old modules; resume unpickles them (contrasweep._moved)."""
+    import pickle
+
+    from contrasweep.run.executor import run_trial
+    from contrasweep.search.group_asha import GroupASHA
+    from contrasweep.spec.identity import GroupKey
+    from contrasweep.spec.sweep import Sweep
+    from contrasweep.tracking.tracker import MlflowTracker
+
+    def old(module: str, name: str):
+        return pickle.loads(f"c{module}\n{name}\n.".encode())
+
+    assert old("contrasweep.group_asha", "GroupASHA") is GroupASHA
+    assert old("contrasweep.identity", "GroupKey") is GroupKey
+    assert old("contrasweep.tracking", "MlflowTracker") is MlflowTracker
+    assert old("contrasweep.spec", "Sweep") is Sweep
+    assert old("contrasweep.executor", "run_trial") is run_trial
+    import pytest
+
+    with pytest.raises(AttributeError):
+        old("contrasweep.tune", "no_such_name")

@@ -26,7 +26,6 @@ Pages used (MLflow 3.x, hash routes of the React app):
 from __future__ import annotations
 
 import pytest
-
 from browser import mlflow_server, render, require_chromium, screenshot
 from conftest import write_spec
 
@@ -42,7 +41,7 @@ def populate(tracking_uri: str, tmp, model_dir: str) -> dict:
     ``experiment_id``, ``{parent,config,trial}_run_id``, ``{parent,config,trial}_name`` and
     ``report`` (the artifact path on the sweep run)."""
     from contrasweep.cli import main
-    from contrasweep.tracking import get_client, trial_runs
+    from contrasweep.tracking.store import get_client, trial_runs
     from dashboards.trials import parent_runs
 
     spec = write_spec(tmp / "spec.yaml", model_dir, data={"k": 2, "seed": [0, 1]}, grid={"lr": [1.0e-3]},
@@ -137,8 +136,8 @@ def test_runs_table_opens_on_the_sweeps_with_their_numbers(server, runs):
     """The address ``contrasweep ui`` and the final summary give: the Model training side, the
     contrasweep view, and the sweep run's row showing its numbers (trials ended, best trial,
     best configuration's validation and test means) without picking a column by hand."""
-    from contrasweep.runs_view import VIEW_NAME, runs_url
-    from contrasweep.tracking import get_client
+    from contrasweep.tracking.runs_view import VIEW_NAME, runs_url
+    from contrasweep.tracking.store import get_client
 
     parent = get_client(server.uri).get_run(runs["parent_run_id"]).data.metrics
     shown = {key: parent[key] for key in ("trials/ended", "best_trial/val/accuracy",

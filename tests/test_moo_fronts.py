@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from contrasweep.aggregate import Group
+from contrasweep.tracking.aggregate import Group
 from dashboards.moo import CSV_COLUMNS, moo_points, plot_fronts, ray_direction, write_fronts, write_points_csv
 
 

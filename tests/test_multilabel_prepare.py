@@ -9,7 +9,7 @@ import pytest
 from contrasweep.data import collate_numpy, load_splits
 from contrasweep.data.multilabel.prepare import MultiLabelConfig, prepare_multilabel
 from contrasweep.errors import DataError, SpecError
-from contrasweep.spec import validate
+from contrasweep.spec.load import validate
 
 
 def test_bundled_corpus_prepares_multi_hot_splits_and_hits_the_cache(tiny_model_dir, tmp_path):

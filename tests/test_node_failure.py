@@ -9,7 +9,7 @@ that trial from its last reported checkpoint on the surviving head node, so it r
 MLflow holds one run per trial with each epoch once.
 
 Both nodes run on one machine, so the sweep folder is storage every node reaches
-(``contrasweep.sweep_storage.check`` counts machines, not nodes).
+(``contrasweep.folder.sweep_storage.check`` counts machines, not nodes).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import write_spec
-from contrasweep.preflight import free_port
+
+from contrasweep.run.preflight import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -15,9 +15,9 @@ import sys
 import time
 
 import pytest
-
-from contrasweep import driver, relocation
 from test_tracking_resume import FakeTrial, done_and_cut, make, result
+
+from contrasweep.folder import driver, relocation
 
 
 def _record(folder, **values) -> None:
@@ -126,8 +126,8 @@ def test_store_failure_is_journaled_and_caught_up_on_resume(tmp_path, monkeypatc
 
 
 def test_pickled_paths_follow_a_moved_sweep_folder(tmp_path):
-    from contrasweep.group_asha import GroupASHA
-    from contrasweep.study_storage import StudyStorage
+    from contrasweep.search.group_asha import GroupASHA
+    from contrasweep.search.study_storage import StudyStorage
 
     old, new = tmp_path / "old" / "s", tmp_path / "new" / "s"
     old.mkdir(parents=True)
@@ -210,7 +210,7 @@ def test_tune_state_cut_by_a_kill_is_set_aside_and_tune_restores_the_session_bef
     ``.torn`` and Tune's own lookup then finds the newest complete one."""
     from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
 
-    from contrasweep.recovery import set_aside_torn_state
+    from contrasweep.run.recovery import set_aside_torn_state
 
     tune = tmp_path / "tune"
     tune.mkdir()
@@ -238,8 +238,8 @@ def test_tunes_automatic_loggers_stay_off_only_for_sweeps_that_name_their_own(tm
     """A sweep made now names result.json and progress.csv in its pickled run config, and Tune's
     automatic loggers (TensorBoard's imports torch into the driver) stay off while it runs; a
     sweep made before resumes with Tune's defaults, as it was made; the variable is put back."""
-    from contrasweep import sweeps
-    from contrasweep.tune import TUNE_LOGGERS, _fit
+    from contrasweep.folder import sweeps
+    from contrasweep.run.tune import TUNE_LOGGERS, _fit
 
     monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
     seen = []

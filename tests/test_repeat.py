@@ -6,7 +6,7 @@ import math
 
 from ray.tune.search import Searcher
 
-from contrasweep.repeat import SeedRepeater
+from contrasweep.search.repeat import SeedRepeater
 
 
 class Recorder(Searcher):

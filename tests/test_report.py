@@ -9,16 +9,17 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats
-
 from conftest import write_spec
+from scipy import stats
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def two_sweeps(ray_session, tiny_model_dir, tmp_path_factory):
-    from contrasweep import spec, sweeps, tune
+    from contrasweep.folder import sweeps
+    from contrasweep.run import tune
+    from contrasweep.spec import load as spec
 
     tmp = tmp_path_factory.mktemp("report")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
@@ -40,7 +41,7 @@ def two_sweeps(ray_session, tiny_model_dir, tmp_path_factory):
 
 
 def test_report_tables_sections_and_artifacts(two_sweeps):
-    from contrasweep.tracking import get_client
+    from contrasweep.tracking.store import get_client
     from dashboards.report import build
     from dashboards.significance import matched_values
     from dashboards.source import load

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from contrasweep.aggregate import Group
+from contrasweep.tracking.aggregate import Group
 from dashboards import report, tables
 from dashboards.source import SweepRecord
 

@@ -1,4 +1,4 @@
-"""The experiment's runs view for the MLflow UI (contrasweep.runs_view) on a real sqlite MLflow
+"""The experiment's runs view for the MLflow UI (contrasweep.tracking.runs_view) on a real sqlite MLflow
 store, and the address ``contrasweep ui`` gives for it. The browser test
 (test_mlflow_ui_browser.py) checks that the UI opens on it with the sweep run's numbers."""
 
@@ -12,9 +12,18 @@ import sys
 
 import pytest
 
-from contrasweep.runs_view import (KIND_TAG, MAX_COLUMNS, TRAINING_KIND, VIEW_ID, VIEW_NAME, VIEW_PREFIX,
-                                   metric_columns, publish, runs_url)
-from contrasweep.tracking import get_client
+from contrasweep.tracking.runs_view import (
+    EXPERIMENT_KIND_TAG,
+    MAX_COLUMNS,
+    TRAINING_KIND,
+    VIEW_ID,
+    VIEW_NAME,
+    VIEW_PREFIX,
+    metric_columns,
+    publish,
+    runs_url,
+)
+from contrasweep.tracking.store import get_client
 
 
 @pytest.fixture
@@ -41,7 +50,7 @@ def test_columns_of_a_validation_objective_cover_each_level():
 def test_publish_marks_the_experiment_as_training_and_writes_a_view_the_ui_reads(store):
     client, exp = store
     publish(client, exp, metric_columns("val/macro_f1"))
-    assert client.get_experiment(exp).tags[KIND_TAG] == TRAINING_KIND
+    assert client.get_experiment(exp).tags[EXPERIMENT_KIND_TAG] == TRAINING_KIND
     envelope, state = view_of(client, exp)
     # the UI's saved-view envelope: string name, number createdAt, the state as a JSON string
     assert envelope["name"] == VIEW_NAME and isinstance(envelope["createdAt"], int) and isinstance(envelope["state"], str)
@@ -57,7 +66,7 @@ def test_publish_marks_the_experiment_as_training_and_writes_a_view_the_ui_reads
 
 def test_publish_adds_columns_and_keeps_what_is_there(store):
     client, exp = store
-    client.set_experiment_tag(exp, KIND_TAG, "genai_development")  # the user's choice
+    client.set_experiment_tag(exp, EXPERIMENT_KIND_TAG, "genai_development")  # the user's choice
     publish(client, exp, metric_columns("val/accuracy"))
     first, state = view_of(client, exp)
     publish(client, exp, metric_columns("val/accuracy"))  # nothing new: not rewritten
@@ -66,7 +75,7 @@ def test_publish_adds_columns_and_keeps_what_is_there(store):
     again, state2 = view_of(client, exp)
     assert state2["selectedColumns"] == state["selectedColumns"] + ["metrics.`best_config/k_4/mean/best/val/accuracy`"]
     assert again["createdAt"] == first["createdAt"] and again["updatedAt"] >= first["updatedAt"]
-    assert client.get_experiment(exp).tags[KIND_TAG] == "genai_development"
+    assert client.get_experiment(exp).tags[EXPERIMENT_KIND_TAG] == "genai_development"
     publish(client, exp, [f"m{i}" for i in range(100)])
     assert len(view_of(client, exp)[1]["selectedColumns"]) == MAX_COLUMNS
 
@@ -82,8 +91,8 @@ def test_a_view_saved_over_in_the_ui_is_left_alone(store):
 def test_ui_gives_the_runs_table_of_the_newest_sweep_in_the_store(tmp_path):
     """Two sweeps of the store served (sweep.json and tracking.json as a sweep leaves them):
     ``ui`` names the newer one's experiment; a named sweep is shown instead."""
-    from contrasweep.preflight import free_port
-    from contrasweep.tracking import default_tracking_uri
+    from contrasweep.run.preflight import free_port
+    from contrasweep.tracking.store import default_tracking_uri
 
     uri = default_tracking_uri(tmp_path)
     for name, created, experiment in (("old", "2026-01-01T00:00:00", "3"), ("new", "2026-02-01T00:00:00", "7")):

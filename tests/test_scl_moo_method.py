@@ -11,17 +11,16 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from helpers import loop_config, toy_tables
 
 import trainables.scl_moo as scl_moo_module
 from trainables.batches import eval_batches, to_device
 from trainables.ce import CrossEntropy
 from trainables.collate import collate_numpy
 from trainables.epo import EpoStep, epo_alpha
-from trainables.losses import scl_moo_objectives
 from trainables.loop import build_method, train
+from trainables.losses import scl_moo_objectives
 from trainables.sessions import LocalSession
-
-from helpers import loop_config, toy_tables
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +185,7 @@ def test_evaluate_encodes_once_and_its_classification_metrics_are_predicts(tiny_
 
 
 def test_val_l1_and_l2_are_sweep_metrics_and_accuracy_stays_the_default():
-    from contrasweep.spec import validate
+    from contrasweep.spec.load import validate
 
     def raw(**sweep):
         return {"method": "scl_moo", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4},

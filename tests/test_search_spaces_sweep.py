@@ -31,7 +31,9 @@ EXTRA["abalone_small.yaml"] = ["data={task: multilabel, source: bbc_multilabel, 
                                   "simcse_small.yaml", "vascl_small.yaml",
                                   "abalone_small.yaml"])
 def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, cache_dir, tmp_path):
-    from contrasweep import spec, sweeps, tune
+    from contrasweep.folder import sweeps
+    from contrasweep.run import tune
+    from contrasweep.spec import load as spec
 
     overrides = [f"encoder.name={tiny_model_dir}", "encoder.max_length=32",
                  "data={source: bbc_news, protocol: few_shot, k: 4, test_fraction: 0.05}",  # multi-label: see EXTRA

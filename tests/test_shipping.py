@@ -1,4 +1,4 @@
-"""contrasweep.shipping: what a sweep on a cluster ships to its workers. Unit tests build the
+"""contrasweep.run.shipping: what a sweep on a cluster ships to its workers. Unit tests build the
 runtime_env without Ray; two tests use the suite's shared Ray session (a task-level runtime_env
 stands in for the job's, which cannot change on a running driver)."""
 
@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 import contrasweep
-from contrasweep import shipping
 from contrasweep.errors import UserError
-from contrasweep.tune import worker_env
+from contrasweep.run import shipping
+from contrasweep.run.shipping import worker_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_local_files_are_staged_where_worker_path_says(tmp_path, monkeypatch):
 def test_a_reported_checkpoint_ships_its_best_folder(tmp_path, monkeypatch):
     """A pointer to a state folder on this machine only ships the best folder it names; one on
     a network file system ships as it is (workers follow it)."""
-    from contrasweep import sweep_storage
+    from contrasweep.folder import sweep_storage
 
     best = model_folder(tmp_path / "trial" / "state" / "best-e0002")
     pointer = tmp_path / "checkpoint_000001"
@@ -130,7 +130,7 @@ def test_package_limit_follows_ray(monkeypatch):
 
 
 def test_local_files_of_a_spec(tmp_path, monkeypatch):
-    from contrasweep import sweep_storage
+    from contrasweep.folder import sweep_storage
 
     bert = model_folder(tmp_path / "bert")
     nfs = tmp_path / "nfs"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from contrasweep.aggregate import Group
+from contrasweep.tracking.aggregate import Group
 from dashboards.pareto import pareto_front
 from dashboards.significance import matched_values, wilcoxon
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from contrasweep.errors import SpecError, UserError
-from contrasweep.spec import apply_override, load_spec, validate
+from contrasweep.spec.load import apply_override, load_spec, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -173,8 +173,8 @@ def test_abalone_yaml_is_table_2_and_app_a():
 
 
 def test_list_valued_choice_travels_through_optuna_as_text(tmp_path):
-    from contrasweep import sweeps
-    from contrasweep.tune import param_space, search_alg
+    from contrasweep.folder import sweeps
+    from contrasweep.run.tune import param_space, search_alg
 
     sweep = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml", ["sweep.searcher=optuna"])
     space = param_space(sweep)
@@ -253,7 +253,7 @@ def test_bad_values_give_one_line_errors(mutate, fragment):
 
 
 def test_reported_point_fills_unreported_dimensions():
-    from contrasweep.spec import reported_point
+    from contrasweep.spec.sweep import reported_point
 
     raw = base(grid=None, search={"lr": {"loguniform": [1.0e-5, 1.0e-4]}, "batch_size": {"choice": [16, 64]},
                                   "warmup_ratio": {"uniform": [0.0, 0.1]}})

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import write_spec
-from contrasweep import sweep_storage
+
 from contrasweep.errors import UserError
-from contrasweep.spec import SpecError, storage_location
+from contrasweep.folder import sweep_storage
+from contrasweep.spec.load import SpecError, storage_location
 from trainables.storage import display, is_uri, join
 
 
@@ -72,7 +72,9 @@ def test_a_sweep_on_s3_keeps_its_state_there_and_resumes_from_it_elsewhere(ray_s
     from mlflow.tracking import MlflowClient
     from pyarrow import fs as pafs
 
-    from contrasweep import spec, sweeps, tune
+    from contrasweep.folder import sweeps
+    from contrasweep.run import tune
+    from contrasweep.spec import load as spec
     from dashboards.trials import parent_runs, trial_runs
 
     path = write_spec(tmp_path / "s3.yaml", tiny_model_dir, fixed={"epochs": 2},

@@ -6,16 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers import loop_config, toy_tables
 from scipy.stats import spearmanr
 
 from contrasweep.data.sts import prepare_sts
 from contrasweep.errors import DataError, SpecError
-from contrasweep.spec import validate
+from contrasweep.spec.load import validate
 from trainables.gather import StageContext
 from trainables.loop import build_method
 from trainables.sessions import LocalSession
-
-from helpers import loop_config, toy_tables
 
 PAIRS = [
     ("a good movie", "a good film", 4.8),

@@ -1,7 +1,7 @@
 """The resume rule's parts, each against a Tune state older than the sweep's own record
-(docs/architecture.md, "Resume"): the searcher (``contrasweep.study_search``: a real Optuna
+(docs/architecture.md, "Resume"): the searcher (``contrasweep.search.study_search``: a real Optuna
 study in sqlite, Tune's save/restore of the searcher done as Tune does it) and the schedulers'
-``settle`` (``contrasweep.group_asha.MovableFIFO``, ``contrasweep.ledger``)."""
+``settle`` (``contrasweep.search.group_asha.MovableFIFO``, ``contrasweep.tracking.ledger``)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from optuna.trial import TrialState
 from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
-from contrasweep.group_asha import MovableFIFO
-from contrasweep.identity import key_of
-from contrasweep.study_search import StudySearcher, distributions
+from contrasweep.search.group_asha import MovableFIFO
+from contrasweep.search.study_search import StudySearcher, distributions
+from contrasweep.spec.identity import key_of
 
 METRIC = "val/accuracy"
 
@@ -209,13 +209,13 @@ def test_settle_ends_trials_the_record_says_finished_and_saves_new_trials(tmp_pa
 
 
 def test_the_record_is_rebuilt_from_mlflow_with_final_results(tmp_path):
-    """When tracking.json is lost, its rebuild from MLflow's tags (contrasweep.reattach) keeps
+    """When tracking.json is lost, its rebuild from MLflow's tags (contrasweep.tracking.reattach) keeps
     what settle needs: the configuration key, the status and the final values."""
     from mlflow.tracking import MlflowClient
 
-    from contrasweep import ledger
-    from contrasweep.reattach import rebuild
-    from contrasweep.tracking import CONFIG_KEY_TAG, KIND_TAG, PARENT_TAG
+    from contrasweep.tracking import ledger
+    from contrasweep.tracking.reattach import rebuild
+    from contrasweep.tracking.store import CONFIG_KEY_TAG, KIND_TAG, PARENT_TAG
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     exp = client.create_experiment("e", artifact_location=(tmp_path / "art").as_uri())

@@ -8,15 +8,17 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import write_spec
+
 from dashboards.trials import history, parent_runs, trial_runs
 
 pytestmark = pytest.mark.slow
 
 
 def _run_sweep(tmp_path, spec_path, name):
-    from contrasweep import spec, sweeps, tune
+    from contrasweep.folder import sweeps
+    from contrasweep.run import tune
+    from contrasweep.spec import load as spec
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     results = tune.run(spec.load_spec(spec_path), name, sweeps.sweeps_root(str(tmp_path / "sweeps")), uri, None)
@@ -111,7 +113,7 @@ def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_di
     assert len({r.data.params["data.k"] + r.data.params["data.seed"] for r in runs}) == len(
         {client.get_run(r.info.run_id).inputs.dataset_inputs[0].dataset.digest for r in runs})
     # each setting's best configuration: its best repeat registered under the sweep's name
-    from contrasweep.models import load_registered, registered_versions
+    from contrasweep.tracking.models import load_registered, registered_versions
 
     versions = registered_versions(client, "axes")
     assert sorted(v.tags["contrasweep.setting"] for v in versions) == ["k=2", "k=3"]
@@ -157,7 +159,7 @@ def test_asha_stops_or_continues_whole_repeat_groups(ray_session, tiny_model_dir
 
 
 def test_second_sweep_hits_the_data_cache(ray_session, tiny_model_dir, cache_dir, tmp_path):
-    from contrasweep import sweeps
+    from contrasweep.folder import sweeps
 
     spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"},
                            grid={"lr": [1.0e-3]})

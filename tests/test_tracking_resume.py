@@ -8,7 +8,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
-from contrasweep.tracking import MlflowTracker
+from contrasweep.tracking.tracker import MlflowTracker
 from dashboards.trials import history, parent_runs, trial_runs
 
 

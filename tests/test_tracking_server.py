@@ -4,9 +4,9 @@ by the test on 127.0.0.1 with its own sqlite store and proxied artifact folder."
 from __future__ import annotations
 
 import pytest
-
 from browser import mlflow_server as start_mlflow_server
 from conftest import write_spec
+
 from dashboards.trials import parent_runs, trial_runs
 
 pytestmark = pytest.mark.slow
@@ -19,7 +19,9 @@ def mlflow_server(tmp_path):
 
 
 def test_sweep_logs_to_a_tracking_server(ray_session, mlflow_server, tiny_model_dir, cache_dir, tmp_path):
-    from contrasweep import spec, sweeps, tune
+    from contrasweep.folder import sweeps
+    from contrasweep.run import tune
+    from contrasweep.spec import load as spec
 
     uri, artifacts = mlflow_server
     spec_path = write_spec(tmp_path / "s.yaml", tiny_model_dir, fixed={"epochs": 2}, grid={"lr": [1.0e-3]},

@@ -473,7 +473,7 @@ def load_trained(directory: str, num_labels: int | None = None):
     meta = read_meta(folder)
     encoder = meta["config"].get("encoder", {})
     if encoder.get("origin") and not os.path.exists(encoder["name"]):
-        # trained on a cluster from a shipped folder (contrasweep.shipping): the worker read it at
+        # trained on a cluster from a shipped folder (contrasweep.run.shipping): the worker read it at
         # a path relative to the job's working_dir; here it is the driver's own folder
         meta["config"]["encoder"] = {**encoder, "name": encoder["origin"]}
     if num_labels is None:

@@ -1,4 +1,4 @@
-"""Progress inside a long epoch or evaluation, for the driver's console (``contrasweep.progress``).
+"""Progress inside a long epoch or evaluation, for the driver's console (``contrasweep.console.progress``).
 
 A trial reports to the driver once per epoch; an epoch on a full-size corpus can take minutes.
 So the trial process prints a marked line every ``$CONTRASWEEP_PROGRESS_S`` seconds while it

@@ -103,8 +103,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_run(args) -> int:
-    from contrasweep import sweeps
-    from contrasweep.spec import load_spec
+    from contrasweep.folder import sweeps
+    from contrasweep.spec.load import load_spec
 
     overrides = list(args.overrides)
     if args.smoke_test:
@@ -115,23 +115,23 @@ def cmd_run(args) -> int:
         sweep.experiment = f"{sweep.experiment}-smoke"
         sweep.raw.setdefault("tracking", {})["experiment"] = sweep.experiment
     if args.storage is not None:
-        from contrasweep.spec import storage_location
+        from contrasweep.spec.load import storage_location
 
         sweep.storage = storage_location(args.storage, "--storage")
         sweep.raw.setdefault("sweep", {})["storage"] = sweep.storage
     if args.smoke_test:
         _smoke(sweep)
     if args.name is not None:
-        from contrasweep.spec import _name
+        from contrasweep.spec.load import _name
 
         _name(args.name)
     name = args.name or sweeps.default_name(sweep.name or args.spec, smoke=args.smoke_test)
     root = sweeps.sweeps_root(args.root)
     sweeps.ensure_new(root, name, args.overwrite)  # these before Ray is imported: an error within a second
-    from contrasweep.preflight import services
+    from contrasweep.run.preflight import services
 
     services(args.tracking_uri, args.address)  # the default sqlite store needs no probe
-    from contrasweep.tune import run
+    from contrasweep.run.tune import run
 
     results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard,
                   ray_bind_all=args.ray_bind_all, overwrite=args.overwrite)
@@ -150,7 +150,7 @@ def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None
     """The lines a sweep ends with: how it ended and its trials' outcomes, where its folder is
     and how much disk it holds, each setting's best configuration with its validation and test
     metric and its MLflow run, the failures, and what to run next."""
-    from contrasweep.summary import summary_lines
+    from contrasweep.console.summary import summary_lines
 
     lines, errors = summary_lines(results, metric, mode, name, status, sweep, root)
     for line in lines:
@@ -161,14 +161,14 @@ def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None
 
 
 def cmd_resume(args) -> int:
-    from contrasweep import sweeps
-    from contrasweep.spec import _name, validate
+    from contrasweep.folder import sweeps
+    from contrasweep.spec.load import _name, validate
 
     root = sweeps.sweeps_root(args.root)
     _name(args.name)  # a name, never a path (no reading, or unpickling, outside the root)
     if not args.storage:
         sweeps.open_existing(root, args.name)  # before Ray is imported: an error within a second
-    from contrasweep.tune import resume
+    from contrasweep.run.tune import resume
 
     results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
                      ray_bind_all=args.ray_bind_all)
@@ -185,7 +185,7 @@ def _auto_report(root, name: str, status: str, tsne: bool = True) -> None:
     fails never fails the sweep: one line says so and how to retry."""
     if status != "finished":
         return
-    from contrasweep import sweeps
+    from contrasweep.folder import sweeps
 
     sweep_dir = sweeps.open_existing(root, name)
     try:
@@ -200,9 +200,9 @@ def _auto_report(root, name: str, status: str, tsne: bool = True) -> None:
 
 
 def cmd_report(args) -> int:
-    from contrasweep import sweeps
-    from contrasweep.spec import _name
-    from contrasweep.tracking import default_tracking_uri
+    from contrasweep.folder import sweeps
+    from contrasweep.spec.load import _name
+    from contrasweep.tracking.store import default_tracking_uri
     from dashboards.report import build
 
     root = sweeps.sweeps_root(args.root)
@@ -219,17 +219,17 @@ def cmd_report(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from contrasweep import sweeps
+    from contrasweep.folder import sweeps
 
     root = sweeps.sweeps_root(args.root)
     found = sweeps.list_sweeps(root)
     if not found:
         print(f"no sweeps in {root}")
         return 0
-    from contrasweep.recovery import settle
+    from contrasweep.run.recovery import settle
 
     notes = [note for note in (settle(s) for s in found) if note]  # dead drivers' sweeps set straight first
-    from contrasweep.summary import human, listing
+    from contrasweep.console.summary import human, listing
 
     print(f"{'name':36} {'status':12} {'trials':>7}  {'best':24} {'disk':>8}  {'created':19}")
     for s in found:
@@ -242,10 +242,10 @@ def cmd_list(args) -> int:
 
 
 def cmd_clean(args) -> int:
-    from contrasweep import sweeps
-    from contrasweep.cleanup import reclaim
-    from contrasweep.spec import _name
-    from contrasweep.summary import disk_use, human
+    from contrasweep.console.summary import disk_use, human
+    from contrasweep.folder import sweeps
+    from contrasweep.folder.cleanup import reclaim
+    from contrasweep.spec.load import _name
 
     root = sweeps.sweeps_root(args.root)
     if bool(args.names) == bool(args.stopped):
@@ -264,14 +264,14 @@ def cmd_clean(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    from contrasweep.preflight import is_loopback, local_port
-    from contrasweep.tracking import artifact_root_for, default_tracking_uri
+    from contrasweep.run.preflight import is_loopback, local_port
+    from contrasweep.tracking.store import artifact_root_for, default_tracking_uri
 
     sweep = _ui_sweep(args)
     uri = args.tracking_uri or (sweep.meta().get("tracking_uri") if sweep else None) or default_tracking_uri()
     experiment = _experiment_of(sweep, uri)
     if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
-        from contrasweep.runs_view import runs_url
+        from contrasweep.tracking.runs_view import runs_url
 
         print(f"[contrasweep] {uri} is a tracking server with its own UI: "
               f"{runs_url(uri.rstrip('/'), experiment) if experiment else uri}", flush=True)
@@ -289,7 +289,7 @@ def cmd_ui(args) -> int:
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"[contrasweep] MLflow UI on http://{shown}:{args.port} ({uri})", file=sys.stderr, flush=True)
     if experiment:
-        from contrasweep.runs_view import runs_url
+        from contrasweep.tracking.runs_view import runs_url
 
         print(f"[contrasweep] runs of {sweep.name!r} and the other sweeps of its experiment: "
               f"{runs_url(f'http://{shown}:{args.port}', experiment)}", file=sys.stderr, flush=True)
@@ -299,9 +299,9 @@ def cmd_ui(args) -> int:
 def _ui_sweep(args):
     """The sweep ``ui`` shows: the one named, else the newest sweep under the root tracked in
     the store served (None: no such sweep, the UI opens on its experiments list)."""
-    from contrasweep import sweeps
-    from contrasweep.spec import _name
-    from contrasweep.tracking import default_tracking_uri
+    from contrasweep.folder import sweeps
+    from contrasweep.spec.load import _name
+    from contrasweep.tracking.store import default_tracking_uri
 
     root = sweeps.sweeps_root(args.root)
     if args.name is not None:

@@ -6,12 +6,15 @@ prep = prepare(DataConfig.from_dict({"source": "bbc_news", "protocol": "few_shot
 splits = load_splits(prep.path)                  # {"train", "validation", "test"} -> pyarrow.Table
 batch = collate_numpy(splits["train"], [0, 1, 2])  # numpy int64, padded to the longest row
 ```
+
+May import: ``contrasweep.errors``, ``trainables`` (collation, encoder names), datasets, pyarrow,
+numpy. Never another room of ``contrasweep``.
 """
 
 from contrasweep.data.cache import FORMAT_VERSION, cache_root
-from trainables.collate import collate_numpy
 from contrasweep.data.config import BUNDLED, PROTOCOLS, DataConfig
 from contrasweep.data.prepare import PreparedData, load_splits, prepare
+from trainables.collate import collate_numpy
 
 __all__ = [
     "BUNDLED",

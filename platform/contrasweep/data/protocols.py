@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from contrasweep.data.config import DataConfig
-from contrasweep.data.splits import labels_of, random_state, round_half_up, take
+from contrasweep.data.splits import draw_per_class, labels_of, round_half_up, stratified_counts, take
 from contrasweep.errors import DataError
 
 Splits = dict[str, pa.Table]
@@ -120,44 +120,6 @@ def num_classes(splits: Splits, names: list[str], cfg: DataConfig):
     remap[kept] = np.arange(len(kept))
     splits = {split: _keep_classes(table, remap) for split, table in splits.items()}
     return _cap_train(splits, len(kept), cfg.per_class, cfg.seed), [names[c] for c in kept]
-
-
-def stratified_counts(counts: np.ndarray, n_total: int) -> np.ndarray:
-    """Rows per class for a stratified sample of ``n_total`` rows from a pool with ``counts``
-    per class: the proportional shares ``n_total · counts / counts.sum()`` rounded down, the
-    remaining rows to the largest remainders (ties: lower class id), every class with rows
-    given at least one when ``n_total`` allows it (a few-shot class with no example could not
-    be learned at all)."""
-    counts = np.asarray(counts, dtype=np.int64)
-    present = counts > 0
-    if n_total < int(present.sum()):
-        raise DataError(f"few_shot n_total={n_total} is smaller than the {int(present.sum())} classes; "
-                        f"allowed: n_total >= {int(present.sum())} (one example per class at least)")
-    share = n_total * counts / counts.sum()
-    out = np.floor(share).astype(np.int64)
-    out[present & (out == 0)] = 1
-    while out.sum() > n_total:  # the minimum of 1 overshot: take from the largest classes
-        out[np.argmax(np.where(out > 1, out - share, -np.inf))] -= 1
-    order = np.lexsort((np.arange(len(counts)), -(share - out)))
-    for c in order[: n_total - int(out.sum())]:
-        out[c] += 1
-    return out
-
-
-def draw_per_class(labels: np.ndarray, sizes: dict[int, list[int]], seed: int) -> list[np.ndarray]:
-    """For each class ``c`` (in label order) shuffle its row indices with one seeded stream and
-    cut consecutive, hence disjoint, chunks of ``sizes[c]``; chunk ``j`` of every class goes
-    to output ``j`` (sorted)."""
-    rs = random_state(seed)
-    n_out = max(len(s) for s in sizes.values())
-    out: list[list[np.ndarray]] = [[] for _ in range(n_out)]
-    for c in sorted(sizes):
-        idx = rs.permutation(np.flatnonzero(labels == c))
-        start = 0
-        for j, n in enumerate(sizes[c]):
-            out[j].append(idx[start:start + n])
-            start += n
-    return [np.sort(np.concatenate(chunks)) for chunks in out]
 
 
 def _cap_train(splits: Splits, n_classes: int, cap: int, seed: int) -> Splits:

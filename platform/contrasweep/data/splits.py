@@ -60,6 +60,44 @@ def stratified_split(labels: np.ndarray, fractions: Sequence[float], seed: int) 
     return [np.sort(np.concatenate(p)) if p else np.zeros(0, np.int64) for p in parts]
 
 
+def stratified_counts(counts: np.ndarray, n_total: int) -> np.ndarray:
+    """Rows per class for a stratified sample of ``n_total`` rows from a pool with ``counts``
+    per class: the proportional shares ``n_total · counts / counts.sum()`` rounded down, the
+    remaining rows to the largest remainders (ties: lower class id), every class with rows
+    given at least one when ``n_total`` allows it (a few-shot class with no example could not
+    be learned at all)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    present = counts > 0
+    if n_total < int(present.sum()):
+        raise DataError(f"few_shot n_total={n_total} is smaller than the {int(present.sum())} classes; "
+                        f"allowed: n_total >= {int(present.sum())} (one example per class at least)")
+    share = n_total * counts / counts.sum()
+    out = np.floor(share).astype(np.int64)
+    out[present & (out == 0)] = 1
+    while out.sum() > n_total:  # the minimum of 1 overshot: take from the largest classes
+        out[np.argmax(np.where(out > 1, out - share, -np.inf))] -= 1
+    order = np.lexsort((np.arange(len(counts)), -(share - out)))
+    for c in order[: n_total - int(out.sum())]:
+        out[c] += 1
+    return out
+
+
+def draw_per_class(labels: np.ndarray, sizes: dict[int, list[int]], seed: int) -> list[np.ndarray]:
+    """For each class ``c`` (in label order) shuffle its row indices with one seeded stream and
+    cut consecutive, hence disjoint, chunks of ``sizes[c]``; chunk ``j`` of every class goes
+    to output ``j`` (sorted)."""
+    rs = random_state(seed)
+    n_out = max(len(s) for s in sizes.values())
+    out: list[list[np.ndarray]] = [[] for _ in range(n_out)]
+    for c in sorted(sizes):
+        idx = rs.permutation(np.flatnonzero(labels == c))
+        start = 0
+        for j, n in enumerate(sizes[c]):
+            out[j].append(idx[start:start + n])
+            start += n
+    return [np.sort(np.concatenate(chunks)) for chunks in out]
+
+
 def make_splits(raw: RawData, cfg: DataConfig) -> dict[str, pa.Table]:
     """Return ``{"train", "validation", "test"}`` tables (module docstring has the rule)."""
     splits = dict(raw.splits)
@@ -88,8 +126,6 @@ def dev_splits(splits: dict[str, pa.Table], cfg: DataConfig) -> dict[str, pa.Tab
     few-shot protocol samples it afterwards). A labelled test split of the source is not used.
     A source without a dev split (a single file, a bundled corpus) first gives
     ``validation_fraction`` of its train rows per class to a dev split."""
-    from contrasweep.data.protocols import draw_per_class, stratified_counts  # protocols imports this module
-
     train = splits["train"]
     dev = splits.get("validation")
     if dev is None or dev.num_rows == 0:

@@ -21,8 +21,14 @@ docs/architecture.md lists the papers): label filtering is its Sec. 4.1, the hea
 vocabulary its Sec. 1 and 3.2.
 """
 
-from contrasweep.data.multilabel.bbc import (BBC_N_DOCS, BBC_PASSAGE_SENTENCES, BBC_TOPICS_PER_DOC,
-                                             BBC_ZIPF_EXPONENT, BBCMultilabel, bbc_multilabel)
+from contrasweep.data.multilabel.bbc import (
+                                             BBC_N_DOCS,
+                                             BBC_PASSAGE_SENTENCES,
+                                             BBC_TOPICS_PER_DOC,
+                                             BBC_ZIPF_EXPONENT,
+                                             BBCMultilabel,
+                                             bbc_multilabel,
+)
 from contrasweep.data.multilabel.filtering import LabelFilter, filter_labels
 from contrasweep.data.multilabel.labels import LABELS_TYPE, label_table, multi_hot, sort_names
 from contrasweep.data.multilabel.read import SEPARATORS, parse_multilabel_table, read_multilabel

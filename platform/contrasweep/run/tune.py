@@ -2,7 +2,7 @@
 
 Searchers: ``grid`` (the exact grid of the YAML × seeds, the paper's reported setting first,
 Tune's default generator), ``optuna`` (TPE; NSGA-II when the spec names several metrics) and
-``random`` (Optuna's RandomSampler): ``contrasweep.study_search``, whose memory is the Optuna
+``random`` (Optuna's RandomSampler): ``contrasweep.search.study_search``, whose memory is the Optuna
 study next to the sweep (``Tuner.restore`` does not reliably bring back a searcher's history,
 ray#30861); each suggestion runs once per repeat and the study is told the mean. Scheduler:
 group ASHA on the first metric with our own ``epoch`` counter as time (Tune's
@@ -19,14 +19,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from contrasweep import console, driver, preflight, recovery, relocation, sweep_storage, sweeps
-from contrasweep.preflight import free_port
-from contrasweep.axes import expand
+from contrasweep import console
+from contrasweep.console.progress import Progress  # also the name sweeps made before 0.3 pickled it under
 from contrasweep.errors import UserError
-from contrasweep.executor import make_trainable, torch_threads_env
-from contrasweep.spec import Sweep, reported_point, validate
-from contrasweep.progress import Progress  # also the name sweeps made before 0.3 pickled it under
-from contrasweep.tracking import MlflowTracker, default_tracking_uri
+from contrasweep.folder import driver, relocation, sweep_storage, sweeps
+from contrasweep.run import preflight, recovery
+from contrasweep.run.executor import make_trainable, torch_threads_env
+from contrasweep.run.preflight import free_port
+from contrasweep.run.shipping import worker_env
+from contrasweep.spec.axes import expand
+from contrasweep.spec.identity import group_sizes
+from contrasweep.spec.load import validate
+from contrasweep.spec.sweep import Sweep, reported_point
+from contrasweep.tracking.store import default_tracking_uri
+from contrasweep.tracking.tracker import MlflowTracker
 from trainables.storage import display
 
 # Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
@@ -41,7 +47,7 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
     which the job ships the project's code and the spec's local files (``ship: code``), or on
     whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
-    ``contrasweep.shipping``).
+    ``contrasweep.run.shipping``).
 
     ``dashboard`` (local Ray only; bound to 127.0.0.1): Train V2 frees the CPUs of a Train run
     that ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about
@@ -60,7 +66,7 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         return
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        from contrasweep import shipping
+        from contrasweep.run import shipping
 
         env = shipping.runtime_env(ship, local_files)  # a one-line error before connecting, when too large
         ray.init(address=address, runtime_env=env, log_to_driver=True)
@@ -103,17 +109,6 @@ def wants_dashboard(sweep: Sweep, asked: bool) -> bool:
     """The local Ray's dashboard: always for distributed trials (Train V2 needs the State
     API), otherwise when the user asks for it (``--ray-dashboard``)."""
     return asked or sweep.distributed
-
-
-def worker_env() -> dict[str, str]:
-    """One thread pool per trial, and the driver's Hugging Face settings (offline mode, cache)."""
-    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           # progress lines inside long epochs (trainables.phase_progress), every 5 s unless set
-           "CONTRASWEEP_PROGRESS_S": os.environ.get("CONTRASWEEP_PROGRESS_S", "5")}
-    for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME"):
-        if key in os.environ:
-            env[key] = os.environ[key]
-    return env
 
 
 def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
@@ -268,7 +263,7 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
 
 def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> dict[str, Any]:
     """What every trial shares; ``paths``: where a worker reads each shipped local file."""
-    from contrasweep.shipping import worker_path
+    from contrasweep.run.shipping import worker_path
 
     variants = sweep.variants or expand(sweep.data)
     return {
@@ -298,7 +293,7 @@ def pause_epochs(sweep: Sweep) -> list[int]:
     state there, so that a paused trial continues exactly where it stopped."""
     if sweep.scheduler == "none":
         return []
-    from contrasweep.group_asha import rungs
+    from contrasweep.search.group_asha import rungs
 
     top = max_epochs(sweep)
     return rungs(top, min(sweep.asha["grace_period"], top), sweep.asha["reduction_factor"])
@@ -317,7 +312,7 @@ def max_epochs(sweep: Sweep) -> int:
 
 def param_space(sweep: Sweep) -> dict:
     """Tune's param_space: the grid's trials, or for a searcher the fixed values (its
-    suggestions are merged over them, ``contrasweep.study_search``)."""
+    suggestions are merged over them, ``contrasweep.search.study_search``)."""
     from ray import tune
 
     if sweep.searcher == "grid":
@@ -327,10 +322,10 @@ def param_space(sweep: Sweep) -> dict:
 
 def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
     """The grid on Tune's generator, or Optuna (TPE, NSGA-II, random) over the sweep's study
-    with its repeats (``contrasweep.study_search``)."""
+    with its repeats (``contrasweep.search.study_search``)."""
     from ray.tune.search.basic_variant import BasicVariantGenerator
 
-    from contrasweep import study_search
+    from contrasweep.search import study_search
 
     limit = live_limit(sweep, group_sizes(sweep))
     if sweep.searcher == "grid":
@@ -339,12 +334,12 @@ def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
 
 
 def scheduler(sweep: Sweep, sweep_dir: sweeps.SweepDir):
-    """FIFO, or ASHA over repeat groups (``contrasweep.group_asha``: a configuration's repeats
+    """FIFO, or ASHA over repeat groups (``contrasweep.search.group_asha``: a configuration's repeats
     continue or stop together, on their mean at each rung)."""
-    from contrasweep.group_asha import GroupASHA, MovableFIFO
-    from contrasweep.identity import GroupKey
+    from contrasweep.search.group_asha import GroupASHA, MovableFIFO
+    from contrasweep.spec.identity import GroupKey, group_static
 
-    record = sweep_dir.path / "tracking.json"  # what finished (contrasweep.ledger)
+    record = sweep_dir.path / "tracking.json"  # what finished (contrasweep.tracking.ledger)
     if sweep.scheduler == "none":
         return MovableFIFO(record)
     return GroupASHA(
@@ -359,27 +354,6 @@ def scheduler(sweep: Sweep, sweep_dir: sweeps.SweepDir):
         state_path=sweep_dir.path / "group_asha.json",
         tracking_file=record,
     )
-
-
-def group_static(sweep: Sweep) -> dict:
-    """What ``contrasweep.identity`` needs to name a trial's repeat group (no prepared data)."""
-    variants = sweep.variants or expand(sweep.data)
-    return {"seeds": sweep.seeds, "resources": sweep.resources,
-            "variants": [{"label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat} for v in variants]}
-
-
-def group_sizes(sweep: Sweep) -> dict[str, int] | int:
-    """Trials per repeat group: counted on the grid (a --smoke-test grid may cut a group
-    short), for searchers the repeats of one suggestion in one setting."""
-    from collections import Counter
-
-    from contrasweep.identity import GroupKey
-
-    if sweep.searcher == "grid":
-        key = GroupKey(group_static(sweep))
-        return dict(Counter(key({"hp": trial}) for trial in sweep.grid_trials()))
-    settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
-    return sweep.repeats // len(settings)
 
 
 def live_limit(sweep: Sweep, sizes: dict[str, int] | int) -> int:
@@ -549,7 +523,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
 def _fit(tuner, sweep_dir: sweeps.SweepDir):
     """Run Tune, then record how the sweep ended. An MLflow failure mid-sweep (the tracker
     stopped Tune for it) is one line: the sweep is interrupted and resumable."""
-    from contrasweep.tracking import TrackingState
+    from contrasweep.tracking.record import TrackingState
 
     own_loggers = sweep_dir.meta().get("tune_loggers") == TUNE_LOGGERS  # in its pickled run config
     try:
@@ -562,8 +536,8 @@ def _fit(tuner, sweep_dir: sweeps.SweepDir):
     store_error = TrackingState(sweep_dir.path / "tracking.json").data.get("store_error")
     status = "interrupted" if store_error else _status(sweep_dir, errors)
     sweep_dir.update_meta(status=status, trials=len(results), errors=len(errors))
-    if status == "finished":  # nothing resumes it any more: its resume states go (contrasweep.cleanup)
-        from contrasweep.cleanup import reclaim
+    if status == "finished":  # nothing resumes it any more: its resume states go (contrasweep.folder.cleanup)
+        from contrasweep.folder.cleanup import reclaim
 
         reclaim(sweep_dir)
     sweep_storage.mirror(sweep_dir.storage, sweep_dir.path)
@@ -606,7 +580,7 @@ def shipped_files(sweep: Sweep, address: str | None) -> list[str]:
     workers have the project installed)."""
     if not (address or os.environ.get("RAY_ADDRESS")) or sweep.ship != "code":
         return []
-    from contrasweep.shipping import local_files_of
+    from contrasweep.run.shipping import local_files_of
 
     return local_files_of(sweep)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from contrasweep.axes import short_value
+from contrasweep.spec.axes import short_value
 
 NOTE_TAG = "mlflow.note.content"
 
@@ -37,7 +37,7 @@ def dataset_input(variant: dict):
 
 def sweep_tags(spec: dict, sweep_name: str) -> dict[str, str]:
     """Tags of the parent run, so the experiment's run list can be filtered by them."""
-    from contrasweep.tracking import KIND_TAG
+    from contrasweep.tracking.store import KIND_TAG
 
     data, sweep = spec.get("data", {}), spec.get("sweep", {})
     metric = sweep.get("metric", "")

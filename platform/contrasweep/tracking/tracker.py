@@ -1,11 +1,11 @@
 """MLflow tracking from the driver (docs/architecture.md, "Data flow").
 
 Runs nest two levels (nesting = the tag ``mlflow.parentRunId``): one parent run per sweep,
-one configuration run per repeat group (a configuration in one setting, ``contrasweep.identity``)
+one configuration run per repeat group (a configuration in one setting, ``contrasweep.spec.identity``)
 and below it one run per trial (a repeat), with params, one metric value per epoch
 (step = epoch), the spec and the best checkpoint as artifacts. When every repeat of a group
 has ended, its configuration run gets ``mean/<metric>``, ``std/<metric>`` and ``n_repeats``
-(``contrasweep.aggregate``); when the sweep ends, the parent gets each setting's best
+(``contrasweep.tracking.aggregate``); when the sweep ends, the parent gets each setting's best
 configuration (``best_config/...`` metrics, ``contrasweep.best_config`` tags). Only the driver
 talks to MLflow (SQLite locks under many writers).
 
@@ -18,31 +18,21 @@ back with a new trial id but the same config: its orphaned run is re-attached by
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
 
-PARENT_TAG = "mlflow.parentRunId"
-KIND_TAG = "contrasweep.kind"  # "sweep", "configuration" or "trial" (sweeps tracked before 0.2 tag none)
-SWEEP_RUN_TAG = "contrasweep.sweep_run"  # a trial run's sweep (parent) run, two levels up
-CONFIG_KEY_TAG = "contrasweep.config_key"  # a trial run's config (re-attaching a trial Tune lost)
-VARIANT_TAG = "contrasweep.variant"  # a trial run's data variant index
-
-
-def store_errors() -> tuple[type, ...]:
-    """What the MLflow store raises when it cannot be written (a read-only or locked database,
-    a vanished artifact folder, a server gone)."""
-    from mlflow.exceptions import MlflowException
-    from sqlalchemy.exc import SQLAlchemyError
-
-    return (MlflowException, SQLAlchemyError, OSError)
+from contrasweep.spec.identity import key_of
+from contrasweep.tracking.record import TrackingState
+from contrasweep.tracking.store import (
+    CONFIG_KEY_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG, artifact_root_for, ensure_experiment,
+    error_line, get_client, store_errors, store_line, trial_runs,
+)
 
 
 def guarded(hook):
@@ -60,51 +50,6 @@ def guarded(hook):
     return wrapper
 
 
-def trial_runs(client, parent_run_id: str) -> list:
-    """The trial (repeat) runs of a sweep: nested under its configuration runs, or directly
-    under the sweep's run for sweeps tracked before configuration runs existed."""
-    exp = client.get_run(parent_run_id).info.experiment_id
-    nested = client.search_runs([exp], filter_string=f"tags.`{SWEEP_RUN_TAG}` = '{parent_run_id}'", max_results=5000)
-    direct = client.search_runs([exp], filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'", max_results=5000)
-    seen = {r.info.run_id for r in nested}
-    return nested + [r for r in direct if KIND_TAG not in r.data.tags and r.info.run_id not in seen]
-
-
-def default_tracking_uri(workdir: str | os.PathLike | None = None) -> str:
-    """An absolute sqlite URI (trials change directory, so a relative one would move)."""
-    path = Path(workdir or os.getcwd()).resolve() / "mlflow.db"
-    return f"sqlite:///{path}"
-
-
-def default_artifact_root(workdir: str | os.PathLike | None = None) -> str:
-    return (Path(workdir or os.getcwd()).resolve() / "mlartifacts").as_uri()
-
-
-def artifact_root_for(tracking_uri: str) -> str | None:
-    """Artifacts of a sqlite store go next to its file (MLflow's own default is ./mlruns of
-    whatever directory the process runs in); a tracking server decides for itself."""
-    if tracking_uri.startswith("sqlite:///"):
-        return default_artifact_root(Path(tracking_uri[len("sqlite:///"):]).parent)
-    return None
-
-
-def get_client(tracking_uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=tracking_uri)
-
-
-def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        return exp.experiment_id
-    return client.create_experiment(name, artifact_location=f"{artifact_root}/{name}" if artifact_root else None)
-
-
-def config_key(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in config.items():
@@ -114,27 +59,6 @@ def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
-
-
-class TrackingState:
-    """``tracking.json``: parent run id, trial id -> run id, last epoch logged, best checkpoint."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self.data: dict[str, Any] = {"parent_run_id": None, "trials": {}}
-        if self.path.exists():
-            self.data = json.loads(self.path.read_text())
-
-    def save(self) -> None:
-        # Atomic replace: a SIGKILL mid-write must not leave a torn file behind.
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".tracking-")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(self.data, fh, indent=1)
-        os.replace(tmp, self.path)
-
-    @property
-    def trials(self) -> dict[str, dict]:
-        return self.data["trials"]
 
 
 class MlflowTracker(Callback):
@@ -166,7 +90,7 @@ class MlflowTracker(Callback):
         return state
 
     def __setstate__(self, state):
-        from contrasweep.relocation import here
+        from contrasweep.folder.relocation import here
 
         state["sweep_dir"] = Path(here(state["sweep_dir"]))  # the sweep folder may have moved
         if (state.get("static") or {}).get("trial_storage"):
@@ -186,11 +110,11 @@ class MlflowTracker(Callback):
         try:
             self._setup()
         except store_errors() as exc:  # before any trial: nothing to stop yet
-            raise UserError(f"{_store_line(exc)}; allowed: a writable MLflow store (then `contrasweep resume "
+            raise UserError(f"{store_line(exc)}; allowed: a writable MLflow store (then `contrasweep resume "
                             f"{self.sweep_name}`)") from None
 
     def _setup(self) -> None:
-        from contrasweep.runs_view import metric_columns, publish
+        from contrasweep.tracking.runs_view import metric_columns, publish
 
         self.client = get_client(self.tracking_uri)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
@@ -199,7 +123,7 @@ class MlflowTracker(Callback):
             self._reattach(exp_id)
         parent = self.state.data.get("parent_run_id")
         if parent is None:
-            from contrasweep.describe import NOTE_TAG, sweep_description, sweep_tags
+            from contrasweep.tracking.describe import NOTE_TAG, sweep_description, sweep_tags
 
             run = self.client.create_run(exp_id, run_name=self.sweep_name, tags={
                 **sweep_tags(self.spec, self.sweep_name), NOTE_TAG: sweep_description(self.spec, self.sweep_name)})
@@ -221,8 +145,8 @@ class MlflowTracker(Callback):
 
     def _reattach(self, experiment_id: str) -> None:
         """No ``tracking.json`` (deleted, or lost with a disk): the sweep's runs in MLflow, found
-        by their tags, become its content again (``contrasweep.reattach``)."""
-        from contrasweep.reattach import rebuild
+        by their tags, become its content again (``contrasweep.tracking.reattach``)."""
+        from contrasweep.tracking.reattach import rebuild
 
         created = None
         meta_file = self.sweep_dir / "sweep.json"
@@ -250,14 +174,14 @@ class MlflowTracker(Callback):
                 self._apply_finish(entry)
         for group, run_id in self.state.data.get("configs", {}).items():
             run = self.client.get_run(run_id)  # a group whose last repeat ended just before the stop
-            if run.info.status not in ("FINISHED", "FAILED") or "contrasweep.outcome" not in run.data.tags:
+            if run.info.status not in ("FINISHED", "FAILED") or OUTCOME_TAG not in run.data.tags:
                 self._close_group(group)
         self._repair_artifacts()
 
     def _repair_artifacts(self) -> int:
         """Re-log the parent's files and each complete trial's best checkpoint where the
         artifact store lost them (e.g. ``mlartifacts/`` removed); returns how many files."""
-        from contrasweep.relocation import here
+        from contrasweep.folder.relocation import here
         from trainables.checkpoints import WEIGHTS_FILE, best_of_trial
 
         repaired = 0
@@ -285,7 +209,7 @@ class MlflowTracker(Callback):
         ``tracking.json`` and logged by ``resume`` (``_catch_up``)."""
         if self.store_error is not None:
             return
-        self.store_error = _store_line(exc)
+        self.store_error = store_line(exc)
         if self.state is not None:
             self.state.data["store_error"] = self.store_error
             self.state.save()
@@ -293,7 +217,7 @@ class MlflowTracker(Callback):
 
         # Tune's own graceful stop, as on Ctrl-C: tune.run handles SIGUSR1 like SIGINT (where it
         # installed its handlers; elsewhere the trials go on and their results wait here). The
-        # user sees one line, from the driver once Tune has stopped (contrasweep.tune._fit).
+        # user sees one line, from the driver once Tune has stopped (contrasweep.run.tune._fit).
         if callable(signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))):
             os.kill(os.getpid(), getattr(signal, "SIGUSR1", signal.SIGINT))
 
@@ -306,7 +230,7 @@ class MlflowTracker(Callback):
         entry = self.state.trials.get(trial.trial_id)
         if entry:
             return entry["run_id"]
-        key = config_key(trial.config)
+        key = key_of(trial.config)
         # one run per repeat: the run of a trial the restored experiment lost (unfinished first)
         known = {t.trial_id for t in trials}
         same = sorted((tid for tid, e in self.state.trials.items() if tid not in known and e["config_key"] == key),
@@ -315,7 +239,7 @@ class MlflowTracker(Callback):
         if orphan is not None:  # re-attach it
             entry = self.state.trials.pop(orphan)
         else:
-            from contrasweep.identity import identify, run_name, tags
+            from contrasweep.spec.identity import identify, run_name, tags
 
             identity = identify(trial.config, self.static)
             name = run_name(identity, self.static["method"], self.static.get("varied", []))
@@ -330,7 +254,7 @@ class MlflowTracker(Callback):
             entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
                      "variant": identity.variant.get("index", 0), "name": name}
             self.client.log_batch(entry["run_id"], params=_params(self._trial_params(trial.config)))
-            from contrasweep.describe import dataset_input
+            from contrasweep.tracking.describe import dataset_input
 
             self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
         self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
@@ -345,7 +269,7 @@ class MlflowTracker(Callback):
     def _config_run(self, identity) -> str:
         """The configuration run of a repeat group (sweep → configuration → repeats), made
         when its first repeat starts."""
-        from contrasweep.identity import config_run_name, tags
+        from contrasweep.spec.identity import config_run_name, tags
 
         configs = self.state.data.setdefault("configs", {})
         if identity.group not in configs:
@@ -367,8 +291,8 @@ class MlflowTracker(Callback):
 
     def _trial_params(self, config: dict) -> dict:
         """The hyperparameters the trial really trains with (the seed of a Repeater index too)."""
-        from contrasweep.executor import trial_hp, trial_variant
-        from contrasweep.spec import hp_defaults
+        from contrasweep.spec.sweep import hp_defaults
+        from contrasweep.spec.trial import trial_hp, trial_variant
 
         # every value the trial trains with, defaults included, and the data it trains on
         out = {"method": self.static["method"], "hp": {**hp_defaults(self.static["method"]), **trial_hp(config, self.static)}}
@@ -419,8 +343,7 @@ class MlflowTracker(Callback):
             self.progress.trial_epoch(entry.get("name", trial.trial_id), epoch, self._epochs(trial), value, self._done())
 
     def _epochs(self, trial) -> int | None:
-        from contrasweep.executor import trial_hp
-
+        from contrasweep.spec.trial import trial_hp
         from trainables.params import LOOP_PARAMS
 
         return trial_hp(trial.config, self.static).get("epochs", LOOP_PARAMS["epochs"].default) if self.static else None
@@ -465,7 +388,7 @@ class MlflowTracker(Callback):
         outcome = self._outcome(trial, entry, status)
         folder = self._state_dir(trial)
         entry.update(status=status, outcome=outcome)
-        if status == "FINISHED":  # what a restored copy of this trial reports instead of training (contrasweep.ledger)
+        if status == "FINISHED":  # what a restored copy of this trial reports instead of training (contrasweep.tracking.ledger)
             entry["final"] = _numeric(getattr(trial, "last_result", None) or {})
         if folder:
             entry["state_dir"] = folder
@@ -480,7 +403,7 @@ class MlflowTracker(Callback):
     def _apply_finish(self, entry: dict) -> None:
         if self.store_error:
             return
-        from contrasweep.relocation import here
+        from contrasweep.folder.relocation import here
 
         run_id, outcome, folder = entry["run_id"], entry["outcome"], entry.get("state_dir")
         folder = here(folder) if folder else None
@@ -494,7 +417,7 @@ class MlflowTracker(Callback):
             from trainables.checkpoints import remove_state
 
             remove_state(folder)
-        tags = {"contrasweep.outcome": outcome, "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
+        tags = {OUTCOME_TAG: outcome, "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
                 **entry["pending"]["tags"]}
         if folder:
             tags["contrasweep.state_dir"] = folder  # where resume finds the checkpoint if the artifact is lost
@@ -509,7 +432,7 @@ class MlflowTracker(Callback):
         """The sweep run's live numbers, so that its row in the runs table means something
         before the sweep ends: trials ended so far and the best trial's value of the objective
         (step: trials ended)."""
-        from contrasweep.runs_view import BEST_TRIAL_PREFIX, ENDED_KEY
+        from contrasweep.tracking.runs_view import BEST_TRIAL_PREFIX, ENDED_KEY
 
         if self.store_error:
             return
@@ -523,7 +446,7 @@ class MlflowTracker(Callback):
 
     def _close_group(self, group: str | None) -> None:
         """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
-        from contrasweep.aggregate import groups_of, summary
+        from contrasweep.tracking.aggregate import groups_of, summary
 
         config_run = self.state.data.get("configs", {}).get(group)
         members = [e for e in self.state.trials.values() if e.get("group") == group]
@@ -533,14 +456,14 @@ class MlflowTracker(Callback):
         metrics = summary(found)
         self.client.log_batch(config_run, metrics=[_metric(k, v) for k, v in metrics.items()])
         outcome = "complete" if found.complete else ("stopped" if found.outcomes.get("stopped") else "failed")
-        self.client.set_tag(config_run, "contrasweep.outcome", outcome)
+        self.client.set_tag(config_run, OUTCOME_TAG, outcome)
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
 
     def _best_to_parent(self) -> None:
         """The parent run holds each setting's best configuration (best mean validation metric
         over complete repeat groups): its aggregates, and a tag naming its run."""
-        from contrasweep.aggregate import groups_of, select, selection_key, summary
-        from contrasweep.runs_view import best_config_columns, publish
+        from contrasweep.tracking.aggregate import groups_of, select, selection_key, summary
+        from contrasweep.tracking.runs_view import best_config_columns, publish
 
         found = groups_of(trial_runs(self.client, self.parent_run_id))
         metric = self.metric[len("best/"):] if self.metric.startswith("best/") else self.metric
@@ -560,9 +483,9 @@ class MlflowTracker(Callback):
 
     def _register(self, setting: str, group, metric: str) -> None:
         """The best repeat (by its own validation value) of a setting's best configuration into
-        the model registry, under the sweep's name (``contrasweep.models``); once per setting
+        the model registry, under the sweep's name (``contrasweep.tracking.models``); once per setting
         and run, so a sweep resumed after its end registers nothing twice."""
-        from contrasweep.models import has_checkpoint, register
+        from contrasweep.tracking.models import has_checkpoint, register
 
         candidates = [r for r in group.repeats if metric in r["metrics"]]
         if not candidates:
@@ -588,8 +511,8 @@ class MlflowTracker(Callback):
         ended it early: never counted as a finished repeat) or failed."""
         if status != "FINISHED":
             return "failed"
-        from contrasweep.aggregate import ran_every_epoch
-        from contrasweep.executor import trial_hp
+        from contrasweep.spec.trial import trial_hp
+        from contrasweep.tracking.aggregate import ran_every_epoch
 
         return "complete" if ran_every_epoch(entry.get("last_epoch", 0), trial_hp(trial.config, self.static)) else "stopped"
 
@@ -688,18 +611,6 @@ def _metric(key: str, value: float, timestamp: int | None = None, step: int = 0)
     return Metric(key, float(value), int(time.time() * 1000) if timestamp is None else int(timestamp), int(step))
 
 
-def _store_line(exc: BaseException) -> str:
-    """One line for an MLflow store failure (the database's own message, not MLflow's wrapping)."""
-    cause = exc
-    for _ in range(10):  # the innermost cause: sqlite's or the OS's own words
-        inner = cause.__cause__ or cause.__context__
-        if inner is None:
-            break
-        cause = inner
-    text = error_line(str(cause)) or type(cause).__name__
-    return f"the MLflow store failed ({type(cause).__name__}: {text[:300]})"
-
-
 def _slug(text: str) -> str:
     """A setting label as part of a metric key (MLflow allows letters, digits, ``_-./`` and spaces)."""
     import re
@@ -730,13 +641,6 @@ def failure_tags(trial) -> dict[str, str]:
     if step:
         tags["contrasweep.error_step"] = step.group(1)
     return tags
-
-
-def error_line(text: str) -> str:
-    """The last line of an error's text: the exception and its message (Ray prints the
-    remote traceback first)."""
-    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
-    return lines[-1] if lines else ""
 
 
 def _yaml(spec: dict) -> str:

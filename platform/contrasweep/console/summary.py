@@ -1,6 +1,6 @@
 """The lines a finished (or stopped) ``run`` / ``resume`` ends with: how the sweep ended, its
 trials' outcomes, each setting's best configuration (the selection rule of
-``contrasweep.aggregate``: best mean validation value over complete repeat groups) with its
+``contrasweep.tracking.aggregate``: best mean validation value over complete repeat groups) with its
 validation and test metric and a link to its MLflow run, the failures, the sweep folder and its
 disk use, and the commands to run next."""
 
@@ -13,9 +13,8 @@ from pathlib import Path
 
 def best_groups(results, sweep, metric: str, mode: str) -> dict:
     """setting -> the best configuration's ``Group`` of Tune results (complete groups only)."""
-    from contrasweep.aggregate import Group, ran_every_epoch, select
-    from contrasweep.identity import identify
-    from contrasweep.tune import group_sizes, group_static
+    from contrasweep.spec.identity import group_sizes, group_static, identify
+    from contrasweep.tracking.aggregate import Group, ran_every_epoch, select
 
     static, sizes = group_static(sweep), group_sizes(sweep)
     found: dict[str, Group] = {}
@@ -35,8 +34,8 @@ def best_groups(results, sweep, metric: str, mode: str) -> dict:
 def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | None = None) -> list[str]:
     """One line per setting: the best configuration's values, its validation metric (the
     selection key) and test metric as mean ± std over its repeats, then its MLflow link."""
-    from contrasweep.aggregate import selection_key
-    from contrasweep.identity import _fmt
+    from contrasweep.spec.identity import _fmt
+    from contrasweep.tracking.aggregate import selection_key
 
     test = "test/" + metric.removeprefix("val/") if metric.startswith("val/") else None
     lines = []
@@ -58,8 +57,8 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
 def run_links(folder: Path) -> dict[str, str]:
     """repeat group -> the MLflow UI address of its configuration run (``contrasweep ui``'s
     address for a local store, the server's own for a tracking server); key ``""``: the
-    experiment's runs table (``contrasweep.runs_view``)."""
-    from contrasweep.runs_view import base_url, run_url, runs_url
+    experiment's runs table (``contrasweep.tracking.runs_view``)."""
+    from contrasweep.tracking.runs_view import base_url, run_url, runs_url
 
     try:
         state = json.loads((folder / "tracking.json").read_text())
@@ -99,11 +98,9 @@ def human(size: int) -> str:
 
 def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep, root) -> tuple[list[str], int]:
     """The summary's lines, and how many trials failed."""
-    from contrasweep.aggregate import ran_every_epoch
-    from contrasweep.tracking import error_line
-
-    from contrasweep.identity import identify
-    from contrasweep.tune import group_static
+    from contrasweep.spec.identity import group_static, identify
+    from contrasweep.tracking.aggregate import ran_every_epoch
+    from contrasweep.tracking.store import error_line
 
     failed = [r for r in results if r.error is not None]
     static = group_static(sweep) if sweep is not None else None

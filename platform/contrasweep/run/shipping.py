@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from contrasweep.errors import UserError
+from contrasweep.spec.sweep import SHIP_MODES  # the spec's allowed values
 
-SHIP_MODES = ("code", "installed")
 PACKAGES = ("contrasweep", "trainables")  # what a trial process imports; dashboards never runs there
 FILES_DIR = "contrasweep_files"  # folder of the working_dir that holds the shipped local files
 # gitignore patterns (Ray matches them relative to each shipped folder); basename patterns
@@ -46,6 +46,17 @@ EXCLUDES = ["__pycache__/", "*.pyc", "*.pyo", ".pytest_cache/", ".mypy_cache/", 
             ".ipynb_checkpoints/", "*.egg-info/", ".git/", ".venv/", "venv/",
             "sweeps/", "mlruns/", "mlartifacts/", "mlflow.db"]  # a sweep run from inside a package folder
 MiB = 1024 * 1024
+
+
+def worker_env() -> dict[str, str]:
+    """One thread pool per trial, and the driver's Hugging Face settings (offline mode, cache)."""
+    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           # progress lines inside long epochs (trainables.phase_progress), every 5 s unless set
+           "CONTRASWEEP_PROGRESS_S": os.environ.get("CONTRASWEEP_PROGRESS_S", "5")}
+    for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
 
 
 def check_ship(ship: str) -> str:
@@ -63,7 +74,6 @@ def runtime_env(ship: str, local_files: Sequence[str | Path] = (), limit: int | 
     ``local_files``: the spec's values that name local files or folders workers read
     (``local_files_of``); with ``ship == "installed"`` they must already be where the value
     says on every node. ``limit``: bytes per shipped package (default: Ray's own limit)."""
-    from contrasweep.tune import worker_env  # lazy: tune imports Ray and the executor
 
     env = {"env_vars": worker_env()}
     if check_ship(ship) == "installed":
@@ -115,7 +125,7 @@ def source_of(value: str | Path) -> Path:
 def visible_everywhere(location: str) -> bool:
     """A URI (S3, GCS, ...) or a path on a network file system: every node reads it itself
     (the storage preflight's test, ``sweep_storage.shared_path``)."""
-    from contrasweep.sweep_storage import shared_path
+    from contrasweep.folder.sweep_storage import shared_path
     from trainables.storage import is_uri, local_path
 
     return is_uri(location) or shared_path(local_path(os.path.expanduser(location)))

@@ -17,32 +17,7 @@ from typing import Any
 import ray
 from ray import tune
 
-TRIAL_INDEX = "__trial_index__"  # which repeat of a searcher's suggestion (contrasweep.study_search)
-SUGGESTION = "__suggestion__"  # which suggestion: the Optuna study's trial number (contrasweep.study_search)
-DATA_KEY = "__data__"  # a grid trial's data variant (contrasweep.spec.DATA_KEY)
-
-
-def trial_hp(config: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
-    """The trial's hyperparameters: grid trials carry them under "hp", searcher trials flat.
-    A searcher trial's repeat index (``contrasweep.study_search``) counts seeds fastest, then variants."""
-    hp = {k: v for k, v in (config["hp"] if "hp" in config else config).items() if not k.startswith("__")}
-    if TRIAL_INDEX in config:
-        hp["seed"] = static["seeds"][config[TRIAL_INDEX] % len(static["seeds"])]
-    hp.setdefault("seed", static["seeds"][0])
-    # Torch threads per trial = the CPUs the trial (or each worker) holds: 2 concurrent
-    # trials on 2 cores must not each start 2 threads.
-    hp.setdefault("torch_threads", max(1, int(static["resources"]["cpu"])))
-    return hp
-
-
-def trial_variant(config: dict[str, Any], static: dict[str, Any]) -> int:
-    """Which data variant (``contrasweep.axes``) the trial trains on."""
-    n_variants = len(static.get("variants") or [None])
-    if "hp" in config:
-        return int(config["hp"].get(DATA_KEY, 0))
-    if TRIAL_INDEX in config:
-        return (config[TRIAL_INDEX] // len(static["seeds"])) % n_variants
-    return 0
+from contrasweep.spec.trial import trial_hp, trial_variant
 
 
 def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> None:
@@ -53,10 +28,10 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
     from trainables.phase_progress import set_trial  # and never needs torch to start a sweep
     from trainables.sessions import TuneSession
 
-    set_trial(tune.get_context().get_trial_id())  # its progress lines name it (contrasweep.progress)
+    set_trial(tune.get_context().get_trial_id())  # its progress lines name it (contrasweep.console.progress)
     variant = trial_variant(config, static)
     hp, encoder = trial_hp(config, static), dict(static["encoder"])
-    # files the job shipped (contrasweep.shipping): read where the worker has them
+    # files the job shipped (contrasweep.run.shipping): read where the worker has them
     paths = static.get("paths") or {}
     if encoder["name"] in paths:  # the driver's name stays in "origin", for load_trained on the driver
         encoder["origin"], encoder["name"] = encoder["name"], paths[encoder["name"]]

@@ -2,7 +2,7 @@
 its best repeat, is registered under the sweep's name, so a user (or a report) loads it with
 ``load_registered(uri, "<sweep>")`` or ``models:/<sweep>@best`` without knowing run ids.
 
-"Best repeat": among the selected group's repeats (``contrasweep.aggregate.select``: best mean
+"Best repeat": among the selected group's repeats (``contrasweep.tracking.aggregate.select``: best mean
 validation metric), the one with the best validation value itself. Test metrics never choose.
 Each version carries its setting and data as tags; the alias ``best`` (one setting) or
 ``best-<setting>`` points at it.
@@ -81,7 +81,7 @@ def download(tracking_uri: str, model_version) -> str:
 
 def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> str:
     """A local folder holding the checkpoint of ``name`` at ``version`` (see ``resolve``)."""
-    from contrasweep.tracking import get_client
+    from contrasweep.tracking.store import get_client
 
     return download(tracking_uri, resolve(get_client(tracking_uri), name, version))
 

@@ -4,7 +4,7 @@
 data cache key, status), ``tracking.json`` (MLflow run ids), ``tune/`` (Tune's experiment state
 and trial checkpoints), ``train/`` (Ray Train runs of distributed trials), ``optuna.db``.
 With a storage (``sweep.storage``, ``--storage``) ``tune/`` and ``train/`` are
-``<storage>/<name>/tune`` and ``…/train`` instead (``contrasweep.sweep_storage``).
+``<storage>/<name>/tune`` and ``…/train`` instead (``contrasweep.folder.sweep_storage``).
 The root is ``--root``, else ``$CONTRASWEEP_HOME``, else ``./sweeps``.
 """
 
@@ -114,7 +114,7 @@ class SweepDir:
     def status(self) -> str:
         """``sweep.json``'s status, or ``damaged`` (``contrasweep list`` goes on past it);
         ``interrupted`` for a sweep recorded as running whose driver is gone
-        (``contrasweep.driver``; ``contrasweep.recovery`` then records it so)."""
+        (``contrasweep.folder.driver``; ``contrasweep.run.recovery`` then records it so)."""
         try:
             status = self.meta().get("status", "?")
         except UserError:
@@ -125,7 +125,7 @@ class SweepDir:
 
     def driver(self) -> tuple[str, str]:
         """(``alive`` | ``dead`` | ``none``, who): the process that drives this sweep."""
-        from contrasweep import driver
+        from contrasweep.folder import driver
 
         return driver.state(self.path)
 
@@ -170,10 +170,10 @@ def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
     sweep = SweepDir(root / name)
     sweep.path.mkdir(parents=True)
     sweep.spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
-    from contrasweep import driver
+    from contrasweep.folder import driver
 
     driver.write(sweep.path)  # before the status says running: a dead driver is always seen
-    # folder: where the sweep was made; resume maps the paths Tune pickled when it moved (contrasweep.relocation)
+    # folder: where the sweep was made; resume maps the paths Tune pickled when it moved (contrasweep.folder.relocation)
     sweep.update_meta(name=name, created=time.strftime("%Y-%m-%dT%H:%M:%S"), status="running",
                       folder=str(sweep.path), **meta)
     return sweep

@@ -1,5 +1,5 @@
 """Who a trial is: its configuration (the hyperparameters it shares with its repeats), its
-data setting and repeat (``contrasweep.axes``), its training seed, and the readable name and
+data setting and repeat (``contrasweep.spec.axes``), its training seed, and the readable name and
 tags it carries in MLflow (``lacon τ=0.1 λ=0.5 · k=20 split=3 seed=1``).
 
 A configuration's repeats are the trials with the same ``config`` key in the same ``setting``;
@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from contrasweep.axes import short_value
-from contrasweep.executor import SUGGESTION, trial_hp, trial_variant
+from contrasweep.spec.axes import short_value
+from contrasweep.spec.trial import SUGGESTION, trial_hp, trial_variant
 
 # Short names of hyperparameters in run names (the papers' symbols where they have one).
 SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
@@ -109,3 +109,24 @@ class GroupKey:
 
     def __call__(self, config: dict) -> str:
         return identify(config, self.static).group
+
+
+def group_static(sweep) -> dict:
+    """What ``contrasweep.spec.identity`` needs to name a trial's repeat group (no prepared data)."""
+    from contrasweep.spec.axes import expand
+
+    variants = sweep.variants or expand(sweep.data)
+    return {"seeds": sweep.seeds, "resources": sweep.resources,
+            "variants": [{"label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat} for v in variants]}
+
+
+def group_sizes(sweep) -> dict[str, int] | int:
+    """Trials per repeat group: counted on the grid (a --smoke-test grid may cut a group
+    short), for searchers the repeats of one suggestion in one setting."""
+    from collections import Counter
+
+    if sweep.searcher == "grid":
+        key = GroupKey(group_static(sweep))
+        return dict(Counter(key({"hp": trial}) for trial in sweep.grid_trials()))
+    settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
+    return sweep.repeats // len(settings)

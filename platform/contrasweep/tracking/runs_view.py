@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 
-KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 TRAINING_KIND = "custom_model_development"
 VIEW_PREFIX = "mlflow.sharedViewState."
 VIEW_ID = "contrasweep"
@@ -56,8 +56,8 @@ def run_url(base: str, experiment_id: str, run_id: str) -> str:
 
 def _keys(metric: str) -> list[str]:
     """A trial's numbers for objective ``metric``: its selection key and, for a validation
-    metric, the test metric of the same name (``contrasweep.aggregate``)."""
-    from contrasweep.aggregate import selection_key
+    metric, the test metric of the same name (``contrasweep.tracking.aggregate``)."""
+    from contrasweep.tracking.aggregate import selection_key
 
     test = ["test/" + metric.removeprefix("val/")] if metric.startswith("val/") else []
     return [selection_key(metric)] + test
@@ -89,8 +89,8 @@ def publish(client, experiment_id: str, metrics: list[str]) -> None:
     (created on first use; columns a user or an earlier sweep put there are kept, in order)."""
     experiment = client.get_experiment(experiment_id)
     tags = experiment.tags or {}
-    if KIND_TAG not in tags:  # a kind the user chose stays
-        client.set_experiment_tag(experiment_id, KIND_TAG, TRAINING_KIND)
+    if EXPERIMENT_KIND_TAG not in tags:  # a kind the user chose stays
+        client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
     now = int(time.time() * 1000)
     raw = tags.get(VIEW_PREFIX + VIEW_ID)
     if raw is None:

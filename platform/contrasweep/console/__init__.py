@@ -10,6 +10,10 @@ Python's streams are replaced while a command runs (``Console``) and the stream 
 logging tree already holds (Ray configures its own at import) are pointed at them; output
 before the sweep folder exists is kept in memory and written to the log once it does
 (``attach_log``).
+
+The room also holds ``progress`` (a sweep's progress lines) and ``summary`` (the final summary
+and ``list``'s rows). May import: ``contrasweep.tracking``, ``contrasweep.spec``; never
+``search``, ``run`` or ``cli``.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ class Console:
         self._memory: list[str] = []
         self._log = None
         self._saved: list = []
-        self.progress = None  # the sweep's contrasweep.progress.Progress, once it has shown something
+        self.progress = None  # the sweep's contrasweep.console.progress.Progress, once it has shown something
 
     def __enter__(self) -> "Console":
         global _active

@@ -2,7 +2,7 @@
 
 The rule (docs/architecture.md, "Repeat groups and early stopping"): a configuration's repeats
 in one setting (its data repeats × training seeds, one *repeat group*,
-``contrasweep.identity``) always run to the same budget. At each rung (ASHA's milestones
+``contrasweep.spec.identity``) always run to the same budget. At each rung (ASHA's milestones
 ``grace_period · reduction_factor^i`` epochs, below ``max_t``) a trial that reaches the rung
 is PAUSED until every repeat of its group has reached it; then the group's **mean** at the rung
 is compared with the means other groups had at the same rung, exactly as asynchronous
@@ -85,13 +85,13 @@ class MovableFIFO(FIFOScheduler):
     - a new trial is saved in Tune's experiment state before it can start, and again once Tune
       has named its folder (when it schedules the trial's process, before any training): forced
       saves, so a driver killed at any moment restores every trial that ran, with its folder;
-    - a PENDING trial that the sweep's own record (``contrasweep.ledger``, ``tracking_file``)
+    - a PENDING trial that the sweep's own record (``contrasweep.tracking.ledger``, ``tracking_file``)
       says finished (it ended after Tune's last save) is ended at once with its recorded final
       result, never trained again.
 
     Tune moves the trials it restores, but the searcher's saved state (``SearchGenerator``'s
     experiment, the grid's iterators) still names the old folder, so a trial created after
-    ``resume`` would write there (``contrasweep.relocation``)."""
+    ``resume`` would write there (``contrasweep.folder.relocation``)."""
 
     def __init__(self, tracking_file: str | os.PathLike | None = None):
         super().__init__()
@@ -111,7 +111,7 @@ class MovableFIFO(FIFOScheduler):
         return state
 
     def __setstate__(self, state):
-        from contrasweep.relocation import here
+        from contrasweep.folder.relocation import here
 
         if state.get("tracking_file"):
             state["tracking_file"] = here(state["tracking_file"])  # the sweep folder may have moved
@@ -121,7 +121,7 @@ class MovableFIFO(FIFOScheduler):
     def on_trial_add(self, tune_controller, trial: Trial):
         import copy
 
-        from contrasweep.relocation import here
+        from contrasweep.folder.relocation import here
 
         storage = getattr(trial, "storage", None)
         if storage is not None and here(storage.storage_fs_path) != storage.storage_fs_path:
@@ -133,7 +133,7 @@ class MovableFIFO(FIFOScheduler):
 
     def settle(self, tune_controller) -> None:
         """Before any trial starts: end the finished ones, save the new ones."""
-        from contrasweep import ledger
+        from contrasweep.tracking import ledger
 
         if self._finished is None:
             self._finished = ledger.finished(getattr(self, "tracking_file", None))
@@ -200,7 +200,7 @@ class GroupASHA(MovableFIFO):
         return state
 
     def __setstate__(self, state):
-        from contrasweep.relocation import here
+        from contrasweep.folder.relocation import here
 
         state["state_path"] = here(state["state_path"])  # the sweep folder may have moved
         super().__setstate__(state)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 
-from contrasweep.sweeps import SweepDir
+from contrasweep.folder.sweeps import SweepDir
 from trainables.storage import filesystem, join
 
 

@@ -4,12 +4,12 @@ Tune saves its experiment state every few seconds; a driver killed after a trial
 before the next save restores that trial as unfinished. The tracker writes how each trial
 ended to ``tracking.json`` before it tells MLflow (``contrasweep.tracking``; rebuilt from
 MLflow's tags when the file is lost), so that record, not Tune's copy, says what finished: a
-repeat with the same configuration key (``contrasweep.identity.key_of`` of the trial's config:
+repeat with the same configuration key (``contrasweep.spec.identity.key_of`` of the trial's config:
 its hyperparameters, seed, data variant and, for searchers, its suggestion and repeat index)
 is never trained again (``group_asha.MovableFIFO.settle``). A trial that failed is not
 finished: ``resume`` retries it.
 
-May import: ``contrasweep.identity``.
+May import: ``contrasweep.spec.identity``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from contrasweep.identity import key_of
+from contrasweep.spec.identity import key_of
 
 
 def finished(tracking_file: str | Path | None) -> dict[str, dict]:

@@ -1,6 +1,6 @@
 """MLflow is the record, ``tracking.json`` its cache: find a sweep's runs by their tags and
 rebuild the cache from them (a resume whose ``tracking.json`` was deleted re-attaches to the
-same runs instead of opening a second parent; ``contrasweep.recovery`` closes a dead sweep's
+same runs instead of opening a second parent; ``contrasweep.run.recovery`` closes a dead sweep's
 runs the same way).
 
 Every run of a sweep carries ``contrasweep.sweep`` (its name) and ``contrasweep.kind``; the
@@ -12,7 +12,15 @@ from __future__ import annotations
 
 import time
 
-from contrasweep.tracking import CONFIG_KEY_TAG, KIND_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG
+from contrasweep.tracking.store import (
+    CONFIG_KEY_TAG,
+    GROUP_TAG,
+    KIND_TAG,
+    OUTCOME_TAG,
+    PARENT_TAG,
+    SWEEP_RUN_TAG,
+    VARIANT_TAG,
+)
 
 # runs started this long before sweep.json's "created" still belong to it (clock skew, slow start)
 SLACK_S = 120
@@ -52,11 +60,11 @@ def rebuild(client, experiment_id: str, name: str, created: str | None, metric: 
     children = children_of(runs, parent.info.run_id)
     for run in children:
         tags, run_id = run.data.tags, run.info.run_id
-        ended = "contrasweep.outcome" in tags and run.info.status in ("FINISHED", "FAILED")
+        ended = OUTCOME_TAG in tags and run.info.status in ("FINISHED", "FAILED")
         if not ended and run.info.status == "KILLED":  # closed when the sweep stopped: resume reopens it
             data["interrupted_runs"].append(run_id)
         if tags.get(KIND_TAG) == "configuration":
-            data["configs"][tags.get("contrasweep.group", run_id)] = run_id
+            data["configs"][tags.get(GROUP_TAG, run_id)] = run_id
         elif tags.get(KIND_TAG) == "trial" and "contrasweep.trial_id" in tags:
             data["trials"][tags["contrasweep.trial_id"]] = _trial_entry(client, run, ended, metric, mode)
     data["registered"] = _registered(client, parent, children)
@@ -66,7 +74,7 @@ def rebuild(client, experiment_id: str, name: str, created: str | None, metric: 
 def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
     tags, metrics = run.data.tags, run.data.metrics
     entry = {"run_id": run.info.run_id, "config_key": tags.get(CONFIG_KEY_TAG), "last_epoch": int(metrics.get("epoch", 0)),
-             "group": tags.get("contrasweep.group"), "variant": int(tags.get(VARIANT_TAG, 0)), "name": run.info.run_name}
+             "group": tags.get(GROUP_TAG), "variant": int(tags.get(VARIANT_TAG, 0)), "name": run.info.run_name}
     values = [m.value for m in client.get_metric_history(run.info.run_id, metric)]
     if values:
         entry["best_value"] = max(values) if mode == "max" else min(values)
@@ -76,8 +84,8 @@ def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
         entry["state_dir"] = tags["contrasweep.state_dir"]
     if ended:
         entry["status"] = run.info.status
-        entry["outcome"] = tags["contrasweep.outcome"]
-        if run.info.status == "FINISHED":  # its last values: what a restored copy reports (contrasweep.ledger)
+        entry["outcome"] = tags[OUTCOME_TAG]
+        if run.info.status == "FINISHED":  # its last values: what a restored copy reports (contrasweep.tracking.ledger)
             entry["final"] = {k: v for k, v in metrics.items() if not k.startswith("step/")}
     return entry
 

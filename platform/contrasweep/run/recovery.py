@@ -1,7 +1,7 @@
 """A sweep whose driver died (SIGKILL, a lost machine) is set straight on the next ``contrasweep
 list`` or ``resume``: ``sweep.json`` says ``interrupted`` and its MLflow runs still RUNNING end
 KILLED, as after Ctrl-C; ``resume`` sets them RUNNING again (``tracking.json``'s
-``interrupted_runs``, or their KILLED status when that file is gone: ``contrasweep.reattach``).
+``interrupted_runs``, or their KILLED status when that file is gone: ``contrasweep.tracking.reattach``).
 Tune's own saved state that the kill cut off mid-write is set aside (``set_aside_torn_state``).
 """
 
@@ -11,7 +11,7 @@ import json
 import re
 
 from contrasweep.errors import UserError
-from contrasweep.sweeps import SweepDir
+from contrasweep.folder.sweeps import SweepDir
 from trainables.storage import filesystem
 
 # Tune's per-session state files: experiment_state-<time>.json, the searcher's and the
@@ -74,7 +74,7 @@ def settle(sweep: SweepDir) -> str | None:
     try:
         closed = close_runs(sweep, meta)
     except Exception as exc:  # noqa: BLE001 - list goes on with the other sweeps whatever the store says
-        from contrasweep.tracking import error_line
+        from contrasweep.tracking.store import error_line
 
         return (f"{sweep.name}: its driver is gone ({who}) but its MLflow runs could not be closed "
                 f"({type(exc).__name__}: {error_line(str(exc))[:200]})")
@@ -84,8 +84,9 @@ def settle(sweep: SweepDir) -> str | None:
 
 def close_runs(sweep: SweepDir, meta: dict) -> int:
     """End the sweep's RUNNING runs KILLED; the closed ones are remembered for resume."""
-    from contrasweep.reattach import children_of, parent_of, sweep_runs
-    from contrasweep.tracking import TrackingState, get_client
+    from contrasweep.tracking.reattach import children_of, parent_of, sweep_runs
+    from contrasweep.tracking.record import TrackingState
+    from contrasweep.tracking.store import get_client
 
     uri = meta.get("tracking_uri")
     if not uri:

@@ -3,7 +3,7 @@ with repeats (docs/architecture.md, "Resume").
 
 One *suggestion* is one trial of the Optuna study in ``<sweep>/optuna.db``. It runs as
 ``repeats`` Tune trials (training seeds fastest, then data variants: ``__trial_index__``, read
-by ``contrasweep.executor``), each carrying the suggestion's number (``__suggestion__``). When
+by ``contrasweep.run.executor``), each carrying the suggestion's number (``__suggestion__``). When
 every repeat has ended the study is told once: COMPLETE with the mean of each metric over the
 repeats, PRUNED when group ASHA stopped a repeat (an intermediate value, the mean reached, goes
 first for a single objective), FAIL when a repeat failed for good. ``resume`` retries a failed
@@ -22,8 +22,8 @@ the repeats of open suggestions that Tune does not hold, and tells a suggestion 
 had all ended before the kill. The budget is counted in the study: suggestions made before a
 kill are kept, never drawn again.
 
-May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.executor`` (the config
-keys a trial reads), ``contrasweep.relocation``, ``contrasweep.study_storage``,
+May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.run.executor`` (the config
+keys a trial reads), ``contrasweep.folder.relocation``, ``contrasweep.search.study_storage``,
 ``contrasweep.spec``, ``trainables.params``.
 """
 
@@ -36,8 +36,8 @@ import pickle
 import numpy as np
 from ray.tune.search import Searcher
 
-from contrasweep.executor import SUGGESTION, TRIAL_INDEX
-from contrasweep.relocation import here_uri
+from contrasweep.folder.relocation import here_uri
+from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class StudySearcher(Searcher):
     def _open(self) -> None:
         import optuna
 
-        from contrasweep.study_storage import StudyStorage
+        from contrasweep.search.study_storage import StudyStorage
 
         directions = ["maximize" if m == "max" else "minimize" for m in self.modes]
         self._storage = StudyStorage(self.storage_url)
@@ -254,8 +254,8 @@ def _nanmean(values: list) -> float:
 
 
 def build(sweep, sweep_dir, max_concurrent: int) -> StudySearcher:
-    """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.tune.search_alg``)."""
-    from contrasweep.spec import reported_point
+    """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.run.tune.search_alg``)."""
+    from contrasweep.spec.sweep import reported_point
     from trainables.params import LOOP_PARAMS, as_text
 
     reported = reported_point(sweep)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from contrasweep.tracking import get_client, trial_runs
+from contrasweep.tracking.store import GROUP_TAG, OUTCOME_TAG, get_client, trial_runs
 
 
 @dataclass
@@ -73,13 +73,13 @@ def groups_of(runs: list) -> list[Group]:
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):
         tags, params = run.data.tags, run.data.params
         hp = {k[3:]: v for k, v in params.items() if k.startswith("hp.") and k != "hp.seed"}
-        key = tags.get("contrasweep.group") or json.dumps(hp, sort_keys=True)
+        key = tags.get(GROUP_TAG) or json.dumps(hp, sort_keys=True)
         group = out.setdefault(key, Group(
             group=key, setting=tags.get("contrasweep.setting", ""), config=tags.get("contrasweep.config", key),
             hp=hp, size=int(tags.get("contrasweep.group_size", 0)),
             info={k: tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol") if f"contrasweep.{k}" in tags},
         ))
-        outcome = tags.get("contrasweep.outcome") or ("complete" if run.info.status == "FINISHED" else "failed")
+        outcome = tags.get(OUTCOME_TAG) or ("complete" if run.info.status == "FINISHED" else "failed")
         group.add(outcome, {
             "run_id": run.info.run_id, "seed": params.get("hp.seed"), "data_seed": tags.get("contrasweep.data_seed"),
             "split_seed": tags.get("contrasweep.split_seed"), "metrics": dict(run.data.metrics),

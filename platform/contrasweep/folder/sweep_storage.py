@@ -142,7 +142,7 @@ class StorageMirror(Callback):
         self._last = 0.0
 
     def __setstate__(self, state):
-        from contrasweep.relocation import here
+        from contrasweep.folder.relocation import here
 
         state["sweep_path"] = Path(here(state["sweep_path"]))  # the sweep folder may have moved
         self.__dict__.update(state)

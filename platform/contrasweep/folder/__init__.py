@@ -1,0 +1,10 @@
+"""A sweep's folder on disk (docs/architecture.md, "Storage and clusters", "A dead driver").
+
+``sweeps``: sweep folders (spec, status, Tune state, the Optuna study); ``driver``: who
+drives a sweep (``driver.json``) and whether it lives; ``sweep_storage``: the sweep's storage
+(preflight, the driver files mirrored there and fetched back); ``relocation``: a moved folder,
+old → new for the paths Tune pickled; ``cleanup``: disk a sweep no longer needs.
+
+May import: ``contrasweep.errors``, ``trainables.storage``, pyarrow. Never MLflow, Tune or any
+other room of ``contrasweep``.
+"""

@@ -1,0 +1,10 @@
+"""Running a sweep on Ray (docs/architecture.md, "Data flow", "Storage and clusters").
+
+``tune``: Ray start-up, the pre-start checks, data into the object store, the Tuner, run and
+resume; ``executor``: what one trial runs (in process, or under ``TorchTrainer``);
+``shipping``: what a cluster job ships to its workers; ``preflight``: services checked before
+Ray starts; ``recovery``: a dead driver's sweep set straight.
+
+May import every other room of ``contrasweep`` (not ``cli``), Ray, and ``trainables``
+(inside a trial).
+"""

@@ -1,0 +1,16 @@
+"""What a sweep is, before anything runs (docs/architecture.md, "The spec format").
+
+``load``: a YAML spec and ``--set`` overrides → a validated ``Sweep`` (one-line errors);
+``sweep``: the ``Sweep`` and the words a spec may use; ``axes``: list-valued data keys → data
+variants; ``trial``: a trial's plan (hyperparameters, data variant, seed) decoded from its Tune
+config; ``identity``: a trial's configuration, setting, repeat group and MLflow names.
+
+May import: ``contrasweep.errors``, ``contrasweep.data``, ``trainables`` (its torch-free
+declarations, params and registry). Never Ray, MLflow, Optuna or torch.
+"""
+
+
+def __getattr__(name):  # the names of the old ``contrasweep.spec`` module (pickles, old imports)
+    from contrasweep._moved import attribute
+
+    return attribute(__name__, name)

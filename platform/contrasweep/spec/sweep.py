@@ -1,0 +1,153 @@
+"""A validated sweep (``Sweep``): its method, data, domains, budget and resources, and what the
+spec's words mean (the searchers, schedulers, modes and domains it allows). Built by
+``contrasweep.spec.load``; imports ``trainables.params`` and ``trainables.registry``'s
+declarations (torch-free) only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+from contrasweep.spec.trial import DATA_KEY
+from trainables.params import LOOP_PARAMS, Param
+from trainables.registry import declaration
+
+SHIP_MODES = ("code", "installed")  # sweep.ship (contrasweep.run.shipping)
+TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
+SEARCHERS = ("grid", "optuna", "random")
+SCHEDULERS = ("asha", "none")
+MODES = ("max", "min")
+DOMAINS = ("uniform", "loguniform", "quniform", "randint", "choice")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+
+SWEEP_PARAMS: dict[str, Param] = {
+    "num_samples": Param("int", 1, 1, 100000),
+    "max_concurrent": Param("int", 1, 1, 1024),
+    "max_failures": Param("int", 1, 0, 100),
+}
+ASHA_PARAMS: dict[str, Param] = {
+    "grace_period": Param("int", 1, 1, 10000),
+    "reduction_factor": Param("float", 2.0, 1.0, 100.0, low_open=True),
+}
+RESOURCE_PARAMS: dict[str, Param] = {
+    "cpu": Param("float", 1.0, 0.0, 4096.0, low_open=True),
+    "gpu": Param("float", 0.0, 0.0, 64.0),
+    "workers": Param("int", 1, 1, 4096),
+}
+ENCODER_PARAMS: dict[str, Param] = {
+    "max_length": Param("int", 128, 8, 8192),
+}
+
+
+@dataclass
+class Sweep:
+    method: str
+    name: str | None = None
+    paper: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+    encoder: dict = field(default_factory=lambda: {"name": "default", "pooling": "mean", "max_length": 128})
+    reported: dict = field(default_factory=dict)
+    grid: dict = field(default_factory=dict)  # every grid key with all its values (the blocks' union)
+    grids: list = field(default_factory=list)  # the grid's blocks, each a product of its own lists
+    search: dict = field(default_factory=dict)
+    fixed: dict = field(default_factory=dict)
+    searcher: str = "grid"
+    metric: list = field(default_factory=lambda: ["val/accuracy"])
+    mode: list = field(default_factory=lambda: ["max"])
+    num_samples: int = 1
+    max_concurrent: int = 1
+    max_failures: int = 1
+    scheduler: str = "asha"
+    asha: dict = field(default_factory=lambda: {"grace_period": 1, "reduction_factor": 2.0})
+    seeds: list = field(default_factory=lambda: [0])
+    resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
+    experiment: str = "contrasweep"
+    storage: str | None = None  # where Tune state and trial state folders live (a path or a pyarrow.fs URI)
+    ship: str = "code"  # on a cluster: ship the project's code with the job, or check the installed version
+    evaluation: dict = field(default_factory=dict)  # extra evaluation data, e.g. {"sts": path}
+    grid_limit: int | None = None  # --smoke-test: only the first N grid trials
+    raw: dict = field(default_factory=dict)  # the validated spec as a plain dict (saved with the sweep)
+    variants: list = field(default_factory=list)  # contrasweep.spec.axes.DataVariant per data combination
+
+    def _with_defaults(self, config: dict) -> dict:
+        return {**hp_defaults(self.method), **config}
+
+    @property
+    def distributed(self) -> bool:
+        """Ray Train (TorchTrainer, DDP) for several workers; one worker (CPU, a GPU or a
+        fraction of one) trains in the Tune trial process itself (no worker group to start)."""
+        return self.resources["workers"] > 1
+
+    @property
+    def repeats(self) -> int:
+        """Trials per configuration: data variants × training seeds."""
+        return max(1, len(self.variants)) * len(self.seeds)
+
+    @property
+    def varied(self) -> list[str]:
+        """The hyperparameters that differ between configurations (grid or search keys)."""
+        return list(dict.fromkeys([*self.grid, *self.search]))
+
+    def grid_trials(self) -> list[dict]:
+        """Every trial of a grid sweep: configuration × data variant (``__data__``) × seed, the
+        paper's reported configuration first, a configuration's repeats next to each other."""
+        variants = range(max(1, len(self.variants)))
+        trials = [{**c, DATA_KEY: v, "seed": s} for c in self.grid_points() for v in variants for s in self.seeds]
+        return trials[: self.grid_limit]
+
+    def grid_configs(self) -> list[dict]:
+        """The exact grid × seeds, the paper's reported setting first (syne-tune convention)."""
+        return [{**c, "seed": s} for c in self.grid_points() for s in self.seeds][: self.grid_limit]
+
+    def grid_points(self) -> list[dict]:
+        """The configurations of the exact grid, the paper's reported setting first."""
+        points = [dict(zip(block, values)) for block in (self.grids or [self.grid])
+                  for values in itertools.product(*block.values())]
+        base = {**self.fixed}
+        reported = {**base, **self.reported}
+        configs = [{**base, **p} for p in points]
+        if self.reported:
+            # a grid point that trains exactly like the reported one (defaults filled in) is
+            # not run twice
+            same = self._with_defaults(reported)
+            configs = [reported] + [c for c in configs if self._with_defaults(c) != same]
+        unique = []  # two blocks may share a point: it runs once
+        for config in configs:
+            if config not in unique:
+                unique.append(config)
+        return unique or [reported]
+
+
+def in_domain(domain: dict, value) -> bool:
+    kind, args = next(iter(domain.items()))
+    if kind == "choice":
+        return value in args
+    return args[0] <= value <= args[1]
+
+
+def reported_point(sweep: Sweep) -> dict | None:
+    """The paper's setting as a full point of the search space (Optuna needs every dimension):
+    a dimension the paper does not report takes the parameter's default if it lies in the
+    domain, else the domain's first choice or lower bound. None if nothing is reported."""
+    if not any(k in sweep.search for k in sweep.reported):
+        return None
+    params = all_params(sweep.method)
+    point = {}
+    for key, domain in sweep.search.items():
+        default = params[key].default
+        kind, args = next(iter(domain.items()))
+        fallback = default if in_domain(domain, default) else args[0]
+        point[key] = sweep.reported.get(key, fallback)
+    return point
+
+
+def all_params(method: str) -> dict[str, Param]:
+    """The hyperparameters a trial of ``method`` takes: the loop's and the method's own."""
+    return {**LOOP_PARAMS, **declaration(method).params}
+
+
+def hp_defaults(method: str) -> dict:
+    """Every hyperparameter of the loop and the method at its default value."""
+    return {k: p.default for k, p in all_params(method).items()}

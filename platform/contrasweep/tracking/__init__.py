@@ -1,0 +1,20 @@
+"""MLflow, written by the driver and read back (docs/architecture.md, "Data flow").
+
+``store``: the leaf everything else here (and ``dashboards``) imports: the client, the tag
+names, the default store, trial runs by tag, a store failure in one line. ``record``:
+``tracking.json``. ``ledger``: what the record says finished (for the schedulers).
+``tracker``: ``MlflowTracker``, the Tune callback that writes the run hierarchy.
+``aggregate``: repeat groups, mean/std/n, the selection rule. ``describe``: the sweep run's
+description and a data variant as a dataset input. ``models``: the model registry.
+``runs_view``: the MLflow UI's runs table. ``reattach``: the record rebuilt from MLflow's tags.
+
+May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder`` (moved
+folders), MLflow, Ray Tune's ``Callback``, ``trainables`` (the state folder's readers). Never
+``contrasweep.search``, ``run``, ``console`` or ``cli``.
+"""
+
+
+def __getattr__(name):  # the names of the old ``contrasweep.tracking`` module (pickles, old imports)
+    from contrasweep._moved import attribute
+
+    return attribute(__name__, name)

@@ -1,0 +1,87 @@
+"""The MLflow store, the leaf every other part of tracking (and the dashboards) imports: the
+client, the tag names the project writes, the default store locations, trial runs by tag, and how
+a store failure reads in one line. Imports only MLflow (lazily) and the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PARENT_TAG = "mlflow.parentRunId"
+KIND_TAG = "contrasweep.kind"  # "sweep", "configuration" or "trial" (sweeps tracked before 0.2 tag none)
+SWEEP_RUN_TAG = "contrasweep.sweep_run"  # a trial run's sweep (parent) run, two levels up
+CONFIG_KEY_TAG = "contrasweep.config_key"  # a trial run's config (re-attaching a trial Tune lost)
+VARIANT_TAG = "contrasweep.variant"  # a trial run's data variant index
+OUTCOME_TAG = "contrasweep.outcome"  # a trial run's end: "complete", "stopped" or "failed"
+GROUP_TAG = "contrasweep.group"  # a trial or configuration run's repeat group (contrasweep.spec.identity)
+
+
+def store_errors() -> tuple[type, ...]:
+    """What the MLflow store raises when it cannot be written (a read-only or locked database,
+    a vanished artifact folder, a server gone)."""
+    from mlflow.exceptions import MlflowException
+    from sqlalchemy.exc import SQLAlchemyError
+
+    return (MlflowException, SQLAlchemyError, OSError)
+
+
+def trial_runs(client, parent_run_id: str) -> list:
+    """The trial (repeat) runs of a sweep: nested under its configuration runs, or directly
+    under the sweep's run for sweeps tracked before configuration runs existed."""
+    exp = client.get_run(parent_run_id).info.experiment_id
+    nested = client.search_runs([exp], filter_string=f"tags.`{SWEEP_RUN_TAG}` = '{parent_run_id}'", max_results=5000)
+    direct = client.search_runs([exp], filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'", max_results=5000)
+    seen = {r.info.run_id for r in nested}
+    return nested + [r for r in direct if KIND_TAG not in r.data.tags and r.info.run_id not in seen]
+
+
+def default_tracking_uri(workdir: str | os.PathLike | None = None) -> str:
+    """An absolute sqlite URI (trials change directory, so a relative one would move)."""
+    path = Path(workdir or os.getcwd()).resolve() / "mlflow.db"
+    return f"sqlite:///{path}"
+
+
+def default_artifact_root(workdir: str | os.PathLike | None = None) -> str:
+    return (Path(workdir or os.getcwd()).resolve() / "mlartifacts").as_uri()
+
+
+def artifact_root_for(tracking_uri: str) -> str | None:
+    """Artifacts of a sqlite store go next to its file (MLflow's own default is ./mlruns of
+    whatever directory the process runs in); a tracking server decides for itself."""
+    if tracking_uri.startswith("sqlite:///"):
+        return default_artifact_root(Path(tracking_uri[len("sqlite:///"):]).parent)
+    return None
+
+
+def get_client(tracking_uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def ensure_experiment(client, name: str, artifact_root: str | None) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    return client.create_experiment(name, artifact_location=f"{artifact_root}/{name}" if artifact_root else None)
+
+
+def error_line(text: str) -> str:
+    """The last line of an error's text: the exception and its message (Ray prints the
+    remote traceback first)."""
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+
+def store_line(exc: BaseException) -> str:
+    """One line for an MLflow store failure (the database's own message, not MLflow's wrapping)."""
+    cause = exc
+    for _ in range(10):  # the innermost cause: sqlite's or the OS's own words
+        inner = cause.__cause__ or cause.__context__
+        if inner is None:
+            break
+        cause = inner
+    text = error_line(str(cause)) or type(cause).__name__
+    return f"the MLflow store failed ({type(cause).__name__}: {text[:300]})"
