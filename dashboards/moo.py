@@ -2,7 +2,7 @@
 
 ℓ1 = λ·ℓ̃pos + (1 − λ)·CE (Eq. 4) and ℓ2 = λ·ℓ̃neg + (1 − λ)·CE (Eq. 5) as the method reports
 them per split (``val/l1``, ``val/l2``: batch-mean estimates, shifted by 1/τ so that both are
-≥ 0; see ``trainables/scl_moo.py``). One point per solver (``moo``: ``ls``, Eq. 6; ``epo``,
+≥ 0; see ``trainables/methods/scl_moo.py``). One point per solver (``moo``: ``ls``, Eq. 6; ``epo``,
 Eq. 7) and preference r = [r1, 1 − r1]: the means over a complete repeat group's repeats of the
 final ℓ1, ℓ2 and accuracy. Each solver's non-dominated points (minimising ℓ1 and ℓ2) are its
 front; ``dashboards.pareto.pareto_front`` (Optuna's sort) decides membership.
@@ -25,7 +25,7 @@ from dashboards.pareto import pareto_front
 
 CSV_COLUMNS = ("solver", "r1", "l1_mean", "l1_std", "l2_mean", "l2_std", "accuracy_mean", "accuracy_std", "n",
                "on_front")
-SOLVERS = ("ls", "epo")  # trainables/scl_moo.py's `moo` choices, in the paper's order
+SOLVERS = ("ls", "epo")  # trainables/methods/scl_moo.py's `moo` choices, in the paper's order
 
 
 @dataclass

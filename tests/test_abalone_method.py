@@ -21,8 +21,8 @@ from trainables.gather import StageContext
 from trainables.loop import build_method, load_trained, train
 from trainables.sessions import LocalSession
 
-from trainables import abalone, abalone_losses
-from trainables.abalone import MultiLabelContrastive, fit_linear_probe
+from trainables.methods import abalone, abalone_losses
+from trainables.methods.abalone import MultiLabelContrastive, fit_linear_probe
 
 from helpers import LABELS, multilabel_tables
 

@@ -318,14 +318,14 @@ def test_a_sweeps_driver_starts_without_transformers_or_the_methods(tiny_model_d
             "from contrasweep.spec.load import load_spec\n"
             f"sweep = load_spec({str(spec)!r}, [])\ntune.check_resources(sweep, local=True)\n"
             "tune.check_against_encoder(sweep)\ntokenizer_identity(sweep.encoder['name'])\n"
-            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sklearn', 'trainables.ce') if m in sys.modules))\n")
+            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sklearn', 'trainables.methods.ce') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr[-3000:]
 
 
 def test_every_method_class_matches_its_declaration():
     from trainables.base import Method
-    from trainables.declarations import DECLARATIONS
+    from trainables.methods.declarations import DECLARATIONS
     from trainables.registry import get_method, method_names
 
     assert set(DECLARATIONS) == set(method_names())

@@ -1,4 +1,4 @@
-"""The EPO step (trainables/epo.py): simplex, both modes by hand, a toy run, fallback, input checks."""
+"""The EPO step (trainables/methods/epo.py): simplex, both modes by hand, a toy run, fallback, input checks."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from trainables import epo
-from trainables.epo import adjustments, epo_alpha, non_uniformity
+from trainables.methods import epo
+from trainables.methods.epo import adjustments, epo_alpha, non_uniformity
 
 
 def _random_problem(rng: np.random.Generator, on_ray: bool):

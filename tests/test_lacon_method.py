@@ -7,7 +7,7 @@ import torch
 
 from trainables.encoder import load_encoder
 from contrasweep.errors import UserError
-from trainables.lacon import LaCon, LabelFusion
+from trainables.methods.lacon import LaCon, LabelFusion
 from trainables.losses.lacon import cosine
 
 

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from trainables.losses.multilabel_contrastive import msc_loss
-from trainables.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
+from trainables.methods.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
 
 torch.set_num_threads(1)
 

@@ -262,7 +262,7 @@ def test_representation_evaluate_probes_on_the_sessions_device(monkeypatch):
     embeddings once; the numbers are those of ``few_shot_probe`` on those embeddings."""
     from types import SimpleNamespace
 
-    import trainables.representation as rep
+    import trainables.methods.representation as rep
 
     parts = {"train": blobs(12, dim=8, spread=6.0, seed=40), "validation": blobs(10, dim=8, spread=6.0, seed=41)}
     asked, seen = [], {}

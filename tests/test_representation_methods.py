@@ -12,7 +12,7 @@ from trainables.batches import eval_batches, to_device
 from trainables.gather import StageContext
 from trainables.loop import build_method
 from trainables.sessions import LocalSession
-from trainables.vascl import VaSCL
+from trainables.methods.vascl import VaSCL
 
 from helpers import loop_config, toy_tables
 
@@ -71,7 +71,7 @@ def test_vascl_one_row_batch_uses_the_instance_term(tiny_model_dir, data):
 def test_evaluation_split_roles_and_reuse(tiny_model_dir, data, monkeypatch):
     """val/* probes sample from train and score validation; test/* sample from train ∪
     validation and score test; each split is embedded once per epoch."""
-    import trainables.representation as rep
+    import trainables.methods.representation as rep
 
     method = make("simcse", tiny_model_dir, data)
     calls, probes = [], []

@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 from helpers import loop_config, toy_tables
 
-import trainables.scl_moo as scl_moo_module
+import trainables.methods.scl_moo as scl_moo_module
 from trainables.batches import eval_batches, to_device
-from trainables.ce import CrossEntropy
+from trainables.methods.ce import CrossEntropy
 from trainables.collate import collate_numpy
-from trainables.epo import EpoStep, epo_alpha
+from trainables.methods.epo import EpoStep, epo_alpha
 from trainables.loop import build_method, train
 from trainables.losses import scl_moo_objectives
 from trainables.sessions import LocalSession

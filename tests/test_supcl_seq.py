@@ -13,7 +13,7 @@ from trainables.checkpoints import load_weights, weights_file
 from trainables.losses import supcon_loss
 from trainables.loop import build_method, train
 from trainables.sessions import LocalSession
-from trainables.supcl_seq import dropout_probability, full_linear_layer
+from trainables.methods.supcl_seq import dropout_probability, full_linear_layer
 
 from helpers import loop_config, toy_tables
 

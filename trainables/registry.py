@@ -1,6 +1,8 @@
 """A lazy registry of methods by name (Ray Tune style): importing the registry imports no
-method module; ``get_method`` imports the one asked for. A sixth method = one new module +
-one line here."""
+method module; ``get_method`` imports the one asked for. A new method = one module in
+``trainables/methods/`` + one line here + its declaration (``trainables.methods.declarations``).
+
+May import: ``trainables.errors``, and ``trainables.methods.declarations`` (torch-free) lazily."""
 
 from __future__ import annotations
 
@@ -9,14 +11,14 @@ import importlib
 from trainables.errors import SpecError
 
 _METHODS: dict[str, str] = {
-    "abalone": "trainables.abalone:MultiLabelContrastive",
-    "ce": "trainables.ce:CrossEntropy",
-    "ce_scl": "trainables.ce_scl:CrossEntropySCL",
-    "lacon": "trainables.lacon:LaCon",
-    "scl_moo": "trainables.scl_moo:SCLMOO",
-    "simcse": "trainables.simcse:SimCSE",
-    "supcl_seq": "trainables.supcl_seq:SupCLSeq",
-    "vascl": "trainables.vascl:VaSCL",
+    "abalone": "trainables.methods.abalone:MultiLabelContrastive",
+    "ce": "trainables.methods.ce:CrossEntropy",
+    "ce_scl": "trainables.methods.ce_scl:CrossEntropySCL",
+    "lacon": "trainables.methods.lacon:LaCon",
+    "scl_moo": "trainables.methods.scl_moo:SCLMOO",
+    "simcse": "trainables.methods.simcse:SimCSE",
+    "supcl_seq": "trainables.methods.supcl_seq:SupCLSeq",
+    "vascl": "trainables.methods.vascl:VaSCL",
 }
 
 
@@ -31,8 +33,8 @@ def method_names() -> list[str]:
 
 def declaration(name: str):
     """What the spec checks of a method (its params, label kind and metric names), without
-    importing its module where ``trainables.declarations`` declares it (no torch)."""
-    from trainables.declarations import DECLARATIONS
+    importing its module where ``trainables.methods.declarations`` declares it (no torch)."""
+    from trainables.methods.declarations import DECLARATIONS
 
     if name in DECLARATIONS and _METHODS.get(name, "").startswith("trainables."):
         return DECLARATIONS[name]

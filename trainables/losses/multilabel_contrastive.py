@@ -5,7 +5,7 @@ and the balanced Multi-label Supervised Contrastive loss L_MSC (Sec. 3.3, Eq. 1�
 Notation (Sec. 3). B is the batch, L the number of labels, ``z`` ``[B, d]`` the projections of
 the batch, ``y`` ``[B, L]`` their multi-hot label vectors (float or bool). The optional queue Q
 (``queue_z`` ``[K, d]``, ``queue_y`` ``[K, L]``) holds the momentum-encoder embeddings of the K
-preceding instances (Sec. 3.2, App. B; see trainables/momentum_queue.py); it is detached here,
+preceding instances (Sec. 3.2, App. B; see trainables/methods/momentum_queue.py); it is detached here,
 so no gradient ever reaches it. H = I_B ∪ Q. The optional prototypes C (``prototypes``
 ``[L, d]``, row j = c_j) are trainable and do receive gradients. "·" is cosine similarity
 (Sec. 3.1): batch, queue and prototype vectors are all L2-normalised here, so raw vectors are

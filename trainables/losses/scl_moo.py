@@ -25,7 +25,7 @@ would only shrink the loss by a batch-dependent factor. Further, per-equation co
 
 SHIFT (``nonneg_shift``): cosine similarities lie in [−1, 1], so every log-mean-exp above lies
 in [−1/τ, 1/τ] (a mean of exp(x/τ) with x ∈ [−1, 1] lies in [e^{−1/τ}, e^{1/τ}]). Hence
-ℓ̃pos + 1/τ ≥ 0 and ℓ̃neg + 1/τ ≥ 0. EPO (Mahapatra & Rajan 2020; trainables/epo.py) balances
+ℓ̃pos + 1/τ ≥ 0 and ℓ̃neg + 1/τ ≥ 0. EPO (Mahapatra & Rajan 2020; trainables/methods/epo.py) balances
 the ratios r_j ℓ_j and needs non-negative objectives, while ℓ̃pos and ℓ̃neg are often
 negative. Adding the constant 1/τ to each contrastive term leaves every gradient unchanged
 and only moves the objectives into the non-negative orthant, where EPO is defined. (It does

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.declarations import SUPCL_SEQ
+from trainables.methods.declarations import SUPCL_SEQ
 from trainables.errors import UserError
 from trainables.base import Method
 from trainables.losses import supcon_loss
@@ -58,7 +58,7 @@ def dropout_probability(module: nn.Module, p: float):
 
 class SupCLSeq(Method):
     name = "supcl_seq"
-    params = SUPCL_SEQ  # trainables.declarations
+    params = SUPCL_SEQ  # trainables.methods.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

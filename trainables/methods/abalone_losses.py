@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from trainables.declarations import BCE_FAMILY, CONTRASTIVE  # noqa: F401 - the loss names, declared for the spec
+from trainables.methods.declarations import BCE_FAMILY, CONTRASTIVE  # noqa: F401 - the loss names, declared for the spec
 from trainables.losses.multilabel_bce import asymmetric_loss, bce_loss, focal_loss
 from trainables.losses.multilabel_contrastive import bqproto_loss, jaccard_supcon_loss, msc_loss
 

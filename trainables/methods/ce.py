@@ -12,12 +12,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from trainables.base import Method
-from trainables.declarations import CE
+from trainables.methods.declarations import CE
 
 
 class CrossEntropy(Method):
     name = "ce"
-    params = CE  # trainables.declarations
+    params = CE  # trainables.methods.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

@@ -11,7 +11,7 @@ cross-entropy of a linear classifier on the same representation, which also pred
 * ``moo: epo`` (Eq. 7; Mahapatra & Rajan 2020): every step, the gradients of ℓ1 and ℓ2 with
   respect to all trainable parameters (every parameter is shared: both objectives hold CE and
   the encoder), their 2 × 2 Gram matrix and the EPO linear programme give α on the simplex
-  (``trainables.epo``); the step minimises Σ_j m·α_j·ℓ_j (m = 2). When the LP fails, α = r for
+  (``trainables.methods.epo``); the step minimises Σ_j m·α_j·ℓ_j (m = 2). When the LP fails, α = r for
   that step, counted in ``moo/lp_fallback`` and logged as a warning. EPO needs non-negative
   objectives: ℓ̃pos and ℓ̃neg are shifted by the constant 1/τ, their lower bound for cosine
   similarities (``nonneg_shift``), which changes no gradient; LS uses the same shifted values
@@ -37,9 +37,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from trainables.batches import to_device, train_batches
-from trainables.ce import CrossEntropy
-from trainables.declarations import DECLARATIONS, SCL_MOO
-from trainables.epo import epo_alpha
+from trainables.methods.ce import CrossEntropy
+from trainables.methods.declarations import DECLARATIONS, SCL_MOO
+from trainables.methods.epo import epo_alpha
 from trainables.global_batch import global_batch
 from trainables.losses import scl_moo_objectives
 from trainables.params import LOOP_PARAMS
@@ -54,7 +54,7 @@ EVAL_ORDER_SEED = 0
 
 class SCLMOO(CrossEntropy):
     name = "scl_moo"
-    params = SCL_MOO  # trainables.declarations
+    params = SCL_MOO  # trainables.methods.declarations
     step_metrics = ("moo/alpha_1", "moo/alpha_2", "moo/l1", "moo/l2")
     metric_names = DECLARATIONS["scl_moo"].metric_names
 

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.declarations import LACON
+from trainables.methods.declarations import LACON
 from trainables.errors import UserError
 from trainables.global_batch import global_batch
 from trainables.base import Method
@@ -52,7 +52,7 @@ class LabelFusion(nn.Module):
 
 class LaCon(Method):
     name = "lacon"
-    params = LACON  # trainables.declarations
+    params = LACON  # trainables.methods.declarations
 
     @classmethod
     def check(cls, hp, hidden_size):

@@ -4,8 +4,8 @@ momentum encoder, a queue and label prototypes, judged by linear evaluation; and
 baselines (L_BCE, L_FCL, L_ASY), also used to fine-tune a stage-1 encoder (Sec. 5.2).
 
 One method; ``loss`` picks the row of Tables 2/3 (msc, bqproto, bqueue, base, bce, focal, asl:
-the table and the selection are in ``trainables.abalone_losses``; queue and momentum update in
-``trainables.momentum_queue``).
+the table and the selection are in ``trainables.methods.abalone_losses``; queue and momentum update in
+``trainables.methods.momentum_queue``).
 
 Contrastive losses (stage 1). f = the encoder's pooled output ("we designated the [CLS] token as
 the final representation", Sec. 4.3; set ``encoder.pooling: cls``), h = a projection head "composed
@@ -82,17 +82,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.abalone_losses import (BCE_FAMILY, CONTRASTIVE, WITH_PROTOTYPES, WITH_QUEUE, bce_family_loss,
+from trainables.methods.abalone_losses import (BCE_FAMILY, CONTRASTIVE, WITH_PROTOTYPES, WITH_QUEUE, bce_family_loss,
                                        contrastive_loss)
 from trainables.base import Method
-from trainables.declarations import ABALONE, DECLARATIONS
+from trainables.methods.declarations import ABALONE, DECLARATIONS
 from trainables.errors import UserError
 from trainables.evaluation.multilabel import (combination_clustering, context_label_names, multilabel_metrics,
                                              threshold_predictions, train_label_counts)
 from trainables.evaluation.multilabel_probe import fit_linear_probe, probe_seed
 from trainables.global_batch import global_batch
 from trainables.metrics import finite_metrics, metric_keys
-from trainables.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
+from trainables.methods.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
 from trainables.warm_start import check_model_file, load_encoder_weights
 
 __all__ = ["MultiLabelContrastive", "fit_linear_probe", "global_batch", "CONTRASTIVE", "BCE_FAMILY"]
@@ -102,7 +102,7 @@ class MultiLabelContrastive(Method):
     name = "abalone"
     label_kind = DECLARATIONS["abalone"].label_kind
     metric_names = DECLARATIONS["abalone"].metric_names
-    params = ABALONE  # trainables.declarations
+    params = ABALONE  # trainables.methods.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

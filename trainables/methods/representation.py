@@ -29,14 +29,14 @@ import numpy as np
 import torch
 
 from trainables.base import Method
-from trainables.declarations import PROBE_KS, REPRESENTATION, REPRESENTATION_METRICS
+from trainables.methods.declarations import PROBE_KS, REPRESENTATION, REPRESENTATION_METRICS
 from trainables.evaluation import few_shot_probe, kmeans_scores, sts_spearman
 
 
 class RepresentationMethod(Method):
     metric_names = REPRESENTATION_METRICS
     sts_metric_names = ("sts_spearman",)
-    params = REPRESENTATION  # trainables.declarations
+    params = REPRESENTATION  # trainables.methods.declarations
 
     def instance_embeddings(self, batch) -> torch.Tensor:
         return self.representation(batch)

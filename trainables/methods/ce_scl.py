@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from trainables.ce import CrossEntropy
-from trainables.declarations import CE_SCL
+from trainables.methods.ce import CrossEntropy
+from trainables.methods.declarations import CE_SCL
 from trainables.global_batch import global_batch
 from trainables.losses import supcon_loss
 
 
 class CrossEntropySCL(CrossEntropy):
     name = "ce_scl"
-    params = CE_SCL  # trainables.declarations
+    params = CE_SCL  # trainables.methods.declarations
 
     def training_step(self, batch):
         pooled, _ = self.encode(batch)

@@ -23,18 +23,18 @@ from __future__ import annotations
 
 from torch import nn
 
-from trainables.declarations import VASCL
+from trainables.methods.declarations import VASCL
 from trainables.errors import UserError
 from trainables.global_batch import global_batch
 from trainables.losses.infonce import info_nce
 from trainables.losses.vascl import vascl_loss
 from trainables.params import LOOP_PARAMS
-from trainables.representation import RepresentationMethod
+from trainables.methods.representation import RepresentationMethod
 
 
 class VaSCL(RepresentationMethod):
     name = "vascl"
-    params = VASCL  # trainables.declarations
+    params = VASCL  # trainables.methods.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from torch import nn
 
-from trainables.declarations import SIMCSE
+from trainables.methods.declarations import SIMCSE
 from trainables.losses.infonce import info_nce
 from trainables.global_batch import global_batch
-from trainables.representation import RepresentationMethod
+from trainables.methods.representation import RepresentationMethod
 
 
 class SimCSE(RepresentationMethod):
     name = "simcse"
-    params = SIMCSE  # trainables.declarations
+    params = SIMCSE  # trainables.methods.declarations
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

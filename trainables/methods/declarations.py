@@ -20,20 +20,20 @@ REPRESENTATION_METRICS = ("cluster_acc", "nmi", *(f"probe{k}_acc" for k in PROBE
 CONTRASTIVE = ("msc", "base", "bqueue", "bqproto")  # ABALONE's contrastive losses (Table 2)
 BCE_FAMILY = ("bce", "focal", "asl")  # its BCE-based baselines (Sec. 4.2.2)
 
-# trainables/ce.py
+# trainables/methods/ce.py
 CE: dict[str, Param] = {
     "classifier_dropout": Param("float", 0.1, 0.0, 1.0, high_open=True),
     "label_smoothing": Param("float", 0.0, 0.0, 1.0, high_open=True),
 }
 
-# trainables/ce_scl.py
+# trainables/methods/ce_scl.py
 CE_SCL: dict[str, Param] = {
     **CE,
     "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of the SCL term"),
     "lam": Param("float", 0.9, 0.0, 1.0, help="λ: weight of SCL against CE"),
 }
 
-# trainables/scl_moo.py
+# trainables/methods/scl_moo.py
 SCL_MOO: dict[str, Param] = {
     **CE,
     "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of Eq. 2-3 (Sec. 3: best 0.3)"),
@@ -43,7 +43,7 @@ SCL_MOO: dict[str, Param] = {
     "epo_eps": Param("float", 1.0e-4, 0.0, 1.0, help="EPO: non-uniformity above which it balances"),
 }
 
-# trainables/lacon.py
+# trainables/methods/lacon.py
 LACON: dict[str, Param] = {
     "temperature": Param("float", 0.1, 0.0, 10.0, low_open=True, help="τ (Sec. 4.4: best around 0.1–0.2)"),
     "lam": Param("float", 0.5, 0.0, 100.0, help="λ, the weight of LER (Eq. 7)"),
@@ -56,7 +56,7 @@ LACON: dict[str, Param] = {
     "fusion_window": Param("int", 3, 1, 65, help="token window of the fusion convolution (odd)"),
 }
 
-# trainables/supcl_seq.py
+# trainables/methods/supcl_seq.py
 SUPCL_SEQ: dict[str, Param] = {
     "dropouts": Param("floats", [0.0, 0.1, 0.2], 0.0, 1.0, high_open=True,
                       help="one view per dropout probability, duplicates included (Table 1)"),
@@ -66,7 +66,7 @@ SUPCL_SEQ: dict[str, Param] = {
     "probe_max_iter": Param("int", 1000, 1, 100000, help="stage 2: L-BFGS iterations"),
 }
 
-# trainables/representation.py
+# trainables/methods/representation.py
 REPRESENTATION: dict[str, Param] = {
     "eval_kmeans_runs": Param("int", 10, 1, 1000, help="K-means runs averaged (Sec. 4.2.1: 10)"),
     "probe_splits": Param("int", 5, 0, 1000, help="few-shot probe splits per k (Sec. 4.2.1: 5); 0: no probe"),
@@ -74,13 +74,13 @@ REPRESENTATION: dict[str, Param] = {
     "probe_iterations": Param("int", 1000, 1, 1000000, help="probe iterations (Sec. 4.2.1: 1000)"),
 }
 
-# trainables/simcse.py
+# trainables/methods/simcse.py
 SIMCSE: dict[str, Param] = {
     **REPRESENTATION,
     "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1 (SimCSE: 0.05)"),
 }
 
-# trainables/vascl.py
+# trainables/methods/vascl.py
 VASCL: dict[str, Param] = {
     **REPRESENTATION,
     "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1-2"),
@@ -94,7 +94,7 @@ VASCL: dict[str, Param] = {
                                            "written); false: clean z as constants (the authors' code)"),
 }
 
-# trainables/abalone.py
+# trainables/methods/abalone.py
 ABALONE: dict[str, Param] = {
     "loss": Param("str", "msc", choices=(*CONTRASTIVE, *BCE_FAMILY),
                   help="msc = L_MSC (Eq. 1-5); base/bqueue/bqproto = Table 2 ablations (Sec. 3.1, 4.2.1); "
