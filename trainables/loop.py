@@ -4,10 +4,14 @@ AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a li
 (default), a constant rate or a half-cosine decay (``lr_schedule``), gradient clipping, evaluation on the
 validation split every epoch, the test split once at the end on the best validation epoch's
 weights, checkpoints sized to their job (``trainables.checkpoints``: best weights on
-improvement, a full resume state every ``checkpoint_every`` epochs), seeded.
+improvement, a full resume state every ``checkpoint_every`` epochs; what is written when and the
+restore: ``trainables.checkpointing``), seeded. ``train`` = ``set_up`` + one ``run_epoch`` per epoch.
 
 The loop never branches on a method's name: it builds the method from the registry and calls
 only the interface of ``trainables.base.Method``.
+
+May import: torch, transformers, numpy and the generic modules of ``trainables`` (the registry
+finds the method; never a module of ``trainables.methods`` by name).
 """
 
 from __future__ import annotations
@@ -15,11 +19,9 @@ from __future__ import annotations
 import math
 import os
 import random
-import shutil
-import tempfile
-import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,30 +32,15 @@ from transformers import (
     get_linear_schedule_with_warmup,
 )
 
-from trainables.checkpoints import (
-    META_FILE,
-    STATE_FILE,
-    WEIGHTS_FILE,
-    StateFolder,
-    best_folder,
-    best_name,
-    cpu_copy,
-    epoch_of,
-    load_state,
-    load_weights,
-    read_meta,
-    resume_name,
-    set_rng_state,
-    weights_file,
-    write_meta,
-)
+from trainables.checkpointing import BestTracker, Checkpointer
+from trainables.checkpoints import META_FILE, WEIGHTS_FILE, best_folder, load_weights, read_meta, weights_file
 from trainables.encoder import load_encoder
 from trainables.errors import TrainingDiverged
 from trainables.phase_progress import STEP_METRICS, track
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
-from trainables.params import LOOP_PARAMS
+from trainables.params import LOOP_PARAMS, hp_value  # noqa: F401  (LOOP_PARAMS: users' and tests' name)
 from trainables.registry import get_method
 from trainables.step import TrainStep
 
@@ -71,10 +58,6 @@ def build_method(config: dict[str, Any], num_labels: int):
     return get_method(config["method"])(encoder, num_labels, config["hp"])
 
 
-def hp_value(config: dict[str, Any], key: str):
-    return config["hp"].get(key, LOOP_PARAMS[key].default)
-
-
 def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, float]:
     """Train one trial. ``data``: {"tables": {split: pyarrow.Table}, "num_labels": int}.
 
@@ -84,6 +67,46 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     ``session``); the test split is evaluated once, after the last epoch, on the weights of
     the best validation epoch (docs/architecture.md, "Selection and the test split").
     """
+    run = set_up(config, data, session)
+    epochs = run.hp("epochs")
+    metrics = run.metrics
+    for epoch in range(run.start_epoch, epochs + 1):
+        metrics = run_epoch(run, epoch)
+    if run.start_epoch > epochs:  # restored after the last epoch: its report may not have arrived
+        metrics.update(evaluate_test(run.method, data, config, run.saver, session))
+        run.saver.report(metrics, epochs, pointer=False)
+    run.saver.wait()
+    return metrics
+
+
+@dataclass
+class TrialRun:
+    """What ``set_up`` builds for a trial and every ``run_epoch`` uses."""
+
+    config: dict[str, Any]
+    data: dict[str, Any]
+    session: Any
+    method: Any
+    model: Any  # the method as the session wraps it (DDP under Ray Train)
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    step: TrainStep
+    tracker: BestTracker
+    saver: Checkpointer
+    clock: PhaseClock
+    steps_per_epoch: int
+    start_epoch: int
+    parameters: float  # cost/parameters: trainable parameters
+    train_seconds: float  # cost/train_s: seconds in optimisation steps so far, kept across resumes
+    metrics: dict[str, float] = field(default_factory=dict)  # the restored epoch's (the result if none is left)
+
+    def hp(self, key: str):
+        return hp_value(self.config, key)
+
+
+def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
+    """Seed, build the method, its optimiser, schedule and step, and restore the trial's newest
+    state (reporting a restored epoch the driver may not have seen)."""
     hp = lambda key: hp_value(config, key)  # noqa: E731
     setup_started = time.perf_counter()
     torch.set_num_threads(hp("torch_threads"))
@@ -100,12 +123,11 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     scheduler = make_scheduler(optimizer, hp("lr_schedule"), method, warmup, total_steps)
     step = TrainStep(method, model, optimizer, scheduler, device=device, amp=hp("amp"), compile=hp("compile"),
                      max_grad_norm=hp("max_grad_norm"))
-    scaler = step.scaler
 
     tracker = BestTracker(config.get("metric", "val/accuracy"), config.get("mode", "max"))
     saver = Checkpointer(session, config, tracker)
     saver.raise_recorded_failure()
-    start_epoch = saver.restore(session.latest_checkpoint(), method, optimizer, scheduler, scaler) + 1
+    start_epoch = saver.restore(session.latest_checkpoint(), method, optimizer, scheduler, step.scaler) + 1
 
     metrics: dict[str, float] = {**saver.metrics, **tracker.best_metrics}  # the restored epoch's
     if saver.unreported and start_epoch <= hp("epochs"):
@@ -119,46 +141,51 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     # where an epoch's time goes (benchmarks/epoch_costs.py, sweep_overhead.py): time/<phase>_s
     clock = PhaseClock(device)
     clock.times["setup"] = time.perf_counter() - setup_started
-    for epoch in range(start_epoch, hp("epochs") + 1):
-        started = time.perf_counter()
-        model.train()
-        with clock("train"):
-            batches = track(train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size),
-                            f"epoch {epoch}/{hp('epochs')} training", steps_per_epoch, session.rank)
-            try:
-                sums, per_step, steps = run_steps(step, batches, device, method.step_metrics,
-                                                  first_step=(epoch - 1) * steps_per_epoch + 1, epoch=epoch)
-            except TrainingDiverged as error:
-                saver.record_failure(error, epoch)  # a retry fails at once instead of diverging again
-                raise
-        train_seconds += clock.times["train"]
-        metrics = {"epoch": epoch, "lr": scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
-                   "cost/train_s": train_seconds, "cost/parameters": parameters}
-        metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
-        if per_step:
-            metrics[STEP_METRICS] = step_series(per_step, first_step=(epoch - 1) * steps_per_epoch + 1)
-        context = StageContext(tables, num_labels, hp("eval_batch_size"), session, hp("seed"), epoch, data)
-        with clock("stage2"):
-            metrics.update(prefixed("stage2", method.second_stage(context) or {}))
-        with clock("eval"):
-            metrics.update(prefixed("val", method.evaluate(context, "validation")))
-        last = epoch == hp("epochs")
-        with clock("checkpoint"):
-            if tracker.update(metrics):
-                saver.save_best(method, epoch, metrics)
-            if saver.resume_due(epoch, last):
-                saver.save_resume(method, optimizer, scheduler, scaler, epoch, metrics)
-        metrics.update(tracker.best_metrics)
-        if last:
-            with clock("test"):
-                metrics.update(evaluate_test(method, data, config, saver, session))
-        metrics.update(clock.report())
-        metrics["time/epoch_s"] = time.perf_counter() - started
-        saver.report(metrics, epoch)
-    if start_epoch > hp("epochs"):  # restored after the last epoch: its report may not have arrived
-        metrics.update(evaluate_test(method, data, config, saver, session))
-        saver.report(metrics, hp("epochs"), pointer=False)
-    saver.wait()
+    return TrialRun(config, data, session, method, model, optimizer, scheduler, step, tracker, saver, clock,
+                    steps_per_epoch, start_epoch, parameters, train_seconds, metrics)
+
+
+def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
+    """One epoch: the optimiser steps, the method's second stage, validation, the checkpoints
+    due, the test split after the last epoch; reports the epoch's metrics and returns them."""
+    hp, session, method, clock, saver, tracker = run.hp, run.session, run.method, run.clock, run.saver, run.tracker
+    tables, data, device = run.data["tables"], run.data, session.device
+    first_step = (epoch - 1) * run.steps_per_epoch + 1
+    started = time.perf_counter()
+    run.model.train()
+    with clock("train"):
+        batches = track(train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size),
+                        f"epoch {epoch}/{hp('epochs')} training", run.steps_per_epoch, session.rank)
+        try:
+            sums, per_step, steps = run_steps(run.step, batches, device, method.step_metrics,
+                                              first_step=first_step, epoch=epoch)
+        except TrainingDiverged as error:
+            saver.record_failure(error, epoch)  # a retry fails at once instead of diverging again
+            raise
+    run.train_seconds += clock.times["train"]
+    metrics = {"epoch": epoch, "lr": run.scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
+               "cost/train_s": run.train_seconds, "cost/parameters": run.parameters}
+    metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
+    if per_step:
+        metrics[STEP_METRICS] = step_series(per_step, first_step=first_step)
+    context = StageContext(tables, data["num_labels"], hp("eval_batch_size"), session, hp("seed"), epoch, data)
+    with clock("stage2"):
+        metrics.update(prefixed("stage2", method.second_stage(context) or {}))
+    with clock("eval"):
+        metrics.update(prefixed("val", method.evaluate(context, "validation")))
+    last = epoch == hp("epochs")
+    with clock("checkpoint"):
+        if tracker.update(metrics):
+            saver.save_best(method, epoch, metrics)
+        if saver.resume_due(epoch, last):
+            saver.save_resume(method, run.optimizer, run.scheduler, run.step.scaler, epoch, metrics)
+    metrics.update(tracker.best_metrics)
+    if last:
+        with clock("test"):
+            metrics.update(evaluate_test(method, data, run.config, saver, session))
+    metrics.update(clock.report())
+    metrics["time/epoch_s"] = time.perf_counter() - started
+    saver.report(metrics, epoch)
     return metrics
 
 
@@ -228,7 +255,7 @@ class PhaseClock:
         return out
 
 
-def evaluate_test(method, data: dict[str, Any], config: dict[str, Any], saver: "Checkpointer", session) -> dict[str, float]:
+def evaluate_test(method, data: dict[str, Any], config: dict[str, Any], saver: Checkpointer, session) -> dict[str, float]:
     """``test/*`` of the best validation epoch's weights: evaluated once per trial, after its
     last epoch (a trial a scheduler stops early is never evaluated on test). The method keeps
     the best weights afterwards."""
@@ -273,194 +300,6 @@ def mean_over_ranks(session, sums: dict[str, float], steps: int) -> dict[str, fl
 
 def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
     return {f"{prefix}/{k}": v for k, v in metrics.items()}
-
-
-class BestTracker:
-    """Best value of the objective so far and the validation metrics of that epoch."""
-
-    def __init__(self, metric: str, mode: str):
-        self.metric, self.mode = metric, mode
-        self.best_value: float | None = None
-        self.best_metrics: dict[str, float] = {}
-
-    @property
-    def best_epoch(self) -> int | None:
-        epoch = self.best_metrics.get("best/epoch")
-        return None if epoch is None else int(epoch)
-
-    def update(self, metrics: dict[str, float]) -> bool:
-        value = metrics.get(self.metric)
-        if value is None:
-            return False
-        better = self.best_value is None or (value > self.best_value if self.mode == "max" else value < self.best_value)
-        if better:
-            self.best_value = value
-            self.best_metrics = {f"best/{k}": v for k, v in metrics.items() if k.startswith("val/")}
-            self.best_metrics["best/epoch"] = metrics["epoch"]
-        return better
-
-    def state(self) -> dict:
-        return {"best_value": self.best_value, "best_metrics": self.best_metrics}
-
-    def load(self, state: dict) -> None:
-        self.best_value, self.best_metrics = state["best_value"], dict(state["best_metrics"])
-
-
-class Checkpointer:
-    """The loop's side of ``trainables.checkpoints``: best weights when validation improves
-    (kept in memory too, for the test evaluation), a full resume state when one is due, and the
-    small pointer reported with the epoch's metrics. Only rank 0 writes; every rank keeps the
-    same in-memory copy (the same improvement decisions: every rank sees the same metrics)."""
-
-    def __init__(self, session, config: dict[str, Any], tracker: BestTracker):
-        self.session, self.config, self.tracker = session, config, tracker
-        self.folder = StateFolder(session.state_dir)
-        self.every = int(hp_value(config, "checkpoint_every"))
-        self.pause_epochs = {int(e) for e in config.get("checkpoint_at", ())}
-        self.best: str | None = None        # best folder of the current best epoch
-        self.best_weights: dict[str, torch.Tensor] | None = None
-        self.resume: str | None = None      # newest resume state
-        self.reported: set[str] = set()     # what the last reported pointer names
-        self.unreported = False             # restored from a state newer than the pointer Ray gave
-        self.metrics: dict[str, float] = {}  # the restored pointer's metrics (cost/train_s)
-        self._writer: BackgroundTask | None = None
-
-    def record_failure(self, error: TrainingDiverged, epoch: int) -> None:
-        if self.session.rank == 0:
-            self.wait()
-            self.folder.write_failure({"error": type(error).__name__, "message": str(error), "epoch": epoch})
-
-    def raise_recorded_failure(self) -> None:
-        """An earlier attempt of this trial diverged (deterministically: same seed, same
-        weights from the same resume state): fail again at once, without training."""
-        failure = self.folder.failure()
-        if failure:
-            raise TrainingDiverged(f"{failure['message']} (an earlier attempt of this trial; not trained again)")
-
-    def resume_due(self, epoch: int, last: bool) -> bool:
-        return last or epoch % self.every == 0 or epoch in self.pause_epochs
-
-    def save_best(self, method, epoch: int, metrics: dict[str, Any]) -> None:
-        """Copy the weights to host memory now; rank 0 writes them to disk in a background
-        thread while training goes on (joined before anything that names them is written)."""
-        self.wait()
-        self.best_weights, self.best = cpu_copy(method), best_name(epoch)
-        if self.session.rank == 0:
-            meta = {"epoch": epoch, "config": self.config, "metrics": numeric(metrics)}
-            weights = self.best_weights
-            self._writer = BackgroundTask(lambda: (self.folder.write_best(weights, epoch, meta), self._prune()))
-
-    def wait(self) -> None:
-        """Until the pending best-weights write is on disk (re-raises its error)."""
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            writer.join()
-
-    def save_resume(self, method, optimizer, scheduler, scaler, epoch: int, metrics: dict | None = None) -> None:
-        self.wait()  # the resume state names the best folder: it must exist first
-        name = resume_name(epoch)
-        if self.session.rank == 0:
-            # metrics: the epoch's own, so the state restores whole even without its pointer
-            state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                     "scaler": scaler.state_dict(), "tracker": self.tracker.state(), "best": self.best,
-                     "metrics": numeric(metrics or {})}
-            same = self.folder.path(self.best) / WEIGHTS_FILE if self.best == best_name(epoch) else None
-            name = self.folder.write_resume(method, state, epoch, same_weights=same)
-        self.resume = name
-
-    def report(self, metrics: dict[str, Any], epoch: int, pointer: bool = True) -> None:
-        """Report the epoch; with a pointer when a resume state was written at this epoch."""
-        due = pointer and self.resume == resume_name(epoch)
-        if due:
-            self.wait()
-        tmp = tempfile.mkdtemp(prefix="contrasweep-pointer-") if due and self.session.rank == 0 else None
-        if tmp:
-            write_meta(tmp, {"epoch": epoch, "config": self.config, "metrics": numeric(metrics),
-                             "state_dir": self.folder.location, "resume": self.resume, "best": self.best})
-        try:
-            self.session.report(metrics, tmp)
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
-        if due:
-            self.reported = {self.resume, self.best}
-            self._prune()
-
-    def _prune(self) -> None:
-        if self.session.rank == 0 and self.session.prune:
-            self.folder.prune(self.reported | {self.best, self.resume})
-
-    def restore(self, pointer: str | None, method, optimizer, scheduler, scaler) -> int:
-        """Load the state a reported pointer names, or a newer resume state of the trial's own
-        folder (``session.resume_newest``: Tune's saved pointer may be older than the folder, or
-        missing where Tune saved no state after the trial began); return its epoch (0: a fresh
-        start)."""
-        own = self.folder.names("resume") if getattr(self.session, "resume_newest", False) else []
-        if not pointer and not own:
-            return 0
-        meta = read_meta(pointer) if pointer else {"resume": own[-1], "state_dir": self.folder.location}
-        if "resume" not in meta:  # a checkpoint of an older contrasweep: the whole state in one folder
-            meta.update(resume=".", state_dir=pointer)
-        folder = self.folder if self.folder.has(meta["resume"]) else StateFolder(meta["state_dir"])
-        if meta["resume"] != "." and (own or not folder.has(meta["resume"])):
-            # A newer state than the pointer's: the driver died before Tune saved the pointer to
-            # it (or finished the trial, and finish_state kept only its newest resume state).
-            newer = [n for n in (own or self.folder.names("resume")) if epoch_of(n) > epoch_of(meta["resume"])]
-            if newer:
-                folder, meta["resume"] = self.folder, newer[-1]
-                self.unreported = True
-        self.unreported |= not pointer
-        path = folder.local(meta["resume"])
-        method.load_state_dict(load_weights(weights_file(path)))
-        state = load_state(path / STATE_FILE)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        if state["scaler"]:  # {} from a run without fp16: an enabled scaler cannot load it
-            scaler.load_state_dict(state["scaler"])
-        self.tracker.load(state["tracker"])
-        set_rng_state(state["rng"])
-        self.resume, self.best = meta["resume"], state.get("best")
-        if self.best and folder is not self.folder:  # resumed into another folder: bring the best along
-            self.best_weights = load_weights(folder.local(self.best) / WEIGHTS_FILE)
-            best_meta = read_meta(folder.local(self.best))
-            if self.session.rank == 0:
-                self.best = self.folder.write_best(self.best_weights, best_meta["epoch"], best_meta)
-        self.reported = {self.resume, self.best}
-        self.metrics = dict(state.get("metrics") or meta.get("metrics", {}))
-        return int(state["epoch"])
-
-    def load_best_into(self, method) -> None:
-        """The best validation epoch's weights into ``method`` (from memory, or from the state
-        folder after a restore)."""
-        if self.best_weights is None and self.best:
-            self.best_weights = load_weights(self.folder.local(self.best) / WEIGHTS_FILE)
-        if self.best_weights is not None:
-            method.load_state_dict(self.best_weights)
-
-
-class BackgroundTask:
-    """``fn`` in a daemon thread; ``join`` waits and re-raises what it raised."""
-
-    def __init__(self, fn):
-        self._error: BaseException | None = None
-
-        def run():
-            try:
-                fn()
-            except BaseException as exc:  # noqa: BLE001 - handed to join()
-                self._error = exc
-
-        self._thread = threading.Thread(target=run, name="contrasweep-best-weights", daemon=True)
-        self._thread.start()
-
-    def join(self) -> None:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-
-def numeric(metrics: dict[str, Any]) -> dict[str, float]:
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def load_trained(directory: str, num_labels: int | None = None):

@@ -147,3 +147,8 @@ LOOP_PARAMS: dict[str, Param] = {
                                    "at ASHA rungs and the last epoch. A killed trial redoes at most this many epochs"),
     "torch_threads": Param("int", 1, 1, 1024, help="torch intra-op threads per worker"),
 }
+
+
+def hp_value(config: dict[str, Any], key: str):
+    """The loop hyperparameter ``key`` of a trial config (``config["hp"]``), its default where unset."""
+    return config["hp"].get(key, LOOP_PARAMS[key].default)
