@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from trainables.evaluation import few_shot_probe, linear_probe, linear_probes, probe_splits
-from trainables.evaluation.probe import _batches, _BatchStream, _fit_linear
+from trainables.evaluation.probe import _BatchStream
+from trainables.evaluation.probe_reference import _batches, _fit_linear
 
 torch.set_num_threads(1)
 

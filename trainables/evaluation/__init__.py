@@ -8,7 +8,8 @@ once with the frozen encoder and reuses the result for every K-means seed and pr
 """
 
 from trainables.evaluation.clustering import clustering_accuracy, kmeans_scores
-from trainables.evaluation.probe import few_shot_probe, linear_probe, linear_probes, probe_splits
+from trainables.evaluation.probe import few_shot_probe, linear_probes, probe_splits
+from trainables.evaluation.probe_reference import linear_probe
 from trainables.evaluation.sts import sts_spearman
 
 __all__ = ["clustering_accuracy", "few_shot_probe", "kmeans_scores", "linear_probe", "linear_probes",
