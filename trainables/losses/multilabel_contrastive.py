@@ -93,6 +93,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from trainables.losses.common import masked_log_softmax, self_mask
+
 _REDUCTIONS = ("mean", "paper")
 
 
@@ -126,22 +128,10 @@ def _candidates(z: torch.Tensor, y: torch.Tensor, queue_z, queue_y, prototypes, 
     return zn, y, cand_z, cand_y, is_proto
 
 
-def _self_mask(b: int, m: int, device) -> torch.Tensor:
-    """[B, M] True at (i, i): the anchor's own column (anchors are the first B candidates)."""
-    return torch.arange(b, device=device)[:, None] == torch.arange(m, device=device)[None, :]
-
-
 def _zero(z: torch.Tensor, prototypes) -> torch.Tensor:
     """A 0 that still depends on every input that could carry a gradient."""
     out = z.sum() * 0.0
     return out + prototypes.sum() * 0.0 if prototypes is not None else out
-
-
-def _log_softmax_rows(logits: torch.Tensor, self_mask: torch.Tensor, log_g: torch.Tensor | None = None):
-    """log( exp(s_il) / Σ_{k≠i} g_k exp(s_ik) ) for every column l (−inf on the anchor itself)."""
-    logits = logits.masked_fill(self_mask, float("-inf"))
-    den = logits if log_g is None else logits + log_g
-    return logits - torch.logsumexp(den, dim=1, keepdim=True)
 
 
 def _prologue(z, y, temperature, queue_z, queue_y, prototypes, reduction):
@@ -152,19 +142,19 @@ def _prologue(z, y, temperature, queue_z, queue_y, prototypes, reduction):
     zn, y, cand_z, cand_y, is_proto = _candidates(z, y, queue_z, queue_y, prototypes, temperature)
     if cand_z.shape[0] <= 1:
         return None
-    return zn, y, cand_z, cand_y, is_proto, _self_mask(zn.shape[0], cand_z.shape[0], z.device)
+    return zn, y, cand_z, cand_y, is_proto, self_mask(zn.shape[0], cand_z.shape[0], z.device)
 
 
 def _jaccard_contrast(z, y, temperature, queue_z, queue_y, prototypes, reduction):
     parts = _prologue(z, y, temperature, queue_z, queue_y, prototypes, reduction)
     if parts is None:
         return _zero(z, prototypes)
-    zn, y, cand_z, cand_y, _, self_mask = parts
+    zn, y, cand_z, cand_y, _, own = parts
     b = zn.shape[0]
-    log_prob = _log_softmax_rows(zn @ cand_z.T / temperature, self_mask)       # [B, M]
+    log_prob = masked_log_softmax(zn @ cand_z.T / temperature, ~own)           # [B, M], −inf at l = i
     inter = y @ cand_y.T                                                       # |y_i ∩ y_l|
     union = y.sum(1, keepdim=True) + cand_y.sum(1)[None, :] - inter            # |y_i ∪ y_l|
-    jacc = torch.where(self_mask, 0.0, inter / union.clamp_min(1))             # J = 0 if a ∪ b = ∅
+    jacc = torch.where(own, 0.0, inter / union.clamp_min(1))                   # J = 0 if a ∪ b = ∅
     norm = jacc.sum(1)                                                         # N(i)
     valid = norm > 0
     # Σ_j J·log_prob, with the where keeping 0·(−inf) at the anchor's own column out
@@ -232,19 +222,19 @@ def msc_loss(z: torch.Tensor, y: torch.Tensor, temperature: float = 0.1, beta: f
     parts = _prologue(z, y, temperature, queue_z, queue_y, prototypes, reduction)
     if parts is None:
         return _zero(z, prototypes)
-    zn, y, cand_z, cand_y, is_proto, self_mask = parts
-    b, m = self_mask.shape
+    zn, y, cand_z, cand_y, is_proto, own = parts
+    b, m = own.shape
     if use_weights:
         log_g = (~is_proto).to(zn.dtype)[None, :] * math.log(beta)                         # Eq. 1: log g
         union = y.sum(1, keepdim=True) + cand_y.sum(1)[None, :] - y @ cand_y.T             # |y_i ∪ y_l|
         f = torch.where(is_proto[None, :], 1.0, 1.0 / union.clamp_min(1))                 # Eq. 4
     else:
         log_g, f = None, torch.ones(b, m, dtype=zn.dtype, device=z.device)
-    log_prob = _log_softmax_rows(zn @ cand_z.T / temperature, self_mask, log_g)           # [B, M]
-    w = torch.where(self_mask, 0.0, f)                                                    # l ≠ i
+    log_prob = masked_log_softmax(zn @ cand_z.T / temperature, ~own, log_g)               # [B, M], Eq. 3's log
+    w = torch.where(own, 0.0, f)                                                          # l ≠ i
     # Σ over candidates carrying label j, for each anchor label j (the y factor keeps j ∈ Δ(z_i))
     norm = y * (w @ cand_y)                                                                # N(i,j), Eq. 5
-    attract = y * (torch.where(self_mask, 0.0, w * log_prob) @ cand_y)                     # Σ_l f·log(...)
+    attract = y * (torch.where(own, 0.0, w * log_prob) @ cand_y)                           # Σ_l f·log(...)
     defined = (y > 0) & (norm > 0)
     term = torch.where(defined, attract / norm.clamp_min(1e-12), torch.zeros_like(norm))   # [B, L]
     if reduction == "mean":

@@ -45,7 +45,8 @@ Args (common):
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from trainables.losses.common import cosine, masked_logsumexp, self_mask
 
 __all__ = ["nonneg_shift", "scl_moo_neg", "scl_moo_objectives", "scl_moo_pos"]
 
@@ -64,24 +65,19 @@ def _class_averaged_log_mean_exp(embeddings: torch.Tensor, labels: torch.Tensor,
     if embeddings.dim() != 2 or labels.shape != embeddings.shape[:1]:
         raise ValueError(f"need embeddings [M, d] and labels [M]; got {tuple(embeddings.shape)} "
                          f"and {tuple(labels.shape)}")
-    h = F.normalize(embeddings, dim=-1)
-    logits = h @ h.T / temperature
-    n = len(h)
+    logits = cosine(embeddings) / temperature
     same = labels[:, None] == labels[None, :]
-    self_mask = torch.eye(n, dtype=torch.bool, device=h.device)
-    members = (same & ~self_mask) if same_class else ~same  # S(i) as a mask
+    members = (same & ~self_mask(len(logits), device=logits.device)) if same_class else ~same  # S(i) as a mask
     count = members.sum(1)                                   # N_k − 1, or N̄_k
     has_any = count > 0
     # log-mean-exp over S(i). Rows with an empty S(i) get a dummy row of zeros so that
     # logsumexp (and its backward) stays finite; those rows are discarded below.
-    masked = logits.masked_fill(~members, float("-inf"))
-    masked = torch.where(has_any[:, None], masked, torch.zeros_like(logits))
-    lme = torch.logsumexp(masked, dim=1) - count.clamp_min(1).to(logits.dtype).log()
+    lme = masked_logsumexp(logits, members, dim=1, finite_empty=True) - count.clamp_min(1).to(logits.dtype).log()
     # class average without enumerating classes: anchor i weighs 1/N_{y_i}, and the number of
     # classes with a non-empty S is Σ_{i: S(i)≠∅} 1/N_{y_i} (all anchors of a class agree).
     # (the count is summed in float32 whatever the embedding dtype, then rounded: exact)
     class_size = same.sum(1)
-    counted = torch.where(has_any, 1.0 / class_size.to(torch.float32), torch.zeros((), device=h.device))
+    counted = torch.where(has_any, 1.0 / class_size.to(torch.float32), torch.zeros((), device=logits.device))
     n_classes = counted.sum().round().clamp_min(1)
     weighted = lme / class_size.to(lme.dtype)
     total = torch.where(has_any, weighted, torch.zeros_like(weighted)).sum()

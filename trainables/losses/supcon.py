@@ -24,20 +24,19 @@ of 0 that still depends on ``embeddings`` (so autograd and DDP see every paramet
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+from trainables.losses.common import cosine, masked_log_softmax, self_mask
 
 
 def supcon_loss(embeddings: torch.Tensor, labels: torch.Tensor, temperature: float = 0.05,
                 reduction: str = "mean") -> torch.Tensor:
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction {reduction!r}; allowed: 'mean', 'sum'")
-    z = F.normalize(embeddings, dim=-1)
-    logits = z @ z.T / temperature
-    self_mask = torch.eye(len(z), dtype=torch.bool, device=z.device)
+    logits = cosine(embeddings) / temperature
+    others = ~self_mask(len(logits), device=logits.device)
     # log-softmax over B(i) = everything but i: mask i out of the denominator
-    logits = logits.masked_fill(self_mask, float("-inf"))
-    log_prob = logits - torch.logsumexp(logits, dim=1, keepdim=True)
-    positives = (labels[:, None] == labels[None, :]) & ~self_mask
+    log_prob = masked_log_softmax(logits, others, dim=1)
+    positives = (labels[:, None] == labels[None, :]) & others
     n_pos = positives.sum(1)
     has_pos = n_pos > 0
     # -1/|P(i)| Σ_p log_prob[i, p]; zero where P(i) is empty (the where avoids 0·(-inf))

@@ -42,6 +42,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from trainables.losses.common import cosine, self_mask
 from trainables.losses.infonce import info_nce
 
 Head = Callable[[torch.Tensor], torch.Tensor]
@@ -57,9 +58,7 @@ def knn_neighbours(e: torch.Tensor, k: int) -> torch.Tensor:
         raise ValueError(f"K={k} must be in [1, M−1] for a batch of M={m} "
                          f"(N(i) holds K of the other M−1 instances)")
     with torch.no_grad():
-        unit = F.normalize(e.detach(), dim=-1)
-        sim = unit @ unit.T
-        sim = sim.masked_fill(torch.eye(m, dtype=torch.bool, device=e.device), float("-inf"))
+        sim = cosine(e.detach()).masked_fill(self_mask(m, device=e.device), float("-inf"))
         return sim.topk(k, dim=1).indices
 
 
