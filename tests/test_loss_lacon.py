@@ -99,16 +99,16 @@ def test_ler_equation_6_range(batch):
 def test_total_equation_7_and_ablation_switches(batch):
     H, L, y = batch
     yt = torch.tensor(y)
-    out = lacon_loss(H, L, yt, 0.1, heads=3, lam=0.4)
+    out = lacon_loss(H, L, yt, 0.1, heads=3, ler_weight=0.4)
     expected = icl_by_hand(H, L, y, 0.1, 3) + lcl_by_hand(H, L, y, 0.1) + 0.4 * ler_by_hand(L)
     assert out["loss"].item() == pytest.approx(expected, rel=1e-10)
-    no_lcl = lacon_loss(H, L, yt, 0.1, heads=3, lam=0.4, use_lcl=False)
+    no_lcl = lacon_loss(H, L, yt, 0.1, heads=3, ler_weight=0.4, lcl_weight=0.0)
     assert no_lcl["loss"].item() == pytest.approx(expected - lcl_by_hand(H, L, y, 0.1), rel=1e-10)
     assert no_lcl["loss/lcl"].item() == 0.0
 
 
 def test_gradients_reach_instances_and_label_embeddings(batch):
     H, L, y = (t.clone().requires_grad_(True) if torch.is_tensor(t) else t for t in batch)
-    lacon_loss(H, L, torch.tensor(y), 0.1, heads=2, lam=1.0)["loss"].backward()
+    lacon_loss(H, L, torch.tensor(y), 0.1, heads=2, ler_weight=1.0)["loss"].backward()
     assert H.grad.abs().sum() > 0 and L.grad.abs().sum() > 0
     assert L.grad[2].abs().sum() > 0  # an absent label still moves (ICL denominator, LER)

@@ -13,18 +13,20 @@ instance representations H [N, d], the label embeddings L [C, d] and the labels 
   batch holding one class gives LCL = 0. Defined here, tested in tests/test_loss_lacon.py.
 * ``ler_loss``  — Eq. 6: the mean over ordered pairs i ≠ j of all C label embeddings of
   exp(1 + sim(L_i, L_j)) − 1, in [0, e² − 1].
-* ``lacon_loss`` — Eq. 7: ICL′ + LCL + λ·LER, each part returned for logging; switches
-  ``use_icl``/``use_lcl``/``use_ler`` reproduce the ablations of Table 3.
+* ``lacon_loss`` — Eq. 7, L = L′_ICL + L_LCL + λ·L_LER, as the weighted sum
+  w_ICL·L′_ICL + w_LCL·L_LCL + w_LER·L_LER (Eq. 7: w_ICL = w_LCL = 1, w_LER = λ), each part
+  returned unweighted for logging. A weight of 0 removes its term (it is not computed and reads
+  0): the ablations of Table 3's second block ("w/o L_ICL", "w/o L_LCL", "w/o L_LER") and of
+  Table 6 are weights 0.
+
+Cosine logits and the masked log-sum-exp come from ``trainables.losses.common``.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
-
-def cosine(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).transpose(-1, -2)
+from trainables.losses.common import cosine, masked_logsumexp, self_mask
 
 
 def icl_loss(h: torch.Tensor, label_emb: torch.Tensor, labels: torch.Tensor, temperature: float = 0.1,
@@ -45,7 +47,7 @@ def lcl_loss(h: torch.Tensor, label_emb: torch.Tensor, labels: torch.Tensor, tem
     classes = torch.arange(label_emb.shape[0], device=h.device)
     positive = labels[None, :] == classes[:, None]                            # A(p) as a mask
     negative = ~positive                                                      # B(p)
-    log_den = torch.logsumexp(logits.masked_fill(~negative, float("-inf")), dim=1, keepdim=True)
+    log_den = masked_logsumexp(logits, negative, dim=1, keepdim=True)
     valid = positive.any(1) & negative.any(1)                                 # p ∈ P with B(p) ≠ ∅
     log_ratio = torch.where(positive & valid[:, None], logits - torch.where(valid[:, None], log_den, 0.0), 0.0)
     return -log_ratio.sum() / valid.sum().clamp_min(1)
@@ -56,18 +58,22 @@ def ler_loss(label_emb: torch.Tensor) -> torch.Tensor:
     if c < 2:
         return label_emb.sum() * 0.0
     sim = cosine(label_emb, label_emb)
-    off = ~torch.eye(c, dtype=torch.bool, device=label_emb.device)
+    off = ~self_mask(c, device=label_emb.device)
     return (torch.exp(1.0 + sim[off]) - 1.0).mean()
 
 
 def lacon_loss(h: torch.Tensor, label_emb: torch.Tensor, labels: torch.Tensor, temperature: float = 0.1,
-               heads: int = 1, lam: float = 1.0, use_icl: bool = True, use_lcl: bool = True,
-               use_ler: bool = True) -> dict[str, torch.Tensor]:
-    """Eq. 7. Returns {"loss", "loss/icl", "loss/lcl", "loss/ler"} (disabled parts are 0)."""
+               heads: int = 1, icl_weight: float = 1.0, lcl_weight: float = 1.0,
+               ler_weight: float = 1.0) -> dict[str, torch.Tensor]:
+    """Eq. 7 with a weight per term: ``icl_weight``·ICL′ + ``lcl_weight``·LCL + ``ler_weight``·LER
+    (the paper: 1, 1 and λ). Returns {"loss", "loss/icl", "loss/lcl", "loss/ler"}, the parts
+    unweighted; a part whose weight is 0 is not computed and reads 0 (Table 3's ablations). The
+    loss stays connected to ``h`` whatever the weights (autograd and DDP see it used)."""
     zero = h.sum() * 0.0
     parts = {
-        "loss/icl": icl_loss(h, label_emb, labels, temperature, heads) if use_icl else zero,
-        "loss/lcl": lcl_loss(h, label_emb, labels, temperature) if use_lcl else zero,
-        "loss/ler": ler_loss(label_emb) if use_ler else zero,
+        "loss/icl": icl_loss(h, label_emb, labels, temperature, heads) if icl_weight else zero,
+        "loss/lcl": lcl_loss(h, label_emb, labels, temperature) if lcl_weight else zero,
+        "loss/ler": ler_loss(label_emb) if ler_weight else zero,
     }
-    return {"loss": parts["loss/icl"] + parts["loss/lcl"] + lam * parts["loss/ler"], **parts}
+    loss = icl_weight * parts["loss/icl"] + lcl_weight * parts["loss/lcl"] + ler_weight * parts["loss/ler"]
+    return {"loss": loss, **parts}

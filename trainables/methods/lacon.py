@@ -7,7 +7,8 @@ Parts:
 * label embeddings L = rows of a learnable C × d matrix W_emb, randomly initialised (Eq. 2);
 * the loss of Eq. 7 (``trainables.losses.lacon``): multi-head ICL′ (Eq. 4; ``heads: 1`` is the
   single-head ICL of Eq. 3, Table 3 "w/ L_ICL"), LCL (Eq. 5), λ·LER (Eq. 6); ``use_icl``,
-  ``use_lcl``, ``use_ler`` switch each one off (Table 3 second block, Table 6);
+  ``use_lcl``, ``use_ler`` switch each one off (Table 3 second block, Table 6): the loss takes
+  them as weights, 1, 1 and λ when on and 0 when off (``loss_weights``);
 * prediction by matching (Eq. 8): argmax_j cos(H_x, L_j); no classifier layer;
 * ``fusion: true`` is LaCon-fusion (Eq. 9, Sec. 2.6): G_ij = cos(L_i, E_j) between every label
   and every token output, a convolution over a window of tokens then a max over labels gives
@@ -27,7 +28,8 @@ from trainables.methods.declarations import LACON
 from trainables.errors import UserError
 from trainables.global_batch import global_batch
 from trainables.base import Method
-from trainables.losses.lacon import cosine, lacon_loss
+from trainables.losses.common import cosine
+from trainables.losses.lacon import lacon_loss
 
 
 def projection_head(d: int) -> nn.Sequential:
@@ -87,11 +89,16 @@ class LaCon(Method):
 
     def training_step(self, batch):
         represented, labels = global_batch(self.represent(batch), batch["labels"])  # every rank's rows
-        out = lacon_loss(
-            represented, self.label_emb, labels, self.hp["temperature"], self.hp["heads"],
-            self.hp["lam"], self.hp["use_icl"], self.hp["use_lcl"], self.hp["use_ler"],
-        )
+        out = lacon_loss(represented, self.label_emb, labels, self.hp["temperature"], self.hp["heads"],
+                         **self.loss_weights())
         return {"loss": out["loss"], **{k: v.detach() for k, v in out.items() if k != "loss"}}
+
+    def loss_weights(self) -> dict[str, float]:
+        """Eq. 7's weights from the spec's switches: 1·ICL′ + 1·LCL + λ·LER, a switched-off
+        term (Table 3's "w/o" rows) weighted 0."""
+        return {"icl_weight": 1.0 if self.hp["use_icl"] else 0.0,
+                "lcl_weight": 1.0 if self.hp["use_lcl"] else 0.0,
+                "ler_weight": self.hp["lam"] if self.hp["use_ler"] else 0.0}
 
     @torch.no_grad()
     def predict(self, batch):
