@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from contrasweep.spec.objective import Objective
 from contrasweep.tracking.store import (
     CONFIG_KEY_TAG,
     GROUP_TAG,
@@ -77,7 +78,7 @@ def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
              "group": tags.get(GROUP_TAG), "variant": int(tags.get(VARIANT_TAG, 0)), "name": run.info.run_name}
     values = [m.value for m in client.get_metric_history(run.info.run_id, metric)]
     if values:
-        entry["best_value"] = max(values) if mode == "max" else min(values)
+        entry["best_value"] = Objective(metric, mode).best(values)
     if metrics.get("best/epoch"):
         entry["best_epoch"] = int(metrics["best/epoch"])
     if "contrasweep.state_dir" in tags:
