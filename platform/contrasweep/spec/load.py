@@ -32,18 +32,8 @@ import yaml
 from contrasweep.errors import SpecError
 from contrasweep.spec.domains import Domain, as_spec, parse_domain
 from contrasweep.spec.sweep import (
-    ASHA_PARAMS,
-    ENCODER_PARAMS,
-    MODES,
-    NAME_RE,
-    RESOURCE_PARAMS,
-    SCHEDULERS,
-    SEARCHERS,
-    SHIP_MODES,
-    SWEEP_PARAMS,
-    TOP_KEYS,
-    Sweep,
-    all_params,
+    ASHA_PARAMS, ENCODER_PARAMS, MODES, NAME_RE, RESOURCE_PARAMS, SCHEDULERS, SEARCHERS, SHIP_MODES, SWEEP_PARAMS,
+    TOP_KEYS, Sweep, all_params,
 )
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration, method_names

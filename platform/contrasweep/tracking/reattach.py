@@ -14,13 +14,7 @@ import time
 
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking.store import (
-    CONFIG_KEY_TAG,
-    GROUP_TAG,
-    KIND_TAG,
-    OUTCOME_TAG,
-    PARENT_TAG,
-    SWEEP_RUN_TAG,
-    VARIANT_TAG,
+    CONFIG_KEY_TAG, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG,
 )
 
 # runs started this long before sweep.json's "created" still belong to it (clock skew, slow start)

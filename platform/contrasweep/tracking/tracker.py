@@ -31,12 +31,7 @@ from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.selection import Selection
 from contrasweep.tracking.store import (
-    OUTCOME_TAG,
-    artifact_root_for,
-    ensure_experiment,
-    get_client,
-    store_errors,
-    store_line,
+    OUTCOME_TAG, artifact_root_for, ensure_experiment, get_client, store_errors, store_line,
 )
 
 
