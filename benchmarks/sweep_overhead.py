@@ -16,7 +16,7 @@ run twice, serially on the same cores:
     the CLI's report generation after the sweep is left out too), with ``sweep.max_concurrent:
     1``, ``sweep.resources: {cpu: N_CPU}``, ``sweep.scheduler: none`` (every trial runs every
     epoch) and MLflow tracking into a fresh SQLite store. (b)'s time includes starting the local
-    Ray (``contrasweep.run.tune.init_ray``) and everything ``tune.run`` does (encoder check, data
+    Ray (``contrasweep.run.ray_start.init_ray``) and everything ``tune.run`` does (encoder check, data
     cache hit, object store, sweep folder, MLflow runs, best configuration and model registry).
 
 (a) runs before Ray starts and again after Ray has shut down (``--direct-rounds 2``: a, b, a),
@@ -104,7 +104,7 @@ def write_spec(path: Path, args, model: str) -> Path:
 
 def loop_configs(sweep, num_labels: int) -> list[dict]:
     """What ``contrasweep.run.executor.run_trial`` hands the loop, for every grid trial."""
-    from contrasweep.run.tune import pause_epochs
+    from contrasweep.search.registry import pause_epochs
     from contrasweep.spec.trial import trial_hp
 
     static = {"seeds": sweep.seeds, "resources": sweep.resources}
@@ -154,7 +154,7 @@ def run_direct(configs: list[dict], sweep, work: Path, round_: int) -> dict:
     """(a): the loop called directly, trial after trial; the data read as a trial's would be
     (the same cache entry, a cache hit as in (b))."""
     from contrasweep.data import load_splits
-    from contrasweep.run.tune import prepare_data
+    from contrasweep.run.inputs import prepare_data
     from trainables.loop import train
 
     started = time.perf_counter()
@@ -181,14 +181,14 @@ def run_direct(configs: list[dict], sweep, work: Path, round_: int) -> dict:
 def run_sweep(spec_path: Path, work: Path) -> dict:
     """(b): the same trials through ``contrasweep.run.tune.run`` (Tune, executor, MLflow)."""
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.run import ray_start, tune
     from contrasweep.spec import load as spec
 
     uri = f"sqlite:///{work / 'mlflow.db'}"
     started, wall_start = time.perf_counter(), time.time()
     sweep = spec.load_spec(spec_path)
     # what tune.run would start itself: sized to this machine, the dashboard only where trials need it
-    tune.init_ray(None, dashboard=tune.wants_dashboard(sweep, asked=False))
+    ray_start.init_ray(None, dashboard=ray_start.wants_dashboard(sweep, asked=False))
     ray_s = time.perf_counter() - started
     results = tune.run(sweep, NAME, sweeps.sweeps_root(str(work / "sweeps")), uri, None)
     total = time.perf_counter() - started
@@ -230,7 +230,7 @@ def data_ready(sweep, cpu: float) -> dict:
     before its loop starts), on the running Ray: three fresh references, timed in the task."""
     import ray
 
-    from contrasweep.run.tune import prepare_data, put_data
+    from contrasweep.run.inputs import prepare_data, put_data
 
     @ray.remote(num_cpus=cpu)
     def fetch(refs):
@@ -292,7 +292,7 @@ def main(argv: list[str] | None = None) -> dict:
     spec_path = write_spec(work / "spec.yaml", args, model)
     sweep = spec.load_spec(spec_path)
 
-    from contrasweep.run.tune import prepare_data
+    from contrasweep.run.inputs import prepare_data
 
     prepared = prepare_data(sweep)[0]  # write the cache entry now: both sides then read a hit
     configs = loop_configs(sweep, prepared.num_labels)

@@ -31,12 +31,12 @@ def main() -> None:
     from conftest import build_tiny_bert, write_spec
 
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.run import ray_start, tune
     from contrasweep.spec import load as spec
 
     work = Path(tempfile.mkdtemp(prefix="contrasweep-bench-"))
     model = str(build_tiny_bert(work / "tiny"))
-    tune.init_ray(None, num_cpus=2)
+    ray_start.init_ray(None, num_cpus=2)
     uri = f"sqlite:///{work / 'mlflow.db'}"
     common = dict(fixed={"epochs": 1}, grid={"lr": [1.0e-3]}, sweep={"seeds": [0], "scheduler": "none"})
     paths = {

@@ -1,1 +1,10 @@
-"""Read-only consumers of MLflow: tables of a sweep's trials, repeat-group aggregates and selection (paper-style reports come later)."""
+"""Read-only consumers of MLflow (docs/architecture.md, "Tracking, registry and reports"): a
+sweep read back, its trial tables and histories, repeat-group aggregates and selection,
+Wilcoxon tests over matched repeats, Pareto and SCL-MOO fronts, figures, the t-SNE map of the
+registered model, and the paper-style report (``report``: HTML, CSV, Markdown, PNG, logged to
+the sweep run).
+
+May import: ``contrasweep`` (``tracking``: the store, aggregation, the registry; ``data``: a
+checkpoint's test split; ``errors``), ``trainables`` (to load a checkpoint), MLflow, scipy,
+Optuna, matplotlib, scikit-learn. Nothing in ``contrasweep`` imports this package except the CLI.
+"""

@@ -21,6 +21,7 @@ import csv
 import math
 from dataclasses import dataclass, field
 
+from contrasweep.spec.objective import Objective
 from dashboards.pareto import pareto_front
 
 CSV_COLUMNS = ("solver", "r1", "l1_mean", "l1_std", "l2_mean", "l2_std", "accuracy_mean", "accuracy_std", "n",
@@ -82,7 +83,7 @@ def moo_points(groups, l1: str = "val/l1", l2: str = "val/l2", accuracy: str = "
     settings = sorted({g.setting for g in kept})
     if len(settings) > 1:
         raise ValueError(f"groups of {len(settings)} data settings ({', '.join(settings)}); pass setting=")
-    sign = 1.0 if selection_mode == "max" else -1.0
+    sign = Objective(selection, selection_mode).sign
 
     def score(group) -> float:
         mean = group.stats(selection)["mean"]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from contrasweep.spec.objective import Objective
+
 
 def pareto_front(points: Sequence[Sequence[float]], modes: Sequence[str]) -> list[int]:
     """Indices of the non-dominated points (ascending). ``points[i][j]`` is metric j of point i."""
@@ -20,7 +22,7 @@ def pareto_front(points: Sequence[Sequence[float]], modes: Sequence[str]) -> lis
     if any(m not in ("max", "min") for m in modes):
         raise ValueError(f"modes {list(modes)}: allowed 'max' or 'min' per metric")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(directions=["maximize" if m == "max" else "minimize" for m in modes])
+    study = optuna.create_study(directions=[Objective("", m).direction for m in modes])
     index = []
     for i, point in enumerate(points):
         if len(point) != len(modes):

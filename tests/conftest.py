@@ -54,7 +54,7 @@ def ray_session():
     address so it never attaches to a cluster someone else started here."""
     import ray
 
-    from contrasweep.run.tune import init_ray
+    from contrasweep.run.ray_start import init_ray
 
     init_ray(None, num_cpus=2)
     yield ray

@@ -75,7 +75,7 @@ def test_searcher_repeat_index_counts_seeds_then_variants():
 
 
 def test_searcher_sweep_repeats_every_suggestion_on_every_variant():
-    from contrasweep.run.tune import num_samples, param_space
+    from contrasweep.search.registry import num_samples, param_space
 
     sweep = spec(grid={}, search={"lr": {"loguniform": [1.0e-5, 1.0e-4]}}, sweep={"searcher": "random", "seeds": [0], "num_samples": 3})
     assert sweep.repeats == 6 and num_samples(sweep) == 18
@@ -116,7 +116,7 @@ def test_few_shot_n_total_draws_n_rows_in_all(tiny_model_dir, cache_dir, tmp_pat
 def test_run_name_tags_and_groups():
     sweep = validate({"method": "lacon", "data": {"source": "bbc_news", "protocol": "few_shot", "k": [5, 20], "seed": [0, 3]},
                       "grid": {"temperature": [0.1, 0.3], "lam": [0.5]}, "sweep": {"seeds": [0, 1]}})
-    from contrasweep.run.tune import static_config
+    from contrasweep.run.inputs import static_config
 
     class Prepared:
         num_labels, key = 5, "abc"

@@ -314,10 +314,10 @@ def test_a_sweeps_driver_starts_without_transformers_or_the_methods(tiny_model_d
     against the encoder, the data cache's tokenizer identity) imports neither transformers nor
     scikit-learn nor torch: those are the trial's (docs/architecture.md, "Facts about the stack")."""
     spec = write_spec(tmp_path / "s.yaml", tiny_model_dir)
-    code = ("import sys\nfrom contrasweep.run import tune\nfrom contrasweep.data.tokens import tokenizer_identity\n"
+    code = ("import sys\nfrom contrasweep.run import checks, tune\nfrom contrasweep.data.tokens import tokenizer_identity\n"
             "from contrasweep.spec.load import load_spec\n"
-            f"sweep = load_spec({str(spec)!r}, [])\ntune.check_resources(sweep, local=True)\n"
-            "tune.check_against_encoder(sweep)\ntokenizer_identity(sweep.encoder['name'])\n"
+            f"sweep = load_spec({str(spec)!r}, [])\nchecks.check_resources(sweep, local=True)\n"
+            "checks.check_against_encoder(sweep)\ntokenizer_identity(sweep.encoder['name'])\n"
             "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sklearn', 'trainables.methods.ce') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr[-3000:]

@@ -12,17 +12,8 @@ import sys
 
 import pytest
 
-from contrasweep.tracking.runs_view import (
-    EXPERIMENT_KIND_TAG,
-    MAX_COLUMNS,
-    TRAINING_KIND,
-    VIEW_ID,
-    VIEW_NAME,
-    VIEW_PREFIX,
-    metric_columns,
-    publish,
-    runs_url,
-)
+from contrasweep.tracking.runs_view import (EXPERIMENT_KIND_TAG, MAX_COLUMNS, TRAINING_KIND, VIEW_ID, VIEW_NAME,
+                                            VIEW_PREFIX, metric_columns, publish, runs_url)
 from contrasweep.tracking.store import get_client
 
 

@@ -131,20 +131,21 @@ def test_package_limit_follows_ray(monkeypatch):
 
 def test_local_files_of_a_spec(tmp_path, monkeypatch):
     from contrasweep.folder import sweep_storage
+    from contrasweep.spec.domains import Choice
 
     bert = model_folder(tmp_path / "bert")
     nfs = tmp_path / "nfs"
     monkeypatch.setattr(sweep_storage, "shared_path", lambda path: nfs in Path(path).resolve().parents)
 
     def sweep(name, **sections):
-        return SimpleNamespace(**{"encoder": {"name": name}, "fixed": {}, "reported": {}, "grid": {}, "search": {},
+        return SimpleNamespace(**{"encoder": {"name": name}, "fixed": {}, "reported": {}, "grid": {}, "domains": {},
                                   **sections})
 
     assert shipping.local_files_of(sweep("default")) == []
     assert shipping.local_files_of(sweep("sentence-transformers/all-MiniLM-L6-v2")) == []  # a hub name
     spec = sweep(str(bert), fixed={"init_from": ""},
                  grid={"init_from": [str(nfs / "stage1"), "/ckpt/a.safetensors", "s3://bucket/stage1"]},
-                 search={"init_from": {"choice": ["/ckpt/b"]}})
+                 domains={"init_from": Choice(("/ckpt/b",))})  # the spec's search: {init_from: {choice: [...]}}
     assert shipping.local_files_of(spec) == [str(bert), "/ckpt/a.safetensors", "/ckpt/b"]
 
 

@@ -174,7 +174,7 @@ def test_abalone_yaml_is_table_2_and_app_a():
 
 def test_list_valued_choice_travels_through_optuna_as_text(tmp_path):
     from contrasweep.folder import sweeps
-    from contrasweep.run.tune import param_space, search_alg
+    from contrasweep.search.registry import param_space, search_alg
 
     sweep = load_spec(ROOT / "search_spaces" / "supcl_seq.yaml", ["sweep.searcher=optuna"])
     space = param_space(sweep)
@@ -299,3 +299,50 @@ def test_equal_keys_in_different_mappings_are_fine(tmp_path):
                     "search: {lr: {loguniform: [1.0e-5, 1.0e-4]}}\n")
     sweep = load_spec(path)
     assert sweep.grid["lr"] == [1.0e-5] and sweep.search["lr"] == {"loguniform": [1.0e-5, 1.0e-4]}
+
+
+def test_search_domains_are_parsed_once_into_typed_objects():
+    """contrasweep.spec.domains: each spec domain becomes one object that answers what the
+    checks, the searcher and the budget ask (no code downstream reads ``{kind: [args]}``)."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    from contrasweep.spec.domains import CHECKED_VALUES, Choice, IntRange, LogRange, Range, SteppedRange
+
+    raw = base(grid=None, search={"lr": {"loguniform": [1.0e-5, 1.0e-4]}, "batch_size": [16, 64],
+                                  "warmup_ratio": {"uniform": [0.0, 0.1]}, "epochs": {"randint": [2, 4]},
+                                  "weight_decay": {"quniform": [0.0, 0.1, 0.05]}})
+    raw["sweep"]["searcher"] = "optuna"
+    raw["fixed"] = {}
+    sweep = validate(raw)
+    assert sweep.domains == {"lr": LogRange(1e-5, 1e-4), "batch_size": Choice((16, 64)), "warmup_ratio": Range(0.0, 0.1),
+                             "epochs": IntRange(2, 4), "weight_decay": SteppedRange(0.0, 0.1, 0.05)}
+    assert sweep.search["batch_size"] == {"choice": [16, 64]}  # the spec's own form, as saved and logged
+    assert sweep.domains["lr"].distribution() == FloatDistribution(1e-5, 1e-4, log=True)
+    assert sweep.domains["epochs"].distribution() == IntDistribution(2, 4)
+    assert sweep.domains["weight_decay"].distribution() == FloatDistribution(0.0, 0.1, step=0.05)
+    assert sweep.domains["batch_size"].distribution() == CategoricalDistribution([16, 64])  # lists travel as text
+    assert sweep.domains["epochs"].check_values() == [2, 3, 4]
+    assert sweep.domains["weight_decay"].check_values() == pytest.approx([0.0, 0.05, 0.1])
+    assert IntRange(0, CHECKED_VALUES).check_values() == [0, CHECKED_VALUES]  # too many: the bounds
+    assert sweep.domains["lr"].contains(2e-5) and not sweep.domains["lr"].contains(2e-4)
+    assert sweep.max_epochs == 4  # the largest value the epochs domain gives
+
+
+def test_every_searcher_and_scheduler_the_spec_allows_has_its_object():
+    """contrasweep.search.registry maps each name the spec validates against to the object
+    that builds its Tune part; a searcher's trial count and groups come from it."""
+    from contrasweep.search.registry import SCHEDULERS, SEARCHERS, group_sizes, live_limit, num_samples, total_trials
+    from contrasweep.spec.sweep import SCHEDULERS as SCHEDULER_NAMES
+    from contrasweep.spec.sweep import SEARCHERS as SEARCHER_NAMES
+
+    assert sorted(SEARCHERS) == sorted(SEARCHER_NAMES) and sorted(SCHEDULERS) == sorted(SCHEDULER_NAMES)
+    grid = validate(base())
+    assert (num_samples(grid), total_trials(grid)) == (1, 4)  # 2 points x 2 seeds
+    assert sorted(group_sizes(grid).values()) == [2, 2]
+    raw = base(grid=None, search={"lr": {"loguniform": [1.0e-5, 1.0e-4]}})
+    raw["sweep"].update(searcher="random", num_samples=3, max_concurrent=1)
+    searched = validate(raw)
+    assert (num_samples(searched), total_trials(searched), group_sizes(searched)) == (6, 6, 2)
+    assert live_limit(searched) == 2  # group ASHA (the default): a whole group live at once
+    raw["sweep"]["scheduler"] = "none"
+    assert live_limit(validate(raw)) == 1

@@ -17,13 +17,14 @@ from ray.tune.search import Searcher
 
 from contrasweep.search.group_asha import MovableFIFO
 from contrasweep.search.study_search import StudySearcher, distributions
+from contrasweep.spec.domains import Choice, LogRange
 from contrasweep.spec.identity import key_of
 
 METRIC = "val/accuracy"
 
 
 def make(tmp_path, repeats=2, num_samples=2, max_concurrent=4, metrics=(METRIC,), reported=None, seed=0):
-    space = distributions({"lr": {"loguniform": [1.0e-5, 1.0e-2]}, "heads": {"choice": [1, 2]}})
+    space = distributions({"lr": LogRange(1.0e-5, 1.0e-2), "heads": Choice((1, 2))})
     sampler = optuna.samplers.RandomSampler(seed=seed)
     return StudySearcher(space, list(metrics), ["max"] * len(metrics), sampler, "s", f"sqlite:///{tmp_path / 'optuna.db'}",
                          repeats=repeats, num_samples=num_samples, max_concurrent=max_concurrent, reported=reported,

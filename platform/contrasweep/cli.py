@@ -136,7 +136,7 @@ def cmd_run(args) -> int:
     results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard,
                   ray_bind_all=args.ray_bind_all, overwrite=args.overwrite)
     status = sweeps.open_existing(root, name).meta()["status"]
-    code = _summary(results, sweep.metric[0], sweep.mode[0], name, status, sweep, root)
+    code = _summary(results, sweep.objective.metric, sweep.objective.mode, name, status, sweep, root)
     _auto_report(root, name, status, tsne=not args.no_tsne)
     return code
 
@@ -175,7 +175,7 @@ def cmd_resume(args) -> int:
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep = validate(sweep_dir.spec())
     status = sweep_dir.meta()["status"]
-    code = _summary(results, sweep.metric[0], sweep.mode[0], args.name, status, sweep, root)
+    code = _summary(results, sweep.objective.metric, sweep.objective.mode, args.name, status, sweep, root)
     _auto_report(root, args.name, status, tsne=not args.no_tsne)
     return code
 

@@ -145,7 +145,7 @@ class Declaration:
     metric_names: tuple[str, ...] = CLASSIFICATION_METRICS  # what evaluate() reports per split
     sts_metric_names: tuple[str, ...] = ()  # ... and on validation when the spec gives STS pairs
     # its class overrides ``check(hp, hidden_size)``: the driver reads the encoder's width before
-    # a sweep (``contrasweep.run.tune.check_against_encoder``); for the others it imports nothing
+    # a sweep (``contrasweep.run.checks.check_against_encoder``); for the others it imports nothing
     checks_encoder: bool = False
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 def best_groups(results, sweep, metric: str, mode: str) -> dict:
     """setting -> the best configuration's ``Group`` of Tune results (complete groups only)."""
-    from contrasweep.spec.identity import group_sizes, group_static, identify
+    from contrasweep.search.registry import group_sizes
+    from contrasweep.spec.identity import group_static, identify
     from contrasweep.tracking.aggregate import Group, ran_every_epoch, select
 
     static, sizes = group_static(sweep), group_sizes(sweep)

@@ -141,11 +141,16 @@ def normalize_source(value: Any) -> Any:
     if value in BUNDLED:
         return value
     if value.startswith(HUB_PREFIX):
-        parts = value[len(HUB_PREFIX):].split(":")
-        if len(parts) > 2 or not parts[0]:
-            raise DataError(f"data.source {value!r} is not allowed; allowed hub form: hub:NAME or hub:NAME:CONFIG")
-        return value
+        return check_hub_source(value)
     return _file_path(value, "data.source")
+
+
+def check_hub_source(value: str) -> str:
+    """``hub:NAME`` or ``hub:NAME:CONFIG`` (a Hugging Face dataset and its configuration)."""
+    parts = value[len(HUB_PREFIX):].split(":")
+    if len(parts) > 2 or not parts[0]:
+        raise DataError(f"data.source {value!r} is not allowed; allowed hub form: hub:NAME or hub:NAME:CONFIG")
+    return value
 
 
 def _file_path(value: Any, key: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import ray
 from ray import tune
 
-from contrasweep.spec.trial import trial_hp, trial_variant
+from contrasweep.spec.trial import plan_of
 
 
 def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> None:
@@ -29,8 +29,8 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
     from trainables.sessions import TuneSession
 
     set_trial(tune.get_context().get_trial_id())  # its progress lines name it (contrasweep.console.progress)
-    variant = trial_variant(config, static)
-    hp, encoder = trial_hp(config, static), dict(static["encoder"])
+    plan = plan_of(config, static)
+    variant, hp, encoder = plan.variant, dict(plan.hp), dict(static["encoder"])
     # files the job shipped (contrasweep.run.shipping): read where the worker has them
     paths = static.get("paths") or {}
     if encoder["name"] in paths:  # the driver's name stays in "origin", for load_trained on the driver

@@ -10,7 +10,7 @@ Two ways to get the project onto worker nodes, chosen with ``ship``:
 * ``installed``: every worker node has contrasweep installed (a container image); nothing is
   shipped, and ``check_worker_versions`` makes sure the nodes run the driver's version.
 
-Tokenised data are not shipped here: they go through the object store (``tune.put_data``);
+Tokenised data are not shipped here: they go through the object store (``contrasweep.run.inputs.put_data``);
 data files are read on the driver only.
 
 A shipped local file is read on the worker at ``worker_path(value)``: a path relative to the
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from contrasweep.errors import UserError
+from contrasweep.spec.domains import Choice
 from contrasweep.spec.sweep import SHIP_MODES  # the spec's allowed values
 
 PACKAGES = ("contrasweep", "trainables")  # what a trial process imports; dashboards never runs there
@@ -206,8 +207,9 @@ def local_files_of(sweep) -> list[str]:
 
 def values_of(sweep, key: str) -> list:
     """Every value ``key`` takes in a spec: fixed, reported, grid, and a search ``choice``."""
-    domain = sweep.search.get(key) or {}
-    return [sweep.fixed.get(key), sweep.reported.get(key), *sweep.grid.get(key, []), *domain.get("choice", [])]
+    domain = sweep.domains.get(key)
+    options = list(domain.options) if isinstance(domain, Choice) else []  # a range holds no paths
+    return [sweep.fixed.get(key), sweep.reported.get(key), *sweep.grid.get(key, []), *options]
 
 
 def check_worker_versions(expected: str, timeout_s: float = 120.0) -> None:

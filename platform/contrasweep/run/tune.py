@@ -17,20 +17,19 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from contrasweep import console
 from contrasweep.console.progress import Progress  # also the name sweeps made before 0.3 pickled it under
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, relocation, sweep_storage, sweeps
-from contrasweep.run import preflight, recovery
+from contrasweep.run import recovery
+from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
-from contrasweep.run.preflight import free_port
-from contrasweep.run.shipping import worker_env
-from contrasweep.spec.axes import expand
-from contrasweep.spec.identity import group_sizes
+from contrasweep.run.inputs import prepare_data, prepare_sts, put_data, rows_line, static_config
+from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
+from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.spec.load import validate
-from contrasweep.spec.sweep import Sweep, reported_point
+from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking.store import default_tracking_uri
 from contrasweep.tracking.tracker import MlflowTracker
 from trainables.storage import display
@@ -40,338 +39,6 @@ os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 # The schedulers also force a save whenever a trial is added or named (group_asha.MovableFIFO.settle):
 # Tune would warn about "excessive" saves in driver.log at each.
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-
-
-def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
-             dashboard: bool = True, bind_all: bool = False) -> None:
-    """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
-    which the job ships the project's code and the spec's local files (``ship: code``), or on
-    whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
-    ``contrasweep.run.shipping``).
-
-    ``dashboard`` (local Ray only; bound to 127.0.0.1): Train V2 frees the CPUs of a Train run
-    that ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about
-    the stack"), so a sweep of distributed trials always has it (``wants_dashboard``). Sweeps
-    of one-worker trials never start a Train run and leave it off unless asked: its processes
-    took about 2 % of a core here, which a 2-thread trial on 2 cores pays about twice
-    (benchmarks/sweep_overhead.py).
-
-    A local Ray listens on 127.0.0.1 only (``loopback_only``) unless ``bind_all``
-    (``--ray-bind-all``); token authentication stays on either way (Ray's default for a new
-    local cluster).
-    """
-    import ray
-
-    if ray.is_initialized():
-        return
-    address = address or os.environ.get("RAY_ADDRESS")
-    if address:
-        from contrasweep.run import shipping
-
-        env = shipping.runtime_env(ship, local_files)  # a one-line error before connecting, when too large
-        ray.init(address=address, runtime_env=env, log_to_driver=True)
-        if ship == "installed":
-            from contrasweep import __version__
-
-            shipping.check_worker_versions(__version__)
-        return
-    options: dict = {"include_dashboard": False}
-    if not bind_all:
-        loopback_only()
-    env = worker_env()
-    if dashboard:
-        # Ray Train frees a stopped run's CPUs through the State API, which finds its server by
-        # auto-detection: next to another local Ray it meets "multiple active Ray instances" and
-        # asks the newest one, so a stopped distributed trial kept its CPUs and the next waited
-        # forever. Every process of this instance (raylet, workers, Train's cleaner) inherits the
-        # driver's environment: name this instance's own dashboard there.
-        port = free_port()
-        os.environ["RAY_API_SERVER_ADDRESS"] = env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
-        options = {"include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port}
-    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
-             runtime_env={"env_vars": env}, **options)
-
-
-def loopback_only() -> None:
-    """Ray's switch for a one-machine cluster (the mode Ray uses on macOS and Windows): the
-    node's address becomes 127.0.0.1, and GCS, raylet, workers, agents and the dashboard then
-    listen there only (with the node's network address they listened on every interface, and
-    ``_node_ip_address="127.0.0.1"`` is turned back into that address by Ray). Ray reads the
-    environment variable once at import, so this process's copy of the constant is set too;
-    the processes Ray starts inherit the variable."""
-    from ray._private import ray_constants
-
-    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
-    ray_constants.ENABLE_RAY_CLUSTER = False
-
-
-def wants_dashboard(sweep: Sweep, asked: bool) -> bool:
-    """The local Ray's dashboard: always for distributed trials (Train V2 needs the State
-    API), otherwise when the user asks for it (``--ray-dashboard``)."""
-    return asked or sweep.distributed
-
-
-def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
-                   uri_flag: str = "--tracking-uri") -> None:
-    """Before the data are prepared and before Ray starts (one line each): the tracking
-    server and the Ray address answer, and one trial fits the local machine."""
-    preflight.services(tracking_uri, address, uri_flag)
-    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
-
-
-def check_resources(sweep: Sweep, local: bool) -> None:
-    """Fail fast, with the numbers, when one trial cannot fit the local Ray (otherwise Ray
-    Train waits for workers that can never start). Called before Ray starts: the local Ray
-    ``init_ray`` starts gets this machine's CPUs and GPUs (a running one: what it has)."""
-    import ray
-
-    if not local:
-        return  # a cluster may autoscale: let Ray decide
-    res = sweep.resources
-    need_cpu = res["workers"] * res["cpu"] + (0.01 if sweep.distributed else 0.0)
-    need_gpu = res["workers"] * res["gpu"]
-    if ray.is_initialized():
-        have = ray.cluster_resources()
-    else:  # torch counts the GPUs, and is imported only when the sweep asks for one
-        have = {"CPU": float(os.cpu_count() or 1), "GPU": _local_gpus() if need_gpu > 0 else 0.0}
-    if need_cpu > have.get("CPU", 0) + 1e-9 or need_gpu > have.get("GPU", 0) + 1e-9:
-        gpus = f" and {have.get('GPU', 0):g} GPU" if need_gpu > 0 else ""
-        raise UserError(
-            f"sweep.resources needs {need_cpu:g} CPU and {need_gpu:g} GPU per trial "
-            f"(workers={res['workers']} x cpu={res['cpu']:g}, gpu={res['gpu']:g}"
-            f"{' + 0.01 CPU for the trial itself' if sweep.distributed else ''}) but the local Ray has "
-            f"{have.get('CPU', 0):g} CPU{gpus}; allowed: workers x cpu within those"
-        )
-
-
-def _local_gpus() -> float:
-    import torch
-
-    return float(torch.cuda.device_count())
-
-
-def check_against_encoder(sweep: Sweep) -> None:
-    """Hyperparameters that depend on the encoder (e.g. LaCon's heads must divide its width)
-    are checked on the driver, before any trial starts: one line, not a failed sweep. Methods
-    whose declaration has no such check (``checks_encoder``) import neither transformers nor
-    torch here: a sweep's driver starts without them (about 3 s here)."""
-    from trainables.registry import declaration, get_method
-
-    if not getattr(declaration(sweep.method), "checks_encoder", True):  # a plugin class: check it
-        return
-    from transformers import AutoConfig
-
-    from trainables.encoder_names import resolve_model_path
-
-    try:
-        hidden = int(AutoConfig.from_pretrained(resolve_model_path(sweep.encoder["name"])).hidden_size)
-    except (OSError, AttributeError, ValueError):
-        return  # unreadable config: load_encoder reports it with its own message
-    method = get_method(sweep.method)
-    for config, where in candidate_configs(sweep):
-        try:
-            method.check(config, hidden)
-        except UserError as error:
-            raise UserError(f"{where}{error}") from None
-
-
-# a search domain with at most this many values is checked value by value, a larger one at its bounds
-CHECKED_VALUES = 1000
-
-
-def candidate_configs(sweep: Sweep) -> list[tuple[dict, str]]:
-    """(configuration, where it comes from) for every value the sweep may train with that a
-    method's ``check`` can judge: the grid's configurations; for a searcher the fixed and
-    reported values, then each searched key's values (a choice's options, every integer of a
-    ``randint`` or ``quniform`` range, a continuous domain's bounds) with the others at base."""
-    if sweep.searcher == "grid":
-        return [(config, "") for config in sweep.grid_configs()]
-    # a searched key not reported starts at its first value, never at the method's default
-    # (which the searcher may never suggest)
-    first = {key: domain_values(domain)[0] for key, domain in sweep.search.items()}
-    point = reported_point(sweep)  # evaluated first; unreported keys at their default when in the domain
-    base = {**sweep.fixed, **first, **(point or {})}
-    where = f"the reported point ({', '.join(f'{k}={v}' for k, v in point.items())}) is evaluated first: " if point else ""
-    out = [(base, where)]
-    for key, domain in sweep.search.items():
-        kind, args = next(iter(domain.items()))
-        for value in domain_values(domain):
-            out.append(({**base, key: value}, f"search.{key}={{{kind}: {args}}} includes {key}={value}: "))
-    return out
-
-
-def domain_values(domain: dict) -> list:
-    kind, args = next(iter(domain.items()))
-    if kind == "choice":
-        return list(args)
-    if kind in ("randint", "quniform"):
-        low, high = args[0], args[1]
-        step = args[2] if kind == "quniform" else 1
-        count = int(round((high - low) / step)) + 1
-        if count <= CHECKED_VALUES:
-            values = [low + i * step for i in range(count)]
-            return [int(v) for v in values] if kind == "randint" else values
-    return [args[0], args[1]]
-
-
-def prepare_data(sweep: Sweep) -> list:
-    """Tokenise every data variant once into the content-hashed cache (no Ray needed: bad
-    data fails before any process starts or any sweep folder is made). One ``PreparedData``
-    per variant, in ``sweep.variants`` order."""
-    from contrasweep.data import DataConfig, prepare
-    from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
-
-    out = []
-    for variant in sweep.variants or expand(sweep.data, is_multilabel(sweep.data)):
-        if is_multilabel(sweep.data):
-            out.append(prepare_multilabel(MultiLabelConfig.from_dict(variant.data), sweep.encoder["name"],
-                                          sweep.encoder["max_length"]))
-        else:
-            out.append(prepare(DataConfig.from_dict(variant.data), tokenizer=sweep.encoder["name"],
-                               max_length=sweep.encoder["max_length"]))
-    return out
-
-
-def _rows(prepared: list) -> str:
-    first = " / ".join(f"{split} {prepared[0].stats[split]['n']}" for split in ("train", "validation", "test"))
-    return first + (f" rows in the first of {len(prepared)} data variants" if len(prepared) > 1 else " rows")
-
-
-def prepare_sts(sweep: Sweep) -> dict | None:
-    """STS pairs of ``evaluation.sts``, tokenised once on the driver (None without one)."""
-    from contrasweep.data.sts import prepare_sts as tokenise_pairs
-
-    source = sweep.evaluation.get("sts")
-    return tokenise_pairs(source, sweep.encoder["name"], sweep.encoder["max_length"]) if source else None
-
-
-def put_data(prepared: list, sts: dict | None = None) -> list:
-    """One copy of each variant's tokenised splits (and the STS pairs) in the object store,
-    shared by every trial of that variant."""
-    import ray
-
-    from contrasweep.data import load_splits
-
-    refs = []
-    for one in prepared:
-        payload = {"tables": load_splits(one.path), "num_labels": one.num_labels, "label_names": one.label_names}
-        if sts is not None:
-            payload["sts"] = sts
-        refs.append(ray.put(payload))
-    return refs
-
-
-def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> dict[str, Any]:
-    """What every trial shares; ``paths``: where a worker reads each shipped local file."""
-    from contrasweep.run.shipping import worker_path
-
-    variants = sweep.variants or expand(sweep.data)
-    return {
-        "paths": {value: worker_path(value) for value in shipped},
-        "method": sweep.method,
-        "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
-        "metric": sweep.metric[0],
-        "mode": sweep.mode[0],
-        "num_labels": prepared[0].num_labels,
-        "variants": [
-            {"index": v.index, "label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat,
-             "num_labels": p.num_labels, "cache_key": p.key, "sizes": {s: v["n"] for s, v in p.stats.items() if isinstance(v, dict) and "n" in v}}
-            for v, p in zip(variants, prepared)
-        ],
-        "varied": sweep.varied,
-        "seeds": sweep.seeds,
-        "resources": sweep.resources,
-        "distributed": sweep.distributed,
-        "train_storage": sweep_dir.train_location,
-        "trial_storage": sweep_dir.tune_location,  # where Tune keeps each trial's folder
-        "checkpoint_at": pause_epochs(sweep),
-    }
-
-
-def pause_epochs(sweep: Sweep) -> list[int]:
-    """Epochs at which group ASHA may pause a trial (its rungs): the loop writes a full resume
-    state there, so that a paused trial continues exactly where it stopped."""
-    if sweep.scheduler == "none":
-        return []
-    from contrasweep.search.group_asha import rungs
-
-    top = max_epochs(sweep)
-    return rungs(top, min(sweep.asha["grace_period"], top), sweep.asha["reduction_factor"])
-
-
-def max_epochs(sweep: Sweep) -> int:
-    from trainables.params import LOOP_PARAMS
-
-    candidates = [sweep.fixed.get("epochs"), sweep.reported.get("epochs"), *sweep.grid.get("epochs", [])]
-    domain = sweep.search.get("epochs", {})
-    for args in domain.values():
-        candidates.extend(args[:2] if "choice" not in domain else args)
-    values = [int(c) for c in candidates if c is not None]
-    return max(values) if values else LOOP_PARAMS["epochs"].default
-
-
-def param_space(sweep: Sweep) -> dict:
-    """Tune's param_space: the grid's trials, or for a searcher the fixed values (its
-    suggestions are merged over them, ``contrasweep.search.study_search``)."""
-    from ray import tune
-
-    if sweep.searcher == "grid":
-        return {"hp": tune.grid_search(sweep.grid_trials())}
-    return dict(sweep.fixed)
-
-
-def search_alg(sweep: Sweep, sweep_dir: sweeps.SweepDir):
-    """The grid on Tune's generator, or Optuna (TPE, NSGA-II, random) over the sweep's study
-    with its repeats (``contrasweep.search.study_search``)."""
-    from ray.tune.search.basic_variant import BasicVariantGenerator
-
-    from contrasweep.search import study_search
-
-    limit = live_limit(sweep, group_sizes(sweep))
-    if sweep.searcher == "grid":
-        return BasicVariantGenerator(max_concurrent=limit)
-    return study_search.build(sweep, sweep_dir, limit)
-
-
-def scheduler(sweep: Sweep, sweep_dir: sweeps.SweepDir):
-    """FIFO, or ASHA over repeat groups (``contrasweep.search.group_asha``: a configuration's repeats
-    continue or stop together, on their mean at each rung)."""
-    from contrasweep.search.group_asha import GroupASHA, MovableFIFO
-    from contrasweep.spec.identity import GroupKey, group_static
-
-    record = sweep_dir.path / "tracking.json"  # what finished (contrasweep.tracking.ledger)
-    if sweep.scheduler == "none":
-        return MovableFIFO(record)
-    return GroupASHA(
-        metric=sweep.metric[0],
-        mode=sweep.mode[0],
-        max_t=max_epochs(sweep),
-        grace_period=min(sweep.asha["grace_period"], max_epochs(sweep)),
-        reduction_factor=sweep.asha["reduction_factor"],
-        group_of=GroupKey(group_static(sweep)),
-        group_sizes=group_sizes(sweep),
-        max_running=sweep.max_concurrent,
-        state_path=sweep_dir.path / "group_asha.json",
-        tracking_file=record,
-    )
-
-
-def live_limit(sweep: Sweep, sizes: dict[str, int] | int) -> int:
-    """How many trials the searcher may keep live (running or paused): with group ASHA a whole
-    repeat group must be live to pass a rung; RUNNING trials stay within sweep.max_concurrent
-    (``GroupASHA.choose_trial_to_run``)."""
-    if sweep.scheduler == "none":
-        return sweep.max_concurrent
-    largest = max(sizes.values()) if isinstance(sizes, dict) else sizes
-    return max(sweep.max_concurrent, largest)
-
-
-def total_trials(sweep: Sweep) -> int:
-    return len(sweep.grid_trials()) if sweep.searcher == "grid" else num_samples(sweep)
-
-
-def num_samples(sweep: Sweep) -> int:
-    return 1 if sweep.searcher == "grid" else sweep.num_samples * sweep.repeats
 
 
 # Tune's own per-trial logs, named in the run config so that its automatic loggers stay off
@@ -418,13 +85,28 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
     total = total_trials(sweep)
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
-        sweep.metric[0], sweep.mode[0], progress=Progress(total, sweep.metric[0]),
+        sweep.objective.metric, sweep.objective.mode, progress=Progress(total, sweep.objective.metric),
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
                 "variants": static["variants"], "varied": static["varied"], "group_sizes": group_sizes(sweep),
                 "trial_storage": static["trial_storage"]},
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
         texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )
+
+
+def _start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: bool, storage: str | None,
+           folder: Path) -> tuple[list, list, list[str]]:
+    """What ``run`` and ``resume`` do alike once the pre-start checks passed: tokenise every
+    data variant (the cache), start or join Ray, check the sweep's storage from the nodes Ray
+    has, and put the data into the object store. Returns (prepared data, object refs, the
+    local files a cluster's workers get)."""
+    prepared = prepare_data(sweep)
+    sts = prepare_sts(sweep)
+    files = shipped_files(sweep, address)
+    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard),
+             bind_all=ray_bind_all)
+    sweep_storage.check(storage, folder, alive_machines())
+    return prepared, put_data(prepared, sts), files
 
 
 def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None,
@@ -439,12 +121,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     sweeps.ensure_new(root, name, overwrite)  # before any work
     check_services(sweep, tracking_uri, address)
     check_against_encoder(sweep)
-    prepared = prepare_data(sweep)
-    sts = prepare_sts(sweep)
-    files = shipped_files(sweep, address)
-    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard),
-             bind_all=ray_bind_all)
-    sweep_storage.check(sweep.storage, root / name, alive_machines())
+    prepared, refs, files = _start(sweep, address, ray_dashboard, ray_bind_all, sweep.storage, root / name)
     if overwrite:
         sweeps.replace(root, name)
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage,
@@ -453,9 +130,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         sweep_storage.mirror(sweep.storage, sweep_dir.path)
         print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
-              f"seeds={sweep.seeds}; data: {_rows(prepared)}, {prepared[0].num_labels} classes "
+              f"seeds={sweep.seeds}; data: {rows_line(prepared)}, {prepared[0].num_labels} classes "
               f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
-        refs = put_data(prepared, sts)
         sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
         static = static_config(sweep, sweep_dir, prepared, files)
         tuner = tune.Tuner(
@@ -496,15 +172,9 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
                         "with `contrasweep run`")
     sweep = validate(spec)
-    check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
     torch_threads_env()
-    prepared = prepare_data(sweep)
-    sts = prepare_sts(sweep)
-    files = shipped_files(sweep, address)
-    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard),
-             bind_all=ray_bind_all)
-    sweep_storage.check(sweep_dir.storage, sweep_dir.path, alive_machines())
-    refs = put_data(prepared, sts)
+    check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
+    prepared, refs, files = _start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
     static = static_config(sweep, sweep_dir, prepared, files)
     console.attach_log(sweep_dir.path)
     recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
@@ -514,7 +184,8 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     with driver.Heartbeat(sweep_dir.path):
         sweep_dir.update_meta(status="running")
         tuner = tune.Tuner.restore(
-            sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True, resume_errored=True
+            sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True,
+            resume_errored=True,
         )
         # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
         return _fit(tuner, sweep_dir)
@@ -583,14 +254,6 @@ def shipped_files(sweep: Sweep, address: str | None) -> list[str]:
     from contrasweep.run.shipping import local_files_of
 
     return local_files_of(sweep)
-
-
-def alive_machines() -> int:
-    """How many machines the alive Ray nodes run on (nodes started on one machine, as in a
-    test's two-node cluster, share its file system)."""
-    import ray
-
-    return len({node["NodeManagerAddress"] for node in ray.nodes() if node.get("Alive")})
 
 
 def _status(sweep_dir: sweeps.SweepDir, errors: list) -> str:

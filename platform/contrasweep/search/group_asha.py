@@ -35,6 +35,8 @@ import numpy as np
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from contrasweep.spec.objective import Objective
+
 logger = logging.getLogger(__name__)
 
 CONTINUE, STOP = "continue", "stop"
@@ -55,9 +57,9 @@ def survives(value: float, recorded: list[float], reduction_factor: float, mode:
     values = np.asarray([v for v in recorded if not math.isnan(v)], dtype=float)
     if math.isnan(value):
         return values.size == 0
-    signed = values if mode == "max" else -values
-    cutoff = np.percentile(signed, (1 - 1 / reduction_factor) * 100)
-    return (value if mode == "max" else -value) >= cutoff
+    sign = Objective("", mode).sign
+    cutoff = np.percentile(sign * values, (1 - 1 / reduction_factor) * 100)
+    return sign * value >= cutoff
 
 
 def stop_waiting(tune_controller, trial: Trial) -> None:

@@ -22,9 +22,9 @@ the repeats of open suggestions that Tune does not hold, and tells a suggestion 
 had all ended before the kill. The budget is counted in the study: suggestions made before a
 kill are kept, never drawn again.
 
-May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.run.executor`` (the config
-keys a trial reads), ``contrasweep.folder.relocation``, ``contrasweep.search.study_storage``,
-``contrasweep.spec``, ``trainables.params``.
+May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
+trial reads, the domains), ``contrasweep.folder.relocation``, ``contrasweep.search.study_storage``,
+``trainables.params``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import numpy as np
 from ray.tune.search import Searcher
 
 from contrasweep.folder.relocation import here_uri
+from contrasweep.spec.objective import objectives
 from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
 
 logger = logging.getLogger(__name__)
@@ -44,34 +45,9 @@ logger = logging.getLogger(__name__)
 REPEAT_ATTR = "repeat.{}"  # a study trial's user attribute: one repeat's outcome and values
 
 
-def distributions(search: dict[str, dict]) -> dict:
-    """The spec's search domains as Optuna distributions (bounds inclusive, as the spec says)."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
-
-    from trainables.params import as_text
-
-    build = {
-        "uniform": lambda a: FloatDistribution(a[0], a[1]),
-        "loguniform": lambda a: FloatDistribution(a[0], a[1], log=True),
-        "quniform": lambda a: FloatDistribution(a[0], a[1], step=a[2]),
-        "randint": lambda a: IntDistribution(int(a[0]), int(a[1])),
-        "choice": lambda a: CategoricalDistribution([as_text(v) for v in a]),
-    }
-    out = {}
-    for key, domain in search.items():
-        kind, args = next(iter(domain.items()))
-        out[key] = build[kind](args)
-    return out
-
-
-def sampler_for(searcher: str, objectives: int, seed: int):
-    import optuna
-
-    if searcher == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if objectives > 1:
-        return optuna.samplers.NSGAIISampler(seed=seed)
-    return optuna.samplers.TPESampler(seed=seed)
+def distributions(domains: dict) -> dict:
+    """The spec's search domains (``contrasweep.spec.domains``) as Optuna distributions."""
+    return {key: domain.distribution() for key, domain in domains.items()}
 
 
 class StudySearcher(Searcher):
@@ -136,7 +112,7 @@ class StudySearcher(Searcher):
 
         from contrasweep.search.study_storage import StudyStorage
 
-        directions = ["maximize" if m == "max" else "minimize" for m in self.modes]
+        directions = [o.direction for o in objectives(self.metrics, self.modes)]
         self._storage = StudyStorage(self.storage_url)
         self._study = optuna.create_study(study_name=self.study_name, storage=self._storage, sampler=self.sampler,
                                           directions=directions, load_if_exists=True)
@@ -253,14 +229,14 @@ def _nanmean(values: list) -> float:
     return float(np.mean(numbers)) if numbers else math.nan
 
 
-def build(sweep, sweep_dir, max_concurrent: int) -> StudySearcher:
-    """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.run.tune.search_alg``)."""
+def build(sweep, sweep_dir, max_concurrent: int, sampler) -> StudySearcher:
+    """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.search.optuna_search``)."""
     from contrasweep.spec.sweep import reported_point
     from trainables.params import LOOP_PARAMS, as_text
 
     reported = reported_point(sweep)
     return StudySearcher(
-        distributions(sweep.search), sweep.metric, sweep.mode, sampler_for(sweep.searcher, len(sweep.metric), sweep.seeds[0]),
+        distributions(sweep.domains), sweep.metric, sweep.mode, sampler,
         study_name=sweep_dir.name, storage_url=sweep_dir.optuna_uri, repeats=sweep.repeats,
         num_samples=sweep.num_samples, max_concurrent=max_concurrent,
         reported={k: as_text(v) for k, v in reported.items()} if reported else None,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contrasweep.spec.axes import short_value
-from contrasweep.spec.trial import SUGGESTION, trial_hp, trial_variant
+from contrasweep.spec.trial import SUGGESTION, plan_of
 
 # Short names of hyperparameters in run names (the papers' symbols where they have one).
 SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
@@ -43,16 +43,16 @@ def key_of(value: Any) -> str:
 
 
 def identify(config: dict, static: dict) -> TrialIdentity:
-    hp = trial_hp(config, static)
-    hp.pop("torch_threads", None)  # a resource, not a hyperparameter
+    plan = plan_of(config, static)
+    hp = {k: v for k, v in plan.hp.items() if k != "torch_threads"}  # threads: a resource, not a hyperparameter
     variants = static.get("variants") or [{"label": "", "data": {}, "setting": {}, "repeat": {}}]
-    variant = variants[trial_variant(config, static)]
+    variant = variants[plan.variant]
     setting = " ".join(f"{k}={short_value(v)}" for k, v in variant["setting"].items())
     shared = {k: v for k, v in hp.items() if k != "seed"}
-    if SUGGESTION in config:  # a searcher's suggestion is its own configuration, even where two draw the same values
-        shared[SUGGESTION] = config[SUGGESTION]
-    return TrialIdentity(hp=hp, variant=variant, seed=int(hp["seed"]), config=key_of(shared), setting=setting,
-                         suggestion=config.get(SUGGESTION))
+    if plan.suggestion is not None:  # a searcher's suggestion is its own configuration, even where two draw the same values
+        shared[SUGGESTION] = plan.suggestion
+    return TrialIdentity(hp=hp, variant=variant, seed=plan.seed, config=key_of(shared), setting=setting,
+                         suggestion=plan.suggestion)
 
 
 def run_name(identity: TrialIdentity, method: str, varied: list[str]) -> str:
@@ -118,15 +118,3 @@ def group_static(sweep) -> dict:
     variants = sweep.variants or expand(sweep.data)
     return {"seeds": sweep.seeds, "resources": sweep.resources,
             "variants": [{"label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat} for v in variants]}
-
-
-def group_sizes(sweep) -> dict[str, int] | int:
-    """Trials per repeat group: counted on the grid (a --smoke-test grid may cut a group
-    short), for searchers the repeats of one suggestion in one setting."""
-    from collections import Counter
-
-    if sweep.searcher == "grid":
-        key = GroupKey(group_static(sweep))
-        return dict(Counter(key({"hp": trial}) for trial in sweep.grid_trials()))
-    settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
-    return sweep.repeats // len(settings)

@@ -30,21 +30,10 @@ from pathlib import Path
 import yaml
 
 from contrasweep.errors import SpecError
+from contrasweep.spec.domains import Domain, as_spec, parse_domain
 from contrasweep.spec.sweep import (
-    ASHA_PARAMS,
-    DOMAINS,
-    ENCODER_PARAMS,
-    MODES,
-    NAME_RE,
-    RESOURCE_PARAMS,
-    SCHEDULERS,
-    SEARCHERS,
-    SHIP_MODES,
-    SWEEP_PARAMS,
-    TOP_KEYS,
-    Sweep,
-    all_params,
-    in_domain,
+    ASHA_PARAMS, ENCODER_PARAMS, MODES, NAME_RE, RESOURCE_PARAMS, SCHEDULERS, SEARCHERS, SHIP_MODES, SWEEP_PARAMS,
+    TOP_KEYS, Sweep, all_params,
 )
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration, method_names
@@ -144,7 +133,8 @@ def validate(raw: dict) -> Sweep:
     sweep.fixed = _values(_mapping(raw, "fixed"), params, "fixed")
     sweep.grids = _grids(raw.get("grid") or {}, params)
     sweep.grid = _union(sweep.grids)
-    sweep.search = _search(_mapping(raw, "search"), params)
+    sweep.domains = _search(_mapping(raw, "search"), params)
+    sweep.search = {key: as_spec(domain) for key, domain in sweep.domains.items()}
     _sweep_section(sweep, _mapping(raw, "sweep"), method_cls)
     tracking = _mapping(raw, "tracking")
     extra = sorted(set(tracking) - {"experiment"})
@@ -259,39 +249,8 @@ def _grid(section: dict, params: dict[str, Param]) -> dict:
     return out
 
 
-def _search(section: dict, params: dict[str, Param]) -> dict:
-    out = {}
-    for key, domain in section.items():
-        param = _param(params, key, "search")
-        if isinstance(domain, list):  # a bare list is a categorical domain
-            domain = {"choice": domain}
-        if not isinstance(domain, dict) or len(domain) != 1 or next(iter(domain)) not in DOMAINS:
-            raise SpecError(f"search.{key}={domain!r} is not allowed; allowed: one of {{{', '.join(DOMAINS)}: [...]}}")
-        kind, args = next(iter(domain.items()))
-        if not isinstance(args, list):
-            raise SpecError(f"search.{key}.{kind}={args!r} is not allowed; allowed: a list")
-        out[key] = {kind: _domain_args(key, kind, args, param)}
-    return out
-
-
-def _domain_args(key: str, kind: str, args: list, param: Param) -> list:
-    where = f"search.{key}.{kind}"
-    if kind == "choice":
-        if not args:
-            raise SpecError(f"{where} is empty; allowed: a non-empty list of values")
-        return [param.coerce(where, v) for v in args]
-    expected = 3 if kind == "quniform" else 2
-    if len(args) != expected:
-        raise SpecError(f"{where}={args!r} is not allowed; allowed: [low, high{', q' if expected == 3 else ''}]")
-    low, high = (param.coerce(where, v) for v in args[:2])
-    if not low < high:
-        raise SpecError(f"{where}={args!r} is not allowed; allowed: low < high")
-    if kind == "loguniform" and low <= 0:
-        raise SpecError(f"{where}={args!r} is not allowed; allowed: 0 < low < high")
-    if kind == "randint" and param.kind != "int":
-        raise SpecError(f"{where}: {key} is not an integer hyperparameter; allowed: uniform, loguniform, quniform, choice")
-    rest = [Param("float", 1.0, 0.0, None, low_open=True).coerce(where + "[2]", args[2])] if expected == 3 else []
-    return [low, high, *rest]
+def _search(section: dict, params: dict[str, Param]) -> dict[str, Domain]:
+    return {key: parse_domain(key, domain, _param(params, key, "search")) for key, domain in section.items()}
 
 
 STORAGE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "file")
@@ -336,15 +295,15 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
     sweep.seeds = [LOOP_PARAMS["seed"].coerce("sweep.seeds", s) for s in seeds]
     if len(set(sweep.seeds)) != len(sweep.seeds):
         raise SpecError(f"sweep.seeds={seeds!r} repeats a seed; allowed: distinct integers")
-    if sweep.searcher == "grid" and sweep.search and not sweep.grid:
+    if sweep.exact_grid and sweep.search and not sweep.grid:
         raise SpecError("sweep.searcher=grid but the spec has only a 'search' section; allowed: searcher optuna or random, or add a 'grid'")
-    if sweep.searcher != "grid" and not sweep.search:
+    if not sweep.exact_grid and not sweep.search:
         raise SpecError(f"sweep.searcher={sweep.searcher} needs a 'search' section of domains; allowed: searcher grid for exact grids")
     overlap = sorted((set(sweep.grid) | set(sweep.search)) & set(sweep.fixed))
     if overlap:
         raise SpecError(f"{overlap[0]} is both fixed and searched; allowed: one of fixed or grid/search")
     for key, value in sweep.reported.items():
-        if key in sweep.search and not in_domain(sweep.search[key], value):
+        if key in sweep.domains and not sweep.domains[key].contains(value):
             raise SpecError(f"reported.{key}={value!r} lies outside search.{key}={sweep.search[key]}; allowed: a value inside the domain")
     if "seed" in sweep.grid or "seed" in sweep.search or "seed" in sweep.fixed:
         raise SpecError("seed is set through sweep.seeds; allowed: sweep.seeds: [0, 1, 2]")

@@ -11,15 +11,15 @@ import re
 from dataclasses import dataclass, field
 
 from contrasweep.spec.trial import DATA_KEY
+from contrasweep.spec.objective import MODES, Objective, objectives  # noqa: F401  (MODES: the spec's words)
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration
 
 SHIP_MODES = ("code", "installed")  # sweep.ship (contrasweep.run.shipping)
 TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
-SEARCHERS = ("grid", "optuna", "random")
+SEARCHERS = ("grid", "optuna", "random")  # each built by its object in contrasweep.search.registry
+GRID = "grid"  # the searcher that runs the spec's exact grid (its "grid" section; the others take "search")
 SCHEDULERS = ("asha", "none")
-MODES = ("max", "min")
-DOMAINS = ("uniform", "loguniform", "quniform", "randint", "choice")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
 SWEEP_PARAMS: dict[str, Param] = {
@@ -51,7 +51,8 @@ class Sweep:
     reported: dict = field(default_factory=dict)
     grid: dict = field(default_factory=dict)  # every grid key with all its values (the blocks' union)
     grids: list = field(default_factory=list)  # the grid's blocks, each a product of its own lists
-    search: dict = field(default_factory=dict)
+    search: dict = field(default_factory=dict)  # {key: {kind: [args]}}, as the spec writes it (saved, logged)
+    domains: dict = field(default_factory=dict)  # {key: contrasweep.spec.domains.Domain}: what code reads
     fixed: dict = field(default_factory=dict)
     searcher: str = "grid"
     metric: list = field(default_factory=lambda: ["val/accuracy"])
@@ -79,6 +80,29 @@ class Sweep:
         """Ray Train (TorchTrainer, DDP) for several workers; one worker (CPU, a GPU or a
         fraction of one) trains in the Tune trial process itself (no worker group to start)."""
         return self.resources["workers"] > 1
+
+    @property
+    def objective(self) -> Objective:
+        """The first metric and its mode: what selection, ASHA and the console rank by."""
+        return Objective(self.metric[0], self.mode[0])
+
+    @property
+    def objectives(self) -> list[Objective]:
+        """Every metric the searcher optimises (several: NSGA-II)."""
+        return objectives(self.metric, self.mode)
+
+    @property
+    def exact_grid(self) -> bool:
+        return exact_grid(self.searcher)
+
+    @property
+    def max_epochs(self) -> int:
+        """The most epochs a trial of this sweep may train (fixed, reported, grid and search values)."""
+        candidates = [self.fixed.get("epochs"), self.reported.get("epochs"), *self.grid.get("epochs", [])]
+        if "epochs" in self.domains:
+            candidates.append(self.domains["epochs"].largest())
+        values = [int(c) for c in candidates if c is not None]
+        return max(values) if values else LOOP_PARAMS["epochs"].default
 
     @property
     def repeats(self) -> int:
@@ -120,11 +144,10 @@ class Sweep:
         return unique or [reported]
 
 
-def in_domain(domain: dict, value) -> bool:
-    kind, args = next(iter(domain.items()))
-    if kind == "choice":
-        return value in args
-    return args[0] <= value <= args[1]
+def exact_grid(searcher: str) -> bool:
+    """Whether a searcher runs the spec's exact grid (its ``grid`` section) rather than its
+    ``search`` domains."""
+    return searcher == GRID
 
 
 def reported_point(sweep: Sweep) -> dict | None:
@@ -135,10 +158,9 @@ def reported_point(sweep: Sweep) -> dict | None:
         return None
     params = all_params(sweep.method)
     point = {}
-    for key, domain in sweep.search.items():
+    for key, domain in sweep.domains.items():
         default = params[key].default
-        kind, args = next(iter(domain.items()))
-        fallback = default if in_domain(domain, default) else args[0]
+        fallback = default if domain.contains(default) else domain.first()
         point[key] = sweep.reported.get(key, fallback)
     return point
 

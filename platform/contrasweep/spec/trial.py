@@ -1,10 +1,16 @@
 """A trial's plan decoded from its Tune config: its hyperparameters, its data variant and its
 training seed (docs/architecture.md, "The spec format"). A leaf: imports neither Ray nor torch,
 so the tracker, the identity of a trial and the searchers read trials without the executor.
+
+Tune holds a trial's config in one of two forms, kept as they are because sweeps saved in them
+resume: a grid trial is ``{"hp": {..., "__data__": variant, "seed": s}}`` (one value of Tune's
+``grid_search``), a searcher's trial is flat (the suggestion's values, ``__suggestion__``,
+``__trial_index__``). ``plan_of`` turns either into the one ``TrialPlan`` every reader uses.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 TRIAL_INDEX = "__trial_index__"  # which repeat of a searcher's suggestion (contrasweep.search.study_search)
@@ -33,3 +39,24 @@ def trial_variant(config: dict[str, Any], static: dict[str, Any]) -> int:
     if TRIAL_INDEX in config:
         return (config[TRIAL_INDEX] // len(static["seeds"])) % n_variants
     return 0
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """What one trial trains: ``hp`` (every value it sets, its training seed and torch threads
+    included), the index of its data variant, and the searcher's suggestion it repeats (None
+    for a grid trial)."""
+
+    hp: dict
+    variant: int
+    suggestion: int | None = None
+
+    @property
+    def seed(self) -> int:
+        return int(self.hp["seed"])
+
+
+def plan_of(config: dict[str, Any], static: dict[str, Any]) -> TrialPlan:
+    """A Tune trial config (either form) and the sweep's static config → the trial's plan."""
+    return TrialPlan(trial_hp(config, static), trial_variant(config, static), config.get(SUGGESTION))
+

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from contrasweep.spec.objective import Objective
 from contrasweep.tracking.store import GROUP_TAG, OUTCOME_TAG, get_client, trial_runs
 
 
@@ -116,7 +117,7 @@ def select(found: list[Group], metric: str, mode: str = "max") -> dict[str, Grou
     """The best complete group of every setting by the mean of ``selection_key(metric)``."""
     best: dict[str, Group] = {}
     key = selection_key(metric)
-    sign = 1.0 if mode == "max" else -1.0
+    sign = Objective(metric, mode).sign
     for group in found:
         mean = group.stats(key)["mean"]
         if not group.complete or math.isnan(mean):

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from contrasweep.spec.axes import short_value
+from contrasweep.spec.sweep import GRID, exact_grid
 
 NOTE_TAG = "mlflow.note.content"
 
@@ -64,7 +65,7 @@ def sweep_description(spec: dict, sweep_name: str) -> str:
     if paper:
         lines.append(f"Paper: *{paper.get('title', '?')}*" + (f" ({paper['where']})" if paper.get("where") else "") + ".")
     lines.append(f"Data: `{_inline(spec.get('data', {}))}`; encoder `{_inline(spec.get('encoder', {}))}`.")
-    searched = spec.get("grid") if sweep.get("searcher") == "grid" else spec.get("search")
+    searched = spec.get("grid") if exact_grid(sweep.get("searcher", GRID)) else spec.get("search")
     lines.append(f"Searcher `{sweep.get('searcher')}`, scheduler `{sweep.get('scheduler')}`, "
                  f"training seeds {sweep.get('seeds')}; searched: `{_inline(searched or {})}`.")
     lines.append("Selection: per data setting, the configuration with the best mean validation metric over "

@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import time
 
+from contrasweep.spec.objective import Objective
 from contrasweep.tracking.store import (
-    CONFIG_KEY_TAG,
-    GROUP_TAG,
-    KIND_TAG,
-    OUTCOME_TAG,
-    PARENT_TAG,
-    SWEEP_RUN_TAG,
-    VARIANT_TAG,
+    CONFIG_KEY_TAG, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG,
 )
 
 # runs started this long before sweep.json's "created" still belong to it (clock skew, slow start)
@@ -77,7 +72,7 @@ def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
              "group": tags.get(GROUP_TAG), "variant": int(tags.get(VARIANT_TAG, 0)), "name": run.info.run_name}
     values = [m.value for m in client.get_metric_history(run.info.run_id, metric)]
     if values:
-        entry["best_value"] = max(values) if mode == "max" else min(values)
+        entry["best_value"] = Objective(metric, mode).best(values)
     if metrics.get("best/epoch"):
         entry["best_epoch"] = int(metrics["best/epoch"])
     if "contrasweep.state_dir" in tags:

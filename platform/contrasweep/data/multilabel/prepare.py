@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from contrasweep.data.cache import FORMAT_VERSION, cache_key, cache_root, read_marker, write_entry
-from contrasweep.data.config import FILE_SUFFIXES, HUB_PREFIX
+from contrasweep.data.config import FILE_SUFFIXES, HUB_PREFIX, check_hub_source
 from contrasweep.data.corpora import corpus_fingerprint
 from contrasweep.data.multilabel.bbc import BBC_N_DOCS, bbc_multilabel
 from contrasweep.data.multilabel.filtering import filter_labels
@@ -69,9 +69,7 @@ class MultiLabelConfig:
             raise DataError(f"unknown data key(s) {', '.join(unknown)} for task multilabel; allowed: {', '.join(KEYS)}")
         source = d.get("source")
         if isinstance(source, str) and source.startswith(HUB_PREFIX):
-            parts = source[len(HUB_PREFIX):].split(":")
-            if len(parts) > 2 or not parts[0]:
-                raise DataError(f"data.source {source!r} is not allowed; allowed hub form: hub:NAME or hub:NAME:CONFIG")
+            check_hub_source(source)
         elif source != BUNDLED_MULTILABEL:
             if not isinstance(source, str) or not source.lower().endswith(FILE_SUFFIXES):
                 raise DataError(f"data.source {source!r} is not allowed for task multilabel; allowed: "

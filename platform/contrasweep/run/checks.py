@@ -1,0 +1,80 @@
+"""What a sweep checks before Ray starts and before any data are prepared, one line each: the
+tracking server and the Ray address answer, one trial fits the local machine, and every value
+the searcher may give suits the encoder (docs/architecture.md, "The method interface": ``check``).
+
+May import: ``contrasweep.run.preflight``, ``contrasweep.search.registry``, ``contrasweep.errors``,
+``trainables`` (declarations; transformers only for methods that check against the encoder).
+"""
+
+from __future__ import annotations
+
+import os
+
+from contrasweep.errors import UserError
+from contrasweep.run import preflight
+from contrasweep.search.registry import candidate_configs
+from contrasweep.spec.sweep import Sweep
+
+
+def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
+                   uri_flag: str = "--tracking-uri") -> None:
+    """Before the data are prepared and before Ray starts (one line each): the tracking
+    server and the Ray address answer, and one trial fits the local machine."""
+    preflight.services(tracking_uri, address, uri_flag)
+    check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
+
+
+def check_resources(sweep: Sweep, local: bool) -> None:
+    """Fail fast, with the numbers, when one trial cannot fit the local Ray (otherwise Ray
+    Train waits for workers that can never start). Called before Ray starts: the local Ray
+    ``init_ray`` starts gets this machine's CPUs and GPUs (a running one: what it has)."""
+    import ray
+
+    if not local:
+        return  # a cluster may autoscale: let Ray decide
+    res = sweep.resources
+    need_cpu = res["workers"] * res["cpu"] + (0.01 if sweep.distributed else 0.0)
+    need_gpu = res["workers"] * res["gpu"]
+    if ray.is_initialized():
+        have = ray.cluster_resources()
+    else:  # torch counts the GPUs, and is imported only when the sweep asks for one
+        have = {"CPU": float(os.cpu_count() or 1), "GPU": _local_gpus() if need_gpu > 0 else 0.0}
+    if need_cpu > have.get("CPU", 0) + 1e-9 or need_gpu > have.get("GPU", 0) + 1e-9:
+        gpus = f" and {have.get('GPU', 0):g} GPU" if need_gpu > 0 else ""
+        raise UserError(
+            f"sweep.resources needs {need_cpu:g} CPU and {need_gpu:g} GPU per trial "
+            f"(workers={res['workers']} x cpu={res['cpu']:g}, gpu={res['gpu']:g}"
+            f"{' + 0.01 CPU for the trial itself' if sweep.distributed else ''}) but the local Ray has "
+            f"{have.get('CPU', 0):g} CPU{gpus}; allowed: workers x cpu within those"
+        )
+
+
+def _local_gpus() -> float:
+    import torch
+
+    return float(torch.cuda.device_count())
+
+
+def check_against_encoder(sweep: Sweep) -> None:
+    """Hyperparameters that depend on the encoder (e.g. LaCon's heads must divide its width)
+    are checked on the driver, before any trial starts: one line, not a failed sweep. Methods
+    whose declaration has no such check (``checks_encoder``) import neither transformers nor
+    torch here: a sweep's driver starts without them (about 3 s here)."""
+    from trainables.registry import declaration, get_method
+
+    if not getattr(declaration(sweep.method), "checks_encoder", True):  # a plugin class: check it
+        return
+    from transformers import AutoConfig
+
+    from trainables.encoder_names import resolve_model_path
+
+    try:
+        hidden = int(AutoConfig.from_pretrained(resolve_model_path(sweep.encoder["name"])).hidden_size)
+    except (OSError, AttributeError, ValueError):
+        return  # unreadable config: load_encoder reports it with its own message
+    method = get_method(sweep.method)
+    for config, where in candidate_configs(sweep):
+        try:
+            method.check(config, hidden)
+        except UserError as error:
+            raise UserError(f"{where}{error}") from None

@@ -1,0 +1,93 @@
+"""What every trial of a sweep reads: each data variant tokenised once (the content-hashed cache),
+put once into Ray's object store, and the static configuration the trials share
+(docs/architecture.md, "Data flow").
+
+May import: ``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.search.registry``,
+``contrasweep.run.shipping``; Ray (inside ``put_data``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contrasweep.folder import sweeps
+from contrasweep.search.registry import pause_epochs
+from contrasweep.spec.axes import expand
+from contrasweep.spec.sweep import Sweep
+
+
+def prepare_data(sweep: Sweep) -> list:
+    """Tokenise every data variant once into the content-hashed cache (no Ray needed: bad
+    data fails before any process starts or any sweep folder is made). One ``PreparedData``
+    per variant, in ``sweep.variants`` order."""
+    from contrasweep.data import DataConfig, prepare
+    from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
+
+    out = []
+    for variant in sweep.variants or expand(sweep.data, is_multilabel(sweep.data)):
+        if is_multilabel(sweep.data):
+            out.append(prepare_multilabel(MultiLabelConfig.from_dict(variant.data), sweep.encoder["name"],
+                                          sweep.encoder["max_length"]))
+        else:
+            out.append(prepare(DataConfig.from_dict(variant.data), tokenizer=sweep.encoder["name"],
+                               max_length=sweep.encoder["max_length"]))
+    return out
+
+
+def rows_line(prepared: list) -> str:
+    """The first variant's split sizes, for the sweep's first line."""
+    first = " / ".join(f"{split} {prepared[0].stats[split]['n']}" for split in ("train", "validation", "test"))
+    return first + (f" rows in the first of {len(prepared)} data variants" if len(prepared) > 1 else " rows")
+
+
+def prepare_sts(sweep: Sweep) -> dict | None:
+    """STS pairs of ``evaluation.sts``, tokenised once on the driver (None without one)."""
+    from contrasweep.data.sts import prepare_sts as tokenise_pairs
+
+    source = sweep.evaluation.get("sts")
+    return tokenise_pairs(source, sweep.encoder["name"], sweep.encoder["max_length"]) if source else None
+
+
+def put_data(prepared: list, sts: dict | None = None) -> list:
+    """One copy of each variant's tokenised splits (and the STS pairs) in the object store,
+    shared by every trial of that variant."""
+    import ray
+
+    from contrasweep.data import load_splits
+
+    refs = []
+    for one in prepared:
+        payload = {"tables": load_splits(one.path), "num_labels": one.num_labels, "label_names": one.label_names}
+        if sts is not None:
+            payload["sts"] = sts
+        refs.append(ray.put(payload))
+    return refs
+
+
+def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> dict[str, Any]:
+    """What every trial shares; ``paths``: where a worker reads each shipped local file."""
+    from contrasweep.run.shipping import worker_path
+
+    variants = sweep.variants or expand(sweep.data)
+    return {
+        "paths": {value: worker_path(value) for value in shipped},
+        "method": sweep.method,
+        "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
+        "metric": sweep.objective.metric,
+        "mode": sweep.objective.mode,
+        "num_labels": prepared[0].num_labels,
+        "variants": [
+            {"index": v.index, "label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat,
+             "num_labels": p.num_labels, "cache_key": p.key, "sizes": {s: v["n"] for s, v in p.stats.items() if isinstance(v, dict) and "n" in v}}
+            for v, p in zip(variants, prepared)
+        ],
+        "varied": sweep.varied,
+        "seeds": sweep.seeds,
+        "resources": sweep.resources,
+        "distributed": sweep.distributed,
+        "train_storage": sweep_dir.train_location,
+        "trial_storage": sweep_dir.tune_location,  # where Tune keeps each trial's folder
+        "checkpoint_at": pause_epochs(sweep),
+    }
+
+

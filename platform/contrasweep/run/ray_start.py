@@ -1,0 +1,90 @@
+"""Ray for a sweep: a local Ray sized to this machine (on 127.0.0.1 unless asked otherwise), or
+the cluster at ``--address`` / ``$RAY_ADDRESS`` with the project's code shipped or its installed
+version checked (docs/architecture.md, "Storage and clusters", "Facts about the stack").
+
+May import: ``contrasweep.run.shipping``, ``contrasweep.run.preflight``; Ray.
+"""
+
+from __future__ import annotations
+
+import os
+
+from contrasweep.run.preflight import free_port
+from contrasweep.run.shipping import worker_env
+
+
+def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
+             dashboard: bool = True, bind_all: bool = False) -> None:
+    """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
+    which the job ships the project's code and the spec's local files (``ship: code``), or on
+    whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
+    ``contrasweep.run.shipping``).
+
+    ``dashboard`` (local Ray only; bound to 127.0.0.1): Train V2 frees the CPUs of a Train run
+    that ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about
+    the stack"), so a sweep of distributed trials always has it (``wants_dashboard``). Sweeps
+    of one-worker trials never start a Train run and leave it off unless asked: its processes
+    took about 2 % of a core here, which a 2-thread trial on 2 cores pays about twice
+    (benchmarks/sweep_overhead.py).
+
+    A local Ray listens on 127.0.0.1 only (``loopback_only``) unless ``bind_all``
+    (``--ray-bind-all``); token authentication stays on either way (Ray's default for a new
+    local cluster).
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        from contrasweep.run import shipping
+
+        env = shipping.runtime_env(ship, local_files)  # a one-line error before connecting, when too large
+        ray.init(address=address, runtime_env=env, log_to_driver=True)
+        if ship == "installed":
+            from contrasweep import __version__
+
+            shipping.check_worker_versions(__version__)
+        return
+    options: dict = {"include_dashboard": False}
+    if not bind_all:
+        loopback_only()
+    env = worker_env()
+    if dashboard:
+        # Ray Train frees a stopped run's CPUs through the State API, which finds its server by
+        # auto-detection: next to another local Ray it meets "multiple active Ray instances" and
+        # asks the newest one, so a stopped distributed trial kept its CPUs and the next waited
+        # forever. Every process of this instance (raylet, workers, Train's cleaner) inherits the
+        # driver's environment: name this instance's own dashboard there.
+        port = free_port()
+        os.environ["RAY_API_SERVER_ADDRESS"] = env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
+        options = {"include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port}
+    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
+             runtime_env={"env_vars": env}, **options)
+
+
+def loopback_only() -> None:
+    """Ray's switch for a one-machine cluster (the mode Ray uses on macOS and Windows): the
+    node's address becomes 127.0.0.1, and GCS, raylet, workers, agents and the dashboard then
+    listen there only (with the node's network address they listened on every interface, and
+    ``_node_ip_address="127.0.0.1"`` is turned back into that address by Ray). Ray reads the
+    environment variable once at import, so this process's copy of the constant is set too;
+    the processes Ray starts inherit the variable."""
+    from ray._private import ray_constants
+
+    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
+def wants_dashboard(sweep, asked: bool) -> bool:
+    """The local Ray's dashboard: always for distributed trials (Train V2 needs the State
+    API), otherwise when the user asks for it (``--ray-dashboard``)."""
+    return asked or sweep.distributed
+
+
+def alive_machines() -> int:
+    """How many machines the alive Ray nodes run on (nodes started on one machine, as in a
+    test's two-node cluster, share its file system)."""
+    import ray
+
+    return len({node["NodeManagerAddress"] for node in ray.nodes() if node.get("Alive")})

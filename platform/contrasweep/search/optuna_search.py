@@ -1,0 +1,64 @@
+"""The ``optuna`` searcher: TPE over the spec's ``search`` domains, NSGA-II when the spec
+names several metrics (Optuna's samplers), each suggestion run once per repeat and told once
+(``contrasweep.search.study_search.StudySearcher``). ``random_search`` is the same with
+Optuna's ``RandomSampler``.
+
+How it resumes: the Optuna study in ``<sweep>/optuna.db`` is its memory (suggestions, each
+repeat's outcome, the tells); Tune's copy says only which repeats Tune holds. What it stores:
+the study.
+
+May import: ``contrasweep.spec``, ``contrasweep.search.study_search``; Optuna (inside its methods).
+"""
+
+from __future__ import annotations
+
+
+class OptunaSearch:
+    name = "optuna"
+
+    def sampler(self, sweep):
+        import optuna
+
+        seed = sweep.seeds[0]
+        return optuna.samplers.NSGAIISampler(seed=seed) if len(sweep.metric) > 1 else optuna.samplers.TPESampler(seed=seed)
+
+    def param_space(self, sweep) -> dict:
+        """Tune's param_space holds the fixed values; each suggestion is merged over them."""
+        return dict(sweep.fixed)
+
+    def search_alg(self, sweep, sweep_dir, live: int):
+        from contrasweep.search.study_search import build
+
+        return build(sweep, sweep_dir, live, self.sampler(sweep))
+
+    def num_samples(self, sweep) -> int:
+        return sweep.num_samples * sweep.repeats  # Tune trials: every repeat of every suggestion
+
+    def total_trials(self, sweep) -> int:
+        return self.num_samples(sweep)
+
+    def candidate_configs(self, sweep) -> list[tuple[dict, str]]:
+        """(configuration, where it comes from) for every value a method's ``check`` can judge:
+        the fixed and reported values, then each searched key's values (a choice's options,
+        every integer of a ``randint`` or ``quniform`` range, a continuous domain's bounds) with
+        the others at that base."""
+        from contrasweep.spec.domains import as_spec
+        from contrasweep.spec.sweep import reported_point
+
+        # a searched key not reported starts at its first value, never at the method's default
+        # (which the searcher may never suggest)
+        first = {key: domain.first() for key, domain in sweep.domains.items()}
+        point = reported_point(sweep)  # evaluated first; unreported keys at their default when in the domain
+        base = {**sweep.fixed, **first, **(point or {})}
+        where = f"the reported point ({', '.join(f'{k}={v}' for k, v in point.items())}) is evaluated first: " if point else ""
+        out = [(base, where)]
+        for key, domain in sweep.domains.items():
+            (kind, args), = as_spec(domain).items()
+            out += [({**base, key: value}, f"search.{key}={{{kind}: {args}}} includes {key}={value}: ")
+                    for value in domain.check_values()]
+        return out
+
+    def group_sizes(self, sweep) -> int:
+        """The repeats of one suggestion in one setting."""
+        settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
+        return sweep.repeats // len(settings)

@@ -1,0 +1,18 @@
+"""The ``random`` searcher: the ``optuna`` searcher with Optuna's ``RandomSampler`` (seeded by
+the sweep's first seed); it resumes and stores as that one does (the sweep's study).
+
+May import: ``contrasweep.search.optuna_search``; Optuna (inside its methods).
+"""
+
+from __future__ import annotations
+
+from contrasweep.search.optuna_search import OptunaSearch
+
+
+class RandomSearch(OptunaSearch):
+    name = "random"
+
+    def sampler(self, sweep):
+        import optuna
+
+        return optuna.samplers.RandomSampler(seed=sweep.seeds[0])

@@ -1,0 +1,67 @@
+"""Searchers and schedulers by the name the spec gives them (``sweep.searcher``,
+``sweep.scheduler``), in the manner of Ray Tune's ``tune/search`` and ``tune/schedulers``
+registries: a name maps to a small object that builds its Tune part. A new searcher is one
+module and one line here (its name also goes into ``contrasweep.spec.sweep.SEARCHERS``, which
+the spec validates against; ``tests/test_spec.py`` checks the two agree).
+
+The functions below are what the Tuner asks of a sweep's searcher and scheduler.
+
+May import: the searcher and scheduler modules of this room, ``contrasweep.spec``.
+"""
+
+from __future__ import annotations
+
+from contrasweep.search.grid_search import GridSearch
+from contrasweep.search.optuna_search import OptunaSearch
+from contrasweep.search.random_search import RandomSearch
+from contrasweep.search.schedulers import GroupAshaScheduler, NoScheduler
+
+SEARCHERS = {s.name: s for s in (GridSearch(), OptunaSearch(), RandomSearch())}
+SCHEDULERS = {s.name: s for s in (NoScheduler(), GroupAshaScheduler())}
+
+
+def searcher_of(sweep):
+    return SEARCHERS[sweep.searcher]
+
+
+def scheduler_of(sweep):
+    return SCHEDULERS[sweep.scheduler]
+
+
+def param_space(sweep) -> dict:
+    return searcher_of(sweep).param_space(sweep)
+
+
+def group_sizes(sweep) -> dict[str, int] | int:
+    """Trials per repeat group: ``{group: n}`` counted on a grid, one number for a searcher."""
+    return searcher_of(sweep).group_sizes(sweep)
+
+
+def live_limit(sweep) -> int:
+    """How many trials the searcher may keep live (running or paused)."""
+    return scheduler_of(sweep).live_limit(sweep, group_sizes(sweep))
+
+
+def search_alg(sweep, sweep_dir):
+    return searcher_of(sweep).search_alg(sweep, sweep_dir, live_limit(sweep))
+
+
+def scheduler(sweep, sweep_dir):
+    return scheduler_of(sweep).build(sweep, sweep_dir, group_sizes(sweep))
+
+
+def num_samples(sweep) -> int:
+    return searcher_of(sweep).num_samples(sweep)
+
+
+def total_trials(sweep) -> int:
+    return searcher_of(sweep).total_trials(sweep)
+
+
+def pause_epochs(sweep) -> list[int]:
+    """Epochs at which the scheduler may pause a trial: the loop writes a full resume state there."""
+    return scheduler_of(sweep).pause_epochs(sweep)
+
+
+def candidate_configs(sweep) -> list[tuple[dict, str]]:
+    return searcher_of(sweep).candidate_configs(sweep)

@@ -1,0 +1,65 @@
+"""The spec's schedulers (``sweep.scheduler``): ``none`` (Tune's FIFO order, with the sweep's
+record: ``group_asha.MovableFIFO``) and ``asha`` (ASHA over repeat groups:
+``group_asha.GroupASHA``). Each object builds its Tune scheduler and says at which epochs a
+trial may pause (the loop writes a resume state there) and how many trials the searcher may
+keep live. Both resume from the sweep's record (``tracking.json``); group ASHA also from
+``group_asha.json`` (its rung values and decisions). A new scheduler is one class here and one
+line in ``contrasweep.search.registry``.
+
+May import: ``contrasweep.search.group_asha``, ``contrasweep.spec``.
+"""
+
+from __future__ import annotations
+
+
+class NoScheduler:
+    name = "none"
+
+    def build(self, sweep, sweep_dir, group_sizes):
+        from contrasweep.search.group_asha import MovableFIFO
+
+        return MovableFIFO(sweep_dir.path / "tracking.json")  # what finished (contrasweep.tracking.ledger)
+
+    def pause_epochs(self, sweep) -> list[int]:
+        return []
+
+    def live_limit(self, sweep, group_sizes) -> int:
+        return sweep.max_concurrent
+
+
+class GroupAshaScheduler:
+    """A configuration's repeats continue or stop together, on their mean at each rung."""
+
+    name = "asha"
+
+    def grace_period(self, sweep) -> int:
+        return min(sweep.asha["grace_period"], sweep.max_epochs)
+
+    def build(self, sweep, sweep_dir, group_sizes):
+        from contrasweep.search.group_asha import GroupASHA
+        from contrasweep.spec.identity import GroupKey, group_static
+
+        return GroupASHA(
+            metric=sweep.objective.metric,
+            mode=sweep.objective.mode,
+            max_t=sweep.max_epochs,
+            grace_period=self.grace_period(sweep),
+            reduction_factor=sweep.asha["reduction_factor"],
+            group_of=GroupKey(group_static(sweep)),
+            group_sizes=group_sizes,
+            max_running=sweep.max_concurrent,
+            state_path=sweep_dir.path / "group_asha.json",
+            tracking_file=sweep_dir.path / "tracking.json",
+        )
+
+    def pause_epochs(self, sweep) -> list[int]:
+        """ASHA's rungs: a trial paused there continues exactly from the resume state written there."""
+        from contrasweep.search.group_asha import rungs
+
+        return rungs(sweep.max_epochs, self.grace_period(sweep), sweep.asha["reduction_factor"])
+
+    def live_limit(self, sweep, group_sizes) -> int:
+        """A whole repeat group must be live to pass a rung; RUNNING trials stay within
+        ``sweep.max_concurrent`` (``GroupASHA.choose_trial_to_run``)."""
+        largest = max(group_sizes.values()) if isinstance(group_sizes, dict) else group_sizes
+        return max(sweep.max_concurrent, largest)

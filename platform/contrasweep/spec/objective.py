@@ -1,0 +1,45 @@
+"""What a sweep optimises: a metric and whether larger or smaller is better (``sweep.metric``,
+``sweep.mode``; a multi-objective sweep has one per metric). Every comparison of two values of
+a metric goes through here, so that "better" means one thing in the tracker, the schedulers,
+the searcher, the selection and the reports.
+
+May import: nothing of the project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+MODES = ("max", "min")
+
+
+@dataclass(frozen=True)
+class Objective:
+    metric: str
+    mode: str = "max"
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode {self.mode!r}; allowed: {', '.join(MODES)}")
+
+    @property
+    def sign(self) -> float:
+        """+1 where larger is better, -1 where smaller is: ``sign * value`` is then to be maximised."""
+        return 1.0 if self.mode == "max" else -1.0
+
+    @property
+    def direction(self) -> str:
+        """Optuna's word for it."""
+        return "maximize" if self.sign > 0 else "minimize"
+
+    def better(self, value: float, than: float | None) -> bool:
+        """Whether ``value`` beats ``than`` (anything beats None)."""
+        return than is None or self.sign * value > self.sign * than
+
+    def best(self, values: Iterable[float]) -> float:
+        return max(values, key=lambda v: self.sign * v)
+
+
+def objectives(metrics: list[str], modes: list[str]) -> list[Objective]:
+    return [Objective(m, mode) for m, mode in zip(metrics, modes)]

@@ -1,0 +1,197 @@
+"""The sweep's run hierarchy in MLflow (docs/architecture.md, "Data flow"): one sweep run, one
+configuration run per repeat group, one run per trial (a repeat) below it, nesting by the tag
+``mlflow.parentRunId``. Every run id is kept in the sweep's record (``tracking.json``), so a
+resumed sweep re-attaches to the same runs: a trial Tune lost and brought back under a new id
+gets its orphaned run back by configuration key, and a run no trial came back for is deleted
+at the end, so MLflow holds exactly one run per repeat.
+
+May import: ``contrasweep.tracking.store``, ``contrasweep.tracking.rows``,
+``contrasweep.tracking.aggregate``, ``contrasweep.tracking.describe``,
+``contrasweep.tracking.reattach``, ``contrasweep.spec``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from contrasweep.spec.identity import key_of
+from contrasweep.tracking.record import TrackingState
+from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
+from contrasweep.tracking.store import CONFIG_KEY_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG
+
+# the identity tags a configuration run carries (a trial run carries them all)
+CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.protocol", "contrasweep.k",
+                   "contrasweep.n_total", "contrasweep.rho", "contrasweep.num_classes", "contrasweep.config",
+                   "contrasweep.setting", "contrasweep.group")
+
+
+class RunTree:
+    """Sweep → configuration → trial runs, over one MLflow client and the sweep's record.
+    ``static``: the sweep's seeds, resources, method, data variants, varied keys and
+    repeat-group sizes (to name and tag a trial's real hyperparameters)."""
+
+    def __init__(self, client, state: TrackingState, sweep_name: str, static: dict | None):
+        self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static or {}
+
+    @property
+    def parent_run_id(self) -> str:
+        return self.state.data["parent_run_id"]
+
+    # -- the sweep run ------------------------------------------------------------------
+    def open_parent(self, experiment_id: str, spec: dict, params: dict, texts: dict[str, str]) -> str:
+        """The sweep's run: created with its description, params, spec and data statistics."""
+        from contrasweep.tracking.describe import NOTE_TAG, sweep_description, sweep_tags
+
+        run = self.client.create_run(experiment_id, run_name=self.sweep_name, tags={
+            **sweep_tags(spec, self.sweep_name), NOTE_TAG: sweep_description(spec, self.sweep_name)})
+        parent = run.info.run_id
+        self.state.data.update(parent_run_id=parent, experiment_id=experiment_id)
+        self.state.save()
+        self.client.log_batch(parent, params=param_entities(params))
+        self.client.log_text(parent, spec_yaml(spec), "spec.yaml")
+        for name, text in texts.items():
+            self.client.log_text(parent, text, name)
+        return parent
+
+    def reopen(self) -> None:
+        """A resumed sweep: its run and the runs Ctrl-C or a dead driver left KILLED run again."""
+        self.client.update_run(self.parent_run_id, status="RUNNING")
+        for run_id in self.state.data.get("interrupted_runs", []):
+            self.client.update_run(run_id, status="RUNNING")
+        self.state.data.pop("interrupted_runs", None)
+
+    def reattach(self, experiment_id: str, sweep_dir: Path, metric: str, mode: str) -> None:
+        """No ``tracking.json`` (deleted, or lost with a disk): the sweep's runs in MLflow, found
+        by their tags, become its content again (``contrasweep.tracking.reattach``)."""
+        from contrasweep.tracking.reattach import rebuild
+
+        created = None
+        meta_file = Path(sweep_dir) / "sweep.json"
+        if meta_file.exists():
+            created = json.loads(meta_file.read_text()).get("created")
+        data = rebuild(self.client, experiment_id, self.sweep_name, created, metric, mode)
+        if data is None:
+            return
+        self.state.data = data
+        self.state.save()
+        print(f"[contrasweep] tracking.json was missing: re-attached to MLflow run {data['parent_run_id']} "
+              f"({len(data['trials'])} trial runs)", file=sys.stderr, flush=True)
+
+    # -- trial runs -------------------------------------------------------------------
+    def trial_run(self, trial, trials=()) -> str:
+        """The run of a Tune trial: its own, a re-attached orphan of the same configuration, or new."""
+        entry = self.state.trials.get(trial.trial_id)
+        if entry:
+            return entry["run_id"]
+        key = key_of(trial.config)
+        # one run per repeat: the run of a trial the restored experiment lost (unfinished first)
+        known = {t.trial_id for t in trials}
+        same = sorted((tid for tid, e in self.state.trials.items() if tid not in known and e["config_key"] == key),
+                      key=lambda tid: "status" in self.state.trials[tid])
+        entry = self.state.trials.pop(same[0]) if same else self._new_trial_run(trial, key)
+        self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
+        self.state.trials[trial.trial_id] = entry
+        self.state.save()
+        return entry["run_id"]
+
+    def _new_trial_run(self, trial, key: str) -> dict:
+        from contrasweep.spec.identity import identify, run_name, tags
+        from contrasweep.tracking.describe import dataset_input
+
+        identity = identify(trial.config, self.static)
+        name = run_name(identity, self.static["method"], self.static.get("varied", []))
+        run = self.client.create_run(
+            self.state.data["experiment_id"],
+            run_name=name,
+            tags={PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id, KIND_TAG: "trial",
+                  "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
+                  "contrasweep.group_size": str(self.group_size(identity.group)), CONFIG_KEY_TAG: key,
+                  VARIANT_TAG: str(identity.variant.get("index", 0)), **tags(identity, self.static["method"])},
+        )
+        entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
+                 "variant": identity.variant.get("index", 0), "name": name}
+        self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(trial.config)))
+        self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
+        return entry
+
+    def group_size(self, group: str) -> int:
+        sizes = self.static.get("group_sizes", 1)
+        return sizes if isinstance(sizes, int) else sizes.get(group, 1)
+
+    def _config_run(self, identity) -> str:
+        """The configuration run of a repeat group, made when its first repeat starts."""
+        from contrasweep.spec.identity import config_run_name, tags
+
+        configs = self.state.data.setdefault("configs", {})
+        if identity.group not in configs:
+            method = self.static["method"]
+            own = {k: v for k, v in tags(identity, method).items() if k in CONFIG_RUN_TAGS}
+            run = self.client.create_run(
+                self.state.data["experiment_id"], run_name=config_run_name(identity, method, self.static.get("varied", [])),
+                tags={PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration", "contrasweep.sweep": self.sweep_name,
+                      "contrasweep.group_size": str(self.group_size(identity.group)), **own},
+            )
+            configs[identity.group] = run.info.run_id
+            hp = {k: v for k, v in identity.hp.items() if k != "seed"}
+            self.client.log_batch(run.info.run_id, params=param_entities({"hp": hp, "data": identity.variant.get("setting", {})}))
+            self.state.save()
+        return configs[identity.group]
+
+    def _trial_params(self, config: dict) -> dict:
+        """Every value the trial trains with (defaults and the repeat's seed included) and its data."""
+        from contrasweep.spec.sweep import hp_defaults
+        from contrasweep.spec.trial import plan_of
+
+        plan = plan_of(config, self.static)
+        out = {"method": self.static["method"], "hp": {**hp_defaults(self.static["method"]), **plan.hp}}
+        if self.static.get("variants"):
+            out["data"] = self.static["variants"][plan.variant]["data"]
+        return out
+
+    # -- groups and the end --------------------------------------------------------------
+    def close_group(self, group: str | None) -> None:
+        """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
+        from contrasweep.tracking.aggregate import groups_of, summary
+
+        config_run = self.state.data.get("configs", {}).get(group)
+        members = [e for e in self.state.trials.values() if e.get("group") == group]
+        if config_run is None or len(members) < self.group_size(group) or any("status" not in e for e in members):
+            return
+        (found,) = groups_of([self.client.get_run(e["run_id"]) for e in members])
+        self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in summary(found).items()])
+        outcome = "complete" if found.complete else ("stopped" if found.outcomes.get("stopped") else "failed")
+        self.client.set_tag(config_run, OUTCOME_TAG, outcome)
+        self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
+
+    def close_open_groups(self) -> None:
+        """On resume: a group whose last repeat ended just before the stop gets its aggregates."""
+        for group, run_id in self.state.data.get("configs", {}).items():
+            run = self.client.get_run(run_id)
+            if run.info.status not in ("FINISHED", "FAILED") or OUTCOME_TAG not in run.data.tags:
+                self.close_group(group)
+
+    def delete_orphans(self, trials) -> None:
+        """Runs never re-attached (their trial was lost and not regenerated) go, and the
+        configuration runs none of whose repeats is left."""
+        known = {t.trial_id for t in trials}
+        for tid in [tid for tid, e in self.state.trials.items() if tid not in known and "status" not in e]:
+            self.client.delete_run(self.state.trials.pop(tid)["run_id"])
+        live_groups = {e.get("group") for e in self.state.trials.values()}
+        for group in list(self.state.data.get("configs", {})):
+            if group not in live_groups:
+                self.client.delete_run(self.state.data["configs"].pop(group))
+
+    def mark_interrupted(self) -> None:
+        """The sweep stopped with trials unfinished (Ctrl-C): their runs and the configuration
+        runs of groups still open end KILLED, so that nothing in MLflow claims to be running;
+        ``reopen`` on resume sets them RUNNING again."""
+        killed = [e["run_id"] for e in self.state.trials.values() if "status" not in e]
+        for group, run_id in self.state.data.get("configs", {}).items():
+            members = [e for e in self.state.trials.values() if e.get("group") == group]
+            if any("status" not in e for e in members) or len(members) < self.group_size(group):
+                killed.append(run_id)
+        for run_id in killed:
+            self.client.set_terminated(run_id, status="KILLED")
+        self.state.data["interrupted_runs"] = killed

@@ -1,0 +1,69 @@
+"""What a finished sweep chose (docs/architecture.md, "Tracking, registry and reports"): each
+setting's best configuration (best mean validation metric over complete repeat groups,
+``contrasweep.tracking.aggregate.select``) on the sweep run (``best_config/...`` metrics and a
+tag naming its configuration run), and that configuration's best repeat in the model registry
+(``contrasweep.tracking.models``), once per setting and run.
+
+May import: ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.models``,
+``contrasweep.tracking.runs_view``, ``contrasweep.tracking.rows``, ``contrasweep.tracking.store``.
+"""
+
+from __future__ import annotations
+
+from contrasweep.tracking.record import TrackingState
+from contrasweep.spec.objective import Objective
+from contrasweep.tracking.rows import metric_entity, slug
+from contrasweep.tracking.store import trial_runs
+
+
+class Selection:
+    def __init__(self, client, state: TrackingState, sweep_name: str, variants: list | None, metric: str, mode: str):
+        self.client, self.state, self.sweep_name = client, state, sweep_name
+        self.variants, self.metric, self.mode = variants, metric, mode
+
+    def best_to_parent(self, parent_run_id: str) -> None:
+        """The parent run holds each setting's best configuration: its aggregates, and a tag
+        naming its run; its best repeat goes into the registry."""
+        from contrasweep.tracking.aggregate import groups_of, select, selection_key, summary
+        from contrasweep.tracking.runs_view import best_config_columns, publish
+
+        found = groups_of(trial_runs(self.client, parent_run_id))
+        metric = self.metric[len("best/"):] if self.metric.startswith("best/") else self.metric
+        configs = self.state.data.get("configs", {})
+        shown = []
+        for setting, group in select(found, metric, self.mode).items():
+            prefix = f"best_config/{slug(setting)}/" if setting else "best_config/"
+            self.client.log_batch(parent_run_id, metrics=[metric_entity(prefix + k, v) for k, v in summary(group).items()])
+            if setting:  # the unprefixed keys are in the view from the start
+                shown += best_config_columns(prefix, metric)
+            if group.group in configs:
+                self.client.set_tag(parent_run_id, f"contrasweep.best_config{'.' + slug(setting) if setting else ''}",
+                                    configs[group.group])
+            self.register(parent_run_id, setting, group, selection_key(metric))
+        if shown:
+            publish(self.client, self.state.data["experiment_id"], shown)
+
+    def register(self, parent_run_id: str, setting: str, group, metric: str) -> None:
+        """The best repeat (by its own validation value) of a setting's best configuration into
+        the model registry, under the sweep's name; once per setting and run, so a sweep resumed
+        after its end registers nothing twice."""
+        from contrasweep.tracking.models import has_checkpoint, register
+
+        candidates = [r for r in group.repeats if metric in r["metrics"]]
+        if not candidates:
+            return
+        sign = Objective(metric, self.mode).sign
+        best = max(candidates, key=lambda r: sign * r["metrics"][metric])
+        done = self.state.data.setdefault("registered", {})
+        if done.get(setting, {}).get("run_id") == best["run_id"] or not has_checkpoint(self.client, best["run_id"]):
+            return
+        entry = next((e for e in self.state.trials.values() if e["run_id"] == best["run_id"]), {})
+        variants = self.variants or [{"data": {}}]
+        data = variants[min(entry.get("variant", 0), len(variants) - 1)]["data"]
+        version = register(self.client, self.sweep_name, best["run_id"], setting, data,
+                           f"{metric}={best['metrics'][metric]:.4f}; configuration mean over "
+                           f"{len(group.repeats)} repeats: {group.stats(metric)['mean']:.4f}")
+        done[setting] = {"run_id": best["run_id"], "version": version}
+        self.state.save()
+        self.client.set_tag(parent_run_id, f"contrasweep.model{'.' + slug(setting) if setting else ''}",
+                            f"models:/{self.sweep_name}/{version}")
