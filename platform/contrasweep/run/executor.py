@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -63,12 +64,14 @@ def state_dir(static: dict[str, Any]) -> str:
     return join(static["trial_storage"], os.path.basename(tune.get_context().get_trial_dir()), STATE_DIR)
 
 
-def train_worker(worker_config: dict[str, Any]) -> None:
-    """One Ray Train rank: resolve the shared data and run the same generic loop."""
+def train_worker(loop_config: dict[str, Any], data_ref=None, state_dir: str = "") -> None:
+    """One Ray Train rank: resolve the shared data and run the same generic loop. Ray Train
+    hands every rank ``loop_config`` (``train_loop_config``) as it is; the data's reference and
+    the state folder come bound to the function (``run_distributed``)."""
     from trainables.loop import train
     from trainables.sessions import TrainSession
 
-    train(worker_config["loop"], ray.get(worker_config["data"]), TrainSession(worker_config["state_dir"]))
+    train(loop_config, ray.get(data_ref), TrainSession(state_dir))
 
 
 def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str, state_dir: str) -> None:
@@ -79,8 +82,8 @@ def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str, st
     res = static["resources"]
     workers = int(res["workers"])
     trainer = TorchTrainer(
-        train_worker,
-        train_loop_config={"loop": loop_config, "data": data_ref, "state_dir": state_dir},
+        functools.partial(train_worker, data_ref=data_ref, state_dir=state_dir),
+        train_loop_config=loop_config,
         scaling_config=ScalingConfig(
             num_workers=workers,
             use_gpu=res["gpu"] > 0,

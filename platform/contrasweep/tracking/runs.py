@@ -151,6 +151,20 @@ class RunTree:
         return out
 
     # -- groups and the end --------------------------------------------------------------
+    def end_trial(self, entry: dict, state_dir: str | None) -> None:
+        """A trial's run ends as the record says (outcome, last epoch, why it failed, where its
+        state folder is), then its group closes if it was the last repeat."""
+        tags = {OUTCOME_TAG: entry["outcome"], "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
+                **entry["pending"]["tags"]}
+        if state_dir:
+            tags["contrasweep.state_dir"] = state_dir  # where resume finds the checkpoint if the artifact is lost
+        for key, value in tags.items():
+            self.client.set_tag(entry["run_id"], key, value)
+        self.client.set_terminated(entry["run_id"], status=entry["status"])
+        del entry["pending"]
+        self.state.save()
+        self.close_group(entry.get("group"))
+
     def close_group(self, group: str | None) -> None:
         """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
         from contrasweep.tracking.aggregate import groups_of, summary

@@ -30,9 +30,7 @@ from contrasweep.tracking.record import TrackingState
 from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.selection import Selection
-from contrasweep.tracking.store import (
-    OUTCOME_TAG, artifact_root_for, ensure_experiment, get_client, store_errors, store_line,
-)
+from contrasweep.tracking.store import artifact_root_for, ensure_experiment, get_client, store_errors, store_line
 
 
 def guarded(hook):
@@ -153,13 +151,7 @@ class MlflowTracker(Callback):
         if self.state is not None:
             self.state.data["store_error"] = self.store_error
             self.state.save()
-        import signal
-
-        # Tune's own graceful stop, as on Ctrl-C: tune.run handles SIGUSR1 like SIGINT (where it
-        # installed its handlers; elsewhere the trials go on and their results wait here). The
-        # user sees one line, from the driver once Tune has stopped (contrasweep.run.tune._fit).
-        if callable(signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))):
-            os.kill(os.getpid(), getattr(signal, "SIGUSR1", signal.SIGINT))
+        stop_tune()
 
     @property
     def parent_run_id(self) -> str:
@@ -222,7 +214,8 @@ class MlflowTracker(Callback):
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
         self.state.save()
         self._apply_finish(entry)
-        self._sweep_progress()
+        if not self.store_error:
+            self.epochs.sweep_progress(self.parent_run_id, self._ended())
         if self.progress:
             self.progress.trial_ended(entry.get("name", trial.trial_id), status, outcome, entry.get("best_value"),
                                       entry.get("best_epoch"), entry.get("last_epoch", 0), self._done())
@@ -230,21 +223,7 @@ class MlflowTracker(Callback):
     def _apply_finish(self, entry: dict) -> None:
         if self.store_error:
             return
-        folder = self.artifacts.settle(entry)
-        tags = {OUTCOME_TAG: entry["outcome"], "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
-                **entry["pending"]["tags"]}
-        if folder:
-            tags["contrasweep.state_dir"] = folder  # where resume finds the checkpoint if the artifact is lost
-        for key, value in tags.items():
-            self.client.set_tag(entry["run_id"], key, value)
-        self.client.set_terminated(entry["run_id"], status=entry["status"])
-        del entry["pending"]
-        self.state.save()
-        self.runs.close_group(entry.get("group"))
-
-    def _sweep_progress(self) -> None:
-        if not self.store_error:
-            self.epochs.sweep_progress(self.parent_run_id, self._ended())
+        self.runs.end_trial(entry, self.artifacts.settle(entry))
 
     # -- the end ----------------------------------------------------------------------------
     @guarded
@@ -266,3 +245,14 @@ class MlflowTracker(Callback):
         self.client.set_terminated(self.parent_run_id, status="FAILED" if any_error else ("FINISHED" if done else "KILLED"))
         self.state.data["finished"] = done
         self.state.save()
+
+
+def stop_tune() -> None:
+    """Tune's own graceful stop, as on Ctrl-C: ``tune.run`` handles SIGUSR1 like SIGINT (where it
+    installed its handlers; elsewhere the trials go on and their results wait in the record).
+    The user sees one line, from the driver once Tune has stopped (``contrasweep.run.tune._fit``)."""
+    import signal
+
+    if callable(signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))):
+        os.kill(os.getpid(), getattr(signal, "SIGUSR1", signal.SIGINT))
+
