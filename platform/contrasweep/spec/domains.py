@@ -28,20 +28,26 @@ class Range:
     low: float
     high: float
     kind: ClassVar[str] = "uniform"
+    form: ClassVar[str] = "[low, high]"  # the arguments the spec gives
 
     @classmethod
     def parse(cls, where: str, key: str, args: list, param: Param) -> Range:
-        if len(args) != 2:
-            raise SpecError(f"{where}={args!r} is not allowed; allowed: [low, high]")
-        low, high = cls._bounds(where, args, param)
-        return cls(low, high)
-
-    @staticmethod
-    def _bounds(where: str, args: list, param: Param) -> tuple[Any, Any]:
+        if len(args) != cls.form.count(",") + 1:
+            raise SpecError(f"{where}={args!r} is not allowed; allowed: {cls.form}")
         low, high = (param.coerce(where, v) for v in args[:2])
         if not low < high:
             raise SpecError(f"{where}={args!r} is not allowed; allowed: low < high")
-        return low, high
+        domain = cls(low, high, *cls._rest(where, args))
+        domain.check(where, key, args, param)
+        return domain
+
+    @classmethod
+    def _rest(cls, where: str, args: list) -> tuple:
+        """The arguments after ``low, high``, coerced (none here)."""
+        return ()
+
+    def check(self, where: str, key: str, args: list, param: Param) -> None:
+        """What this kind of range asks beyond ``low < high`` (none here)."""
 
     def args(self) -> list:
         return [self.low, self.high]
@@ -71,12 +77,9 @@ class LogRange(Range):
 
     kind: ClassVar[str] = "loguniform"
 
-    @classmethod
-    def parse(cls, where: str, key: str, args: list, param: Param) -> LogRange:
-        domain = super().parse(where, key, args, param)
-        if domain.low <= 0:
+    def check(self, where: str, key: str, args: list, param: Param) -> None:
+        if self.low <= 0:
             raise SpecError(f"{where}={args!r} is not allowed; allowed: 0 < low < high")
-        return domain
 
     def distribution(self):
         from optuna.distributions import FloatDistribution
@@ -90,13 +93,11 @@ class SteppedRange(Range):
 
     step: float = 1.0
     kind: ClassVar[str] = "quniform"
+    form: ClassVar[str] = "[low, high, q]"
 
     @classmethod
-    def parse(cls, where: str, key: str, args: list, param: Param) -> SteppedRange:
-        if len(args) != 3:
-            raise SpecError(f"{where}={args!r} is not allowed; allowed: [low, high, q]")
-        low, high = cls._bounds(where, args, param)
-        return cls(low, high, Param("float", 1.0, 0.0, None, low_open=True).coerce(where + "[2]", args[2]))
+    def _rest(cls, where: str, args: list) -> tuple:
+        return (Param("float", 1.0, 0.0, None, low_open=True).coerce(where + "[2]", args[2]),)
 
     def args(self) -> list:
         return [self.low, self.high, self.step]
@@ -117,12 +118,9 @@ class IntRange(Range):
 
     kind: ClassVar[str] = "randint"
 
-    @classmethod
-    def parse(cls, where: str, key: str, args: list, param: Param) -> IntRange:
-        domain = super().parse(where, key, args, param)
+    def check(self, where: str, key: str, args: list, param: Param) -> None:
         if param.kind != "int":
             raise SpecError(f"{where}: {key} is not an integer hyperparameter; allowed: uniform, loguniform, quniform, choice")
-        return domain
 
     def check_values(self) -> list:
         count = int(self.high) - int(self.low) + 1
