@@ -60,7 +60,9 @@ def test_read_only_database_and_removed_artifacts_mid_sweep(tiny_model_dir, cach
     while time.time() < deadline and run.poll() is None and locked is None:
         time.sleep(0.2)
         trials = _trials(state_file)
-        if removed is None and any(e.get("status") == "FINISHED" for e in trials.values()):
+        # once the first trial has ended in MLflow too (its checkpoint logged, nothing "pending"):
+        # removed while it was being logged, the store fails there instead (a FileNotFoundError)
+        if removed is None and any(e.get("status") == "FINISHED" and "pending" not in e for e in trials.values()):
             subprocess.run(["rm", "-rf", str(tmp_path / "mlartifacts")], check=True)  # its checkpoint artifact goes
             removed = time.time()
         if removed and any("status" not in e and e.get("last_epoch", 0) >= 2 for e in trials.values()):
