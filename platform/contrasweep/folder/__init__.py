@@ -5,6 +5,6 @@ drives a sweep (``driver.json``) and whether it lives; ``sweep_storage``: the sw
 (preflight, the driver files mirrored there and fetched back); ``relocation``: a moved folder,
 old → new for the paths Tune pickled; ``cleanup``: disk a sweep no longer needs.
 
-May import: ``contrasweep.errors``, ``trainables.storage``, pyarrow. Never MLflow, Tune or any
-other room of ``contrasweep``.
+May import: ``contrasweep.errors``, ``trainables.storage``, pyarrow, Ray Tune's ``Callback``
+(the storage mirror runs as one). Never MLflow or any other room of ``contrasweep``.
 """

@@ -5,8 +5,11 @@
 variants; ``trial``: a trial's plan (hyperparameters, data variant, seed) decoded from its Tune
 config; ``identity``: a trial's configuration, setting, repeat group and MLflow names.
 
+``domains``: the search domains as typed objects; ``objective``: a metric and its mode.
+
 May import: ``contrasweep.errors``, ``contrasweep.data``, ``trainables`` (its torch-free
-declarations, params and registry). Never Ray, MLflow, Optuna or torch.
+declarations, params and registry). Never Ray, MLflow or torch; Optuna only inside a domain's
+``distribution()``, which the searcher calls.
 """
 
 

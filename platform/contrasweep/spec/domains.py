@@ -12,7 +12,7 @@ May import: ``contrasweep.errors``, ``trainables.params``; Optuna only inside
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from contrasweep.errors import SpecError
 from trainables.params import Param

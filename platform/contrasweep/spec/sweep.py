@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from contrasweep.spec.trial import DATA_KEY
-from contrasweep.spec.objective import MODES, Objective, objectives  # noqa: F401  (MODES: the spec's words)
+from contrasweep.spec.objective import MODES, Objective  # noqa: F401  (MODES: the spec's words, spec.load checks them)
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration
 
@@ -85,11 +85,6 @@ class Sweep:
     def objective(self) -> Objective:
         """The first metric and its mode: what selection, ASHA and the console rank by."""
         return Objective(self.metric[0], self.mode[0])
-
-    @property
-    def objectives(self) -> list[Objective]:
-        """Every metric the searcher optimises (several: NSGA-II)."""
-        return objectives(self.metric, self.mode)
 
     @property
     def exact_grid(self) -> bool:
