@@ -210,7 +210,7 @@ def test_tune_state_cut_by_a_kill_is_set_aside_and_tune_restores_the_session_bef
     ``.torn`` and Tune's own lookup then finds the newest complete one."""
     from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
 
-    from contrasweep.run.recovery import set_aside_torn_state
+    from contrasweep.folder.tune_state import set_aside_torn_state
 
     tune = tmp_path / "tune"
     tune.mkdir()
@@ -232,6 +232,48 @@ def test_tune_state_cut_by_a_kill_is_set_aside_and_tune_restores_the_session_bef
     assert _find_newest_experiment_checkpoint(str(tune)).endswith(f"experiment_state-{old}.json")
     assert (tune / f"experiment_state-{empty}.json.torn").exists() and (tune / "tuner.pkl").exists()
     assert set_aside_torn_state(str(tune)) == []  # nothing left to set aside
+
+
+def test_a_restored_session_uploads_only_its_own_state(tmp_path):
+    """Tune copies the whole top of ``tune/`` into a restored driver's staging folder and
+    re-uploaded all of it at every save, so a kill during one of those copies left
+    ``tuner.pkl`` (or an earlier session) empty; before Tune's first save the tracker removes
+    those copies from the staging folder, and only there."""
+    from types import SimpleNamespace
+
+    from contrasweep.folder.tune_state import own_session_uploads
+
+    staging, tune = tmp_path / "staging", tmp_path / "tune"
+    earlier = ["tuner.pkl", "experiment_state-2026-11-25_18-00-00.json", "basic-variant-state-2026-11-25_18-00-00.json",
+               "searcher-state-2026-11-25_18-01-00.pkl"]
+    for folder in (staging, tune):
+        (folder / "trial_0").mkdir(parents=True)
+        for name in earlier:
+            (folder / name).write_bytes(pickle.dumps(name))
+        (folder / "trial_0" / "params.pkl").write_bytes(b"kept")
+    (staging / "notes.json").write_text("{}")  # not Tune's session state: left alone
+    trials = [SimpleNamespace(storage=SimpleNamespace(experiment_driver_staging_path=str(staging)))]
+
+    assert own_session_uploads(trials) == sorted(earlier)
+    assert sorted(p.name for p in staging.iterdir()) == ["notes.json", "trial_0"]
+    assert (staging / "trial_0" / "params.pkl").exists()
+    assert sorted(p.name for p in tune.iterdir()) == sorted([*earlier, "trial_0"])  # the uploaded copies stay
+    assert own_session_uploads(trials) == [] and own_session_uploads([]) == []
+
+
+def test_resume_of_a_sweep_whose_tuner_pkl_was_cut_short_is_one_line(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    folder = _sweep(tmp_path, "cut", pid=gone.pid, started="1")
+    (folder / "tune").mkdir()
+    (folder / "tune" / "tuner.pkl").write_bytes(b"")
+    (folder / "tune" / "experiment_state-2026-11-25_18-00-00.json").write_text("{}")
+    refused = _cli(tmp_path, "resume", "cut")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        f"contrasweep: error: sweep 'cut' cannot be resumed: Tune's tuner.pkl in {folder / 'tune'} is cut short "
+        "(0 bytes; a driver killed while writing it); allowed: start the sweep again with `contrasweep run --overwrite`"]
+    assert (folder / "tune" / "experiment_state-2026-11-25_18-00-00.json").exists()  # nothing set aside or lost
 
 
 def test_tunes_automatic_loggers_stay_off_only_for_sweeps_that_name_their_own(tmp_path, monkeypatch):

@@ -110,6 +110,13 @@ def _results(folder: Path) -> dict[str, int]:
     return out
 
 
+def _tune_state(folder: Path) -> dict[str, tuple]:
+    """Tune's own files at the top of tune/ (tuner.pkl, each session's state) -> (mtime, bytes);
+    a session set aside as torn no longer has its name."""
+    return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in (folder / "tune").iterdir()
+            if p.is_file() and p.suffix in (".json", ".pkl")}
+
+
 def _after_ctrl_c(tmp_path: Path, folder: Path) -> None:
     """Ctrl-C: the sweep is `interrupted` and nothing in MLflow claims to be running (the sweep,
     the cut trial's run and its configuration's run end KILLED; resume reopens them)."""
@@ -196,6 +203,7 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
         folder = _lost_and_moved(tmp_path, folder)
         root = ["--root", str(folder.parent)]
     study_at_kill = _study(folder).get_trials(deepcopy=False) if searcher != "grid" else []
+    saved = _tune_state(folder)
     cuts.append(_interrupt(_start([*root, "resume", name], tmp_path), folder, total, "finished", second))
     if root:
         assert "re-attached to MLflow run" in cuts[-1]["out"], cuts[-1]["out"][-3000:]
@@ -244,6 +252,10 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     for result in (folder / "tune").glob("*/result.json"):
         epochs = [json.loads(line)["epoch"] for line in result.read_text().splitlines()]
         assert len(epochs) - len(set(epochs)) <= len(cuts), (result.parent.name, epochs)
+    # Tune's saved state is written once per session: tuner.pkl and the first session's files
+    # were not rewritten by the resumed ones (a kill during such a rewrite tore them)
+    after = _tune_state(folder)
+    assert "tuner.pkl" in saved and [name for name, state in saved.items() if after.get(name, state) != state] == []
     # the console never counted past the total
     for text in outs:
         for done, of in re.findall(r"\[contrasweep\] (\d+)/(\d+) ", text):

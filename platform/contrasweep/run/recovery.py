@@ -2,62 +2,13 @@
 list`` or ``resume``: ``sweep.json`` says ``interrupted`` and its MLflow runs still RUNNING end
 KILLED, as after Ctrl-C; ``resume`` sets them RUNNING again (``tracking.json``'s
 ``interrupted_runs``, or their KILLED status when that file is gone: ``contrasweep.tracking.reattach``).
-Tune's own saved state that the kill cut off mid-write is set aside (``set_aside_torn_state``).
+Tune's own saved state that the kill cut off mid-write: ``contrasweep.folder.tune_state``.
 """
 
 from __future__ import annotations
 
-import json
-import re
-
 from contrasweep.errors import UserError
 from contrasweep.folder.sweeps import SweepDir
-from trainables.storage import filesystem
-
-# Tune's per-session state files: experiment_state-<time>.json, the searcher's and the
-# callbacks' state of the same session (basic-variant-state-, search_gen_state-, searcher-state-)
-_SESSION_FILE = re.compile(r"-(\d{4}-\d{2}-\d{2}_\d{2}-\d{2}-\d{2})\.(json|pkl)$")
-TORN_SUFFIX = ".torn"
-
-
-def set_aside_torn_state(tune_location: str) -> list[str]:
-    """Tune writes its saved state with a plain ``open(path, "w")`` (Ray 2.60,
-    ``TuneController.save_to_dir``): a driver killed while writing leaves the session's newest
-    files empty or cut short, and ``Tuner.restore``, which takes the newest by name, then
-    restored nothing and ran the sweep again from an empty state. Every file of such a session
-    is renamed with ``.torn`` so that Tune restores the newest complete session; what ended
-    after it, the sweep's own record says (docs/architecture.md, "Resume"). A pickle is torn
-    when it lacks its final STOP opcode (nothing is unpickled here), anything else when it does
-    not parse as JSON (an empty file included). Returns the names set aside."""
-    from pyarrow import fs
-
-    filesys, root = filesystem(tune_location)
-    sessions: dict[str, list] = {}
-    for info in filesys.get_file_info(fs.FileSelector(root, allow_not_found=True)):
-        found = _SESSION_FILE.search(info.base_name) if info.type == fs.FileType.File else None
-        if found:
-            sessions.setdefault(found.group(1), []).append(info)
-    torn = [stamp for stamp, files in sessions.items() if any(_torn(filesys, info) for info in files)]
-    names = []
-    for stamp in sorted(torn):
-        for info in sessions[stamp]:
-            filesys.move(info.path, info.path + TORN_SUFFIX)
-            names.append(info.base_name)
-    return names
-
-
-def _torn(filesys, info) -> bool:
-    """Judged by content, not by name: Tune's searcher states are pickles also where their
-    name ends in ``.json`` (``basic-variant-state-``, ``search_gen_state-``)."""
-    with filesys.open_input_stream(info.path) as stream:
-        data = stream.read()
-    if data[:1] == b"\x80":  # a pickle (protocol 2 or later): complete when it ends with STOP
-        return not data.endswith(b".")
-    try:
-        json.loads(data)
-    except ValueError:  # empty or cut short (UnicodeDecodeError is a ValueError too)
-        return True
-    return False
 
 
 def settle(sweep: SweepDir) -> str | None:

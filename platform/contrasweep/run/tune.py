@@ -21,7 +21,7 @@ from pathlib import Path
 from contrasweep import console
 from contrasweep.console.progress import Progress  # also the name sweeps made before 0.3 pickled it under
 from contrasweep.errors import UserError
-from contrasweep.folder import driver, relocation, sweep_storage, sweeps
+from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_state
 from contrasweep.run import recovery
 from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
@@ -164,9 +164,10 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     if alive == "alive":
         raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
     spec = sweep_dir.spec()  # missing or damaged: one line before anything starts
-    torn = recovery.set_aside_torn_state(sweep_dir.tune_location)
+    tune_state.check_tuner_state(sweep_dir.tune_location, name)
+    torn = tune_state.set_aside_torn_state(sweep_dir.tune_location)
     if torn:
-        print(f"[contrasweep] Tune's saved state the kill cut short, set aside ({recovery.TORN_SUFFIX}): "
+        print(f"[contrasweep] Tune's saved state the kill cut short, set aside ({tune_state.TORN_SUFFIX}): "
               f"{', '.join(torn)}", flush=True)
     if not tune.Tuner.can_restore(sweep_dir.tune_location):
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ray.tune import Callback
 
+from contrasweep.folder.tune_state import own_session_uploads
 from contrasweep.tracking.artifacts import Artifacts
 from contrasweep.tracking.epochs import EpochLog, planned_epochs
 from contrasweep.tracking.epochs import outcome as outcome_of
@@ -74,6 +75,7 @@ class MlflowTracker(Callback):
         self.state: TrackingState | None = None
         self.client = None
         self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
+        self.own_uploads = False  # per process: folder.tune_state.own_session_uploads not yet done
 
     PARTS = ("runs", "artifacts", "selection", "epochs")
 
@@ -81,7 +83,7 @@ class MlflowTracker(Callback):
         # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
         # client, no parts and no stale copy of tracking.json in the pickle; setup() reads the file.
         state = {k: v for k, v in self.__dict__.items() if k not in self.PARTS}
-        state.update(client=None, state=None, store_error=None)
+        state.update(client=None, state=None, store_error=None, own_uploads=False)
         return state
 
     def __setstate__(self, state):
@@ -101,6 +103,7 @@ class MlflowTracker(Callback):
         # MLflow logs each database error with its traceback before raising it; store_failed
         # reports it in one line
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
+        self.own_uploads = False
         self.state = TrackingState(self.sweep_dir / "tracking.json")
         try:
             self._setup()
@@ -156,6 +159,13 @@ class MlflowTracker(Callback):
     @property
     def parent_run_id(self) -> str:
         return self.state.data["parent_run_id"]
+
+    def on_step_begin(self, iteration, trials, **info):
+        # every sweep made so far pickled this callback: it keeps Tune's uploads to their own
+        # session (before Tune's first save after a restore; folder.tune_state)
+        if not self.own_uploads:
+            self.own_uploads = True
+            own_session_uploads(trials)
 
     # -- trials -----------------------------------------------------------------------------
     @guarded
