@@ -5,7 +5,7 @@ tracking) over the losses (default L_BCE, L_Base, L_MSC; abalone_multilabel.txt 
 with the corpus size, epochs and queue size given here; the contrastive losses are judged by
 the linear evaluation of App. A. Stage 2 (``--finetune``, Sec. 5.2: L_Base-FT, L_MSC-FT) fine-tunes
 each stage-1 trial's best checkpoint with BCE, the projection head discarded: the checkpoints
-are downloaded from the trials' MLflow runs (artifact ``best_checkpoint``) and become the grid
+are downloaded from the trials' MLflow runs (their models' ``artifacts/checkpoint``) and become the grid
 of ``init_from``. Every number is read back from MLflow: test micro-F1, macro-F1, Hamming loss
 and tail macro-F1 at the best validation epoch, mean ± sample std over the seeds (for the
 fine-tuned rows: over the stage-1 seeds). Not a test:
@@ -61,8 +61,12 @@ def rows(uri: str, experiment: str, name: str, label_of, minutes: str) -> list[s
 
 
 def best_checkpoints(uri: str, experiment: str, name: str, loss: str, work: Path) -> list[str]:
-    """The ``best_checkpoint`` artifact of every finished stage-1 trial with this loss, downloaded."""
+    """The best weights of every finished stage-1 trial with this loss (its MLflow model's
+    checkpoint), downloaded."""
     import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from contrasweep.tracking.artifacts import logged_weights
 
     from dashboards.trials import parent_runs, trial_runs
 
@@ -73,7 +77,8 @@ def best_checkpoints(uri: str, experiment: str, name: str, loss: str, work: Path
             continue
         target = work / "checkpoints" / run.info.run_id
         target.mkdir(parents=True, exist_ok=True)
-        paths.append(mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path="best_checkpoint",
+        folder = logged_weights(MlflowClient(uri), run.info.run_id)  # its model's checkpoint (or older plain files)
+        paths.append(mlflow.artifacts.download_artifacts(run_id=run.info.run_id, artifact_path=folder,
                                                          dst_path=str(target), tracking_uri=uri))
     return paths
 

@@ -1,6 +1,7 @@
 """The MLflow UI, looked at in a real browser: every run of a sweep's hierarchy (sweep →
 configuration → trial) shows its readable name and links to its parent and children by name,
-and the sweep run's artifact view finds ``report/report.html``.
+and the sweep run's artifact view finds ``report/report.html``; the registered version shows its
+MLflow Model's signature.
 
 A real ``mlflow server`` (tests/browser.py) serves the UI; headless Chromium renders its pages.
 ``populate`` runs a real tiny sweep with ``contrasweep run`` against that server over HTTP
@@ -154,3 +155,19 @@ def test_runs_table_opens_on_the_sweeps_with_their_numbers(server, runs):
         assert len(cells) == 1, f"{key}: cells {cells} (one sweep run expected): {context}"
         assert float(cells[0]) == pytest.approx(value, abs=5e-4), f"{key}: {cells[0]} vs {value}: {context}"
     assert shown["trials/ended"] == 2
+
+
+def test_registered_version_shows_its_models_signature(server, runs):
+    """The sweep's registered version is an MLflow Model whose signature the registry page
+    shows: one input (``text``) and the outputs ``label`` + one probability per BBC News class."""
+    from contrasweep.tracking.store import get_client
+
+    client = get_client(server.uri)
+    version = client.get_model_version_by_alias(SWEEP, "best")
+    assert version.run_id == runs["trial_run_id"] or client.get_run(version.run_id).data.tags["mlflow.parentRunId"] \
+        == runs["config_run_id"]
+    page = render(f"{server.uri}/#/models/{SWEEP}/versions/{version.version}", expect=["Inputs (1)", "Outputs (6)"],
+                  timeout=60)
+    context = f"{page.url}:\n{page.text[:1500]}"
+    assert "Schema" in page.text and "Inputs (1)" in page.text and "Outputs (6)" in page.text, context
+    assert "@ best" in page.text, context

@@ -94,8 +94,8 @@ def test_a_sweep_on_s3_keeps_its_state_there_and_resumes_from_it_elsewhere(ray_s
         assert not [p for p in stored if p.startswith(f"ons3/tune/{trial}/state/resume-")], stored
     client = MlflowClient(uri)
     runs = trial_runs(uri, parent_runs(uri, "tests", "ons3")[0].info.run_id)
-    assert all({a.path for a in client.list_artifacts(r.info.run_id, "best_checkpoint")}
-               == {"best_checkpoint/model.safetensors", "best_checkpoint/meta.json"} for r in runs)
+    assert all({a.path for a in client.list_artifacts(r.info.run_id, "model/artifacts/checkpoint")}
+               == {"model/artifacts/checkpoint/model.safetensors", "model/artifacts/checkpoint/meta.json"} for r in runs)
     logged_spec = client.download_artifacts(parent_runs(uri, "tests", "ons3")[0].info.run_id, "spec.yaml", str(tmp_path))
     assert "testing:***@" in Path(logged_spec).read_text() and "testing:testing" not in Path(logged_spec).read_text()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import write_spec
 
@@ -43,13 +44,18 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
         assert {"hp.lr", "hp.seed", "hp.epochs"} <= set(run.data.params)
         from mlflow.tracking import MlflowClient
 
-        files = {f.path for f in MlflowClient(uri).list_artifacts(run.info.run_id, "best_checkpoint")}
+        client = MlflowClient(uri)
+        files = {f.path for f in client.list_artifacts(run.info.run_id, "model")}
+        files |= {f.path for f in client.list_artifacts(run.info.run_id, "model/artifacts/checkpoint")}
         state = Path(result.path) / "state"
         # Tune's own logs as it writes them by default, not its TensorBoard files (tune.tune_loggers)
         assert (Path(result.path) / "result.json").is_file() and (Path(result.path) / "progress.csv").is_file()
         assert not list(Path(result.path).glob("events.out.tfevents*"))
         if run.data.tags["contrasweep.outcome"] == "complete":  # its best weights, tested once at the end
-            assert {"best_checkpoint/model.safetensors", "best_checkpoint/meta.json"} <= files
+            # its MLflow model, whose artifacts are the best folder itself (no second copy beside it)
+            assert {"model/MLmodel", "model/artifacts/checkpoint/model.safetensors",
+                    "model/artifacts/checkpoint/meta.json"} <= files
+            assert not client.list_artifacts(run.info.run_id, "best_checkpoint")
             assert "test/accuracy" in run.data.metrics and len(list(state.glob("best-e*"))) == 1
             assert not list(state.glob("resume-e*"))  # the sweep finished: nothing resumes it
         else:  # stopped by ASHA: never a candidate, never tested, its states removed
@@ -65,9 +71,41 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
     # the paper's reported setting (lr 1e-3) comes first in the grid, once per seed
     ordered = sorted(results, key=lambda r: r.metrics["trial_id"])  # ids end in _00000, _00001, ...
     assert [(r.config["hp"]["lr"], r.config["hp"]["seed"]) for r in ordered] == [(1e-3, 0), (1e-3, 1), (1e-4, 0), (1e-4, 1)]
+    _provenance_on_every_run(client, parents[0], tmp_path)
 
 
-def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_dir, cache_dir, tmp_path):
+def _provenance_on_every_run(client, parent, tmp_path):
+    """Which code made each run, on the sweep, configuration and trial runs alike: the commit of
+    the checkout these tests run from (and whether its tracked files differ from it), the
+    versions, the spec's sha256 (of the spec.yaml logged on the sweep run), user and host."""
+    import hashlib
+    import socket
+    import subprocess
+    from importlib import metadata
+
+    repo = str(Path(__file__).resolve().parents[1])
+    head = subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True, text=True)
+    changed = subprocess.run(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True).stdout.strip()
+    spec = Path(client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path))).read_bytes()
+    runs = client.search_runs([parent.info.experiment_id], "tags.`contrasweep.sweep` = 'e2e'")
+    assert sorted(r.data.tags["contrasweep.kind"] for r in runs) == ["configuration"] * 2 + ["sweep"] + ["trial"] * 4
+    for run in runs:
+        tags = run.data.tags
+        if head.returncode == 0:
+            assert tags["mlflow.source.git.commit"] == head.stdout.strip(), run.info.run_name
+            assert tags["mlflow.source.git.dirty"] == str(bool(changed)).lower()
+        else:  # not a git checkout: no commit claimed
+            assert "mlflow.source.git.commit" not in tags
+        assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"] and tags["mlflow.user"]
+        assert tags["contrasweep.host"] == socket.gethostname()
+        for package in ("torch", "transformers", "ray", "mlflow", "optuna", "contrasweep"):
+            assert tags[f"contrasweep.version.{package}"] == metadata.version(package), package
+        assert tags["contrasweep.version.python"].count(".") == 2
+        assert tags["contrasweep.spec_sha256"] == hashlib.sha256(spec).hexdigest()
+
+
+def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_dir, cache_dir, tmp_path, monkeypatch):
     spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": [2, 3], "seed": [0, 1]}, grid={"lr": [1.0e-3]},
                            fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"})
     uri, results = _run_sweep(tmp_path, spec_path, "axes")
@@ -83,7 +121,6 @@ def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_di
     assert seen == {(2, 0), (2, 1), (3, 0), (3, 1)}
     assert len({r.data.tags["contrasweep.group"] for r in runs}) == 2  # one group per k, two split repeats each
     # sweep -> configuration (one per k) -> repeat runs; the configuration holds the repeats' mean
-    import numpy as np
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -123,6 +160,31 @@ def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_di
         assert json.loads(version.tags["contrasweep.data"])["k"] == int(version.tags["contrasweep.setting"][2:])
     method = load_registered(uri, "axes", "best-k2")
     assert method.num_labels == 5 and not method.training
+    _registered_pyfunc_model(uri, "axes", "best-k2", method, tiny_model_dir, monkeypatch)
+
+
+def _registered_pyfunc_model(uri, name, alias, method, tiny_model_dir, monkeypatch):
+    """The registered version is an MLflow Model: ``models:/<sweep>@<alias>`` loads with
+    ``mlflow.pyfunc`` and gives BBC News's class names with the probabilities of the method
+    ``load_registered`` rebuilds; its signature is the documented one."""
+    import mlflow.pyfunc
+    import pandas as pd
+    import torch
+    from transformers import AutoTokenizer
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    model = mlflow.pyfunc.load_model(f"models:/{name}@{alias}")
+    texts = ["the match ended in a late goal", "shares fell after the bank's results", "the film won an award"]
+    out = model.predict(pd.DataFrame({"text": texts}))
+    names = ["business", "entertainment", "politics", "sports", "tech"]
+    assert list(out.columns) == ["label", *(f"prob_{n}" for n in names)]
+    assert model.metadata.get_input_schema().input_names() == ["text"]
+    enc = AutoTokenizer.from_pretrained(tiny_model_dir)(texts, truncation=True, max_length=32, padding=True,
+                                                       return_tensors="pt")
+    with torch.no_grad():
+        expected = torch.softmax(method.predict(dict(enc)), -1).numpy()
+    np.testing.assert_allclose(out[[f"prob_{n}" for n in names]].to_numpy(), expected, rtol=1e-4, atol=1e-6)
+    assert list(out["label"]) == [names[i] for i in expected.argmax(1)]
 
 
 def test_class_count_axis_gives_each_variant_its_own_head(ray_session, tiny_model_dir, cache_dir, tmp_path):

@@ -47,6 +47,9 @@ class Method(nn.Module):
     sts_metric_names: ClassVar[tuple[str, ...]] = ()
     # Keys of training_step's output logged per optimiser step (MLflow step = global step).
     step_metrics: ClassVar[tuple[str, ...]] = ()
+    # What the MLflow model returns per row (trainables.inference.OUTPUTS): "probabilities"
+    # (softmax of predict's logits), "similarities", "multilabel" or "embedding".
+    serving_output: ClassVar[str] = "probabilities"
 
     def __init__(self, encoder: Encoder, num_labels: int, hp: dict[str, Any]):
         super().__init__()

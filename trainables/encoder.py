@@ -64,13 +64,15 @@ def pool(states: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> to
     return (states * mask).sum(1) / mask.sum(1).clamp_min(1.0)
 
 
-def load_encoder(name: str | None = DEFAULT_ENCODER, pooling: str = "mean") -> Encoder:
-    """Load a pretrained backbone (offline for 'default' and local paths)."""
-    from transformers import AutoModel
+def load_encoder(name: str | None = DEFAULT_ENCODER, pooling: str = "mean", pretrained: bool = True) -> Encoder:
+    """Load a pretrained backbone (offline for 'default' and local paths). ``pretrained=False``:
+    its architecture from the folder's ``config.json`` only, with untrained weights (a trained
+    checkpoint's weights replace them all: ``trainables.loop.load_trained``)."""
+    from transformers import AutoConfig, AutoModel
 
     path = resolve_model_path(name)
     try:
-        backbone = AutoModel.from_pretrained(path)
+        backbone = AutoModel.from_pretrained(path) if pretrained else AutoModel.from_config(AutoConfig.from_pretrained(path))
     except OSError as exc:
         raise UserError(
             f"encoder {name!r}: cannot load ({_first_line(exc)}); "

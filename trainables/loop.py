@@ -51,10 +51,11 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def build_method(config: dict[str, Any], num_labels: int):
-    """Encoder + method heads, from the trial config (also used to reload a checkpoint)."""
+def build_method(config: dict[str, Any], num_labels: int, pretrained: bool = True):
+    """Encoder + method heads, from the trial config (also used to reload a checkpoint, whose
+    weights replace the pretrained ones: ``pretrained=False`` reads the encoder's config only)."""
     encoder_cfg = config.get("encoder", {})
-    encoder = load_encoder(encoder_cfg.get("name", "default"), encoder_cfg.get("pooling", "mean"))
+    encoder = load_encoder(encoder_cfg.get("name", "default"), encoder_cfg.get("pooling", "mean"), pretrained)
     return get_method(config["method"])(encoder, num_labels, config["hp"])
 
 
@@ -302,21 +303,25 @@ def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
     return {f"{prefix}/{k}": v for k, v in metrics.items()}
 
 
-def load_trained(directory: str, num_labels: int | None = None):
+def load_trained(directory: str, num_labels: int | None = None, encoder_dir: str | None = None):
     """Rebuild a trained method from a best folder, a reported pointer (its best folder) or a
-    downloaded registry version (for reports and users)."""
+    downloaded registry version (for reports and users). ``encoder_dir``: a folder with the
+    encoder's ``config.json`` (and tokenizer) but not its pretrained weights, as an MLflow
+    model carries it (``trainables.inference``): the encoder is built from that config."""
     folder = best_folder(directory)
     if folder is None:
         raise FileNotFoundError(f"{directory}: no trained weights there ({WEIGHTS_FILE} and {META_FILE}, "
                                 "or a checkpoint pointer naming them)")
     meta = read_meta(folder)
     encoder = meta["config"].get("encoder", {})
-    if encoder.get("origin") and not os.path.exists(encoder["name"]):
+    if encoder_dir is not None:
+        meta["config"]["encoder"] = {**encoder, "name": encoder_dir}
+    elif encoder.get("origin") and not os.path.exists(encoder["name"]):
         # trained on a cluster from a shipped folder (contrasweep.run.shipping): the worker read it at
         # a path relative to the job's working_dir; here it is the driver's own folder
         meta["config"]["encoder"] = {**encoder, "name": encoder["origin"]}
     if num_labels is None:
         num_labels = int(meta["config"].get("num_labels", 0)) or None
-    method = build_method(meta["config"], num_labels)
+    method = build_method(meta["config"], num_labels, pretrained=encoder_dir is None)
     method.load_state_dict(load_weights(weights_file(folder)))
     return method.eval()

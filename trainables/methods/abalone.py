@@ -103,6 +103,7 @@ class MultiLabelContrastive(Method):
     label_kind = DECLARATIONS["abalone"].label_kind
     metric_names = DECLARATIONS["abalone"].metric_names
     params = ABALONE  # trainables.methods.declarations
+    serving_output = DECLARATIONS["abalone"].serving_output  # σ per label (predict), the set at the threshold
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

@@ -147,6 +147,8 @@ class Declaration:
     # its class overrides ``check(hp, hidden_size)``: the driver reads the encoder's width before
     # a sweep (``contrasweep.run.checks.check_against_encoder``); for the others it imports nothing
     checks_encoder: bool = False
+    # what its MLflow model returns per row (trainables.inference.OUTPUTS)
+    serving_output: str = "probabilities"
 
 
 DECLARATIONS: dict[str, Declaration] = {
@@ -154,11 +156,12 @@ DECLARATIONS: dict[str, Declaration] = {
     "ce_scl": Declaration("ce_scl", CE_SCL),
     # after the classification metrics: the default sweep metric stays val/accuracy
     "scl_moo": Declaration("scl_moo", SCL_MOO, metric_names=CLASSIFICATION_METRICS + ("l1", "l2")),
-    "lacon": Declaration("lacon", LACON, checks_encoder=True),  # heads must divide the width
+    "lacon": Declaration("lacon", LACON, checks_encoder=True, serving_output="similarities"),  # heads | the width
     "supcl_seq": Declaration("supcl_seq", SUPCL_SEQ),
-    "simcse": Declaration("simcse", SIMCSE, metric_names=REPRESENTATION_METRICS, sts_metric_names=("sts_spearman",)),
+    "simcse": Declaration("simcse", SIMCSE, metric_names=REPRESENTATION_METRICS, sts_metric_names=("sts_spearman",),
+                          serving_output="embedding"),
     "vascl": Declaration("vascl", VASCL, metric_names=REPRESENTATION_METRICS, sts_metric_names=("sts_spearman",),
-                         checks_encoder=True),
-    "abalone": Declaration("abalone", ABALONE, label_kind="multi", checks_encoder=True,
+                         checks_encoder=True, serving_output="embedding"),
+    "abalone": Declaration("abalone", ABALONE, label_kind="multi", checks_encoder=True, serving_output="multilabel",
                            metric_names=("micro_f1", "macro_f1", "hamming_loss", "head_macro_f1", "tail_macro_f1")),
 }

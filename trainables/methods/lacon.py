@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.methods.declarations import LACON
+from trainables.methods.declarations import DECLARATIONS, LACON
 from trainables.errors import UserError
 from trainables.global_batch import global_batch
 from trainables.base import Method
@@ -74,6 +74,8 @@ class LaCon(Method):
         self.head = projection_head(d) if self.hp["use_head"] else nn.Identity()
         self.label_emb = nn.Parameter(torch.randn(num_labels, d) * 0.02)  # W_emb, random init (Sec. 2.1)
         self.fusion = LabelFusion(num_labels, self.hp["fusion_window"]) if self.hp["fusion"] else None
+
+    serving_output = DECLARATIONS["lacon"].serving_output  # Eq. 8's cosine per label; the best one is the prediction
 
     def instance_embeddings(self, batch) -> torch.Tensor:
         return self.represent(batch)  # H_x: the space where Eq. 8 compares instances with labels

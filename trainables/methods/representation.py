@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from trainables.base import Method
-from trainables.methods.declarations import PROBE_KS, REPRESENTATION, REPRESENTATION_METRICS
+from trainables.methods.declarations import DECLARATIONS, PROBE_KS, REPRESENTATION, REPRESENTATION_METRICS
 from trainables.evaluation import few_shot_probe, kmeans_scores, sts_spearman
 
 
@@ -37,6 +37,7 @@ class RepresentationMethod(Method):
     metric_names = REPRESENTATION_METRICS
     sts_metric_names = ("sts_spearman",)
     params = REPRESENTATION  # trainables.methods.declarations
+    serving_output = DECLARATIONS["simcse"].serving_output  # e, as evaluated
 
     def instance_embeddings(self, batch) -> torch.Tensor:
         return self.representation(batch)

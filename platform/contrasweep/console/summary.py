@@ -73,6 +73,15 @@ def run_links(folder: Path) -> dict[str, str]:
     return {"": runs_url(base, experiment), **links}
 
 
+def model_errors(folder: Path) -> list[str]:
+    """Why complete trials got no MLflow model (``tracking.json``; contrasweep.tracking.artifacts)."""
+    try:
+        trials = json.loads((Path(folder) / "tracking.json").read_text()).get("trials", {})
+    except (OSError, ValueError):
+        return []
+    return [e["model_error"] for e in trials.values() if e.get("model_error")]
+
+
 def disk_use(folder: Path) -> int:
     """Bytes under ``folder``: each file once (a resume state hard-links the best weights),
     links not followed."""
@@ -118,6 +127,10 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     links = run_links(folder) if folder is not None else {}
     if sweep is not None:
         lines += best_lines(results, sweep, metric, mode, links)
+    errors = model_errors(folder) if folder is not None else []
+    if errors:
+        lines.append(f"[contrasweep] no MLflow model for {len(errors)} trial(s) ({errors[0]}); their best weights are "
+                     "logged as files (best_checkpoint/)")
     if folder is not None:
         lines.append(f"[contrasweep] folder: {folder} ({human(disk_use(folder))} on disk; log: driver.log)")
     if "" in links:

@@ -78,9 +78,12 @@ def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, ship
         "num_labels": prepared[0].num_labels,
         "variants": [
             {"index": v.index, "label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat,
-             "num_labels": p.num_labels, "cache_key": p.key, "sizes": {s: v["n"] for s, v in p.stats.items() if isinstance(v, dict) and "n" in v}}
+             "num_labels": p.num_labels, "cache_key": p.key, "sizes": {s: v["n"] for s, v in p.stats.items() if isinstance(v, dict) and "n" in v},
+             # what a trial's MLflow model is described by (contrasweep.tracking.model_flavor)
+             "label_names": [str(n) for n in p.label_names], "is_pair": p.is_pair}
             for v, p in zip(variants, prepared)
         ],
+        "max_length": sweep.encoder["max_length"],
         "varied": sweep.varied,
         "seeds": sweep.seeds,
         "resources": sweep.resources,

@@ -88,7 +88,9 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
         sweep.objective.metric, sweep.objective.mode, progress=Progress(total, sweep.objective.metric),
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
                 "variants": static["variants"], "varied": static["varied"], "group_sizes": group_sizes(sweep),
-                "trial_storage": static["trial_storage"]},
+                "trial_storage": static["trial_storage"],
+                # what each complete trial's MLflow model is built from (tracking.model_flavor)
+                "encoder": static["encoder"], "max_length": static["max_length"]},
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
         texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )

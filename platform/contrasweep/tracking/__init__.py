@@ -7,9 +7,12 @@ names, the default store, trial runs by tag, a store failure in one line. ``reco
 ``aggregate``: repeat groups, mean/std/n, the selection rule. ``describe``: the sweep run's
 description and a data variant as a dataset input. ``models``: the model registry.
 ``runs_view``: the MLflow UI's runs table. ``reattach``: the record rebuilt from MLflow's tags.
+``model_flavor``: a trial's MLflow Model (pyfunc over ``trainables.inference``).
+``provenance``: which code, versions, spec, user and host made the runs.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder`` (moved
-folders), MLflow, Ray Tune's ``Callback``, ``trainables`` (the state folder's readers). Never
+folders, Tune's uploads), MLflow, Ray Tune's ``Callback``, ``trainables`` (the state folder's readers,
+the method declarations, ``inference`` inside an MLflow model), GitPython (provenance). Never
 ``contrasweep.search``, ``run``, ``console`` or ``cli``.
 """
 

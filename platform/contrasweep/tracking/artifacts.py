@@ -1,12 +1,15 @@
 """A trial's state folder seen from MLflow (docs/architecture.md, "Checkpoints"): where it is on
 the sweep's storage, what happens to it when the trial ends (a complete trial's best weights are
-logged as its ``best_checkpoint`` artifact and its older resume state goes; a stopped trial's
-folder goes, it is never selected nor resumed), and the repair of artifacts the store lost
-(the parent's files, each complete trial's best checkpoint, re-logged from the folders the
-sweep keeps).
+logged as its MLflow model ``model/``, ``contrasweep.tracking.model_flavor``, and its older
+resume state goes; a stopped trial's folder goes, it is never selected nor resumed), and the
+repair of artifacts the store lost (the parent's files, each complete trial's model, re-logged
+from the folders the sweep keeps). A model that cannot be built (a sweep started before models
+were, whose record lacks the label names; an encoder folder without ``config.json``) is one
+line, and the weights are logged as plain files under ``best_checkpoint/`` as before.
 
 May import: ``contrasweep.tracking.record``, ``contrasweep.tracking.rows``,
-``contrasweep.folder.relocation``, ``trainables`` (the state folder's helpers).
+``contrasweep.tracking.store``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``, ``trainables`` (the
+state folder's helpers).
 """
 
 from __future__ import annotations
@@ -18,13 +21,17 @@ from pathlib import Path
 from contrasweep.folder.relocation import here
 from contrasweep.tracking.record import TrackingState
 from contrasweep.tracking.rows import spec_yaml
+from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
 
 
 class Artifacts:
-    """``trial_storage``: the root the trials' folders are under (a path or a URI), or None."""
+    """``static``: the sweep's static trial config (``trial_storage``: the root the trials'
+    folders are under, a path or a URI, or None; the method, encoder, data variants and
+    ``max_length`` a model is described by)."""
 
-    def __init__(self, client, state: TrackingState, trial_storage: str | None):
-        self.client, self.state, self.trial_storage = client, state, trial_storage
+    def __init__(self, client, state: TrackingState, static: dict | None):
+        self.client, self.state, self.static = client, state, static or {}
+        self.trial_storage = self.static.get("trial_storage")
 
     def state_dir(self, trial) -> str | None:
         """The trial's state folder on the sweep's storage (a path or a URI: Tune's ``trial.path``
@@ -46,7 +53,7 @@ class Artifacts:
             from trainables.checkpoints import best_of_trial, finish_state
 
             if entry.get("best_epoch"):
-                self.log_checkpoint(entry["run_id"], best_of_trial(folder, entry["best_epoch"]))
+                self.log_checkpoint(entry, best_of_trial(folder, entry["best_epoch"]))
             finish_state(folder)  # the older resume state is never restored now
         if folder and entry["outcome"] == "stopped":  # never selected, never resumed: its weights and states go
             from trainables.checkpoints import remove_state
@@ -54,21 +61,48 @@ class Artifacts:
             remove_state(folder)
         return folder
 
-    def log_checkpoint(self, run_id: str, path) -> None:
-        """The best folder's weights and meta as the run's ``best_checkpoint`` artifact."""
+    def log_checkpoint(self, entry: dict, path) -> None:
+        """The best folder as the run's MLflow model (``model/``), or its weights and meta as
+        plain files (``best_checkpoint/``) where no model can be built."""
+        import tempfile
+
+        from contrasweep.tracking.model_flavor import build_model
         from trainables.checkpoints import META_FILE, WEIGHTS_FILE
 
         if path is None:
             return
+        with tempfile.TemporaryDirectory(prefix="contrasweep-model-") as tmp:
+            try:
+                model = build_model(Path(tmp), Path(path), self.model_info(entry), self.static["encoder"]["name"],
+                                    self.static["method"])
+            except Exception as exc:  # noqa: BLE001 - the sweep goes on; the weights are logged as files
+                model = None
+                entry["model_error"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+                print(f"[contrasweep] {entry.get('name', entry['run_id'])}: no MLflow model ({entry['model_error']}); "
+                      f"its best weights are logged as files ({CHECKPOINT_PATH}/)", file=sys.stderr, flush=True)
+            if model is not None:
+                self.client.log_artifacts(entry["run_id"], str(model), MODEL_PATH)
+                return
         for name in (WEIGHTS_FILE, META_FILE):
             file = Path(path) / name
             if file.exists():
-                self.client.log_artifact(run_id, str(file), artifact_path="best_checkpoint")
+                self.client.log_artifact(entry["run_id"], str(file), artifact_path=CHECKPOINT_PATH)
+
+    def model_info(self, entry: dict) -> dict:
+        """What a model needs besides the weights: the variant's label names and pair flag and
+        the sweep's ``max_length`` (a sweep started before models were lacks them: ValueError)."""
+        variants = self.static.get("variants") or [{}]
+        variant = next((v for v in variants if v.get("index", 0) == entry.get("variant", 0)), variants[0])
+        if "label_names" not in variant or "max_length" not in self.static:
+            raise ValueError("the sweep was started by a contrasweep without MLflow models: its record has no label "
+                             "names and max length")
+        return {"label_names": variant["label_names"], "is_pair": variant["is_pair"],
+                "max_length": self.static["max_length"]}
 
     def repair(self, parent_run_id: str, spec: dict, texts: dict[str, str]) -> int:
         """Re-log the parent's files and each complete trial's best checkpoint where the
         artifact store lost them (e.g. ``mlartifacts/`` removed); returns how many files."""
-        from trainables.checkpoints import WEIGHTS_FILE, best_of_trial
+        from trainables.checkpoints import best_of_trial
 
         repaired = 0
         have = {f.path for f in self.client.list_artifacts(parent_run_id)}
@@ -80,11 +114,21 @@ class Artifacts:
             folder = entry.get("state_dir")
             if entry.get("outcome") != "complete" or not entry.get("best_epoch") or not folder:
                 continue
-            files = {os.path.basename(f.path) for f in self.client.list_artifacts(entry["run_id"], "best_checkpoint")}
             best = best_of_trial(here(folder), entry["best_epoch"])
-            if WEIGHTS_FILE not in files and best is not None:
-                self.log_checkpoint(entry["run_id"], best)
+            if best is not None and not logged_weights(self.client, entry["run_id"]):
+                self.log_checkpoint(entry, best)
                 repaired += 1
         if repaired:
             print(f"[contrasweep] re-logged {repaired} lost MLflow artifacts", file=sys.stderr, flush=True)
         return repaired
+
+
+def logged_weights(client, run_id: str) -> str | None:
+    """The artifact folder holding the run's best weights: its model's checkpoint, or the plain
+    files of a run without a model; None when neither is in the store."""
+    from trainables.checkpoints import LEGACY_WEIGHTS_FILE, WEIGHTS_FILE
+
+    for folder in (CHECKPOINT_IN_MODEL, CHECKPOINT_PATH):
+        if any(f.path.endswith((WEIGHTS_FILE, LEGACY_WEIGHTS_FILE)) for f in client.list_artifacts(run_id, folder)):
+            return folder
+    return None

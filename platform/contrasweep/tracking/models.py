@@ -1,6 +1,8 @@
-"""The model registry: each setting's best configuration, represented by the checkpoint of
-its best repeat, is registered under the sweep's name, so a user (or a report) loads it with
-``load_registered(uri, "<sweep>")`` or ``models:/<sweep>@best`` without knowing run ids.
+"""The model registry: each setting's best configuration, represented by the MLflow model of
+its best repeat (``contrasweep.tracking.model_flavor``), is registered under the sweep's name,
+so a user loads it with ``mlflow.pyfunc.load_model("models:/<sweep>@best")`` (or serves it with
+``mlflow models serve``) and a report with ``load_registered(uri, "<sweep>")``, without knowing
+run ids. A run without a model (sweeps before models were) registers its plain checkpoint files.
 
 "Best repeat": among the selected group's repeats (``contrasweep.tracking.aggregate.select``: best mean
 validation metric), the one with the best validation value itself. Test metrics never choose.
@@ -13,11 +15,12 @@ from __future__ import annotations
 import json
 import re
 
+from contrasweep.tracking.artifacts import logged_weights
+from contrasweep.tracking.store import CHECKPOINT_PATH, MODEL_PATH
 from trainables.errors import UserError
 
 SETTING_TAG = "contrasweep.setting"
 DATA_TAG = "contrasweep.data"
-CHECKPOINT_PATH = "best_checkpoint"  # artifact folder of a trial run (tracking._log_checkpoint)
 
 
 def alias_for(setting: str) -> str:
@@ -35,8 +38,13 @@ def register(client, name: str, run_id: str, setting: str, data: dict, descripti
     except MlflowException as exc:
         if "RESOURCE_ALREADY_EXISTS" not in str(exc.error_code):
             raise
+    folder = MODEL_PATH if logged_weights(client, run_id) != CHECKPOINT_PATH else CHECKPOINT_PATH
+    # the folder where the run's artifacts are (mlartifacts/..., mlflow-artifacts:/... behind a
+    # server), not ``runs:/``: a tracking server reads the version's MLmodel (the UI's schema)
+    # only from a location it serves itself
+    source = client.get_run(run_id).info.artifact_uri.rstrip("/") + "/" + folder
     version = client.create_model_version(
-        name, source=f"runs:/{run_id}/{CHECKPOINT_PATH}", run_id=run_id, description=description,
+        name, source=source, run_id=run_id, description=description,
         tags={SETTING_TAG: setting, DATA_TAG: json.dumps(data, sort_keys=True, default=str)},
     ).version
     client.set_registered_model_alias(name, alias_for(setting), version)
@@ -44,7 +52,7 @@ def register(client, name: str, run_id: str, setting: str, data: dict, descripti
 
 
 def has_checkpoint(client, run_id: str) -> bool:
-    return any(f.path.endswith((".safetensors", "model.pt")) for f in client.list_artifacts(run_id, CHECKPOINT_PATH))
+    return logged_weights(client, run_id) is not None
 
 
 def registered_versions(client, name: str) -> list:
@@ -70,12 +78,15 @@ def resolve(client, name: str, version: str | None = None):
 
 
 def download(tracking_uri: str, model_version) -> str:
-    """A local folder with the version's checkpoint. Its source is ``runs:/<id>/best_checkpoint``:
-    fetched from the run's artifacts (the registry client would look the model up under the
-    global registry URI, not ``tracking_uri``)."""
+    """A local folder with the version's checkpoint (its model's ``artifacts/checkpoint``, or the
+    plain ``best_checkpoint`` files of an older run): fetched from the run's artifacts (the
+    registry client would look the model up under the global registry URI, not ``tracking_uri``)."""
     import mlflow
 
-    return mlflow.artifacts.download_artifacts(run_id=model_version.run_id, artifact_path=CHECKPOINT_PATH,
+    from contrasweep.tracking.store import get_client
+
+    folder = logged_weights(get_client(tracking_uri), model_version.run_id) or CHECKPOINT_PATH
+    return mlflow.artifacts.download_artifacts(run_id=model_version.run_id, artifact_path=folder,
                                                tracking_uri=tracking_uri)
 
 

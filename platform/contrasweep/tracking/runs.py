@@ -30,10 +30,13 @@ CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.pro
 class RunTree:
     """Sweep → configuration → trial runs, over one MLflow client and the sweep's record.
     ``static``: the sweep's seeds, resources, method, data variants, varied keys and
-    repeat-group sizes (to name and tag a trial's real hyperparameters)."""
+    repeat-group sizes (to name and tag a trial's real hyperparameters); ``provenance``: the
+    tags every run this process opens carries (``contrasweep.tracking.provenance``)."""
 
-    def __init__(self, client, state: TrackingState, sweep_name: str, static: dict | None):
+    def __init__(self, client, state: TrackingState, sweep_name: str, static: dict | None,
+                 provenance: dict[str, str] | None = None):
         self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static or {}
+        self.provenance = provenance or {}
 
     @property
     def parent_run_id(self) -> str:
@@ -45,7 +48,7 @@ class RunTree:
         from contrasweep.tracking.describe import NOTE_TAG, sweep_description, sweep_tags
 
         run = self.client.create_run(experiment_id, run_name=self.sweep_name, tags={
-            **sweep_tags(spec, self.sweep_name), NOTE_TAG: sweep_description(spec, self.sweep_name)})
+            **self.provenance, **sweep_tags(spec, self.sweep_name), NOTE_TAG: sweep_description(spec, self.sweep_name)})
         parent = run.info.run_id
         self.state.data.update(parent_run_id=parent, experiment_id=experiment_id)
         self.state.save()
@@ -58,6 +61,10 @@ class RunTree:
     def reopen(self) -> None:
         """A resumed sweep: its run and the runs Ctrl-C or a dead driver left KILLED run again."""
         self.client.update_run(self.parent_run_id, status="RUNNING")
+        from mlflow.entities import RunTag
+
+        have = self.client.get_run(self.parent_run_id).data.tags  # a sweep started by a version that recorded none:
+        self.client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in self.provenance.items() if k not in have])
         for run_id in self.state.data.get("interrupted_runs", []):
             self.client.update_run(run_id, status="RUNNING")
         self.state.data.pop("interrupted_runs", None)
@@ -105,7 +112,8 @@ class RunTree:
         run = self.client.create_run(
             self.state.data["experiment_id"],
             run_name=name,
-            tags={PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id, KIND_TAG: "trial",
+            tags={**self.provenance, PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id,
+                  KIND_TAG: "trial",
                   "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
                   "contrasweep.group_size": str(self.group_size(identity.group)), CONFIG_KEY_TAG: key,
                   VARIANT_TAG: str(identity.variant.get("index", 0)), **tags(identity, self.static["method"])},
@@ -130,7 +138,8 @@ class RunTree:
             own = {k: v for k, v in tags(identity, method).items() if k in CONFIG_RUN_TAGS}
             run = self.client.create_run(
                 self.state.data["experiment_id"], run_name=config_run_name(identity, method, self.static.get("varied", [])),
-                tags={PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration", "contrasweep.sweep": self.sweep_name,
+                tags={**self.provenance, PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration",
+                      "contrasweep.sweep": self.sweep_name,
                       "contrasweep.group_size": str(self.group_size(identity.group)), **own},
             )
             configs[identity.group] = run.info.run_id
@@ -158,6 +167,8 @@ class RunTree:
                 **entry["pending"]["tags"]}
         if state_dir:
             tags["contrasweep.state_dir"] = state_dir  # where resume finds the checkpoint if the artifact is lost
+        if entry.get("model_error"):  # its best weights are plain files: no MLflow model could be built
+            tags["contrasweep.model_error"] = entry["model_error"][:500]
         for key, value in tags.items():
             self.client.set_tag(entry["run_id"], key, value)
         self.client.set_terminated(entry["run_id"], status=entry["status"])

@@ -15,6 +15,11 @@ CONFIG_KEY_TAG = "contrasweep.config_key"  # a trial run's config (re-attaching 
 VARIANT_TAG = "contrasweep.variant"  # a trial run's data variant index
 OUTCOME_TAG = "contrasweep.outcome"  # a trial run's end: "complete", "stopped" or "failed"
 GROUP_TAG = "contrasweep.group"  # a trial or configuration run's repeat group (contrasweep.spec.identity)
+# a complete trial run's artifacts: its MLflow model (contrasweep.tracking.model_flavor), whose
+# checkpoint holds the best weights and meta.json; the plain files of a run without a model
+MODEL_PATH = "model"
+CHECKPOINT_IN_MODEL = f"{MODEL_PATH}/artifacts/checkpoint"
+CHECKPOINT_PATH = "best_checkpoint"
 
 
 def store_errors() -> tuple[type, ...]:

@@ -27,6 +27,7 @@ from contrasweep.folder.tune_state import own_session_uploads
 from contrasweep.tracking.artifacts import Artifacts
 from contrasweep.tracking.epochs import EpochLog, planned_epochs
 from contrasweep.tracking.epochs import outcome as outcome_of
+from contrasweep.tracking.provenance import provenance_tags
 from contrasweep.tracking.record import TrackingState
 from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
@@ -116,8 +117,8 @@ class MlflowTracker(Callback):
 
         static = self.static or {}
         self.client = get_client(self.tracking_uri)
-        self.runs = RunTree(self.client, self.state, self.sweep_name, self.static)
-        self.artifacts = Artifacts(self.client, self.state, static.get("trial_storage"))
+        self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, provenance_tags(self.spec))
+        self.artifacts = Artifacts(self.client, self.state, static)
         self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
                                self.store_failed)
         self.selection = Selection(self.client, self.state, self.sweep_name, static.get("variants"), self.metric, self.mode)

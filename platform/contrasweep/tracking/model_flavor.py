@@ -1,0 +1,155 @@
+"""A complete trial's best checkpoint as an MLflow Model (docs/architecture.md, "Use the best
+model"): ``mlflow.pyfunc`` over ``trainables.inference.Predictor``, so
+``mlflow.pyfunc.load_model("models:/<sweep>@best")`` and ``mlflow models serve`` work for anyone
+with the project installed.
+
+The model folder (the run's artifact ``model/``): ``MLmodel`` with a signature (``text``, plus
+``text_pair`` for pair tasks → the columns of ``trainables.inference.output_columns``) and an
+input example; ``python_model.pkl`` (this module's ``ContrasweepModel``, pickled by reference);
+``artifacts/checkpoint`` (the best weights and ``meta.json``: the only copy the store keeps),
+``artifacts/encoder`` (the encoder's ``config.json`` and tokenizer files, not its pretrained
+weights: the checkpoint holds every weight), ``artifacts/info.json`` (label names, max length,
+pair task); requirements pinned to the versions that trained it. A representation method's
+model (SimCSE, VaSCL) also carries ``artifacts/sentence_transformer``, a folder
+sentence-transformers loads (its encoder's weights a second time, in Hugging Face's layout).
+
+May import: MLflow, pandas, ``contrasweep.tracking.provenance``, ``trainables`` (inside the model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import mlflow.pyfunc
+import pandas as pd
+
+from contrasweep.tracking.store import MODEL_PATH
+
+SENTENCE_TRANSFORMER = "sentence_transformer"  # in a representation method's model: artifacts/<this>
+# the encoder folder's files a model needs besides the weights: its architecture and tokenizer
+ENCODER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+                 "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
+EXAMPLE = ("The service was quick and the staff were friendly.", "Was the staff friendly?")
+PINNED = ("torch", "transformers", "tokenizers", "safetensors", "mlflow", "pandas", "numpy", "cloudpickle", "contrasweep")
+
+
+class ContrasweepModel(mlflow.pyfunc.PythonModel):
+    """``predict(DataFrame[text(, text_pair)])`` → one row per input (see the module docstring)."""
+
+    def load_context(self, context):
+        from trainables.inference import Predictor
+
+        info = json.loads(Path(context.artifacts["info"]).read_text())
+        self.predictor = Predictor(context.artifacts["checkpoint"], context.artifacts["encoder"], info)
+
+    def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
+        texts = [str(t) for t in model_input["text"]]
+        pairs = [str(t) for t in model_input["text_pair"]] if self.predictor.info["is_pair"] else None
+        return pd.DataFrame(self.predictor.predict(texts, pairs))
+
+
+def signature(info: dict, kind: str):
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import Array, ColSpec, DataType, Schema
+
+    from trainables.inference import output_columns
+
+    types = {"string": DataType.string, "double": DataType.double, "list<string>": Array(DataType.string),
+             "list<float>": Array(DataType.float)}
+    inputs = [ColSpec(DataType.string, "text")] + ([ColSpec(DataType.string, "text_pair")] if info["is_pair"] else [])
+    outputs = [ColSpec(types[t], name) for name, t in output_columns(kind, [str(n) for n in info["label_names"]]).items()]
+    return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs))
+
+
+def requirements() -> list[str]:
+    from importlib import metadata
+
+    pins = []
+    for name in PINNED:
+        try:
+            pins.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return pins
+
+
+def encoder_files(source: str, into: Path) -> Path:
+    """The encoder folder's architecture and tokenizer files (never its weights) in ``into``."""
+    from trainables.encoder_names import resolve_model_path
+
+    folder = Path(resolve_model_path(source))
+    into.mkdir(parents=True)
+    for name in ENCODER_FILES:
+        if (folder / name).is_file():
+            shutil.copy2(folder / name, into / name)
+    if not (into / "config.json").is_file():
+        raise FileNotFoundError(f"encoder {source!r} has no config.json in {folder}")
+    return into
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def build_model(tmp: Path, best: Path, info: dict, encoder: str, method: str) -> Path:
+    """An MLflow pyfunc model of the best folder ``best`` in ``tmp/model`` (logged by the
+    caller as the trial run's ``model/``)."""
+    from trainables.checkpoints import META_FILE, WEIGHTS_FILE
+    from trainables.registry import declaration
+
+    kind = declaration(method).serving_output  # torch-free for the built-in methods
+    staged = tmp / "checkpoint"
+    staged.mkdir(parents=True)
+    for name in (WEIGHTS_FILE, META_FILE):
+        _link_or_copy(best / name, staged / name)
+    (tmp / "info.json").write_text(json.dumps(info, indent=1))
+    example = {"text": [EXAMPLE[0]]}
+    if info["is_pair"]:
+        example["text_pair"] = [EXAMPLE[1]]
+    artifacts = {"checkpoint": str(staged), "encoder": str(encoder_files(encoder, tmp / "encoder")),
+                 "info": str(tmp / "info.json")}
+    if kind == "embedding":
+        artifacts[SENTENCE_TRANSFORMER] = str(sentence_transformer(best, tmp / "encoder", tmp / SENTENCE_TRANSFORMER,
+                                                                   int(info["max_length"])))
+    model = tmp / MODEL_PATH
+    mlflow.pyfunc.save_model(
+        str(model), python_model=ContrasweepModel(), signature=signature(info, kind),
+        input_example=pd.DataFrame(example), pip_requirements=requirements(), artifacts=artifacts,
+        metadata={"contrasweep.method": method, "contrasweep.output": kind},
+    )
+    return model
+
+
+def sentence_transformer(best: Path, encoder_dir: Path, into: Path, max_length: int) -> Path:
+    """A sentence-transformers folder of a representation method's encoder, as the run
+    evaluated it (``SentenceTransformer(into).encode(texts)`` = the model's ``embedding``): the
+    checkpoint's ``encoder.backbone.*`` weights as a Hugging Face model, its tokenizer and
+    config, ``modules.json`` (Transformer → Pooling), the run's pooling (``cls`` or masked
+    ``mean``, trainables.encoder.pool) and truncation at ``max_length``. The weights are read and
+    written with safetensors' numpy API (the driver never imports torch for this)."""
+    from safetensors.numpy import load_file, save_file
+
+    from trainables.checkpoints import META_FILE, WEIGHTS_FILE
+
+    pooling = json.loads((best / META_FILE).read_text())["config"].get("encoder", {}).get("pooling", "mean")
+    prefix = "encoder.backbone."
+    weights = {k[len(prefix):]: v for k, v in load_file(str(best / WEIGHTS_FILE)).items() if k.startswith(prefix)}
+    shutil.copytree(encoder_dir, into)
+    save_file(weights, str(into / "model.safetensors"), metadata={"format": "pt"})
+    width = int(json.loads((into / "config.json").read_text())["hidden_size"])
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    (into / "modules.json").write_text(json.dumps(modules, indent=1))
+    (into / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}))
+    (into / "1_Pooling").mkdir()
+    modes = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens", "weightedmean_tokens", "lasttoken")
+    config = {"word_embedding_dimension": width, **{f"pooling_mode_{m}": False for m in modes}, "include_prompt": True}
+    config["pooling_mode_cls_token" if pooling == "cls" else "pooling_mode_mean_tokens"] = True
+    (into / "1_Pooling" / "config.json").write_text(json.dumps(config, indent=1))
+    return into

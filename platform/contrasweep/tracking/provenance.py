@@ -1,0 +1,81 @@
+"""Which code, on which machine, by whom, made a sweep's runs (docs/architecture.md, "Data flow").
+
+The same tags go on the sweep run, each configuration run and each trial run, so any run found
+in the MLflow UI says what made it: MLflow's own context tags (``mlflow.user``,
+``mlflow.source.name``, ``mlflow.source.type``: ``mlflow.tracking.context``'s default
+provider), the git commit, branch and dirty flag of the contrasweep source tree when it is a
+git checkout (MLflow's git provider looks at ``sys.argv[0]``, which for the installed
+``contrasweep`` script is a file in the virtualenv, not the source), the versions of python and
+of the packages a result depends on, the spec's sha256 (of ``spec.yaml`` as logged on the sweep
+run) and the host. The driver records them; on a cluster the workers' versions are checked
+before the sweep starts (``sweep.ship``).
+
+May import: MLflow (its tag names and context providers), ``contrasweep.tracking.rows``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import socket
+from importlib import metadata
+from pathlib import Path
+
+PACKAGES = ("torch", "transformers", "ray", "mlflow", "optuna", "contrasweep")
+VERSION_TAG = "contrasweep.version."  # + python or a package name
+SPEC_SHA_TAG = "contrasweep.spec_sha256"
+HOST_TAG = "contrasweep.host"
+
+
+def versions() -> dict[str, str]:
+    """python and each of ``PACKAGES`` as installed (read from their metadata: nothing is imported)."""
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def source_tree() -> Path:
+    import contrasweep
+
+    return Path(contrasweep.__file__).resolve().parent
+
+
+def git_tags(path: Path) -> dict[str, str]:
+    """Commit, branch and dirty flag (tracked files changed) of the checkout holding ``path``;
+    {} when it is not one (an installed wheel)."""
+    from mlflow.utils.mlflow_tags import MLFLOW_GIT_BRANCH, MLFLOW_GIT_COMMIT, MLFLOW_GIT_DIRTY
+
+    try:
+        from git import InvalidGitRepositoryError, NoSuchPathError, Repo
+    except ImportError:  # GitPython (an MLflow requirement) without a git executable
+        return {}
+    try:
+        repo = Repo(path, search_parent_directories=True)
+        tags = {MLFLOW_GIT_COMMIT: repo.head.commit.hexsha,
+                MLFLOW_GIT_DIRTY: str(repo.is_dirty(untracked_files=False)).lower()}
+        if not repo.head.is_detached:
+            tags[MLFLOW_GIT_BRANCH] = repo.active_branch.name
+        return tags
+    except (InvalidGitRepositoryError, NoSuchPathError, ValueError):
+        return {}
+    except Exception:  # noqa: BLE001 - a repository git cannot read (no commit yet, a broken HEAD): no git tags
+        return {}
+
+
+def provenance_tags(spec: dict) -> dict[str, str]:
+    """The tags every run of a sweep started by this process carries."""
+    from mlflow.tracking.context.git_context import GitRunContext
+    from mlflow.tracking.context.registry import resolve_tags
+
+    from contrasweep.tracking.rows import spec_yaml
+
+    tags = dict(resolve_tags(ignore=[GitRunContext]))
+    tags.update(git_tags(source_tree()))
+    tags.update({VERSION_TAG + name: version for name, version in versions().items()})
+    tags[SPEC_SHA_TAG] = hashlib.sha256(spec_yaml(spec).encode()).hexdigest()
+    tags[HOST_TAG] = socket.gethostname()
+    return tags

@@ -1,0 +1,149 @@
+"""A trial's MLflow model (contrasweep.tracking.model_flavor) for every method: built from a
+best checkpoint the real loop wrote, loaded with ``mlflow.pyfunc.load_model``, it predicts the
+documented columns for 3 texts, equal to what ``trainables`` predicts for the same texts
+tokenised as the sweep's data is (a representation method's sentence-transformers folder
+encodes to the same vectors); the signature refuses a frame without ``text``. (The sweep's
+own models in a real store and registry, and a real ``mlflow models serve``: test_sweep_e2e.py,
+test_model_serving.py.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from helpers import LABELS, loop_config, multilabel_tables, toy_tables
+
+from trainables.batches import to_device
+from trainables.checkpoints import best_folder
+from trainables.collate import collate_numpy
+from trainables.loop import load_trained, train
+from trainables.registry import get_method, method_names
+from trainables.sessions import LocalSession
+
+CASES = [  # one per method (test_methods_contract.py has their variants), LaCon with its fusion block
+    ("ce", {}),
+    ("ce_scl", {}),
+    ("lacon", {"heads": 2, "fusion": True}),
+    ("supcl_seq", {"dropouts": [0.0, 0.1, 0.1]}),
+    ("scl_moo", {"moo": "ls"}),
+    ("simcse", {"eval_kmeans_runs": 1, "probe_splits": 0}),
+    ("vascl", {"neighbours": 3, "delta": 1.0, "eval_kmeans_runs": 1, "probe_splits": 0}),
+    ("abalone", {"loss": "msc", "queue_size": 16, "proj_dim": 16, "probe_lrs": [0.1], "probe_weight_decays": [1e-2],
+                 "probe_epochs": 2, "probe_restarts": 1, "threshold": 0.4}),
+]
+TEXTS = ["the movie was good really good", "a bad plot and a bad actor", "alpha news today beta"]
+MAX_LENGTH = 16
+
+
+def test_every_registered_method_has_a_case():
+    assert {name for name, _ in CASES} == set(method_names())
+
+
+@pytest.fixture(scope="module")
+def tables(tiny_model_dir):
+    return {"single": toy_tables(tiny_model_dir, n_per_class=8), "multi": multilabel_tables(tiny_model_dir)}
+
+
+def _expected(method, kind: str, names: list[str], tokenizer) -> dict:
+    """What trainables predicts for TEXTS tokenised and padded as a sweep's data is
+    (contrasweep.data.tokens.tokenize_splits, trainables.collate.collate_numpy)."""
+    import pyarrow as pa
+
+    enc = tokenizer(TEXTS, truncation=True, max_length=MAX_LENGTH, return_token_type_ids=True)
+    table = pa.table({"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "labels": [0, 0, 0]})
+    batch = {k: torch.as_tensor(v) for k, v in collate_numpy(table, range(3)).items() if k != "labels"}
+    batch = to_device(batch, torch.device("cpu"))
+    with torch.no_grad():
+        if kind == "embedding":
+            return {"embedding": method.representation(batch).numpy()}
+        scores = method.predict(batch).float()
+    if kind == "probabilities":
+        scores = torch.softmax(scores, dim=-1)
+    return {"scores": scores.numpy()}
+
+
+@pytest.mark.parametrize("name, hp", CASES, ids=[c[0] for c in CASES])
+def test_a_trials_mlflow_model_predicts_what_trainables_predicts(name, hp, tables, tiny_model_dir, tmp_path):
+    import mlflow.pyfunc
+    from mlflow.exceptions import MlflowException
+    from transformers import AutoTokenizer
+
+    from contrasweep.tracking.model_flavor import build_model
+
+    multi = get_method(name).label_kind == "multi"
+    data = tables["multi" if multi else "single"]
+    names = LABELS if multi else ["negative", "positive"]
+    metric = f"val/{get_method(name).metric_names[0]}"
+    session = LocalSession(str(tmp_path / "trial"))
+    train({**loop_config(tiny_model_dir, epochs=1, **hp), "method": name, "metric": metric,
+           "num_labels": data["num_labels"]}, data, session)
+    best = best_folder(session.checkpoints[-1])
+    info = {"label_names": names, "is_pair": False, "max_length": MAX_LENGTH}
+
+    folder = build_model(tmp_path / "build", best, info, tiny_model_dir, name)
+    model = mlflow.pyfunc.load_model(str(folder))
+    out = model.predict(pd.DataFrame({"text": TEXTS}))
+
+    kind = get_method(name).serving_output
+    method = load_trained(str(best), num_labels=len(names))
+    expected = _expected(method, kind, names, AutoTokenizer.from_pretrained(tiny_model_dir))
+    assert len(out) == 3
+    if kind == "embedding":
+        assert list(out.columns) == ["embedding"]
+        got = np.stack([np.asarray(e, dtype=np.float32) for e in out["embedding"]])
+        assert got.shape == expected["embedding"].shape == (3, 32)
+        np.testing.assert_allclose(got, expected["embedding"], rtol=1e-4, atol=1e-5)
+        # its sentence-transformers folder encodes to the same vectors
+        from sentence_transformers import SentenceTransformer
+
+        encoder = SentenceTransformer(str(folder / "artifacts" / "sentence_transformer"), device="cpu")
+        np.testing.assert_allclose(encoder.encode(TEXTS), got, rtol=1e-4, atol=1e-5)
+        assert encoder.max_seq_length == MAX_LENGTH
+    else:
+        prefix = "prob_" if kind == "probabilities" else "score_"
+        columns = [f"{prefix}{n}" for n in names]
+        scores = out[columns].to_numpy()
+        np.testing.assert_allclose(scores, expected["scores"], rtol=1e-4, atol=1e-5)
+        if kind == "multilabel":
+            assert list(out.columns) == ["labels", "threshold", *columns]
+            assert (out["threshold"] == 0.4).all()
+            assert [list(s) for s in out["labels"]] == [[n for n, s in zip(names, row) if s >= 0.4] for row in scores]
+        else:
+            assert list(out.columns) == ["label", *columns]
+            assert list(out["label"]) == [names[i] for i in expected["scores"].argmax(1)]
+            if kind == "probabilities":
+                np.testing.assert_allclose(scores.sum(1), 1.0, rtol=1e-5)
+    # the signature is MLflow's: its input and output columns, and its schema check before the model
+    sig = model.metadata.get_input_schema().input_names(), model.metadata.get_output_schema().input_names()
+    assert sig == (["text"], list(out.columns))
+    with pytest.raises(MlflowException, match="text"):
+        model.predict(pd.DataFrame({"sentence": TEXTS}))
+
+
+def test_a_pair_task_model_takes_text_and_text_pair(tables, tiny_model_dir, tmp_path):
+    """Pair tasks (NLI-style data): the second text is the pair's second segment, as the data
+    was tokenised; the signature asks for both columns."""
+    import mlflow.pyfunc
+    from mlflow.exceptions import MlflowException
+    from transformers import AutoTokenizer
+
+    from contrasweep.tracking.model_flavor import build_model
+
+    session = LocalSession(str(tmp_path / "trial"))
+    train({**loop_config(tiny_model_dir, epochs=1), "method": "ce"}, tables["single"], session)
+    best = best_folder(session.checkpoints[-1])
+    names = ["entailment", "contradiction"]
+    folder = build_model(tmp_path / "build", best, {"label_names": names, "is_pair": True, "max_length": MAX_LENGTH},
+                         tiny_model_dir, "ce")
+    model = mlflow.pyfunc.load_model(str(folder))
+    pairs = ["a good movie", "the plot was bad", "news about beta"]
+    out = model.predict(pd.DataFrame({"text": TEXTS, "text_pair": pairs}))
+    assert model.metadata.get_input_schema().input_names() == ["text", "text_pair"]
+    enc = AutoTokenizer.from_pretrained(tiny_model_dir)(TEXTS, pairs, truncation=True, max_length=MAX_LENGTH,
+                                                         padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = torch.softmax(load_trained(str(best), num_labels=2).predict(dict(enc)), -1).numpy()
+    np.testing.assert_allclose(out[["prob_entailment", "prob_contradiction"]].to_numpy(), expected, rtol=1e-4, atol=1e-6)
+    with pytest.raises(MlflowException, match="text_pair"):
+        model.predict(pd.DataFrame({"text": TEXTS}))
