@@ -118,8 +118,8 @@ def test_run_name_tags_and_groups():
                       "grid": {"temperature": [0.1, 0.3], "lam": [0.5]}, "sweep": {"seeds": [0, 1]}})
     from contrasweep.run.inputs import static_config
 
-    class Prepared:
-        num_labels, key = 5, "abc"
+    class Prepared:  # what static_config reads of a PreparedData
+        num_labels, key, label_names, is_pair = 5, "abc", ["a", "b", "c", "d", "e"], False
         stats = {"train": {"n": 10}, "validation": {"n": 10}, "test": {"n": 20}}
 
     class Folder:

@@ -147,3 +147,35 @@ def test_a_pair_task_model_takes_text_and_text_pair(tables, tiny_model_dir, tmp_
     np.testing.assert_allclose(out[["prob_entailment", "prob_contradiction"]].to_numpy(), expected, rtol=1e-4, atol=1e-6)
     with pytest.raises(MlflowException, match="text_pair"):
         model.predict(pd.DataFrame({"text": TEXTS}))
+
+
+def test_a_model_that_cannot_be_built_is_one_line_and_the_weights_stay_logged(tmp_path, capsys):
+    """A sweep recorded before models (no label names in its record) resumed by this version:
+    the trial's weights are logged as plain files as before, the run says why it has no model,
+    the summary says it in one line, and the registry still finds the weights."""
+    from contrasweep.console.summary import model_errors
+    from contrasweep.tracking.artifacts import Artifacts, logged_weights
+    from contrasweep.tracking.record import TrackingState
+    from contrasweep.tracking.store import get_client
+
+    client = get_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = client.create_run(client.create_experiment("x", artifact_location=str(tmp_path / "art"))).info.run_id
+    best = tmp_path / "best-e0002"
+    best.mkdir()
+    (best / "model.safetensors").write_bytes(b"weights")
+    (best / "meta.json").write_text("{}")
+    state = TrackingState(tmp_path / "tracking.json")
+    entry = state.data["trials"]["t0"] = {"run_id": run_id, "name": "ce lr=0.001 · seed=0", "variant": 0}
+    old_static = {"method": "ce", "encoder": {"name": "default"}, "variants": [{"index": 0, "data": {}}]}
+
+    Artifacts(client, state, old_static).log_checkpoint(entry, best)
+    state.save()
+
+    assert {a.path for a in client.list_artifacts(run_id, "best_checkpoint")} == {
+        "best_checkpoint/model.safetensors", "best_checkpoint/meta.json"}
+    assert not client.list_artifacts(run_id, "model") and logged_weights(client, run_id) == "best_checkpoint"
+    assert entry["model_error"].startswith("ValueError: the sweep was started by a contrasweep without MLflow models")
+    assert model_errors(tmp_path) == [entry["model_error"]]
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[contrasweep]")]
+    assert lines == [f"[contrasweep] ce lr=0.001 · seed=0: no MLflow model ({entry['model_error']}); its best weights "
+                    "are logged as files (best_checkpoint/)"]
