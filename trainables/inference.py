@@ -43,9 +43,11 @@ def _similarities(method, batch, names) -> dict:
 
 
 def _multilabel(method, batch, names) -> dict:
+    from trainables.evaluation.multilabel import threshold_predictions  # the rule evaluation uses
+
     scores = method.predict(batch).float().cpu().numpy()
     threshold = float(method.hp["threshold"])
-    chosen = scores >= threshold  # trainables.evaluation.multilabel.threshold_predictions
+    chosen = threshold_predictions(scores, threshold).astype(bool)
     return {"labels": [[n for n, on in zip(names, row) if on] for row in chosen], "threshold": [threshold] * len(scores),
             **dict(zip(class_columns("score_", names), scores.T))}
 

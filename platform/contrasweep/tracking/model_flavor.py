@@ -13,7 +13,8 @@ pair task); requirements pinned to the versions that trained it. A representatio
 model (SimCSE, VaSCL) also carries ``artifacts/sentence_transformer``, a folder
 sentence-transformers loads (its encoder's weights a second time, in Hugging Face's layout).
 
-May import: MLflow, pandas, ``contrasweep.tracking.provenance``, ``trainables`` (inside the model).
+May import: MLflow, pandas, ``contrasweep.tracking.store``, ``trainables`` (declarations, checkpoint
+names; ``inference`` inside the model).
 """
 
 from __future__ import annotations
