@@ -8,6 +8,9 @@ test_model_serving.py.)"""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -43,6 +46,13 @@ def test_every_registered_method_has_a_case():
 @pytest.fixture(scope="module")
 def tables(tiny_model_dir):
     return {"single": toy_tables(tiny_model_dir, n_per_class=8), "multi": multilabel_tables(tiny_model_dir)}
+
+
+def _keys(path) -> set[str]:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "np") as f:
+        return set(f.keys())
 
 
 def _expected(method, kind: str, names: list[str], tokenizer) -> dict:
@@ -82,6 +92,11 @@ def test_a_trials_mlflow_model_predicts_what_trainables_predicts(name, hp, table
     info = {"label_names": names, "is_pair": False, "max_length": MAX_LENGTH}
 
     folder = build_model(tmp_path / "build", best, info, tiny_model_dir, name)
+    # the model's weights are the checkpoint's but the backbone's pooler (no method reads it, in
+    # any encoder copy)
+    trained, served = _keys(best / "model.safetensors"), _keys(folder / "artifacts" / "checkpoint" / "model.safetensors")
+    pooler = {k for k in trained if "backbone.pooler." in k}
+    assert pooler and served == trained - pooler
     model = mlflow.pyfunc.load_model(str(folder))
     out = model.predict(pd.DataFrame({"text": TEXTS}))
 
@@ -147,6 +162,37 @@ def test_a_pair_task_model_takes_text_and_text_pair(tables, tiny_model_dir, tmp_
     np.testing.assert_allclose(out[["prob_entailment", "prob_contradiction"]].to_numpy(), expected, rtol=1e-4, atol=1e-6)
     with pytest.raises(MlflowException, match="text_pair"):
         model.predict(pd.DataFrame({"text": TEXTS}))
+
+    # load_trained accepts the missing pooler and nothing else: a checkpoint without its classifier
+    # is refused in one message naming the missing weight
+    from safetensors.numpy import load_file, save_file
+
+    broken = tmp_path / "broken"
+    shutil.copytree(folder / "artifacts" / "checkpoint", broken)
+    weights = load_file(str(broken / "model.safetensors"))
+    dropped = next(k for k in weights if not k.startswith("encoder."))
+    save_file({k: v for k, v in weights.items() if k != dropped}, str(broken / "model.safetensors"))
+    with pytest.raises(RuntimeError, match=f"the weights do not fit the method 'ce' \\(missing \\['{dropped}'\\]"):
+        load_trained(str(broken), num_labels=2)
+
+
+def test_the_encoder_folder_has_the_fast_tokenizer_only(tmp_path):
+    """The bundled MiniLM ships both tokenizers; the model keeps tokenizer.json (not vocab.txt)
+    and tokenises exactly as the encoder's own folder does, pairs and truncation included."""
+    from transformers import AutoTokenizer
+
+    from contrasweep.tracking.model_flavor import encoder_files
+    from trainables.encoder_names import resolve_model_path
+
+    source = Path(resolve_model_path("default"))
+    folder = encoder_files("default", tmp_path / "encoder")
+    assert (source / "vocab.txt").is_file() and not (folder / "vocab.txt").exists()
+    assert {p.name for p in folder.iterdir()} == {"config.json", "tokenizer.json", "tokenizer_config.json",
+                                                  "special_tokens_map.json"}
+    ours, theirs = AutoTokenizer.from_pretrained(folder), AutoTokenizer.from_pretrained(source)
+    texts, pairs = ["Naïve café au lait, 3 000 km!", "a plot so long " * 20], ["Was it good?", "no"]
+    for kwargs in ({}, {"text_pair": pairs, "truncation": True, "max_length": 16}):
+        assert ours(texts, **kwargs) == theirs(texts, **kwargs)
 
 
 def test_a_model_that_cannot_be_built_is_one_line_and_the_weights_stay_logged(tmp_path, capsys):

@@ -55,6 +55,11 @@ COMPLETE_FILE = "_COMPLETE"  # written last into an uploaded folder (remote stat
 STATE_DIR = "state"
 FAILURE_DIR = "failure"  # why an earlier attempt of the trial failed for good (a divergence)
 _NAME = re.compile(r"^(best|resume)-e(\d+)$")
+# weights no method reads: the backbone's own pooler (BERT-style dense + tanh over the first
+# token; in every encoder copy, e.g. ABALONE's momentum encoder). Every method pools the last
+# hidden states itself (trainables.encoder.pool), so an MLflow model leaves them out
+# (contrasweep.tracking.model_flavor) and ``loop.load_trained`` accepts their absence.
+UNREAD_WEIGHTS = re.compile(r"(^|\.)backbone\.pooler\.")
 _KEEP_RESUME = 2
 
 

@@ -33,7 +33,8 @@ from transformers import (
 )
 
 from trainables.checkpointing import BestTracker, Checkpointer
-from trainables.checkpoints import META_FILE, WEIGHTS_FILE, best_folder, load_weights, read_meta, weights_file
+from trainables.checkpoints import (META_FILE, UNREAD_WEIGHTS, WEIGHTS_FILE, best_folder, load_weights, read_meta,
+                                    weights_file)
 from trainables.encoder import load_encoder
 from trainables.errors import TrainingDiverged
 from trainables.phase_progress import STEP_METRICS, track
@@ -307,7 +308,8 @@ def load_trained(directory: str, num_labels: int | None = None, encoder_dir: str
     """Rebuild a trained method from a best folder, a reported pointer (its best folder) or a
     downloaded registry version (for reports and users). ``encoder_dir``: a folder with the
     encoder's ``config.json`` (and tokenizer) but not its pretrained weights, as an MLflow
-    model carries it (``trainables.inference``): the encoder is built from that config."""
+    model carries it (``trainables.inference``): the encoder is built from that config. The
+    checkpoint must hold every weight but ``UNREAD_WEIGHTS`` (an MLflow model leaves those out)."""
     folder = best_folder(directory)
     if folder is None:
         raise FileNotFoundError(f"{directory}: no trained weights there ({WEIGHTS_FILE} and {META_FILE}, "
@@ -323,5 +325,9 @@ def load_trained(directory: str, num_labels: int | None = None, encoder_dir: str
     if num_labels is None:
         num_labels = int(meta["config"].get("num_labels", 0)) or None
     method = build_method(meta["config"], num_labels, pretrained=encoder_dir is None)
-    method.load_state_dict(load_weights(weights_file(folder)))
+    missing, unexpected = method.load_state_dict(load_weights(weights_file(folder)), strict=False)
+    missing = [k for k in missing if not UNREAD_WEIGHTS.search(k)]
+    if missing or unexpected:
+        raise RuntimeError(f"{folder}: the weights do not fit the method {meta['config'].get('method')!r} "
+                           f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
     return method.eval()

@@ -6,7 +6,8 @@ with the project installed.
 The model folder (the run's artifact ``model/``): ``MLmodel`` with a signature (``text``, plus
 ``text_pair`` for pair tasks → the columns of ``trainables.inference.output_columns``) and an
 input example; ``python_model.pkl`` (this module's ``ContrasweepModel``, pickled by reference);
-``artifacts/checkpoint`` (the best weights and ``meta.json``: the only copy the store keeps),
+``artifacts/checkpoint`` (the best weights but the backbone's unread pooler, and ``meta.json``:
+the only copy the store keeps),
 ``artifacts/encoder`` (the encoder's ``config.json`` and tokenizer files, not its pretrained
 weights: the checkpoint holds every weight), ``artifacts/info.json`` (label names, max length,
 pair task); requirements pinned to the versions that trained it. A representation method's
@@ -33,6 +34,9 @@ SENTENCE_TRANSFORMER = "sentence_transformer"  # in a representation method's mo
 # the encoder folder's files a model needs besides the weights: its architecture and tokenizer
 ENCODER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                  "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
+# a slow tokenizer's vocabulary: tokenizer.json (the fast tokenizer, all transformers loads when
+# it is there) holds the same, so a folder with it does not carry these as well
+SLOW_VOCABULARY = ("vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model")
 EXAMPLE = ("The service was quick and the staff were friendly.", "Was the staff friendly?")
 PINNED = ("torch", "transformers", "tokenizers", "safetensors", "mlflow", "pandas", "numpy", "cloudpickle", "contrasweep")
 
@@ -78,13 +82,15 @@ def requirements() -> list[str]:
 
 
 def encoder_files(source: str, into: Path) -> Path:
-    """The encoder folder's architecture and tokenizer files (never its weights) in ``into``."""
+    """The encoder folder's architecture and tokenizer files (never its weights; the fast
+    tokenizer's ``tokenizer.json`` without the slow one's vocabulary) in ``into``."""
     from trainables.encoder_names import resolve_model_path
 
     folder = Path(resolve_model_path(source))
     into.mkdir(parents=True)
+    fast = (folder / "tokenizer.json").is_file()
     for name in ENCODER_FILES:
-        if (folder / name).is_file():
+        if (folder / name).is_file() and not (fast and name in SLOW_VOCABULARY):
             shutil.copy2(folder / name, into / name)
     if not (into / "config.json").is_file():
         raise FileNotFoundError(f"encoder {source!r} has no config.json in {folder}")
@@ -98,6 +104,26 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
+def served_weights(source: Path, target: Path) -> None:
+    """``source``'s weights at ``target`` without ``trainables.checkpoints.UNREAD_WEIGHTS`` (the
+    backbone's pooler: 0.6 MB of MiniLM's 91 MB, about what the model's tokenizer files add),
+    written with safetensors' numpy API; a link to ``source`` when there is nothing to leave out
+    or numpy cannot hold its dtype (bf16): every weight is kept then."""
+    from safetensors.numpy import load_file, save_file
+
+    from trainables.checkpoints import UNREAD_WEIGHTS
+
+    try:
+        weights = load_file(str(source))
+    except (TypeError, ValueError, KeyError):
+        weights = {}
+    kept = {k: v for k, v in weights.items() if not UNREAD_WEIGHTS.search(k)}
+    if not weights or len(kept) == len(weights):
+        _link_or_copy(source, target)
+        return
+    save_file(kept, str(target), metadata={"format": "pt"})
+
+
 def build_model(tmp: Path, best: Path, info: dict, encoder: str, method: str) -> Path:
     """An MLflow pyfunc model of the best folder ``best`` in ``tmp/model`` (logged by the
     caller as the trial run's ``model/``)."""
@@ -107,8 +133,8 @@ def build_model(tmp: Path, best: Path, info: dict, encoder: str, method: str) ->
     kind = declaration(method).serving_output  # torch-free for the built-in methods
     staged = tmp / "checkpoint"
     staged.mkdir(parents=True)
-    for name in (WEIGHTS_FILE, META_FILE):
-        _link_or_copy(best / name, staged / name)
+    served_weights(best / WEIGHTS_FILE, staged / WEIGHTS_FILE)
+    _link_or_copy(best / META_FILE, staged / META_FILE)
     (tmp / "info.json").write_text(json.dumps(info, indent=1))
     example = {"text": [EXAMPLE[0]]}
     if info["is_pair"]:
