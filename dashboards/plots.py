@@ -4,7 +4,8 @@ the caller's pyplot state is left alone). Each function writes one PNG and retur
 * ``curves``: a metric against a data axis (LaCon Fig. 2: k; Fig. 3: ρ; Fig. 6: classes) or
   a hyperparameter (Fig. 5: τ, λ, heads), mean ± std error bars, one line per series;
 * ``front``: a two-metric scatter of configuration means with the non-dominated ones joined;
-* ``embedding``: a 2-D map of instance embeddings coloured by class, label embeddings as stars.
+* ``embedding``: a 2-D map of instance embeddings coloured by class, label embeddings as stars;
+* ``bars``: horizontal bars per name, one colour per series (hyperparameter importance per setting).
 """
 
 from __future__ import annotations
@@ -95,6 +96,29 @@ def embedding(coords, classes, class_names: list[str], label_coords, title: str,
     ax.set_xticks([])
     ax.set_yticks([])
     ax.legend(fontsize=7, markerscale=1.5)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def bars(series: dict[str, dict[str, float]], xlabel: str, title: str, path: str) -> str:
+    """``series``: label → name → value; names in the first series' order, top to bottom."""
+    import numpy as np
+
+    names = list(dict.fromkeys(n for values in series.values() for n in values))
+    fig = _figure((6.4, 1.2 + 0.45 * len(names) * max(1, len(series)) ** 0.5))
+    ax = fig.add_subplot()
+    height = 0.8 / max(1, len(series))
+    rows = np.arange(len(names))
+    for i, (label, values) in enumerate(series.items()):
+        ax.barh(rows + i * height, [values.get(n, 0.0) for n in names], height, label=label or None)
+    ax.set_yticks(rows + height * (len(series) - 1) / 2, names)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    if len(series) > 1:
+        ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path

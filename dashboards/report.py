@@ -13,6 +13,9 @@ Sections (each present only when the sweeps hold what it needs):
   selected configuration's values (Fig. 5);
 * Pareto fronts of configuration means for multi-metric sweeps; SCL-MOO's LS and EPO fronts
   in the (ℓ1, ℓ2) plane with the preference rays;
+* hyperparameter importance (Optuna's fANOVA over the configuration means of the selection
+  objective) for sweeps with two or more varied hyperparameters, also as ``importance/*``
+  metrics on the sweep run;
 * t-SNE of the registered model's instance and label embeddings (Fig. 4).
 """
 
@@ -27,6 +30,7 @@ from pathlib import Path
 from contrasweep.errors import UserError
 from contrasweep.tracking.aggregate import Group, selection_key
 from dashboards import plots, tables
+from dashboards.importance import importances, log_importances
 from dashboards.pareto import pareto_front
 from dashboards.source import SweepRecord, load
 
@@ -63,6 +67,8 @@ def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str,
                                out / f"configurations_{_slug(r.name)}") for r in records]
     sections += curve_sections(records, out) + sensitivity_sections(records, out)
     sections += pareto_sections(records, out) + moo_sections(records, out)
+    found = {r.name: importances(r) for r in records}
+    sections += importance_sections(records, found, out)
     if tsne:
         sections.append(tsne_section(records[0], out))
     path = out / "report.html"
@@ -70,7 +76,9 @@ def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str,
     if log:
         from contrasweep.tracking.store import get_client
 
-        get_client(tracking_uri).log_artifacts(records[0].parent.info.run_id, str(out), ARTIFACT_PATH)
+        client = get_client(tracking_uri)
+        log_importances(client, records[0].parent.info.run_id, found[records[0].name])
+        client.log_artifacts(records[0].parent.info.run_id, str(out), ARTIFACT_PATH)
     return Report(path, main, sections)
 
 
@@ -214,6 +222,35 @@ def moo_sections(records: list[SweepRecord], out: Path) -> list[Section]:
                                     images=[(str(_file(stem, ".png")), f"{count} (solver, r) points; final val ℓ1, ℓ2 "
                                              "means over repeats; dotted: preference rays (Eq. 7)")],
                                     files=[str(_file(stem, ".csv"))]))
+    return sections
+
+
+def importance_sections(records: list[SweepRecord], found: dict[str, dict[str, dict[str, float]]],
+                        out: Path) -> list[Section]:
+    """Per sweep with importances (``dashboards.importance``): a table (hyperparameter × setting)
+    and a bar plot."""
+    sections = []
+    for record in (r for r in records if found.get(r.name)):
+        values = found[record.name]
+        names = list(dict.fromkeys(hp for v in values.values() for hp in v))
+        settings = list(values)
+        table = tables.Table(f"{record.name}: importance of each hyperparameter for the mean "
+                             f"{selection_key(record.metric)} (fANOVA, per setting)",
+                             ["hyperparameter", *(s or "importance" for s in settings)],
+                             [[hp, *(f"{values[s].get(hp, 0.0):.3f}" for s in settings)] for hp in names],
+                             [{"setting": s, "hyperparameter": hp, "importance": values[s].get(hp, 0.0)}
+                              for s in settings for hp in names])
+        stem = out / f"importance_{_slug(record.name)}"
+        count = {s: sum(g.setting == s and g.complete for g in record.groups) for s in settings}
+        section = table_section(f"{record.name}: hyperparameter importance", table, stem, note=(
+            "Share of the variance of the configuration means explained by each hyperparameter (Optuna's fANOVA "
+            "over " + ", ".join(f"{n} complete configurations" + (f" at {s}" if s else "") for s, n in count.items())
+            + "); on the sweep run as importance/* metrics."))
+        path = str(_file(stem, ".png"))
+        plots.bars(values, f"share of the variance of the mean {selection_key(record.metric)}",
+                   f"{record.name}: hyperparameter importance (fANOVA)", path)
+        section.images.append((path, "fANOVA importance per hyperparameter" + (", one bar per setting" if len(settings) > 1 else "")))
+        sections.append(section)
     return sections
 
 

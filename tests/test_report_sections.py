@@ -101,3 +101,75 @@ def test_scl_moo_fronts_section(tmp_path):
     text = (tmp_path / "moo_fronts_moo.csv").read_text().splitlines()
     assert len(text) == 5 and text[0].startswith("solver,r1,l1_mean")
     assert report.moo_sections([record("ce", "ce", groups)], tmp_path) == []  # other methods have no fronts
+
+
+def _grid_record(objective, settings=("",), extra=None) -> SweepRecord:
+    """A 3 × 3 × 2 grid (lr × temperature × dropouts) whose configuration means are
+    ``objective(lr, temperature, dropouts)``, two repeats each (± 0.001 around the mean)."""
+    found = []
+    for setting in settings:
+        for lr in ("1e-05", "0.0001", "0.001"):
+            for t in ("0.05", "0.1", "0.5"):
+                for d in ("[0.0, 0.1]", "[0.1, 0.1]"):
+                    mean = objective(float(lr), float(t), d) + (extra(setting) if extra else 0.0)
+                    found.append(group(setting, {"lr": lr, "temperature": t, "dropouts": d},
+                                       reps([mean - 0.001, mean + 0.001], [mean, mean])))
+    found.append(group(settings[0], {"lr": "0.01", "temperature": "0.3", "dropouts": "[0.0, 0.1]"},
+                       reps([1.0], [1.0]), size=2))  # incomplete: left out
+    return record("s", "lacon", found, grid={"lr": [], "temperature": [], "dropouts": []})
+
+
+def test_importance_ranks_the_hyperparameter_that_decides_the_objective_first(tmp_path, monkeypatch):
+    """fANOVA over configuration means: the temperature decides the rank (lr and the dropout set
+    move it by a hundredth of that), so it comes first with most of the variance; the same
+    sweep gives the same values; one setting's values are ``importance/<hp>`` metrics on the
+    sweep run in a real MLflow store, several settings' ``importance/<setting>/<hp>``."""
+    from dashboards.importance import importances, log_importances, setting_importance
+    from contrasweep.tracking.store import get_client
+
+    def objective(lr, t, d):
+        return {0.05: 0.9, 0.1: 0.6, 0.5: 0.3}[t] + 0.003 * (lr == 1e-4) + 0.002 * (d == "[0.1, 0.1]")
+
+    sweep = _grid_record(objective)
+    values = setting_importance(sweep, "")
+    assert list(values)[0] == "temperature" and values["temperature"] > 0.9
+    assert set(values) == {"lr", "temperature", "dropouts"} and sum(values.values()) == pytest.approx(1.0)
+    assert setting_importance(sweep, "") == values
+    # lr decides instead: it comes first
+    flipped = setting_importance(_grid_record(lambda lr, t, d: {1e-5: 0.2, 1e-4: 0.8, 1e-3: 0.5}[lr] + 0.001 * t), "")
+    assert list(flipped)[0] == "lr" and flipped["lr"] > 0.9
+
+    client = get_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run_id = client.create_run(client.create_experiment("x", artifact_location=str(tmp_path / "art"))).info.run_id
+    assert log_importances(client, run_id, importances(sweep)) == {f"importance/{k}": v for k, v in values.items()}
+    assert client.get_run(run_id).data.metrics == pytest.approx({f"importance/{k}": v for k, v in values.items()})
+    two = importances(_grid_record(objective, settings=("k=5", "k=20"), extra=lambda s: 0.01 * (s == "k=5")))
+    logged = log_importances(client, run_id, two)
+    assert set(logged) == {f"importance/k:{k}/{hp}" for k in (5, 20) for hp in values}
+    assert logged["importance/k:20/temperature"] == pytest.approx(two["k=20"]["temperature"])
+
+    # the report logs them on its sweep's run, next to report/importance_s.png
+    sweep.parent.info.run_id = built_run = client.create_run(client.get_run(run_id).info.experiment_id).info.run_id
+    monkeypatch.setattr(report, "load", lambda uri, name: sweep)
+    report.build(f"sqlite:///{tmp_path / 'mlflow.db'}", "s", tmp_path / "built", tsne=False)
+    assert client.get_run(built_run).data.metrics == pytest.approx({f"importance/{k}": v for k, v in values.items()})
+    assert "report/importance_s.png" in {a.path for a in client.list_artifacts(built_run, "report")}
+
+    # the report's section: a table per hyperparameter × setting and a bar plot
+    section, = report.importance_sections([sweep], {"s": importances(sweep)}, tmp_path)
+    assert section.title == "s: hyperparameter importance" and "18 complete configurations" in section.body
+    assert [p.split("/")[-1] for p, _ in section.images] == ["importance_s.png"]
+    assert (tmp_path / "importance_s.csv").read_text().splitlines()[1].startswith(",temperature,")
+
+
+def test_no_importance_without_two_varied_hyperparameters_or_without_variance():
+    from dashboards.importance import importances, setting_importance
+
+    assert setting_importance(_grid_record(lambda lr, t, d: 0.5), "") == {}  # every mean the same
+    one = record("one", "ce", [group("", {"lr": lr}, reps([v, v], [v, v])) for lr, v in (("1e-05", 0.2), ("0.001", 0.8))],
+                 grid={"lr": []})
+    assert importances(one) == {}
+    # a hyperparameter with one value among the complete configurations does not count
+    fixed = record("f", "ce", [group("", {"lr": lr, "wd": "0.01"}, reps([v, v], [v, v]))
+                               for lr, v in (("1e-05", 0.2), ("0.001", 0.8))], grid={"lr": [], "wd": []})
+    assert importances(fixed) == {}
