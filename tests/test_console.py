@@ -91,7 +91,7 @@ def test_on_a_terminal_one_status_line_is_kept_current(tmp_path):
 
     script = ("from contrasweep.console import Console\nfrom contrasweep.console.progress import Progress\n"
               "with Console():\n"
-              "    p = Progress(total=2, metric='val/accuracy')\n"
+              "    p = Progress(total=2, metric='val/accuracy', units=[1.0, 1.0])\n"
               "    p.trial_started('ce lr=0.1 · seed=0', 3, 't1')\n"
               "    p.trial_epoch('ce lr=0.1 · seed=0', 1, 3, 0.5, 0)\n"
               "    p.trial_phase('t1', 'epoch 2/3 training', 7, 10)\n"
@@ -114,5 +114,6 @@ def test_on_a_terminal_one_status_line_is_kept_current(tmp_path):
     text = output.decode()
     assert "\r[contrasweep] 0/2 done" in text and "ce lr=0.1 · seed=0 epoch 1/3 val/accuracy=0.5000" in text
     assert "ce lr=0.1 · seed=0 epoch 2/3 training [#######---] 7/10" in text  # progress inside the epoch, in place
+    assert "\r[contrasweep] 1/2 done, 0m00s, ETA ~0m00s" in text and "0/2 done, 0m00s, ETA" not in text  # once one ended
     lines = [shown for shown in (line.split("\r")[-1].strip() for line in text.replace("\r\n", "\n").split("\n")) if shown]
     assert lines == ["[contrasweep] 1/2 ce lr=0.1 · seed=0: complete, best val/accuracy=0.7500 at epoch 2"], text

@@ -48,6 +48,15 @@ def build_parser() -> argparse.ArgumentParser:
                                 "leaves out the t-SNE map (it loads the model and embeds the test split; "
                                 "`contrasweep report NAME` draws it later)")
 
+    plan = sub.add_parser("plan", help="what a sweep will cost before it runs: trials, epochs, steps, disk and an "
+                          "estimated wall time (calibrated on this machine in about 20 s)")
+    plan.add_argument("spec", help="a sweep spec, e.g. search_spaces/lacon.yaml")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a spec value, as for run (repeatable)")
+    plan.add_argument("--address", help="plan for the Ray cluster at this address (default: this machine)")
+    plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    plan.add_argument("--no-tsne", action="store_true", help="plan for `run --no-tsne` (the report without its t-SNE map)")
+
     sub.add_parser("list", help="list sweeps: status, trials ended, best value so far, disk use")
 
     clean = sub.add_parser("clean", help="free the disk sweeps no longer need (resume states of finished sweeps, "
@@ -218,6 +227,32 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    import json
+
+    from contrasweep.run import sweep_plan
+    from contrasweep.run.checks import check_against_encoder
+    from contrasweep.run.inputs import prepare_data
+    from contrasweep.run.preflight import services
+    from contrasweep.spec.load import load_spec
+
+    sweep = load_spec(args.spec, args.overrides)
+    if args.address:
+        services(None, args.address)
+    check_against_encoder(sweep)
+    sweep_plan.quiet()
+    prepared = prepare_data(sweep)  # the cache the sweep then reuses
+    available = sweep_plan.available_resources(args.address)
+    found = sweep_plan.plan(sweep, prepared, sweep_plan.calibrate_first_trial(sweep, prepared), available,
+                            tsne=not args.no_tsne)
+    if args.json:
+        print(json.dumps(found.as_json(), indent=1))
+        return 0
+    for line in sweep_plan.describe(sweep, found, available, args.address or "this machine"):
+        print(f"[contrasweep] {line}")
+    return 0
+
+
 def cmd_list(args) -> int:
     from contrasweep.folder import sweeps
 
@@ -356,7 +391,7 @@ def serve(command: list[str]) -> int:
     return code
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "list": cmd_list, "report": cmd_report, "ui": cmd_ui,
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "plan": cmd_plan, "list": cmd_list, "report": cmd_report, "ui": cmd_ui,
             "clean": cmd_clean}
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """A sweep's progress on the console, fed by the tracker (``MlflowTracker``): a line when a
 trial ends (its readable name, outcome, best objective), the running trials' epochs, and on a
 terminal a status line kept current in place (how many trials are done, each running trial's
-epoch and objective or a bar of its progress inside the epoch, the time so far). Not on a
+epoch and objective or a bar of its progress inside the epoch, the time so far and, once a
+trial has ended, the time left by the plan's cost model: ``eta``). Not on a
 terminal (a log, CI) the epochs are lines of their own: each trial's first, then at most one
 per trial every ``EVERY_S`` seconds.
 
@@ -25,15 +26,22 @@ def bar(done: int, total: int, width: int = 10) -> str:
 
 
 class Progress:
-    def __init__(self, total: int, metric: str):
+    """``units``: each trial's relative cost in the order Tune starts them
+    (``contrasweep.run.sweep_plan.trial_units``), ``slots``: trials at a time; with them the status
+    line shows an ETA once a trial has ended (``eta``)."""
+
+    def __init__(self, total: int, metric: str, units: list[float] | None = None, slots: int = 1):
         self.total, self.metric = total, metric
-        self.__setstate__({"total": total, "metric": metric})
+        self.__setstate__({"total": total, "metric": metric, "units": list(units or []), "slots": slots})
 
     def __getstate__(self):
-        return {"total": self.total, "metric": self.metric}
+        return {"total": self.total, "metric": self.metric, "units": self.units, "slots": self.slots}
 
     def __setstate__(self, state):
+        state = {"units": [], "slots": 1, **state}  # pickled before the ETA: none
         self.__dict__.update(state)
+        self.begun: dict[str, float] = {}  # running trial name -> when it started (this session)
+        self.took: list[float] = []  # seconds of the trials that started and ended in this session
         self.running: dict[str, str] = {}  # trial name -> its status text
         self.names: dict[str, str] = {}  # trial id -> its readable name
         self.shown: dict[str, float] = {}  # trial name -> when its last epoch line was printed
@@ -44,6 +52,7 @@ class Progress:
     # -- events from the tracker -------------------------------------------------------
     def trial_started(self, name: str, epochs: int | None, trial_id: str | None = None) -> None:
         self.running[name] = f"{name} starting"
+        self.begun.setdefault(name, time.monotonic())
         if trial_id:
             self.names[trial_id] = name
         self._status()
@@ -72,6 +81,8 @@ class Progress:
 
     def trial_ended(self, name: str, status: str, outcome: str, best, best_epoch, last_epoch: int, done: int) -> None:
         self.running.pop(name, None)
+        if name in self.begun:
+            self.took.append(time.monotonic() - self.begun.pop(name))
         what = {"complete": "complete", "stopped": f"stopped after epoch {last_epoch} (ASHA)",
                 "failed": f"FAILED after epoch {last_epoch}"}.get(outcome, status)
         best_text = f", best {self.metric}={best:.4f}" + (f" at epoch {best_epoch}" if best_epoch else "") \
@@ -81,6 +92,18 @@ class Progress:
 
     def close(self) -> None:
         self._clear()
+
+    def eta(self) -> float | None:
+        """Seconds left: the plan's cost model (``units``) scaled by the trials that ended in this
+        session (their seconds over their units), for the trials not yet ended, less what the
+        running ones have done, over ``slots``. None before a trial has ended here."""
+        if not self.took or not self.units:
+            return None
+        ended = sum(self.units[: len(self.took)]) or 1.0
+        per_unit = sum(self.took) / ended
+        remaining = sum(self.units[min(self.done, len(self.units)):]) * per_unit
+        running = sum(time.monotonic() - t for t in self.begun.values())
+        return max(0.0, remaining - running) / max(1, self.slots)
 
     # -- output ------------------------------------------------------------------------
     def _stream(self):
@@ -111,6 +134,9 @@ class Progress:
             return
         elapsed = int(time.monotonic() - self.started)
         head = f"[contrasweep] {self.done}/{self.total} done, {elapsed // 60}m{elapsed % 60:02d}s"
+        left = self.eta()
+        if left is not None:
+            head += f", ETA ~{int(left) // 60}m{int(left) % 60:02d}s"
         text = " · ".join([head, *self.running.values()])
         width = shutil.get_terminal_size((100, 20)).columns - 1
         text = text[:width]

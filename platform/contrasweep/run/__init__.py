@@ -3,8 +3,9 @@
 ``tune``: Ray start-up, the pre-start checks, data into the object store, the Tuner, run and
 resume; ``executor``: what one trial runs (in process, or under ``TorchTrainer``);
 ``shipping``: what a cluster job ships to its workers; ``preflight``: services checked before
-Ray starts; ``recovery``: a dead driver's sweep set straight.
+Ray starts; ``recovery``: a dead driver's sweep set straight; ``sweep_plan``: what a sweep will
+cost before it runs (``contrasweep plan``).
 
 May import every other room of ``contrasweep`` (not ``cli``), Ray, and ``trainables``
-(inside a trial).
+(inside a trial, and ``trainables.calibration`` for a plan).
 """

@@ -22,7 +22,7 @@ from contrasweep import console
 from contrasweep.console.progress import Progress  # also the name sweeps made before 0.3 pickled it under
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_state
-from contrasweep.run import recovery
+from contrasweep.run import recovery, sweep_plan
 from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
 from contrasweep.run.inputs import prepare_data, prepare_sts, put_data, rows_line, static_config
@@ -82,10 +82,15 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
         stats = prepared[0].stats
     else:  # one entry per data variant, named by its axis values
         stats = {v["label"]: p.stats for v, p in zip(static["variants"], prepared)}
+    import ray
+
     total = total_trials(sweep)
+    # the status line's ETA: the plan's cost model (contrasweep plan) scaled by the trials that end
+    slots = sweep_plan.concurrency(sweep, {k: float(v) for k, v in ray.cluster_resources().items()})
+    progress = Progress(total, sweep.objective.metric, units=sweep_plan.trial_units(sweep, prepared), slots=slots)
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
-        sweep.objective.metric, sweep.objective.mode, progress=Progress(total, sweep.objective.metric),
+        sweep.objective.metric, sweep.objective.mode, progress=progress,
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
                 "variants": static["variants"], "varied": static["varied"], "group_sizes": group_sizes(sweep),
                 "trial_storage": static["trial_storage"],

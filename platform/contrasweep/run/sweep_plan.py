@@ -1,0 +1,266 @@
+"""``contrasweep plan SPEC``: what a sweep will cost before any trial runs (docs/architecture.md,
+"Plan before launching").
+
+Counts come from the objects ``run`` uses (the searcher registry's trials, the spec's data
+variants, the repeat groups); each trial is costed from its own plan: its data variant's split
+sizes (the data is tokenised into the cache, which the sweep then reuses), its epochs, its
+batch size, the resume states its scheduler and ``checkpoint_every`` make it write. Time and disk
+come from one calibration on this machine (``trainables.calibration``: the real loop for a few
+steps of the sweep's first trial on a slice of its data, at most about 20 s):
+
+    trial_s = set-up + epochs × (train rows × (train + second stage) + an evaluation of the
+              validation rows) + an evaluation of the test rows + bytes written × write speed
+              + TRIAL_OVERHEAD_S   (an evaluation: fixed seconds + rows × seconds per row)
+    sweep_s = SWEEP_OVERHEAD_S + the makespan of the trials, in order, on ``concurrency`` slots
+              whose processes start in WORKER_START_S (later trials reuse them)
+              + the report's t-SNE map (TSNE_S + up to TSNE_POINTS test rows × eval; not with --no-tsne)
+
+``concurrency`` is what Ray would run at once: ``sweep.max_concurrent`` within the CPUs (and
+GPUs) of this machine or of the cluster at ``--address``, by ``sweep.resources``. The estimate
+assumes every trial trains all its epochs (a scheduler that stops some makes the sweep shorter)
+and, for a searched ``epochs`` or ``batch_size``, the most epochs and the smallest batch.
+
+Disk: each trial keeps its best weights; while it runs it also keeps up to two resume states
+(weights + optimiser state) and the best folders they name; a finished trial keeps one resume
+state until the sweep ends and deletes the rest (``trainables.checkpoints``). ``disk_bytes``
+is the most the sweep folder holds at once (every trial's best weights and last resume state
+at the end, plus two more of each for the trials still running); ``kept_bytes`` what stays once
+it has finished (the best weights, and each trial's MLflow model in the store).
+
+May import: ``contrasweep.spec``, ``contrasweep.search.registry``, ``contrasweep.run.inputs``,
+``contrasweep.run.ray_start``; ``trainables`` (the calibration); Ray (``--address``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import os
+from dataclasses import dataclass, field
+
+from contrasweep.search.registry import candidate_configs, pause_epochs, total_trials
+from contrasweep.spec.sweep import Sweep
+from contrasweep.spec.trial import DATA_KEY, TRIAL_INDEX, plan_of
+from trainables.params import LOOP_PARAMS
+
+# Measured on this project's 2-core machine (README, Performance: "plan's estimate"; tiny-BERT
+# sweeps, where the trials' own work is under a second): a sweep's own seconds besides its
+# trials (the command's imports, Ray's start, the Tuner, the registry, the summary and the
+# report without t-SNE; 18-25 s), a trial process's start (Ray's worker, importing torch and
+# transformers, the first build of a method: the first trial of each slot took 12.3-13.3 s
+# against 1.0 s for the next ones, which Tune runs in the same process), and a trial's own
+# besides its loop (Tune's scheduling, its MLflow runs and model).
+SWEEP_OVERHEAD_S = 22.0
+WORKER_START_S = 12.0
+TRIAL_OVERHEAD_S = 2.0
+# the report's t-SNE map (left out with --no-tsne): the registered model embeds up to
+# TSNE_POINTS test rows (dashboards.embeddings), then scikit-learn's t-SNE and the figure
+TSNE_POINTS = 500
+TSNE_S = 3.0
+DISTRIBUTED_TRIAL_OVERHEAD_S = 18.4  # a Ray Train worker group per trial (benchmarks/trial_overhead.py)
+
+
+@dataclass
+class TrialCost:
+    variant: int
+    epochs: int
+    steps: int
+    seconds: float
+    resume_states: int
+
+
+@dataclass
+class SweepPlan:
+    trials: int
+    configurations: int
+    settings: int
+    repeats: int
+    epochs_total: int
+    steps_total: int
+    disk_bytes: int
+    kept_bytes: int
+    estimated_seconds: float
+    concurrency: int
+    calibration: dict = field(default_factory=dict)
+    costs: list[TrialCost] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
+                "kept_bytes", "estimated_seconds", "concurrency", "calibration")
+        return {k: getattr(self, k) for k in keys}
+
+
+def trial_configs(sweep: Sweep) -> list[dict]:
+    """Every trial ``run`` will start, as a Tune config: a grid's exact list; for a searcher, its
+    suggestions × their repeats, each at the point it judges first (fixed, reported, each searched
+    key's first value: ``candidate_configs``)."""
+    if sweep.exact_grid:
+        return [{"hp": trial} for trial in sweep.grid_trials()]
+    base = {k: v for k, v in candidate_configs(sweep)[0][0].items() if k != "seed"}
+    return [{**base, TRIAL_INDEX: i % sweep.repeats} for i in range(total_trials(sweep))]
+
+
+def static_of(sweep: Sweep) -> dict:
+    """What ``plan_of`` reads of a sweep's static configuration."""
+    return {"seeds": sweep.seeds, "resources": sweep.resources, "variants": sweep.variants or [None]}
+
+
+def hp_of(sweep: Sweep, hp: dict, key: str):
+    """A trial's loop value; a searched one at its most expensive (most epochs, smallest batch)."""
+    if key in sweep.domains:
+        domain = sweep.domains[key]
+        return domain.largest() if key == "epochs" else min(domain.check_values())
+    return hp.get(key, LOOP_PARAMS[key].default)
+
+
+def concurrency(sweep: Sweep, available: dict[str, float]) -> int:
+    """Trials Ray runs at once: ``max_concurrent`` within the resources (``{"CPU": n, "GPU": m}``)."""
+    res = sweep.resources
+    workers = int(res["workers"])
+    fit = math.floor(available.get("CPU", 0.0) / (float(res["cpu"]) * workers) + 1e-9)
+    if res["gpu"] > 0:
+        fit = min(fit, math.floor(available.get("GPU", 0.0) / (float(res["gpu"]) * workers) + 1e-9))
+    return max(1, min(sweep.max_concurrent, fit))
+
+
+def available_resources(address: str | None) -> dict[str, float]:
+    """This machine's CPUs and GPUs as a local sweep's Ray gets them, or the cluster's."""
+    if address:
+        from contrasweep.run.ray_start import init_ray
+
+        import ray
+
+        init_ray(address)
+        try:
+            return {k: float(v) for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}
+        finally:
+            ray.shutdown()
+    from contrasweep.run.checks import _local_gpus
+
+    return {"CPU": float(os.cpu_count() or 1), "GPU": float(_local_gpus())}
+
+
+def resume_states(epochs: int, every: int, pauses: list[int]) -> int:
+    """Resume states a trial writes: every ``every`` epochs, at the scheduler's pauses, the last."""
+    return len({e for e in range(1, epochs + 1) if e % every == 0 or e in pauses or e == epochs})
+
+
+def makespan(seconds: list[float], slots: int, start: float = 0.0) -> float:
+    """Trials started in order on the first free of ``slots`` (Tune's FIFO), each slot's first
+    after ``start`` (its process)."""
+    free = [start] * slots
+    for s in seconds:
+        heapq.heappush(free, heapq.heappop(free) + s)
+    return max(free) if seconds else 0.0
+
+
+# the cost model's relative weights without a calibration (a running sweep's ETA: scaled by the
+# trials that end): a training row costs about 4.5 evaluated rows (MiniLM here: 113 vs 25 ms)
+RELATIVE = {"setup_s": 0.0, "train_row_s": 1.0, "stage2_row_s": 0.0, "eval_fixed_s": 0.0, "eval_row_s": 0.22,
+            "write_byte_s": 0.0, "weights_bytes": 0, "resume_bytes": 0}
+
+
+def trial_units(sweep: Sweep, prepared: list) -> list[float]:
+    """Each trial's relative cost (``RELATIVE``, no overheads), in the order Tune starts them."""
+    return [c.seconds for c in cost_trials(sweep, sizes_of(prepared), RELATIVE, overheads=False)]
+
+
+def sizes_of(prepared: list) -> list[dict]:
+    """Rows per split of each data variant."""
+    return [{s: int(p.stats.get(s, {}).get("n", 0)) for s in ("train", "validation", "test")} for p in prepared]
+
+
+def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: bool = True) -> list[TrialCost]:
+    """``sizes``: rows per split of each data variant (``sizes_of``)."""
+    static = static_of(sweep)
+    pauses = pause_epochs(sweep)
+    workers = int(sweep.resources["workers"])
+    out = []
+    for config in trial_configs(sweep):
+        plan = plan_of(config, static)
+        hp = {k: v for k, v in plan.hp.items() if k != DATA_KEY}
+        epochs, batch = int(hp_of(sweep, hp, "epochs")), int(hp_of(sweep, hp, "batch_size"))
+        rows = sizes[plan.variant]
+        states = resume_states(epochs, int(hp_of(sweep, hp, "checkpoint_every")), pauses)
+        c = calibration
+        evaluations = (epochs + 1) * c["eval_fixed_s"] + (epochs * rows["validation"] + rows["test"]) * c["eval_row_s"]
+        compute = (epochs * rows["train"] * (c["train_row_s"] + c["stage2_row_s"]) + evaluations) / workers
+        written = (epochs + 1) * c["weights_bytes"] + states * c["resume_bytes"]  # best folders, the model, resumes
+        overhead = TRIAL_OVERHEAD_S + (DISTRIBUTED_TRIAL_OVERHEAD_S if workers > 1 else 0.0) if overheads else 0.0
+        seconds = c["setup_s"] + compute + written * c["write_byte_s"] + overhead
+        out.append(TrialCost(plan.variant, epochs, epochs * math.ceil(rows["train"] / batch), seconds, states))
+    return out
+
+
+def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, float], tsne: bool = True) -> SweepPlan:
+    sizes = sizes_of(prepared)
+    costs = cost_trials(sweep, sizes, calibration)
+    slots = concurrency(sweep, available)
+    settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
+    weights, resume = calibration["weights_bytes"], calibration["resume_bytes"]
+    running = min(slots, len(costs))
+    return SweepPlan(
+        trials=len(costs), configurations=len(costs) // max(1, sweep.repeats), settings=len(settings),
+        repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
+        disk_bytes=len(costs) * (weights + resume) + running * 2 * (weights + resume),
+        kept_bytes=2 * len(costs) * weights,
+        estimated_seconds=(SWEEP_OVERHEAD_S + makespan([c.seconds for c in costs], slots, WORKER_START_S)
+                           + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)),
+        concurrency=slots, calibration=calibration, costs=costs)
+
+
+def quiet() -> None:
+    """The plan prints its own lines only: no progress bars of datasets (tokenising into the
+    cache) or transformers (loading weights) in this process."""
+    import datasets
+    from transformers.utils import logging as hf_logging
+
+    datasets.disable_progress_bars()
+    hf_logging.disable_progress_bar()
+
+
+def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
+    """``trainables.calibration`` on the sweep's first trial and its data variant."""
+    from contrasweep.data import load_splits
+    from trainables.calibration import calibrate
+
+    config = trial_configs(sweep)[0]
+    trial = plan_of(config, static_of(sweep))
+    hp = {k: v for k, v in trial.hp.items() if k != DATA_KEY}
+    for key in ("epochs", "batch_size"):
+        hp[key] = hp_of(sweep, hp, key)
+    one = prepared[trial.variant]
+    loop_config = {"method": sweep.method, "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
+                   "hp": hp, "metric": sweep.objective.metric, "mode": sweep.objective.mode,
+                   "num_labels": one.num_labels}
+    data = {"tables": load_splits(one.path), "num_labels": one.num_labels, "label_names": one.label_names}
+    return calibrate(loop_config, data)
+
+
+def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where: str) -> list[str]:
+    """The plan as the console prints it."""
+    from contrasweep.console.summary import human
+
+    c = found.calibration
+    resources = ", ".join(f"{v:g} {k}" for k, v in available.items() if v) or "no resources"
+    return [
+        f"{found.trials} trials = {found.configurations} configurations × {found.repeats} repeats "
+        f"({found.settings} setting{'s' if found.settings != 1 else ''}); method {sweep.method}, searcher "
+        f"{sweep.searcher}, scheduler {sweep.scheduler}",
+        f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all",
+        f"disk: up to {human(found.disk_bytes)} in the sweep folder while it runs, {human(found.kept_bytes)} kept "
+        f"when it has finished (best weights {human(c['weights_bytes'])} and a resume state "
+        f"{human(c['resume_bytes'])} per trial; the MLflow models in the store)",
+        f"estimated wall time: {clock(found.estimated_seconds)} with {found.concurrency} trial"
+        f"{'s' if found.concurrency != 1 else ''} at a time on {where} ({resources}), every trial training "
+        "all its epochs",
+        f"calibrated in {c['measured_s']:.1f} s on this machine (the real loop, {c['steps']} steps on the first "
+        f"trial's data): {1000 * c['train_row_s']:.1f} ms per training row, {1000 * c['eval_row_s']:.1f} ms per "
+        f"evaluated row + {c['eval_fixed_s']:.1f} s per evaluation, set-up {c['setup_s']:.1f} s",
+    ]
+
+
+def clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s"

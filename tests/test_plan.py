@@ -1,0 +1,205 @@
+"""``contrasweep plan`` (contrasweep.run.sweep_plan, trainables.calibration): the counts equal what
+Tune is handed for every shipped search space and for a searcher (no training); the cost model's
+parts (concurrency from resources, FIFO makespan, resume states) by hand; the calibration runs
+the real loop for every method on the tiny model; and, end to end on a real Ray and MLflow, the
+plan of a tiny sweep counts the trials ``run`` then runs and estimates its wall time within a
+factor 1.5; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from conftest import write_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+CALIBRATION = {"setup_s": 0.5, "first_setup_s": 3.0, "train_row_s": 0.1, "stage2_row_s": 0.0, "eval_row_s": 0.02,
+               "eval_fixed_s": 0.5, "write_byte_s": 1e-9, "weights_bytes": 1000, "resume_bytes": 3000,
+               "rows": {}, "steps": 3, "measured_s": 1.0}
+
+
+def _prepared(sweep, train=40, validation=40, test=200) -> list:
+    return [SimpleNamespace(stats={"train": {"n": train}, "validation": {"n": validation}, "test": {"n": test}})
+            for _ in (sweep.variants or [None])]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "search_spaces").glob("*.yaml")), ids=lambda p: p.stem)
+def test_plan_counts_what_tune_is_given_for_every_shipped_search_space(path):
+    from ray.tune.search.variant_generator import _count_variants
+
+    from contrasweep.run.sweep_plan import plan
+    from contrasweep.search.registry import num_samples, param_space, total_trials
+    from contrasweep.spec.load import load_spec
+
+    sweep = load_spec(str(path), [])
+    found = plan(sweep, _prepared(sweep), CALIBRATION, {"CPU": 2.0})
+    # Tune's own count of the trials its generator makes of the sweep's param space (what run hands it)
+    assert found.trials == _count_variants({"config": param_space(sweep), "num_samples": num_samples(sweep)}, [])
+    assert found.trials == total_trials(sweep)
+    assert found.configurations * found.repeats == found.trials
+    settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
+    assert found.settings == len(settings)
+    assert found.epochs_total == sum(c.epochs for c in found.costs) and found.steps_total > 0
+
+
+def test_plan_of_the_demo_and_of_a_searcher(tmp_path):
+    """The demo by hand: 2 learning rates × 2 seeds, 3 epochs, 40 training rows in batches of 8;
+    an Optuna sweep: num_samples suggestions × seeds × data variants, a searched epochs at its largest."""
+    from contrasweep.run.sweep_plan import plan
+    from contrasweep.spec.load import load_spec
+
+    demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
+    found = plan(demo, _prepared(demo), CALIBRATION, {"CPU": 2.0})
+    assert (found.trials, found.configurations, found.repeats, found.settings) == (4, 2, 2, 1)
+    assert (found.epochs_total, found.steps_total, found.concurrency) == (12, 4 * 3 * 5, 2)
+    assert json.loads(json.dumps(found.as_json()))["trials"] == 4
+    assert set(found.as_json()) >= {"trials", "configurations", "settings", "repeats", "epochs_total", "steps_total",
+                                    "disk_bytes", "estimated_seconds", "calibration"}
+
+    spec = write_spec(tmp_path / "s.yaml", "default", data={"k": [2, 3]}, grid={}, reported={},
+                      search={"lr": {"loguniform": [1.0e-5, 1.0e-3]}, "epochs": {"choice": [2, 4]}},
+                      sweep={"searcher": "optuna", "num_samples": 3, "seeds": [0, 1], "scheduler": "none"})
+    raw = yaml.safe_load(spec.read_text())
+    del raw["fixed"]["epochs"]  # searched instead
+    spec.write_text(yaml.safe_dump(raw))
+    sweep = load_spec(str(spec), [])
+    found = plan(sweep, _prepared(sweep), CALIBRATION, {"CPU": 2.0})
+    assert (found.trials, found.configurations, found.repeats, found.settings) == (12, 3, 4, 2)
+    assert found.epochs_total == 12 * 4 and found.steps_total == 12 * 4 * 5
+
+
+def test_the_cost_model_by_hand():
+    from contrasweep.run.sweep_plan import concurrency, makespan, resume_states
+    from contrasweep.spec.sweep import Sweep
+    from trainables.calibration import fixed_and_per_row
+
+    def sweep(cpu=1.0, gpu=0.0, workers=1, max_concurrent=4):
+        return Sweep(method="ce", max_concurrent=max_concurrent, resources={"cpu": cpu, "gpu": gpu, "workers": workers})
+
+    assert concurrency(sweep(), {"CPU": 2.0}) == 2  # the CPUs bound it
+    assert concurrency(sweep(max_concurrent=1), {"CPU": 16.0}) == 1  # max_concurrent bounds it
+    assert concurrency(sweep(cpu=2.0, workers=2), {"CPU": 16.0}) == 4
+    assert concurrency(sweep(gpu=0.25, max_concurrent=8), {"CPU": 16.0, "GPU": 1.0}) == 4  # 4 trials share a GPU
+    assert concurrency(sweep(cpu=4.0), {"CPU": 2.0}) == 1  # never 0: Ray would wait for resources
+    # FIFO on the first free slot, each slot's process started first
+    assert makespan([10, 10, 10], 2) == 20 and makespan([10, 1, 1, 1], 2, start=5) == 15
+    assert makespan([3, 3, 3, 3], 4, start=1) == 4 and makespan([], 2) == 0
+    # an evaluation's fixed seconds and seconds per row from a pass over n rows and one over 3n
+    assert fixed_and_per_row(2.0 + 32 * 0.01, 32, 2.0 + 96 * 0.01, 96) == pytest.approx((2.0, 0.01))
+    assert fixed_and_per_row(1.0, 32, 0.9, 96) == pytest.approx((0.0, 1.0 / 32))  # no line: all per row
+    # resume states: every checkpoint_every epochs, at the scheduler's pauses, and the last epoch
+    assert resume_states(10, 5, []) == 2 and resume_states(3, 5, [1, 2]) == 3 and resume_states(7, 5, [4]) == 3
+
+
+@pytest.fixture(scope="module")
+def flavor_cases():
+    from test_model_flavor import CASES
+
+    return CASES
+
+
+def test_calibration_runs_the_real_loop_for_every_method(flavor_cases, tiny_model_dir):
+    """Every registered method calibrates on the tiny model (its own data kind); the per-row
+    figures are the loop's own phase times, the sizes those of the folders it wrote."""
+    from helpers import loop_config, multilabel_tables, toy_tables
+
+    from trainables.calibration import calibrate
+    from trainables.registry import get_method
+
+    single, multi = toy_tables(tiny_model_dir, n_per_class=8), multilabel_tables(tiny_model_dir)
+    for name, hp in flavor_cases:
+        data = multi if get_method(name).label_kind == "multi" else single
+        config = {**loop_config(tiny_model_dir, epochs=5, **hp), "method": name, "num_labels": data["num_labels"],
+                  "metric": f"val/{get_method(name).metric_names[0]}"}
+        c = calibrate(config, data, steps=2, eval_rows=16)
+        assert c["train_row_s"] > 0 and c["eval_row_s"] > 0 and c["eval_fixed_s"] >= 0, name
+        assert c["rows"]["train"] == min(2 * config["hp"]["batch_size"], data["tables"]["train"].num_rows)
+        assert c["rows"]["validation"] == min(16, data["tables"]["validation"].num_rows)
+        assert c["rows"]["test"] == min(48, data["tables"]["test"].num_rows)
+        assert c["resume_bytes"] > c["weights_bytes"] > 0 and c["write_byte_s"] > 0, name
+        assert c["measured_s"] < 20, name
+
+
+def _env(tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
+    env["CONTRASWEEP_CACHE"] = str(tmp_path / "cache")
+    return env
+
+
+def _cli(args: list[str], tmp_path: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "contrasweep", *args], cwd=tmp_path, env=_env(tmp_path),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_bad_input_is_one_line(tmp_path):
+    for args, expected in ((["plan", "missing.yaml"], "missing.yaml"),
+                           (["plan", str(ROOT / "search_spaces" / "demo.yaml"), "--set", "sweep.nope=1"], "sweep.nope")):
+        done = _cli(args, tmp_path)
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("contrasweep: error:"), done.stderr
+        assert expected in lines[0] and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_model_dir, tmp_path):
+    """The plan, then the sweep it plans (a real local Ray and MLflow, as a user runs them): the
+    trials it counted are the trials that ran, and the estimate is within a factor 1.5 of the
+    command's wall time."""
+    spec = write_spec(tmp_path / "tiny.yaml", tiny_model_dir, grid={"lr": [1.0e-3, 1.0e-4, 3.0e-4]},
+                      fixed={"epochs": 3, "batch_size": 8, "warmup_ratio": 0.0}, sweep={"scheduler": "none"})
+    done = _cli(["plan", str(spec), "--json", "--no-tsne"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    planned = json.loads(done.stdout)
+    assert (planned["trials"], planned["configurations"], planned["repeats"]) == (6, 3, 2)
+    assert planned["epochs_total"] == 18 and planned["steps_total"] == 18 * math.ceil(20 / 8)
+
+    started = time.perf_counter()
+    done = _cli(["run", str(spec), "--name", "tiny", "--no-tsne"], tmp_path)
+    wall = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr[-2000:]
+    trials = json.loads((tmp_path / "sweeps" / "tiny" / "tracking.json").read_text())["trials"]
+    assert len(trials) == planned["trials"]
+    ratio = planned["estimated_seconds"] / wall
+    print(f"plan {planned['estimated_seconds']:.1f} s, run {wall:.1f} s, ratio {ratio:.2f}")
+    assert 1 / 1.5 <= ratio <= 1.5, (planned["estimated_seconds"], wall)
+
+    done = _cli(["plan", str(spec)], tmp_path)  # the text form: one line per part, ours only
+    lines = done.stdout.strip().splitlines()
+    assert done.returncode == 0 and len(lines) == 5 and all(x.startswith("[contrasweep] ") for x in lines)
+    assert lines[0].startswith("[contrasweep] 6 trials = 3 configurations × 2 repeats (1 setting)")
+    assert "estimated wall time" in lines[3] and "2 trials at a time" in lines[3]
+
+
+def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended(monkeypatch):
+    """units: the plan's relative trial costs (``trial_units``); the first trial to end sets the
+    seconds per unit; the trials not ended, less what the running ones have done, over the slots.
+    A tracker pickled before the ETA unpickles without one."""
+    from contrasweep.console import progress as module
+    from contrasweep.run.sweep_plan import trial_units
+    from contrasweep.spec.load import load_spec
+
+    now = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    p = module.Progress(total=4, metric="val/accuracy", units=[1.0, 1.0, 2.0, 2.0], slots=2)
+    p.trial_started("a", 3)
+    p.trial_started("b", 3)
+    assert p.eta() is None  # nothing ended yet
+    now[0] = 10.0
+    p.trial_ended("a", "FINISHED", "complete", 0.5, 1, 3, 1)
+    assert p.eta() == pytest.approx((5 * 10.0 - 10.0) / 2)  # b (1 unit, 10 s in), then 2 + 2 units at 10 s each
+    restored = module.Progress.__new__(module.Progress)
+    restored.__setstate__({"total": 4, "metric": "val/accuracy"})
+    assert restored.eta() is None and restored.units == []
+    # the demo's units: its 4 trials cost alike (same epochs and data), training rows weigh most
+    demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
+    units = trial_units(demo, _prepared(demo))
+    assert len(units) == 4 and len(set(units)) == 1 and units[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40 + 200))
