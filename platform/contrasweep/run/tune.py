@@ -28,6 +28,7 @@ from contrasweep.run.executor import make_trainable, torch_threads_env
 from contrasweep.run.inputs import prepare_data, prepare_sts, put_data, rows_line, static_config
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
+from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.load import validate
 from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking.store import default_tracking_uri
@@ -78,6 +79,8 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
         "data.num_labels": prepared[0].num_labels, "data.label_names": ",".join(prepared[0].label_names),
         "data.variants": len(prepared),
     }
+    if sweep.warm_start:  # the earlier sweeps whose results seeded the study (search.warm_start)
+        params["warm_start"] = ",".join(sweep.warm_start)
     if len(prepared) == 1:
         stats = prepared[0].stats
     else:  # one entry per data variant, named by its axis values
@@ -128,6 +131,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     sweeps.ensure_new(root, name, overwrite)  # before any work
     check_services(sweep, tracking_uri, address)
     check_against_encoder(sweep)
+    if sweep.warm_start:
+        warm_points(sweep, root)  # a named sweep missing, unlike this one or without a point inside: one line, now
     prepared, refs, files = _start(sweep, address, ray_dashboard, ray_bind_all, sweep.storage, root / name)
     if overwrite:
         sweeps.replace(root, name)

@@ -7,7 +7,8 @@ How it resumes: the Optuna study in ``<sweep>/optuna.db`` is its memory (suggest
 repeat's outcome, the tells); Tune's copy says only which repeats Tune holds. What it stores:
 the study.
 
-May import: ``contrasweep.spec``, ``contrasweep.search.study_search``; Optuna (inside its methods).
+May import: ``contrasweep.spec``, ``contrasweep.search.study_search``, ``contrasweep.search.warm_start``;
+Optuna (inside its methods).
 """
 
 from __future__ import annotations
@@ -16,11 +17,17 @@ from __future__ import annotations
 class OptunaSearch:
     name = "optuna"
 
-    def sampler(self, sweep):
+    def sampler(self, sweep, warm: int = 0):
+        """TPE (NSGA-II for several metrics) seeded by the sweep's first seed; ``warm`` finished
+        points from earlier sweeps replace as many of TPE's random start-up trials."""
         import optuna
 
+        from contrasweep.search.warm_start import startup_trials
+
         seed = sweep.seeds[0]
-        return optuna.samplers.NSGAIISampler(seed=seed) if len(sweep.metric) > 1 else optuna.samplers.TPESampler(seed=seed)
+        if len(sweep.metric) > 1:
+            return optuna.samplers.NSGAIISampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup_trials(warm))
 
     def param_space(self, sweep) -> dict:
         """Tune's param_space holds the fixed values; each suggestion is merged over them."""
@@ -28,8 +35,10 @@ class OptunaSearch:
 
     def search_alg(self, sweep, sweep_dir, live: int):
         from contrasweep.search.study_search import build
+        from contrasweep.search.warm_start import warm_points
 
-        return build(sweep, sweep_dir, live, self.sampler(sweep))
+        warm = warm_points(sweep, sweep_dir.path.parent) if sweep.warm_start else []
+        return build(sweep, sweep_dir, live, self.sampler(sweep, len(warm)), warm)
 
     def num_samples(self, sweep) -> int:
         return sweep.num_samples * sweep.repeats  # Tune trials: every repeat of every suggestion

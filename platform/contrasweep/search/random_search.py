@@ -12,7 +12,8 @@ from contrasweep.search.optuna_search import OptunaSearch
 class RandomSearch(OptunaSearch):
     name = "random"
 
-    def sampler(self, sweep):
+    def sampler(self, sweep, warm: int = 0):
+        """Random whatever it has seen: warm points (``warm``) change no suggestion."""
         import optuna
 
         return optuna.samplers.RandomSampler(seed=sweep.seeds[0])

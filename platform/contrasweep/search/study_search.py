@@ -24,7 +24,7 @@ kill are kept, never drawn again.
 
 May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
 trial reads, the domains), ``contrasweep.folder.relocation``, ``contrasweep.search.study_storage``,
-``trainables.params``.
+``contrasweep.search.warm_start`` (warm points as trials), ``trainables.params``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import numpy as np
 from ray.tune.search import Searcher
 
 from contrasweep.folder.relocation import here_uri
+from contrasweep.search.warm_start import WARM_ATTR, warm_trials
 from contrasweep.spec.objective import objectives
 from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
 
@@ -59,13 +60,15 @@ class StudySearcher(Searcher):
     search ``epochs`` (a repeat that ended below its budget was stopped by the scheduler)."""
 
     def __init__(self, space: dict, metrics: list[str], modes: list[str], sampler, study_name: str, storage_url: str,
-                 repeats: int, num_samples: int, max_concurrent: int, reported: dict | None = None, epochs: int = 1):
+                 repeats: int, num_samples: int, max_concurrent: int, reported: dict | None = None, epochs: int = 1,
+                 warm: list[dict] | None = None):
         super().__init__(metric=metrics if len(metrics) > 1 else metrics[0],
                          mode=modes if len(modes) > 1 else modes[0])
         self.space, self.metrics, self.modes, self.sampler = space, list(metrics), list(modes), sampler
         self.study_name, self.storage_url = study_name, storage_url
         self.repeats, self.num_samples, self.max_concurrent = repeats, num_samples, max_concurrent
         self.reported, self.epochs = reported, epochs
+        self.warm = list(warm or [])  # earlier sweeps' points (search.warm_start), added once to a new study
         self.live: dict[str, tuple[int, int]] = {}  # Tune trial id -> (suggestion number, repeat)
         self._study = self._storage = None
         self._queue: list[tuple[int, int]] | None = None  # repeats to issue; None: not reconciled yet
@@ -78,6 +81,7 @@ class StudySearcher(Searcher):
 
     def __setstate__(self, state):
         state["storage_url"] = here_uri(state["storage_url"])  # the sweep folder may have moved
+        state.setdefault("warm", [])  # pickled before warm starts
         self.__dict__.update(state)
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -131,8 +135,12 @@ class StudySearcher(Searcher):
         from optuna.trial import TrialState
 
         trials = self.study.get_trials(deepcopy=False)
-        if not trials and self.reported:
-            self.study.enqueue_trial(self.reported)  # the paper's point first (once: the study is new)
+        if not trials:  # a new study: earlier sweeps' points as finished trials, then the paper's point first
+            if self.warm:
+                self.study.add_trials(warm_trials(self.space, self.warm))
+            if self.reported:
+                self.study.enqueue_trial(self.reported)
+            trials = self.study.get_trials(deepcopy=False)
         held = set(self.live.values())
         self._queue = []
         for trial in trials:
@@ -147,10 +155,11 @@ class StudySearcher(Searcher):
             logger.info("resuming %d repeats of %d open suggestions", len(self._queue), len({n for n, _ in self._queue}))
 
     def asked(self) -> int:
-        """Suggestions made so far (an enqueued point counts once it is asked)."""
+        """Suggestions made so far (an enqueued point counts once it is asked; warm points never)."""
         from optuna.trial import TrialState
 
-        return sum(t.state != TrialState.WAITING for t in self.study.get_trials(deepcopy=False))
+        return sum(t.state != TrialState.WAITING and WARM_ATTR not in t.user_attrs
+                   for t in self.study.get_trials(deepcopy=False))
 
     # -- Searcher API ------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict | str | None:
@@ -229,7 +238,7 @@ def _nanmean(values: list) -> float:
     return float(np.mean(numbers)) if numbers else math.nan
 
 
-def build(sweep, sweep_dir, max_concurrent: int, sampler) -> StudySearcher:
+def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | None = None) -> StudySearcher:
     """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.search.optuna_search``)."""
     from contrasweep.spec.sweep import reported_point
     from trainables.params import LOOP_PARAMS, as_text
@@ -240,5 +249,5 @@ def build(sweep, sweep_dir, max_concurrent: int, sampler) -> StudySearcher:
         study_name=sweep_dir.name, storage_url=sweep_dir.optuna_uri, repeats=sweep.repeats,
         num_samples=sweep.num_samples, max_concurrent=max_concurrent,
         reported={k: as_text(v) for k, v in reported.items()} if reported else None,
-        epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)),
+        epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)), warm=warm,
     )

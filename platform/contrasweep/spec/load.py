@@ -271,7 +271,8 @@ def storage_location(value, where: str) -> str | None:
 
 
 def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
-    allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", "storage", "ship", *SWEEP_PARAMS}
+    allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", "storage", "ship", "warm_start",
+               *SWEEP_PARAMS}
     unknown = sorted(set(section) - allowed)
     if unknown:
         raise SpecError(f"unknown key sweep.{unknown[0]}; allowed: {', '.join('sweep.' + k for k in sorted(allowed))}")
@@ -305,6 +306,14 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
     for key, value in sweep.reported.items():
         if key in sweep.domains and not sweep.domains[key].contains(value):
             raise SpecError(f"reported.{key}={value!r} lies outside search.{key}={sweep.search[key]}; allowed: a value inside the domain")
+    warm = section.get("warm_start") or []
+    if warm and sweep.exact_grid:
+        raise SpecError("sweep.warm_start needs sweep.searcher optuna or random (a grid runs every point of its own); "
+                        "allowed: warm_start with a searcher, or no warm_start")
+    for other in warm if isinstance(warm, list) else [warm]:
+        if not isinstance(other, str) or not NAME_RE.match(other):
+            raise SpecError(f"sweep.warm_start names {other!r}; allowed: the names of earlier sweeps (`contrasweep list`)")
+        sweep.warm_start.append(other)
     if "seed" in sweep.grid or "seed" in sweep.search or "seed" in sweep.fixed:
         raise SpecError("seed is set through sweep.seeds; allowed: sweep.seeds: [0, 1, 2]")
 

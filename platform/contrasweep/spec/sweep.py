@@ -63,6 +63,7 @@ class Sweep:
     scheduler: str = "asha"
     asha: dict = field(default_factory=lambda: {"grace_period": 1, "reduction_factor": 2.0})
     seeds: list = field(default_factory=lambda: [0])
+    warm_start: list = field(default_factory=list)  # earlier sweeps whose results seed the study (search.warm_start)
     resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
     experiment: str = "contrasweep"
     storage: str | None = None  # where Tune state and trial state folders live (a path or a pyarrow.fs URI)
