@@ -196,6 +196,13 @@ def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended
     now[0] = 10.0
     p.trial_ended("a", "FINISHED", "complete", 0.5, 1, 3, 1)
     assert p.eta() == pytest.approx((5 * 10.0 - 10.0) / 2)  # b (1 unit, 10 s in), then 2 + 2 units at 10 s each
+    # resumed with 2 of 4 trials ended before: the trial ending now is the third (2 units)
+    resumed = module.Progress(total=4, metric="val/accuracy", units=[1.0, 1.0, 2.0, 2.0], slots=1)
+    resumed.done = 2
+    resumed.trial_started("c", 3)
+    now[0] = 30.0
+    resumed.trial_ended("c", "FINISHED", "complete", 0.5, 1, 3, 3)
+    assert resumed.eta() == pytest.approx(2 * (20.0 / 2))  # 10 s per unit, 2 units left
     restored = module.Progress.__new__(module.Progress)
     restored.__setstate__({"total": 4, "metric": "val/accuracy"})
     assert restored.eta() is None and restored.units == []

@@ -99,7 +99,8 @@ class Progress:
         running ones have done, over ``slots``. None before a trial has ended here."""
         if not self.took or not self.units:
             return None
-        ended = sum(self.units[: len(self.took)]) or 1.0
+        first = max(0, self.done - len(self.took))  # trials end about in the order they start
+        ended = sum(self.units[first:self.done]) or 1.0
         per_unit = sum(self.took) / ended
         remaining = sum(self.units[min(self.done, len(self.units)):]) * per_unit
         running = sum(time.monotonic() - t for t in self.begun.values())

@@ -18,8 +18,8 @@ class OptunaSearch:
     name = "optuna"
 
     def sampler(self, sweep, warm: int = 0):
-        """TPE (NSGA-II for several metrics) seeded by the sweep's first seed; ``warm`` finished
-        points from earlier sweeps replace as many of TPE's random start-up trials."""
+        """TPE (NSGA-II for several metrics) seeded by the sweep's first seed; with ``warm``
+        finished points from earlier sweeps, TPE has no random start-up (``startup_trials``)."""
         import optuna
 
         from contrasweep.search.warm_start import startup_trials
