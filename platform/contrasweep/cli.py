@@ -41,7 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--storage", metavar="URI", help="the sweep's storage, to resume on a machine without its folder")
     resume.add_argument("--ray-dashboard", action="store_true", help="start the local Ray's dashboard (127.0.0.1) even "
                         "when no trial needs it")
-    for sub_parser in (run, resume):
+    extend = sub.add_parser("extend", help="grow a sweep that ran: more seeds or data values (grid), more "
+                            "suggestions (optuna, random); only the new trials train")
+    extend.add_argument("name")
+    extend.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", required=True,
+                        help="what grows, e.g. --set sweep.seeds=[0,1,2] --set data.k=[5,20,50] or "
+                        "--set sweep.num_samples=60 (repeatable)")
+    extend.add_argument("--top", type=int, metavar="K", help="new repeats only for the K best complete configurations "
+                        "of each setting by validation mean (default: every complete configuration)")
+    extend.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
+    extend.add_argument("--ray-dashboard", action="store_true", help="start the local Ray's dashboard (127.0.0.1)")
+    for sub_parser in (run, resume, extend):
         sub_parser.add_argument("--ray-bind-all", action="store_true", help="let the local Ray's services listen on every "
                                 "interface (default: 127.0.0.1 only; token authentication stays on)")
         sub_parser.add_argument("--no-tsne", action="store_true", help="the report written when the sweep finishes "
@@ -97,7 +107,7 @@ def add_global_options(parser: argparse.ArgumentParser, default) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.command in ("run", "resume"):  # our lines on the terminal, all of it in driver.log
+        if args.command in ("run", "resume", "extend"):  # our lines on the terminal, all of it in driver.log
             from contrasweep.console import Console
 
             with Console(args.verbose):
@@ -171,7 +181,7 @@ def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None
 
 def cmd_resume(args) -> int:
     from contrasweep.folder import sweeps
-    from contrasweep.spec.load import _name, validate
+    from contrasweep.spec.load import _name
 
     root = sweeps.sweeps_root(args.root)
     _name(args.name)  # a name, never a path (no reading, or unpickling, outside the root)
@@ -182,8 +192,28 @@ def cmd_resume(args) -> int:
     results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
                      ray_bind_all=args.ray_bind_all)
     sweep_dir = sweeps.open_existing(root, args.name)
-    sweep = validate(sweep_dir.spec())
+    from contrasweep.run.inputs import load_sweep
+
+    sweep = load_sweep(sweep_dir)
     status = sweep_dir.meta()["status"]
+    code = _summary(results, sweep.objective.metric, sweep.objective.mode, args.name, status, sweep, root)
+    _auto_report(root, args.name, status, tsne=not args.no_tsne)
+    return code
+
+
+def cmd_extend(args) -> int:
+    from contrasweep.folder import sweeps
+    from contrasweep.spec.load import _name
+
+    root = sweeps.sweeps_root(args.root)
+    sweeps.open_existing(root, _name(args.name))  # before Ray is imported: an error within a second
+    from contrasweep.run.extend import extend
+    from contrasweep.run.inputs import load_sweep
+
+    results = extend(args.name, root, args.overrides, args.top, args.address, ray_dashboard=args.ray_dashboard,
+                     ray_bind_all=args.ray_bind_all)
+    sweep_dir = sweeps.open_existing(root, args.name)
+    sweep, status = load_sweep(sweep_dir), sweep_dir.meta()["status"]
     code = _summary(results, sweep.objective.metric, sweep.objective.mode, args.name, status, sweep, root)
     _auto_report(root, args.name, status, tsne=not args.no_tsne)
     return code
@@ -391,7 +421,7 @@ def serve(command: list[str]) -> int:
     return code
 
 
-COMMANDS = {"run": cmd_run, "resume": cmd_resume, "plan": cmd_plan, "list": cmd_list, "report": cmd_report, "ui": cmd_ui,
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "extend": cmd_extend, "plan": cmd_plan, "list": cmd_list, "report": cmd_report, "ui": cmd_ui,
             "clean": cmd_clean}
 
 if __name__ == "__main__":

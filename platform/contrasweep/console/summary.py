@@ -32,15 +32,28 @@ def best_groups(results, sweep, metric: str, mode: str) -> dict:
     return select(list(found.values()), metric, mode)
 
 
-def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | None = None) -> list[str]:
+def recorded_best(folder: Path, metric: str, mode: str) -> dict:
+    """setting -> the best configuration's ``Group``, read from MLflow: an extended sweep's
+    (``contrasweep extend``) Tune results hold only its newest trials."""
+    from contrasweep.tracking.aggregate import groups, select
+
+    state = json.loads((folder / "tracking.json").read_text())
+    uri = json.loads((folder / "sweep.json").read_text())["tracking_uri"]
+    return select(groups(uri, state["parent_run_id"]), metric, mode)
+
+
+def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | None = None,
+               best: dict | None = None) -> list[str]:
     """One line per setting: the best configuration's values, its validation metric (the
-    selection key) and test metric as mean ± std over its repeats, then its MLflow link."""
+    selection key) and test metric as mean ± std over its repeats, then its MLflow link.
+    ``best``: the groups to show (default: the best of ``results``)."""
     from contrasweep.spec.identity import _fmt
     from contrasweep.tracking.aggregate import selection_key
 
     test = "test/" + metric.removeprefix("val/") if metric.startswith("val/") else None
     lines = []
-    for setting, group in best_groups(results, sweep, metric, mode).items():
+    best = best_groups(results, sweep, metric, mode) if best is None else best
+    for setting, group in best.items():
         shown = {k: group.hp[k] for k in sweep.varied if k in group.hp} or group.hp
         where = f" [{setting}]" if setting else ""
         val = group.stats(selection_key(metric))
@@ -126,7 +139,9 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     folder = Path(root) / name if root is not None else None
     links = run_links(folder) if folder is not None else {}
     if sweep is not None:
-        lines += best_lines(results, sweep, metric, mode, links)
+        extended = folder is not None and bool(json.loads((folder / "sweep.json").read_text()).get("extensions"))
+        lines += best_lines(results, sweep, metric, mode, links,
+                            recorded_best(folder, metric, mode) if extended and status == "finished" else None)
     errors = model_errors(folder) if folder is not None else []
     if errors:
         lines.append(f"[contrasweep] no MLflow model for {len(errors)} trial(s) ({errors[0]}); their best weights are "
@@ -163,5 +178,7 @@ def listing(sweep) -> dict:
     values = [e["best_value"] for e in trials.values() if isinstance(e.get("best_value"), (int, float))]
     if values:
         best = f"{metric} {(max(values) if mode == 'max' else min(values)):.4f}"
+    if meta.get("extensions"):  # contrasweep extend
+        status = f"{status}+ext{len(meta['extensions'])}"
     return {"status": status, "trials": f"{ended}/{total}", "best": best, "disk": disk_use(sweep.path),
             "created": str(meta.get("created", ""))}

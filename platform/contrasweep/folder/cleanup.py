@@ -18,16 +18,20 @@ from trainables.storage import filesystem, join
 
 
 def state_dirs(sweep: SweepDir) -> list[str]:
-    """Each trial's state folder on the sweep's storage (``tune/<trial>/state``)."""
+    """Each trial's state folder on the sweep's storage (``tune/<trial>/state``, and
+    ``tune-extN/<trial>/state`` for the trials of its extensions)."""
     from pyarrow import fs
 
     from trainables.checkpoints import STATE_DIR
 
-    pa_fs, root = filesystem(sweep.tune_location)
-    found = pa_fs.get_file_info(fs.FileSelector(root, allow_not_found=True))
-    return [join(sweep.tune_location, info.base_name, STATE_DIR) for info in found
-            if info.type == fs.FileType.Directory and pa_fs.get_file_info(f"{info.path}/{STATE_DIR}").type
-            == fs.FileType.Directory]
+    out = []
+    for location in sweep.tune_locations:
+        pa_fs, root = filesystem(location)
+        found = pa_fs.get_file_info(fs.FileSelector(root, allow_not_found=True))
+        out += [join(location, info.base_name, STATE_DIR) for info in found
+                if info.type == fs.FileType.Directory and pa_fs.get_file_info(f"{info.path}/{STATE_DIR}").type
+                == fs.FileType.Directory]
+    return out
 
 
 def reclaim(sweep: SweepDir) -> int:
@@ -44,7 +48,7 @@ def reclaim(sweep: SweepDir) -> int:
             removed += 1
         elif finished:
             removed += drop_resume_states(folder)
-        local = sweep.tune_dir / trial / STATE_DIR
+        local = sweep.path / folder.rstrip("/").rsplit("/", 3)[-3] / trial / STATE_DIR
         for leftover in local.glob(".*.tmp") if local.is_dir() else ():
             shutil.rmtree(leftover, ignore_errors=True)
     return removed

@@ -2,7 +2,8 @@
 
 ``<root>/<name>/``: ``spec.yaml`` (the validated spec), ``sweep.json`` (tracking URI, storage,
 data cache key, status), ``tracking.json`` (MLflow run ids), ``tune/`` (Tune's experiment state
-and trial checkpoints), ``train/`` (Ray Train runs of distributed trials), ``optuna.db``.
+and trial checkpoints; ``tune-ext1/``… for each extension), ``train/`` (Ray Train runs of
+distributed trials), ``optuna.db``.
 With a storage (``sweep.storage``, ``--storage``) ``tune/`` and ``train/`` are
 ``<storage>/<name>/tune`` and ``…/train`` instead (``contrasweep.folder.sweep_storage``).
 The root is ``--root``, else ``$CONTRASWEEP_HOME``, else ``./sweeps``.
@@ -49,8 +50,19 @@ class SweepDir:
         return self.path / "sweep.json"
 
     @property
+    def tune_name(self) -> str:
+        """The Tune experiment the sweep runs now: ``tune``, or ``tune-extN`` after its N-th
+        extension (``contrasweep extend``; each extension is a new experiment in the folder)."""
+        return self.tune_names[-1]
+
+    @property
+    def tune_names(self) -> list[str]:
+        """Every Tune experiment the sweep has run, first to last."""
+        return ["tune"] + [f"tune-ext{n}" for n in range(1, len(self.meta().get("extensions", [])) + 1)]
+
+    @property
     def tune_dir(self) -> Path:
-        return self.path / "tune"
+        return self.path / self.tune_name
 
     @property
     def train_dir(self) -> Path:
@@ -68,7 +80,11 @@ class SweepDir:
 
     @property
     def tune_location(self) -> str:
-        return join(self.state_root, "tune")
+        return join(self.state_root, self.tune_name)
+
+    @property
+    def tune_locations(self) -> list[str]:
+        return [join(self.state_root, name) for name in self.tune_names]
 
     @property
     def train_location(self) -> str:

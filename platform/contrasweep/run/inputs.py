@@ -12,8 +12,21 @@ from typing import Any
 
 from contrasweep.folder import sweeps
 from contrasweep.search.registry import pause_epochs
-from contrasweep.spec.axes import expand
+from contrasweep.spec.axes import expand, keep_order
 from contrasweep.spec.sweep import Sweep
+
+
+def load_sweep(sweep_dir: sweeps.SweepDir, raw: dict | None = None) -> Sweep:
+    """The sweep a folder holds (its ``spec.yaml``, or ``raw``), validated, with its data
+    variants in the order its trials ran them (``sweep.json``'s ``variant_order``, written by
+    ``contrasweep extend``: new variants come after those that ran)."""
+    from contrasweep.spec.load import validate
+
+    sweep = validate(sweep_dir.spec() if raw is None else raw)
+    order = sweep_dir.meta().get("variant_order")
+    if order and sweep.variants:
+        sweep.variants = keep_order(sweep.variants, order)
+    return sweep
 
 
 def prepare_data(sweep: Sweep) -> list:

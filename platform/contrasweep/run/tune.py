@@ -25,11 +25,10 @@ from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_s
 from contrasweep.run import recovery, sweep_plan
 from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
-from contrasweep.run.inputs import prepare_data, prepare_sts, put_data, rows_line, static_config
+from contrasweep.run.inputs import load_sweep, prepare_data, prepare_sts, put_data, rows_line, static_config
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.search.warm_start import warm_points
-from contrasweep.spec.load import validate
 from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking.store import default_tracking_uri
 from contrasweep.tracking.tracker import MlflowTracker
@@ -60,7 +59,7 @@ def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
     from ray import tune
 
     return tune.RunConfig(
-        name="tune",
+        name=sweep_dir.tune_name,
         storage_path=sweep_dir.state_root,
         callbacks=[*tune_loggers(), *callbacks],
         failure_config=tune.FailureConfig(max_failures=sweep.max_failures),
@@ -71,7 +70,10 @@ def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
     )
 
 
-def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: dict, tracking_uri: str) -> MlflowTracker:
+def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: dict, tracking_uri: str,
+            sizes: dict | None = None, total: int | None = None) -> MlflowTracker:
+    """The sweep's MLflow callback. An extension (``contrasweep.run.extend``) gives the repeat
+    groups' sizes (``sizes``: what ran plus what it adds) and the trials in all (``total``)."""
     params = {
         "method": sweep.method, "searcher": sweep.searcher, "scheduler": sweep.scheduler,
         "metric": ",".join(sweep.metric), "mode": ",".join(sweep.mode), "seeds": sweep.seeds,
@@ -87,15 +89,18 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
         stats = {v["label"]: p.stats for v, p in zip(static["variants"], prepared)}
     import ray
 
-    total = total_trials(sweep)
-    # the status line's ETA: the plan's cost model (contrasweep plan) scaled by the trials that end
+    # the status line's ETA: the plan's cost model (contrasweep plan) scaled by the trials that end;
+    # an extension's trials count alike (its new trials are repeats of the same configurations)
+    units = sweep_plan.trial_units(sweep, prepared) if total is None else [1.0] * total
+    total = total if total is not None else total_trials(sweep)
     slots = sweep_plan.concurrency(sweep, {k: float(v) for k, v in ray.cluster_resources().items()})
-    progress = Progress(total, sweep.objective.metric, units=sweep_plan.trial_units(sweep, prepared), slots=slots)
+    progress = Progress(total, sweep.objective.metric, units=units, slots=slots)
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.objective.metric, sweep.objective.mode, progress=progress,
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
-                "variants": static["variants"], "varied": static["varied"], "group_sizes": group_sizes(sweep),
+                "variants": static["variants"], "varied": static["varied"],
+                "group_sizes": sizes if sizes is not None else group_sizes(sweep),
                 "trial_storage": static["trial_storage"],
                 # what each complete trial's MLflow model is built from (tracking.model_flavor)
                 "encoder": static["encoder"], "max_length": static["max_length"]},
@@ -175,7 +180,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     alive, who = sweep_dir.driver()
     if alive == "alive":
         raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
-    spec = sweep_dir.spec()  # missing or damaged: one line before anything starts
+    sweep_dir.spec()  # missing or damaged: one line before anything starts
     tune_state.check_tuner_state(sweep_dir.tune_location, name)
     torn = tune_state.set_aside_torn_state(sweep_dir.tune_location)
     if torn:
@@ -184,7 +189,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     if not tune.Tuner.can_restore(sweep_dir.tune_location):
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
                         "with `contrasweep run`")
-    sweep = validate(spec)
+    sweep = load_sweep(sweep_dir)
     torch_threads_env()
     check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
     prepared, refs, files = _start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)

@@ -14,17 +14,23 @@ Optuna (inside its methods).
 from __future__ import annotations
 
 
+EXTENSION_SEED_STEP = 7919  # a sampler's seed moves by this much per extension of its sweep
+
+
 class OptunaSearch:
     name = "optuna"
 
-    def sampler(self, sweep, warm: int = 0):
+    def sampler(self, sweep, warm: int = 0, extension: int = 0):
         """TPE (NSGA-II for several metrics) seeded by the sweep's first seed; with ``warm``
-        finished points from earlier sweeps, TPE has no random start-up (``startup_trials``)."""
+        finished points from earlier sweeps, TPE has no random start-up (``startup_trials``).
+        The ``extension``-th growth of the sweep (``contrasweep extend``) seeds it anew: its
+        random draws are independent of the study's trials, so the first seed again would draw
+        the sweep's first start-up suggestions a second time."""
         import optuna
 
         from contrasweep.search.warm_start import startup_trials
 
-        seed = sweep.seeds[0]
+        seed = sweep.seeds[0] + EXTENSION_SEED_STEP * extension
         if len(sweep.metric) > 1:
             return optuna.samplers.NSGAIISampler(seed=seed)
         return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup_trials(warm))
@@ -38,7 +44,8 @@ class OptunaSearch:
         from contrasweep.search.warm_start import warm_points
 
         warm = warm_points(sweep, sweep_dir.path.parent) if sweep.warm_start else []
-        return build(sweep, sweep_dir, live, self.sampler(sweep, len(warm)), warm)
+        extension = len(sweep_dir.meta().get("extensions", []))
+        return build(sweep, sweep_dir, live, self.sampler(sweep, len(warm), extension), warm)
 
     def num_samples(self, sweep) -> int:
         return sweep.num_samples * sweep.repeats  # Tune trials: every repeat of every suggestion

@@ -88,3 +88,19 @@ def short_value(value) -> str:
         return "+".join(os.path.basename(str(v)) for v in value.values())
     value = str(value)
     return os.path.basename(value) if ("/" in value or "\\" in value) else value
+
+
+def keep_order(variants: list[DataVariant], earlier: list[dict]) -> list[DataVariant]:
+    """``variants`` with those a sweep already ran (``earlier``: their data sections, in the
+    order they ran) at their old indices and the others after them, in ``expand`` order: a
+    trial's config names its variant by index (``__data__``), so an extended sweep
+    (``contrasweep extend``) must not move the variants its trials ran on."""
+    import json
+
+    def ident(data) -> str:
+        return json.dumps(data, sort_keys=True, default=str)
+
+    position = {ident(data): i for i, data in enumerate(earlier)}
+    old = sorted((v for v in variants if ident(v.data) in position), key=lambda v: position[ident(v.data)])
+    new = [v for v in variants if ident(v.data) not in position]
+    return [DataVariant(index=i, data=v.data, setting=v.setting, repeat=v.repeat) for i, v in enumerate(old + new)]

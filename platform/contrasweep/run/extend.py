@@ -1,0 +1,260 @@
+"""Grow a sweep that ran: ``contrasweep extend NAME --set KEY=VALUE ... [--top K]``
+(docs/architecture.md, "Extend and resume: one rule").
+
+What may grow: a grid sweep's repeat axes (``sweep.seeds``, ``data.seed``, ``data.split_seed``)
+and setting axes (``data.k``, ``data.n_total``, ``data.rho``, ``data.num_classes``) as supersets
+of what ran; an ``optuna``/``random`` sweep's ``sweep.num_samples``, larger. Anything else is a
+new sweep. The extension is a new Tune experiment in the sweep's folder (``tune-extN/``) that
+holds only the new trials, tracked by the same record (``tracking.json``) on the same MLflow
+runs: the trials that ran are identified by their configuration key, as ``resume`` identifies
+them, so nothing that finished trains again. A searcher's study continues with the larger
+budget (it has been told every earlier suggestion).
+
+May import: ``contrasweep.run.tune``, ``contrasweep.run.inputs``, and the rooms below ``run``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+from collections import Counter
+
+from contrasweep.errors import UserError
+from contrasweep.folder import sweeps
+from contrasweep.spec.axes import REPEAT_AXES, keep_order
+from contrasweep.spec.identity import GroupKey, group_static, key_of
+from contrasweep.spec.sweep import Sweep
+
+SETTING_GROWTH = ("data.k", "data.n_total", "data.rho", "data.num_classes")
+REPEAT_GROWTH = ("sweep.seeds", "data.seed", "data.split_seed")
+ALLOWED = ("allowed: supersets of sweep.seeds, data.seed, data.split_seed, data.k, data.n_total, data.rho, "
+           "data.num_classes (grid sweeps) or a larger sweep.num_samples (optuna, random sweeps); anything else is a "
+           "new sweep (`contrasweep run`)")
+EXTENSION_TAG = "contrasweep.extension.{}"  # on the sweep run: when, the overrides, --top, the new trials
+EXTENDED_TAG = "contrasweep.extended"  # on the sweep run: how many extensions
+
+
+def _flat(raw: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in raw.items():
+        if isinstance(value, dict) and value and prefix.count(".") < 1:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _default(key: str):
+    """The value an unset repeat axis has (``contrasweep.data.config.DataConfig``)."""
+    from contrasweep.data.config import DataConfig
+
+    return DataConfig.__dataclass_fields__[key.split(".", 1)[1]].default
+
+
+def check_growth(old: dict, new: dict, searcher: str) -> list[str]:
+    """The keys an extension grows, from the sweep's spec (``old``) and the spec with the
+    overrides applied (``new``); any change outside what may grow is one ``UserError``."""
+    before, after = _flat(old), _flat(new)
+    grown = []
+    for key in dict.fromkeys([*before, *after]):
+        was, now = before.get(key), after.get(key)
+        if was == now:
+            continue
+        if key == "sweep.num_samples" and searcher != "grid":
+            if isinstance(now, bool) or not isinstance(now, int) or now <= int(was or 0):
+                raise UserError(f"sweep.num_samples={now!r} is not larger than the {was} the sweep ran; allowed: a "
+                                "larger number of suggestions")
+            grown.append(key)
+            continue
+        if key in REPEAT_GROWTH + SETTING_GROWTH and searcher == "grid":
+            ran = was if isinstance(was, list) else ([_default(key)] if was is None and key.startswith("data.") else [was])
+            if key in SETTING_GROWTH and not isinstance(was, list):
+                raise UserError(f"{key}={was!r} ran as one value, not as a setting axis, so its trials carry no "
+                                f"setting to grow; allowed: grow sweep.seeds, data.seed or data.split_seed here, or a "
+                                f"new sweep with {key}: [{was}, ...] (`contrasweep run`)")
+            missing = [v for v in ran if not isinstance(now, list) or v not in now]
+            if not isinstance(now, list) or missing:
+                raise UserError(f"{key}={now!r} leaves out {missing} that the sweep ran; allowed: a list holding "
+                                f"every value that ran ({ran}) and the new ones")
+            if len(now) > len(ran):
+                grown.append(key)
+            continue
+        if key in REPEAT_GROWTH + SETTING_GROWTH + ("sweep.num_samples",):
+            why = ("a grid runs its exact grid, whatever num_samples says" if key == "sweep.num_samples" else
+                   "its suggestions were told to the Optuna study as the mean over their repeats, and a finished "
+                   "study trial cannot be told again")
+            raise UserError(f"{key} cannot grow in a {searcher} sweep ({why}); {ALLOWED}")
+        raise UserError(f"extend cannot change {key} ({_show(was)} -> {_show(now)}); {ALLOWED}")
+    if not grown:
+        raise UserError(f"nothing to extend: the overrides add no seed, data value or suggestion; {ALLOWED}")
+    return grown
+
+
+def _show(value) -> str:
+    return "unset" if value is None else json.dumps(value, default=str)
+
+
+def grown_sweep(sweep_dir: sweeps.SweepDir, overrides: list[str]) -> tuple[Sweep, Sweep, list[str]]:
+    """(the sweep as it ran, the sweep extended, the keys that grow); refused growth is one line."""
+    from contrasweep.run.inputs import load_sweep
+    from contrasweep.spec.load import apply_override
+
+    raw = sweep_dir.spec()
+    old = load_sweep(sweep_dir)
+    new_raw = copy.deepcopy(raw)
+    for item in overrides:
+        apply_override(new_raw, item)
+    grown = check_growth(raw, new_raw, old.searcher)
+    new = load_sweep(sweep_dir, new_raw)
+    new.variants = keep_order(new.variants, ran_variants(old, new))
+    return old, new, grown
+
+
+def ran_variants(old: Sweep, new: Sweep) -> list[dict]:
+    """The data sections the sweep's trials ran on, by index, with an unset repeat axis that
+    the extension lists at its default (``data.seed`` unset ran seed 0)."""
+    out = []
+    for variant in old.variants:
+        data = dict(variant.data)
+        for axis in REPEAT_AXES:
+            if axis not in data and axis in new.data:
+                data[axis] = _default(f"data.{axis}")
+        out.append(data)
+    return out
+
+
+def new_grid_trials(new: Sweep, state: dict, found: list, top: int | None) -> list[dict]:
+    """The extended grid's trials that did not run: repeats of the complete configurations of
+    each setting that ran (``top``: of its ``top`` best by validation mean; groups stopped early
+    or failed get none), and every configuration of a new setting."""
+    from contrasweep.tracking.aggregate import selection_key
+
+    ran = {e["config_key"] for e in state["trials"].values()}
+    group_of = GroupKey(group_static(new))
+    existing = set(state.get("configs", {}))
+    metric = new.objective.metric
+    sign = 1 if new.objective.mode == "max" else -1
+    ranked: dict[str, list] = {}
+    for group in found:
+        mean = group.stats(selection_key(metric))["mean"]
+        if group.complete and mean == mean:
+            ranked.setdefault(group.setting, []).append((sign * mean, group.group))
+    # best first; ties in the order the groups began, as the selection breaks them (aggregate.select)
+    keep = {g for rows in ranked.values() for _, g in sorted(rows, key=lambda row: -row[0])[:top or len(rows)]}
+    out = []
+    for trial in new.grid_trials():
+        group = group_of({"hp": trial})
+        if key_of({"hp": trial}) not in ran and (group not in existing or group in keep):
+            out.append(trial)
+    return out
+
+
+def reopen_groups(client, state: dict, sizes: dict) -> list[str]:
+    """The configuration runs that get new repeats run again: their group size grows on them
+    and on their trial runs (``aggregate.Group.complete`` reads it), their outcome goes until
+    the new repeats have ended (``runs.RunTree.close_group``)."""
+    from contrasweep.tracking.store import OUTCOME_TAG
+
+    reopened = []
+    for group, run_id in state.get("configs", {}).items():
+        members = [e for e in state["trials"].values() if e.get("group") == group]
+        if sizes.get(group, 0) <= len(members):
+            continue
+        for member in members:
+            client.set_tag(member["run_id"], "contrasweep.group_size", str(sizes[group]))
+        client.set_tag(run_id, "contrasweep.group_size", str(sizes[group]))
+        if OUTCOME_TAG in client.get_run(run_id).data.tags:
+            client.delete_tag(run_id, OUTCOME_TAG)
+        client.update_run(run_id, status="RUNNING")
+        reopened.append(group)
+    return reopened
+
+
+def extend(name: str, root, overrides: list[str], top: int | None, address: str | None, ray_dashboard: bool = False,
+           ray_bind_all: bool = False):
+    """Grow the sweep ``name``; returns Tune's results of the new trials (or of the resume, when
+    the sweep was unfinished and did not finish). An unfinished sweep is resumed first."""
+    from contrasweep.run import tune
+
+    sweep_dir = sweeps.open_existing(root, name)
+    status = sweep_dir.status()
+    if status == "running":
+        raise UserError(f"sweep {name!r} is still running ({sweep_dir.driver()[1]}); allowed: extend it once it has ended")
+    if top is not None and top < 1:
+        raise UserError(f"--top {top} is not allowed; allowed: a whole number of configurations, 1 or more")
+    old, new, grown = grown_sweep(sweep_dir, overrides)
+    if top is not None and not set(grown) & set(REPEAT_GROWTH):
+        raise UserError("--top chooses which configurations get new repeats; allowed with a larger sweep.seeds, "
+                        "data.seed or data.split_seed")
+    if status != "finished":
+        print(f"[contrasweep] sweep {name!r} is {status}: resuming it before it grows", file=sys.stderr, flush=True)
+        results = tune.resume(name, root, address, ray_dashboard=ray_dashboard, ray_bind_all=ray_bind_all)
+        if sweep_dir.meta().get("status") != "finished":
+            return results
+    return _grow(sweep_dir, new, overrides, top, address, ray_dashboard, ray_bind_all)
+
+
+def _grow(sweep_dir, new: Sweep, overrides, top, address, ray_dashboard, ray_bind_all):
+    from ray import tune as ray_tune
+
+    from contrasweep import console
+    from contrasweep.folder import driver, sweep_storage
+    from contrasweep.run import tune
+    from contrasweep.run.executor import make_trainable, torch_threads_env
+    from contrasweep.run.inputs import static_config
+    from contrasweep.search.registry import group_sizes, num_samples, scheduler_of, search_alg, total_trials
+    from contrasweep.tracking.aggregate import groups_of
+    from contrasweep.tracking.record import TrackingState
+    from contrasweep.tracking.store import get_client, trial_runs
+
+    meta = sweep_dir.meta()
+    tracking_uri = meta["tracking_uri"]
+    tune.check_services(new, tracking_uri, address, "the sweep's tracking URI (sweep.json)")
+    torch_threads_env()
+    record = TrackingState(sweep_dir.path / "tracking.json")
+    client = get_client(tracking_uri)
+    parent = record.data["parent_run_id"]
+    if new.searcher == "grid":
+        trials = new_grid_trials(new, record.data, groups_of(trial_runs(client, parent)), top)
+        if not trials:
+            raise UserError(f"sweep {sweep_dir.name!r} has nothing new to train: every trial of the grown grid ran"
+                            + (f" or belongs to a configuration outside the --top {top}" if top else "")
+                            + " (stopped or failed configurations get no new repeats); " + ALLOWED)
+        group_of = GroupKey(group_static(new))
+        sizes = dict(Counter(e["group"] for e in record.trials.values()) + Counter(group_of({"hp": t}) for t in trials))
+        total = len(record.trials) + len(trials)
+        space = {"hp": ray_tune.grid_search(trials)}
+    else:
+        trials, sizes, total, space = None, None, total_trials(new), tune.param_space(new)
+    prepared, refs, files = tune._start(new, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
+    number = len(meta.get("extensions", [])) + 1
+    entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "overrides": list(overrides), "top": top,
+             "trials": len(trials) if trials is not None else (new.num_samples - int(_flat(sweep_dir.spec())
+                                                                                     .get("sweep.num_samples") or 0))}
+    console.attach_log(sweep_dir.path)
+    with driver.Heartbeat(sweep_dir.path):
+        # the grown spec, where its variants are, the new experiment (tune-extN): what resume reads
+        sweep_dir.spec_file.write_text(__import__("yaml").safe_dump(new.raw, sort_keys=False))
+        sweep_dir.update_meta(status="running", total=total, extensions=[*meta.get("extensions", []), entry],
+                              variant_order=[v.data for v in new.variants])
+        reopened = reopen_groups(client, record.data, sizes) if sizes else []
+        client.set_tag(parent, EXTENSION_TAG.format(number), json.dumps(entry, sort_keys=True))
+        client.set_tag(parent, EXTENDED_TAG, str(number))
+        print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(overrides)}"
+              f"{f'; --top {top}' if top else ''}): {entry['trials']} new "
+              f"{'trials' if trials is not None else 'suggestions'}"
+              f"{f', {len(reopened)} configurations get new repeats' if reopened else ''}; "
+              f"experiment {sweep_dir.tune_name}", file=sys.stderr, flush=True)
+        static = static_config(new, sweep_dir, prepared, files)
+        tuner = ray_tune.Tuner(
+            make_trainable(static, refs), param_space=space,
+            tune_config=ray_tune.TuneConfig(search_alg=search_alg(new, sweep_dir),
+                                            scheduler=scheduler_of(new).build(new, sweep_dir, sizes or group_sizes(new)),
+                                            num_samples=num_samples(new), reuse_actors=not new.distributed),
+            run_config=tune.run_config(new, sweep_dir, [tune.tracker(new, sweep_dir, prepared, static, tracking_uri,
+                                                                     sizes=sizes, total=total),
+                                                        sweep_storage.StorageMirror(new.storage, sweep_dir.path)]),
+        )
+        return tune._fit(tuner, sweep_dir)

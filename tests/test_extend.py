@@ -1,0 +1,147 @@
+"""``contrasweep extend`` (contrasweep.run.extend) on a real local Ray, MLflow store and Optuna study:
+a grid sweep grown by a training seed trains exactly the new repeats and ends with one sweep run,
+C configuration runs with n_repeats 2 and 2C trial runs, all FINISHED, the earlier trials never
+trained again; a new data.k adds a setting with its own selection and registry alias; --top 1
+trains only each setting's best configuration's new repeat; an Optuna sweep of 3 suggestions
+extended to 5 ends with one study of 5 COMPLETE trials; every refused change is exit 2 with one
+line and changes nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import write_spec
+
+pytestmark = pytest.mark.slow
+
+
+def _runs(client, name: str, kind: str) -> list:
+    exp = client.get_experiment_by_name("tests").experiment_id
+    return client.search_runs([exp], filter_string=f"tags.`contrasweep.sweep` = '{name}' and "
+                                                   f"tags.`contrasweep.kind` = '{kind}'", max_results=500)
+
+
+def _trained(root, name: str, experiment: str) -> int:
+    """Tune trials of one experiment of the sweep that reported at least one epoch."""
+    folder = root / name / experiment
+    return sum(1 for f in folder.glob("run_trial_*/result.json") if f.read_text().strip())
+
+
+def _extend(main, capsys, root, uri, name, *args) -> int:
+    code = main(["--root", str(root), "extend", name, *args, "--no-tsne"])
+    capsys.readouterr()
+    return code
+
+
+def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
+    from contrasweep.cli import main
+    from contrasweep.folder import sweeps
+    from contrasweep.tracking.store import get_client
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
+    spec = write_spec(tmp_path / "g.yaml", tiny_model_dir, data={"k": [4]}, fixed={"epochs": 1, "batch_size": 8},
+                      sweep={"scheduler": "none", "seeds": [0]})
+    assert main(["--root", str(root), "run", str(spec), "--name", "g", "--tracking-uri", uri, "--no-tsne"]) == 0
+    client = get_client(uri)
+    first = {r.info.run_id: r for r in _runs(client, "g", "trial")}
+    assert len(first) == 2
+
+    # one more training seed: exactly the two new repeats train, in a new experiment
+    assert _extend(main, capsys, root, uri, "g", "--set", "sweep.seeds=[0, 1]") == 0
+    assert _trained(root, "g", "tune-ext1") == 2 and _trained(root, "g", "tune") == 2
+    trials, configs = _runs(client, "g", "trial"), _runs(client, "g", "configuration")
+    assert len(_runs(client, "g", "sweep")) == 1 and len(configs) == 2 and len(trials) == 4
+    assert all(r.info.status == "FINISHED" for r in trials + configs + _runs(client, "g", "sweep"))
+    assert sorted(r.data.metrics["n_repeats"] for r in configs) == [2.0, 2.0]
+    assert sorted(r.data.tags["contrasweep.seed"] for r in trials) == ["0", "0", "1", "1"]
+    for run_id in first:  # the earlier trials were not trained again: one value per epoch
+        assert len(client.get_metric_history(run_id, "val/accuracy")) == 1
+    parent = _runs(client, "g", "sweep")[0]
+    assert parent.data.tags["contrasweep.extended"] == "1"
+    assert json.loads(parent.data.tags["contrasweep.extension.1"])["overrides"] == ["sweep.seeds=[0, 1]"]
+    assert sweeps.open_existing(root, "g").meta()["status"] == "finished"
+
+    # a new data.k: a setting of its own, with its own selection and registry alias
+    assert _extend(main, capsys, root, uri, "g", "--set", "data.k=[4, 8]") == 0
+    assert _trained(root, "g", "tune-ext2") == 4
+    parent = _runs(client, "g", "sweep")[0]
+    assert parent.data.tags["contrasweep.model.k_8"].startswith("models:/g/")
+    aliases = dict(client.get_registered_model("g").aliases)
+    assert {"best-k4", "best-k8"} <= set(aliases)
+    assert "best_config/k_8/mean/best/val/accuracy" in parent.data.metrics
+
+    # --top 1: one more seed for each setting's best configuration only
+    best = {s: parent.data.tags[f"contrasweep.best_config.{s}"] for s in ("k_4", "k_8")}
+    assert _extend(main, capsys, root, uri, "g", "--set", "sweep.seeds=[0, 1, 2]", "--top", "1") == 0
+    assert _trained(root, "g", "tune-ext3") == 2
+    configs = {r.info.run_id: r for r in _runs(client, "g", "configuration")}
+    assert len(configs) == 4 and len(_runs(client, "g", "trial")) == 4 + 4 + 2
+    assert sorted(r.data.metrics["n_repeats"] for r in configs.values()) == [2.0, 2.0, 3.0, 3.0]
+    assert {configs[run_id].data.metrics["n_repeats"] for run_id in best.values()} == {3.0}
+    assert all(r.info.status == "FINISHED" and r.data.tags["contrasweep.outcome"] == "complete" for r in configs.values())
+    assert main(["--root", str(root), "list"]) == 0
+    assert "finished+ext3" in capsys.readouterr().out
+
+
+def test_an_optuna_sweep_grows_its_study(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
+    import optuna
+    from optuna.trial import TrialState
+
+    from contrasweep.cli import main
+    from contrasweep.folder import sweeps
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
+    spec = write_spec(tmp_path / "o.yaml", tiny_model_dir, grid={}, reported={},
+                      search={"lr": {"loguniform": [1.0e-4, 1.0e-2]}}, fixed={"epochs": 1, "batch_size": 8},
+                      sweep={"searcher": "optuna", "scheduler": "none", "seeds": [0], "num_samples": 3})
+    assert main(["--root", str(root), "run", str(spec), "--name", "o", "--tracking-uri", uri, "--no-tsne"]) == 0
+    assert _extend(main, capsys, root, uri, "o", "--set", "sweep.num_samples=5") == 0
+    assert _trained(root, "o", "tune-ext1") == 2
+    studies = optuna.get_all_study_summaries(f"sqlite:///{root / 'o' / 'optuna.db'}")
+    assert [s.study_name for s in studies] == ["o"]
+    trials = optuna.load_study(study_name="o", storage=f"sqlite:///{root / 'o' / 'optuna.db'}").trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE] * 5
+    assert len({t.params["lr"] for t in trials}) == 5  # the new suggestions are new points
+    for args, expected in ((["--set", "sweep.seeds=[0, 1]"], "sweep.seeds cannot grow in a optuna sweep"),
+                           (["--set", "sweep.num_samples=4"], "sweep.num_samples=4 is not larger than the 5")):
+        code = main(["--root", str(root), "extend", "o", *args])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and expected in err[0], (args, err)
+
+
+def test_refused_growth_is_one_line(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
+    from contrasweep.cli import main
+    from contrasweep.folder import sweeps
+    from contrasweep.run import tune
+    from contrasweep.spec.load import load_spec
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
+    spec = write_spec(tmp_path / "r.yaml", tiny_model_dir, fixed={"epochs": 1, "batch_size": 8},
+                      sweep={"scheduler": "none", "seeds": [0]})
+    tune.run(load_spec(str(spec), []), "r", root, uri, None)
+    folder = root / "r"
+    before = (folder / "spec.yaml").read_text(), (folder / "sweep.json").read_text()
+    capsys.readouterr()
+    for args, expected in (
+        (["--set", "grid.lr=[0.001, 0.01]"], "extend cannot change grid.lr"),
+        (["--set", "method=ce_scl"], "extend cannot change method"),
+        (["--set", "fixed.epochs=2"], "extend cannot change fixed.epochs"),
+        (["--set", "sweep.seeds=[1, 2]"], "sweep.seeds=[1, 2] leaves out [0] that the sweep ran"),
+        (["--set", "sweep.num_samples=9"], "sweep.num_samples cannot grow in a grid sweep"),
+        (["--set", "data.k=[4, 8]"], "data.k=4 ran as one value, not as a setting axis"),
+        (["--set", "sweep.seeds=[0]"], "nothing to extend"),
+        (["--set", "data.k=4", "--set", "sweep.seeds=[0, 1]", "--top", "0"], "--top 0 is not allowed"),
+        (["--set", "data.seed=[0, 1]", "--top", "1", "--set", "fixed.batch_size=4"], "extend cannot change fixed.batch_size"),
+    ):
+        code = main(["--root", str(root), "extend", "r", *args])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and expected in err[0], (args, err)
+    code = main(["--root", str(root), "extend", "nope", "--set", "sweep.seeds=[0, 1]"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "no sweep named 'nope'" in err[0]
+    assert ((folder / "spec.yaml").read_text(), (folder / "sweep.json").read_text()) == before  # nothing changed
+    assert not (folder / "tune-ext1").exists()
