@@ -145,3 +145,71 @@ def test_refused_growth_is_one_line(ray_session, tiny_model_dir, tmp_path, cache
     assert code == 2 and len(err) == 1 and "no sweep named 'nope'" in err[0]
     assert ((folder / "spec.yaml").read_text(), (folder / "sweep.json").read_text()) == before  # nothing changed
     assert not (folder / "tune-ext1").exists()
+
+
+def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_resumes(tiny_model_dir, cache_dir, tmp_path):
+    """Real drivers, SIGKILLed mid-epoch: first the sweep itself (``extend`` resumes it, then
+    grows it), then the extension (``resume`` finishes it). Nothing trains twice; MLflow ends
+    with one sweep run, 2 configuration runs of 2 repeats and 4 trial runs, each epoch logged once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from contrasweep.tracking.store import get_client
+
+    epochs = 3
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
+    folder = tmp_path / "sweeps" / "x"
+    spec = write_spec(tmp_path / "x.yaml", tiny_model_dir, data={"k": 2},
+                      fixed={"epochs": epochs, "batch_size": 8, "checkpoint_every": 1},
+                      sweep={"scheduler": "none", "seeds": [0], "max_concurrent": 1})
+
+    def start(*args) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "contrasweep", *args], cwd=tmp_path, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def trials() -> dict:
+        try:
+            return json.loads((folder / "tracking.json").read_text())["trials"]
+        except (OSError, ValueError, KeyError):
+            return {}
+
+    def kill_mid_epoch(proc, known: set, experiment: str = "tune") -> None:
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            if (folder / experiment).is_dir() and any(tid not in known and "status" not in e and 1 <= e.get("last_epoch", 0) < epochs
+                   for tid, e in trials().items()):
+                break
+            time.sleep(0.02)
+        assert proc.poll() is None, proc.stdout.read()[-3000:]
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=120)
+
+    kill_mid_epoch(start("run", str(spec), "--name", "x", "--tracking-uri", uri, "--no-tsne"), set())
+    proc = start("extend", "x", "--set", "sweep.seeds=[0, 1]", "--no-tsne")
+    kill_mid_epoch(proc, set(), "tune-ext1")  # once resumed and grown: a new repeat, in the extension's experiment
+    assert sum("status" in e for e in trials().values()) == 2  # the two first repeats, finished by the resume
+    done = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "x", "--no-tsne"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    client = get_client(uri)
+    exp = client.get_experiment_by_name("tests").experiment_id
+    runs = client.search_runs([exp], filter_string="tags.`contrasweep.sweep` = 'x'", max_results=100)
+    kinds = {}
+    for run in runs:
+        kinds.setdefault(run.data.tags["contrasweep.kind"], []).append(run)
+    assert {k: len(v) for k, v in kinds.items()} == {"sweep": 1, "configuration": 2, "trial": 4}
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert sorted(r.data.metrics["n_repeats"] for r in kinds["configuration"]) == [2.0, 2.0]
+    for run in kinds["trial"]:  # every epoch logged once
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "val/accuracy")] == list(range(1, epochs + 1))
+    # the first experiment's trials stayed where they ran; the new repeats ran in the extension's
+    assert len(list((folder / "tune").glob("run_trial_*"))) == 2
+    assert len(list((folder / "tune-ext1").glob("run_trial_*"))) == 2
+    meta = json.loads((folder / "sweep.json").read_text())
+    assert meta["status"] == "finished" and len(meta["extensions"]) == 1
