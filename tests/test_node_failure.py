@@ -2,7 +2,7 @@
 
 The test starts the cluster itself: two ``ray start --block`` processes on this machine, each
 with its own temp dir and ports (1 CPU each), and runs ``contrasweep run --address`` against it
-in a process of its own. While a trial trains on the worker node, the worker node's raylet is
+in a process of its own, after ``contrasweep plan --address`` for the same cluster. While a trial trains on the worker node, the worker node's raylet is
 SIGKILLed (its workers exit with it). Expected: Tune's retry (``sweep.max_failures``) restores
 that trial from its last reported checkpoint on the surviving head node, so it redoes at most
 ``checkpoint_every`` epochs; the sweep finishes; the trial that ran on the head is not rerun;
@@ -173,6 +173,12 @@ def test_a_worker_node_killed_mid_trial_is_survived(two_nodes, tiny_model_dir, c
         sweep={"seeds": [0], "scheduler": "none", "max_concurrent": 2, "resources": {"cpu": 1}, "max_failures": 1},
     )
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # first the plan for this cluster (contrasweep plan --address): its resources, read from the
+    # head (one CPU per node), give two trials at a time
+    planned = subprocess.run([sys.executable, "-m", "contrasweep", "plan", str(spec), "--address", address],
+                             cwd=tmp_path, capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert planned.returncode == 0, planned.stdout[-2000:] + planned.stderr[-2000:]
+    assert f"with 2 trials at a time on {address} (2 CPU)" in planned.stdout, planned.stdout
     tune_dir = tmp_path / "sweeps" / "nodes" / "tune"
     started = time.time()
     driver = subprocess.Popen(
