@@ -30,7 +30,7 @@ def _trained(root, name: str, experiment: str) -> int:
 
 def _extend(main, capsys, root, uri, name, *args) -> int:
     code = main(["--root", str(root), "extend", name, *args, "--no-tsne"])
-    capsys.readouterr()
+    _extend.out = capsys.readouterr().out
     return code
 
 
@@ -51,6 +51,8 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
     # one more training seed: exactly the two new repeats train, in a new experiment
     assert _extend(main, capsys, root, uri, "g", "--set", "sweep.seeds=[0, 1]") == 0
     assert _trained(root, "g", "tune-ext1") == 2 and _trained(root, "g", "tune") == 2
+    assert "sweep 'g' finished: 2 trials (its extension 1, contrasweep extend): 2 complete" in _extend.out
+    assert "best configuration [k=4]: lr=" in _extend.out and "(2 repeats)" in _extend.out  # over all its repeats
     trials, configs = _runs(client, "g", "trial"), _runs(client, "g", "configuration")
     assert len(_runs(client, "g", "sweep")) == 1 and len(configs) == 2 and len(trials) == 4
     assert all(r.info.status == "FINISHED" for r in trials + configs + _runs(client, "g", "sweep"))

@@ -38,7 +38,7 @@ def recorded_best(folder: Path, metric: str, mode: str) -> dict:
     from contrasweep.tracking.aggregate import groups, select
 
     state = json.loads((folder / "tracking.json").read_text())
-    uri = json.loads((folder / "sweep.json").read_text())["tracking_uri"]
+    uri = _meta(folder)["tracking_uri"]
     return select(groups(uri, state["parent_run_id"]), metric, mode)
 
 
@@ -119,6 +119,13 @@ def human(size: int) -> str:
     return f"{size:.1f} TB"
 
 
+def _meta(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "sweep.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
 def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep, root) -> tuple[list[str], int]:
     """The summary's lines, and how many trials failed."""
     from contrasweep.spec.identity import group_static, identify
@@ -131,17 +138,18 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     complete = sum(1 for r in results if r.error is None and r.metrics and r.config and static is not None
                    and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp))
     stopped = len(results) - len(failed) - complete
-    lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trials: {complete} complete, "
+    folder = Path(root) / name if root is not None else None
+    extensions = len(_meta(folder).get("extensions", [])) if folder else 0
+    where = f" (its extension {extensions}, contrasweep extend)" if extensions else ""
+    lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trials{where}: {complete} complete, "
              f"{stopped} stopped early, {len(failed)} failed"]
     for result in failed:  # one line each: which trial and why (e.g. a divergence and its step)
         trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
         lines.append(f"[contrasweep] failed: {trial}: {error_line(result.error)}")
-    folder = Path(root) / name if root is not None else None
     links = run_links(folder) if folder is not None else {}
     if sweep is not None:
-        extended = folder is not None and bool(json.loads((folder / "sweep.json").read_text()).get("extensions"))
         lines += best_lines(results, sweep, metric, mode, links,
-                            recorded_best(folder, metric, mode) if extended and status == "finished" else None)
+                            recorded_best(folder, metric, mode) if extensions and status == "finished" else None)
     errors = model_errors(folder) if folder is not None else []
     if errors:
         lines.append(f"[contrasweep] no MLflow model for {len(errors)} trial(s) ({errors[0]}); their best weights are "
