@@ -281,7 +281,7 @@ def test_tunes_automatic_loggers_stay_off_only_for_sweeps_that_name_their_own(tm
     automatic loggers (TensorBoard's imports torch into the driver) stay off while it runs; a
     sweep made before resumes with Tune's defaults, as it was made; the variable is put back."""
     from contrasweep.folder import sweeps
-    from contrasweep.run.tune import TUNE_LOGGERS, _fit
+    from contrasweep.run.tune import TUNE_LOGGERS, fit
 
     monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
     seen = []
@@ -289,12 +289,12 @@ def test_tunes_automatic_loggers_stay_off_only_for_sweeps_that_name_their_own(tm
     class Tuner:
         def fit(self):
             seen.append(os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"))
-            raise KeyboardInterrupt  # _fit records the sweep interrupted and re-raises
+            raise KeyboardInterrupt  # fit records the sweep interrupted and re-raises
 
     for name, meta in (("now", {"tune_loggers": TUNE_LOGGERS}), ("before", {})):
         sweep_dir = sweeps.create(tmp_path, name, {"method": "ce"}, meta)
         with pytest.raises(KeyboardInterrupt):
-            _fit(Tuner(), sweep_dir)
+            fit(Tuner(), sweep_dir)
         assert sweep_dir.meta()["status"] == "interrupted"
     assert seen == ["1", None]
     assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ

@@ -53,9 +53,11 @@ def _default(key: str):
     return DataConfig.__dataclass_fields__[key.split(".", 1)[1]].default
 
 
-def check_growth(old: dict, new: dict, searcher: str) -> list[str]:
+def check_growth(old: dict, new: dict, ran: Sweep) -> list[str]:
     """The keys an extension grows, from the sweep's spec (``old``) and the spec with the
-    overrides applied (``new``); any change outside what may grow is one ``UserError``."""
+    overrides applied (``new``); any change outside what may grow is one ``UserError``.
+    ``ran``: the sweep as it ran (the values of keys its spec left unset)."""
+    searcher, ran_samples = ran.searcher, ran.num_samples
     before, after = _flat(old), _flat(new)
     grown = []
     for key in dict.fromkeys([*before, *after]):
@@ -63,22 +65,23 @@ def check_growth(old: dict, new: dict, searcher: str) -> list[str]:
         if was == now:
             continue
         if key == "sweep.num_samples" and searcher != "grid":
-            if isinstance(now, bool) or not isinstance(now, int) or now <= int(was or 0):
-                raise UserError(f"sweep.num_samples={now!r} is not larger than the {was} the sweep ran; allowed: a "
-                                "larger number of suggestions")
+            if isinstance(now, bool) or not isinstance(now, int) or now <= ran_samples:
+                raise UserError(f"sweep.num_samples={now!r} is not larger than the {ran_samples} the sweep ran; "
+                                "allowed: a larger number of suggestions")
             grown.append(key)
             continue
         if key in REPEAT_GROWTH + SETTING_GROWTH and searcher == "grid":
-            ran = was if isinstance(was, list) else ([_default(key)] if was is None and key.startswith("data.") else [was])
             if key in SETTING_GROWTH and not isinstance(was, list):
-                raise UserError(f"{key}={was!r} ran as one value, not as a setting axis, so its trials carry no "
+                raise UserError(f"{key}={_show(was)} ran as one value, not as a setting axis, so its trials carry no "
                                 f"setting to grow; allowed: grow sweep.seeds, data.seed or data.split_seed here, or a "
-                                f"new sweep with {key}: [{was}, ...] (`contrasweep run`)")
-            missing = [v for v in ran if not isinstance(now, list) or v not in now]
+                                f"new sweep with {key} as a list (`contrasweep run`)")
+            values = was if isinstance(was, list) else (
+                list(ran.seeds) if key == "sweep.seeds" else [_default(key)] if was is None else [was])
+            missing = [v for v in values if not isinstance(now, list) or v not in now]
             if not isinstance(now, list) or missing:
                 raise UserError(f"{key}={now!r} leaves out {missing} that the sweep ran; allowed: a list holding "
-                                f"every value that ran ({ran}) and the new ones")
-            if len(now) > len(ran):
+                                f"every value that ran ({values}) and the new ones")
+            if len(now) > len(values):
                 grown.append(key)
             continue
         if key in REPEAT_GROWTH + SETTING_GROWTH + ("sweep.num_samples",):
@@ -106,7 +109,7 @@ def grown_sweep(sweep_dir: sweeps.SweepDir, overrides: list[str]) -> tuple[Sweep
     new_raw = copy.deepcopy(raw)
     for item in overrides:
         apply_override(new_raw, item)
-    grown = check_growth(raw, new_raw, old.searcher)
+    grown = check_growth(raw, new_raw, old)
     new = load_sweep(sweep_dir, new_raw)
     new.variants = keep_order(new.variants, ran_variants(old, new))
     return old, new, grown
@@ -192,16 +195,20 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
         print(f"[contrasweep] sweep {name!r} is {status}: resuming it before it grows", file=sys.stderr, flush=True)
         results = tune.resume(name, root, address, ray_dashboard=ray_dashboard, ray_bind_all=ray_bind_all)
         if sweep_dir.meta().get("status") != "finished":
+            print(f"[contrasweep] sweep {name!r} did not finish ({sweep_dir.meta().get('status')}): it did not grow; "
+                  "extend it once it has finished", file=sys.stderr, flush=True)
             return results
-    return _grow(sweep_dir, new, overrides, top, address, ray_dashboard, ray_bind_all)
+    return _grow(sweep_dir, old, new, overrides, top, address, ray_dashboard, ray_bind_all)
 
 
-def _grow(sweep_dir, new: Sweep, overrides, top, address, ray_dashboard, ray_bind_all):
+def _grow(sweep_dir, old: Sweep, new: Sweep, overrides, top, address, ray_dashboard, ray_bind_all):
+    import yaml
     from ray import tune as ray_tune
 
     from contrasweep import console
     from contrasweep.folder import driver, sweep_storage
     from contrasweep.run import tune
+    from contrasweep.run.checks import check_services
     from contrasweep.run.executor import make_trainable, torch_threads_env
     from contrasweep.run.inputs import static_config
     from contrasweep.search.registry import group_sizes, num_samples, scheduler_of, search_alg, total_trials
@@ -211,7 +218,7 @@ def _grow(sweep_dir, new: Sweep, overrides, top, address, ray_dashboard, ray_bin
 
     meta = sweep_dir.meta()
     tracking_uri = meta["tracking_uri"]
-    tune.check_services(new, tracking_uri, address, "the sweep's tracking URI (sweep.json)")
+    check_services(new, tracking_uri, address, "the sweep's tracking URI (sweep.json)")
     torch_threads_env()
     record = TrackingState(sweep_dir.path / "tracking.json")
     client = get_client(tracking_uri)
@@ -228,15 +235,14 @@ def _grow(sweep_dir, new: Sweep, overrides, top, address, ray_dashboard, ray_bin
         space = {"hp": ray_tune.grid_search(trials)}
     else:
         trials, sizes, total, space = None, None, total_trials(new), tune.param_space(new)
-    prepared, refs, files = tune._start(new, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
+    prepared, refs, files = tune.start(new, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
     number = len(meta.get("extensions", [])) + 1
     entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "overrides": list(overrides), "top": top,
-             "trials": len(trials) if trials is not None else (new.num_samples - int(_flat(sweep_dir.spec())
-                                                                                     .get("sweep.num_samples") or 0))}
+             "trials": len(trials) if trials is not None else new.num_samples - old.num_samples}
     console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):
         # the grown spec, where its variants are, the new experiment (tune-extN): what resume reads
-        sweep_dir.spec_file.write_text(__import__("yaml").safe_dump(new.raw, sort_keys=False))
+        sweep_dir.spec_file.write_text(yaml.safe_dump(new.raw, sort_keys=False))
         sweep_dir.update_meta(status="running", total=total, extensions=[*meta.get("extensions", []), entry],
                               variant_order=[v.data for v in new.variants])
         reopened = reopen_groups(client, record.data, sizes) if sizes else []
@@ -257,4 +263,4 @@ def _grow(sweep_dir, new: Sweep, overrides, top, address, ray_dashboard, ray_bin
                                                                      sizes=sizes, total=total),
                                                         sweep_storage.StorageMirror(new.storage, sweep_dir.path)]),
         )
-        return tune._fit(tuner, sweep_dir)
+        return tune.fit(tuner, sweep_dir)

@@ -42,7 +42,7 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 
 
 # Tune's own per-trial logs, named in the run config so that its automatic loggers stay off
-# (``_fit``): the third of those, TensorBoard's, imported torch into the driver (tensorboardX;
+# (``fit``): the third of those, TensorBoard's, imported torch into the driver (tensorboardX;
 # ~2.5 s of CPU at each start of a sweep here) for event files nothing reads: MLflow holds the
 # metrics. A sweep's meta says it was made so; sweeps made before resume with Tune's defaults.
 TUNE_LOGGERS = "csv,json"
@@ -109,7 +109,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
     )
 
 
-def _start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: bool, storage: str | None,
+def start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: bool, storage: str | None,
            folder: Path) -> tuple[list, list, list[str]]:
     """What ``run`` and ``resume`` do alike once the pre-start checks passed: tokenise every
     data variant (the cache), start or join Ray, check the sweep's storage from the nodes Ray
@@ -138,7 +138,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     check_against_encoder(sweep)
     if sweep.warm_start:
         warm_points(sweep, root)  # a named sweep missing, unlike this one or without a point inside: one line, now
-    prepared, refs, files = _start(sweep, address, ray_dashboard, ray_bind_all, sweep.storage, root / name)
+    prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep.storage, root / name)
     if overwrite:
         sweeps.replace(root, name)
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage,
@@ -163,7 +163,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
             run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri),
                                                      sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
         )
-        return _fit(tuner, sweep_dir)
+        return fit(tuner, sweep_dir)
 
 
 def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
@@ -192,7 +192,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     sweep = load_sweep(sweep_dir)
     torch_threads_env()
     check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
-    prepared, refs, files = _start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
+    prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
     static = static_config(sweep, sweep_dir, prepared, files)
     console.attach_log(sweep_dir.path)
     recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
@@ -206,10 +206,10 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
             resume_errored=True,
         )
         # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
-        return _fit(tuner, sweep_dir)
+        return fit(tuner, sweep_dir)
 
 
-def _fit(tuner, sweep_dir: sweeps.SweepDir):
+def fit(tuner, sweep_dir: sweeps.SweepDir):
     """Run Tune, then record how the sweep ended. An MLflow failure mid-sweep (the tracker
     stopped Tune for it) is one line: the sweep is interrupted and resumable."""
     from contrasweep.tracking.record import TrackingState

@@ -261,7 +261,7 @@ class MlflowTracker(Callback):
 def stop_tune() -> None:
     """Tune's own graceful stop, as on Ctrl-C: ``tune.run`` handles SIGUSR1 like SIGINT (where it
     installed its handlers; elsewhere the trials go on and their results wait in the record).
-    The user sees one line, from the driver once Tune has stopped (``contrasweep.run.tune._fit``)."""
+    The user sees one line, from the driver once Tune has stopped (``contrasweep.run.tune.fit``)."""
     import signal
 
     if callable(signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))):
