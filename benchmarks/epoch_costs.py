@@ -214,7 +214,7 @@ def run_arm(arm: str, size: str, args, model: str, width: int, datasets: dict, w
 
     config, data, rows = build_trial(arm, size, args, model, width, datasets)
     folder = Path(tempfile.mkdtemp(prefix=f"{arm.replace('/', '-')}-{size}-", dir=work))
-    session = PruningSession(str(folder))
+    session = PruningSession(str(folder), use_gpu=args.device == "cuda")
     load_before = os.getloadavg()[0]
     cpu, started = time.process_time(), time.perf_counter()
     final = train(config, data, session)
@@ -282,6 +282,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="torch threads (default: every core)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the trials train (cuda: the loop's GPU path, bf16 autocast where supported)")
     parser.add_argument("--repeats", type=int, default=1, help="rounds over every arm; medians are reported")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     args = parser.parse_args(argv)

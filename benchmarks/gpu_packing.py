@@ -83,7 +83,7 @@ def packed(count: int, args: dict) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=("default", "base"), default="base")
+    parser.add_argument("--model", choices=("default", "base", "tiny"), default="base")
     parser.add_argument("--method", default="ce")
     parser.add_argument("--amp", choices=("auto", "bf16", "fp16", "off"), default="auto")
     parser.add_argument("--batch-size", type=int, default=32)

@@ -17,9 +17,9 @@ per-block ratios (a burst of other load on a shared machine spoils one pair of b
 estimate), the ratio of the totals is printed and recorded beside it.
 
 Methods: ``ce`` (cross-entropy) and ``ce_scl`` (CE + supervised contrastive loss), or
-``--methods``. Models: ``default`` (the bundled MiniLM, 22.7 M parameters, offline) or ``base``
+``--methods``. Models: ``default`` (the bundled MiniLM, 22.7 M parameters, offline), ``base``
 (a randomly initialised BERT-base from ``transformers.BertConfig()``, no download, wrapped in the
-project's ``Encoder``). Needs only torch, transformers and ``trainables/`` (no Ray, no MLflow:
+project's ``Encoder``) or ``tiny`` (the tests' 2-layer BERT: a mechanics check). Needs only torch, transformers and ``trainables/`` (no Ray, no MLflow:
 checked at the end and recorded in the JSON result). Not a test; run it as
 
     python benchmarks/step_throughput.py --device cpu --steps 12 --warmup 2
@@ -56,11 +56,16 @@ LR, WEIGHT_DECAY, MAX_GRAD_NORM = 2.0e-5, 0.01, 1.0
 HP = {"ce": {}, "ce_scl": {"temperature": 0.3, "lam": 0.9}, "supcl_seq": {"dropouts": [0.1, 0.1], "temperature": 0.05}}
 
 
+TINY = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64,
+        "max_position_embeddings": 128}  # the tests' tiny BERT (tests/conftest.py): mechanics checks only
+
+
 def build_encoder(model: str) -> Encoder:
-    if model == "base":
+    if model in ("base", "tiny"):
         from transformers import BertConfig, BertModel
 
-        return Encoder(BertModel(BertConfig()), "mean")  # BERT-base, random weights, no download
+        # BERT-base (or the tiny one), random weights, no download
+        return Encoder(BertModel(BertConfig(**(TINY if model == "tiny" else {}))), "mean")
     return load_encoder("default", "mean")
 
 
@@ -173,7 +178,8 @@ def measure(name: str, encoder: Encoder, args, device: torch.device, mode: str, 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=("default", "base"), default="default")
+    parser.add_argument("--model", choices=("default", "base", "tiny"), default="default",
+                        help="tiny: a 2-layer 32-wide random BERT, to check the mechanics (its numbers mean nothing)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--amp", choices=("bf16", "fp16", "off"), default=None,
                         help="precision of both sides (default: bf16 on a GPU, off on CPU; TrainStep ignores "
