@@ -74,9 +74,25 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
     assert {"best-k4", "best-k8"} <= set(aliases)
     assert "best_config/k_8/mean/best/val/accuracy" in parent.data.metrics
 
-    # --top 1: one more seed for each setting's best configuration only
+    # --top 1: one more seed for each setting's best configuration only; the driver stops before
+    # Tune wrote anything of the extension's experiment (Ctrl-C at its start): resume runs it again
     best = {s: parent.data.tags[f"contrasweep.best_config.{s}"] for s in ("k_4", "k_8")}
-    assert _extend(main, capsys, root, uri, "g", "--set", "sweep.seeds=[0, 1, 2]", "--top", "1") == 0
+    from contrasweep.run import tune
+    from contrasweep.run.extend import never_started
+
+    tracker = tune.tracker
+
+    def interrupted(*args, **kwargs):  # after the configuration runs reopened, before the Tuner was made
+        raise KeyboardInterrupt
+
+    tune.tracker = interrupted
+    try:
+        assert _extend(main, capsys, root, uri, "g", "--set", "sweep.seeds=[0, 1, 2]", "--top", "1") == 130
+    finally:
+        tune.tracker = tracker
+    assert never_started(sweeps.open_existing(root, "g"))  # no Tune state in tune-ext3 to restore
+    assert main(["--root", str(root), "resume", "g", "--no-tsne"]) == 0
+    assert "its extension tune-ext3 never saved a Tune state; it runs again" in capsys.readouterr().err
     assert _trained(root, "g", "tune-ext3") == 2
     configs = {r.info.run_id: r for r in _runs(client, "g", "configuration")}
     assert len(configs) == 4 and len(_runs(client, "g", "trial")) == 4 + 4 + 2

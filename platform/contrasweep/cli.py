@@ -187,10 +187,14 @@ def cmd_resume(args) -> int:
     _name(args.name)  # a name, never a path (no reading, or unpickling, outside the root)
     if not args.storage:
         sweeps.open_existing(root, args.name)  # before Ray is imported: an error within a second
+    from contrasweep.run.extend import grow_again, never_started
     from contrasweep.run.tune import resume
 
-    results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
-                     ray_bind_all=args.ray_bind_all)
+    if (root / args.name / "sweep.json").exists() and never_started(sweeps.open_existing(root, args.name)):
+        results = grow_again(args.name, root, args.address, args.ray_dashboard, args.ray_bind_all)
+    else:
+        results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
+                         ray_bind_all=args.ray_bind_all)
     sweep_dir = sweeps.open_existing(root, args.name)
     from contrasweep.run.inputs import load_sweep
 

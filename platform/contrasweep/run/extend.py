@@ -128,13 +128,16 @@ def ran_variants(old: Sweep, new: Sweep) -> list[dict]:
     return out
 
 
-def new_grid_trials(new: Sweep, state: dict, found: list, top: int | None) -> list[dict]:
+def new_grid_trials(new: Sweep, state: dict, found: list, top: int | None, reopened: set | frozenset = frozenset()
+                    ) -> list[dict]:
     """The extended grid's trials that did not run: repeats of the complete configurations of
     each setting that ran (``top``: of its ``top`` best by validation mean; groups stopped early
-    or failed get none), and every configuration of a new setting."""
+    or failed get none), and every configuration of a new setting. ``reopened``: the groups an
+    earlier try of the same extension reopened (``grow_again``): they, and no others, get repeats
+    (their group size grew, so they no longer count as complete)."""
     from contrasweep.tracking.aggregate import selection_key
 
-    ran = {e["config_key"] for e in state["trials"].values()}
+    ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again
     group_of = GroupKey(group_static(new))
     existing = set(state.get("configs", {}))
     metric = new.objective.metric
@@ -149,7 +152,7 @@ def new_grid_trials(new: Sweep, state: dict, found: list, top: int | None) -> li
     out = []
     for trial in new.grid_trials():
         group = group_of({"hp": trial})
-        if key_of({"hp": trial}) not in ran and (group not in existing or group in keep):
+        if key_of({"hp": trial}) not in ran and (group not in existing or group in (reopened or keep)):
             out.append(trial)
     return out
 
@@ -175,6 +178,14 @@ def reopen_groups(client, state: dict, sizes: dict) -> list[str]:
     return reopened
 
 
+def open_groups(client, state: dict) -> set[str]:
+    """Groups whose configuration run has no outcome: reopened for new repeats (or never closed)."""
+    from contrasweep.tracking.store import OUTCOME_TAG
+
+    return {group for group, run_id in state.get("configs", {}).items()
+            if OUTCOME_TAG not in client.get_run(run_id).data.tags}
+
+
 def extend(name: str, root, overrides: list[str], top: int | None, address: str | None, ray_dashboard: bool = False,
            ray_bind_all: bool = False):
     """Grow the sweep ``name``; returns Tune's results of the new trials (or of the resume, when
@@ -198,10 +209,39 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
             print(f"[contrasweep] sweep {name!r} did not finish ({sweep_dir.meta().get('status')}): it did not grow; "
                   "extend it once it has finished", file=sys.stderr, flush=True)
             return results
-    return _grow(sweep_dir, old, new, overrides, top, address, ray_dashboard, ray_bind_all)
+    entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "overrides": list(overrides), "top": top}
+    if new.searcher != "grid":
+        entry["trials"] = new.num_samples - old.num_samples  # suggestions
+    return _grow(sweep_dir, new, entry, address, ray_dashboard, ray_bind_all)
 
 
-def _grow(sweep_dir, old: Sweep, new: Sweep, overrides, top, address, ray_dashboard, ray_bind_all):
+def never_started(sweep_dir: sweeps.SweepDir) -> bool:
+    """The sweep's newest experiment is an extension that Tune never saved (its driver died in
+    the first seconds): ``resume`` has nothing to restore and grows it again (``grow_again``)."""
+    from ray import tune as ray_tune
+
+    return sweep_dir.tune_name != "tune" and not ray_tune.Tuner.can_restore(sweep_dir.tune_location)
+
+
+def grow_again(name: str, root, address: str | None, ray_dashboard: bool = False, ray_bind_all: bool = False):
+    """``resume`` of an extension whose Tune experiment has no saved state: the same extension
+    (``sweep.json``'s last entry, ``spec.yaml`` already grown) runs again; what ended is kept,
+    unfinished trials are created again and re-attached to their runs by configuration key."""
+    from contrasweep.run import recovery
+    from contrasweep.run.inputs import load_sweep
+
+    sweep_dir = sweeps.open_existing(root, name)
+    alive, who = sweep_dir.driver()
+    if alive == "alive":
+        raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
+    recovery.settle(sweep_dir)
+    print(f"[contrasweep] sweep {name!r}: its extension {sweep_dir.tune_name} never saved a Tune state; it runs again",
+          file=sys.stderr, flush=True)
+    return _grow(sweep_dir, load_sweep(sweep_dir), None, address, ray_dashboard, ray_bind_all)
+
+
+def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray_bind_all):
+    """Run the extension ``entry`` (None: the sweep's last one, again) as a new Tune experiment."""
     import yaml
     from ray import tune as ray_tune
 
@@ -223,32 +263,35 @@ def _grow(sweep_dir, old: Sweep, new: Sweep, overrides, top, address, ray_dashbo
     record = TrackingState(sweep_dir.path / "tracking.json")
     client = get_client(tracking_uri)
     parent = record.data["parent_run_id"]
+    again = entry is None
+    entry = meta["extensions"][-1] if again else entry
+    top = entry["top"]
+    ended = [e for e in record.trials.values() if "status" in e]
     if new.searcher == "grid":
-        trials = new_grid_trials(new, record.data, groups_of(trial_runs(client, parent)), top)
+        trials = new_grid_trials(new, record.data, groups_of(trial_runs(client, parent)), top,
+                                 open_groups(client, record.data) if again else frozenset())
         if not trials:
             raise UserError(f"sweep {sweep_dir.name!r} has nothing new to train: every trial of the grown grid ran"
                             + (f" or belongs to a configuration outside the --top {top}" if top else "")
                             + " (stopped or failed configurations get no new repeats); " + ALLOWED)
         group_of = GroupKey(group_static(new))
-        sizes = dict(Counter(e["group"] for e in record.trials.values()) + Counter(group_of({"hp": t}) for t in trials))
-        total = len(record.trials) + len(trials)
+        sizes = dict(Counter(e["group"] for e in ended) + Counter(group_of({"hp": t}) for t in trials))
+        total, entry["trials"] = len(ended) + len(trials), entry.get("trials", len(trials))
         space = {"hp": ray_tune.grid_search(trials)}
     else:
         trials, sizes, total, space = None, None, total_trials(new), tune.param_space(new)
     prepared, refs, files = tune.start(new, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
-    number = len(meta.get("extensions", [])) + 1
-    entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "overrides": list(overrides), "top": top,
-             "trials": len(trials) if trials is not None else new.num_samples - old.num_samples}
+    extensions = meta.get("extensions", []) if again else [*meta.get("extensions", []), entry]
     console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):
         # the grown spec, where its variants are, the new experiment (tune-extN): what resume reads
         sweep_dir.spec_file.write_text(yaml.safe_dump(new.raw, sort_keys=False))
-        sweep_dir.update_meta(status="running", total=total, extensions=[*meta.get("extensions", []), entry],
+        sweep_dir.update_meta(status="running", total=total, extensions=extensions,
                               variant_order=[v.data for v in new.variants])
         reopened = reopen_groups(client, record.data, sizes) if sizes else []
-        client.set_tag(parent, EXTENSION_TAG.format(number), json.dumps(entry, sort_keys=True))
-        client.set_tag(parent, EXTENDED_TAG, str(number))
-        print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(overrides)}"
+        client.set_tag(parent, EXTENSION_TAG.format(len(extensions)), json.dumps(entry, sort_keys=True))
+        client.set_tag(parent, EXTENDED_TAG, str(len(extensions)))
+        print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(entry['overrides'])}"
               f"{f'; --top {top}' if top else ''}): {entry['trials']} new "
               f"{'trials' if trials is not None else 'suggestions'}"
               f"{f', {len(reopened)} configurations get new repeats' if reopened else ''}; "
