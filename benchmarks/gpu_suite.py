@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=None, help="timed steps per side and part (GPU 100)")
     parser.add_argument("--model", choices=("base", "default", "tiny"), default=None,
                         help="the step, packing and compile parts' encoder (default: base on a GPU, tiny on CPU)")
-    parser.add_argument("--parts", default="step,packing,epochs,compile", help="comma-separated, in this order")
+    parser.add_argument("--parts", default="step,packing,epochs,compile",
+                        help="which parts, comma-separated (default: all four: step, packing, epochs, compile)")
     parser.add_argument("--out-dir", default=str(DEFAULT_OUT))
     args = parser.parse_args(argv)
 
