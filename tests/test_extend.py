@@ -73,6 +73,9 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
     aliases = dict(client.get_registered_model("g").aliases)
     assert {"best-k4", "best-k8"} <= set(aliases)
     assert "best_config/k_8/mean/best/val/accuracy" in parent.data.metrics
+    from dashboards.source import load
+
+    assert load(uri, "g").spec["data"]["k"] == [4, 8]  # the report reads the grown spec
 
     # --top 1: one more seed for each setting's best configuration only; the driver stops before
     # Tune wrote anything of the extension's experiment (Ctrl-C at its start): resume runs it again

@@ -254,6 +254,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     from contrasweep.search.registry import group_sizes, num_samples, scheduler_of, search_alg, total_trials
     from contrasweep.tracking.aggregate import groups_of
     from contrasweep.tracking.record import TrackingState
+    from contrasweep.tracking.rows import spec_yaml
     from contrasweep.tracking.store import get_client, trial_runs
 
     meta = sweep_dir.meta()
@@ -289,6 +290,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
         sweep_dir.update_meta(status="running", total=total, extensions=extensions,
                               variant_order=[v.data for v in new.variants])
         reopened = reopen_groups(client, record.data, sizes) if sizes else []
+        client.log_text(parent, spec_yaml(new.raw), "spec.yaml")  # what the report reads (dashboards.source)
         client.set_tag(parent, EXTENSION_TAG.format(len(extensions)), json.dumps(entry, sort_keys=True))
         client.set_tag(parent, EXTENDED_TAG, str(len(extensions)))
         print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(entry['overrides'])}"
