@@ -295,8 +295,8 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
         client.set_tag(parent, EXTENDED_TAG, str(len(extensions)))
         print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(entry['overrides'])}"
               f"{f'; --top {top}' if top else ''}): {entry['trials']} new "
-              f"{'trials' if trials is not None else 'suggestions'}"
-              f"{f', {len(reopened)} configurations get new repeats' if reopened else ''}; "
+              f"{'trial' if trials is not None else 'suggestion'}{'' if entry['trials'] == 1 else 's'}"
+              f"{f', {len(reopened)} configuration(s) get new repeats' if reopened else ''}; "
               f"experiment {sweep_dir.tune_name}", file=sys.stderr, flush=True)
         static = static_config(new, sweep_dir, prepared, files)
         tuner = ray_tune.Tuner(
