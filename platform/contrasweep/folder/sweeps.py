@@ -61,10 +61,6 @@ class SweepDir:
         return ["tune"] + [f"tune-ext{n}" for n in range(1, len(self.meta().get("extensions", [])) + 1)]
 
     @property
-    def tune_dir(self) -> Path:
-        return self.path / self.tune_name
-
-    @property
     def train_dir(self) -> Path:
         return self.path / "train"
 
