@@ -90,7 +90,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
     import ray
 
     # the status line's ETA: the plan's cost model (contrasweep plan) scaled by the trials that end;
-    # an extension's trials count alike (its new trials are repeats of the same configurations)
+    # an extension's trials count alike (the model costs a whole grid, not a list of trials)
     units = sweep_plan.trial_units(sweep, prepared) if total is None else [1.0] * total
     total = total if total is not None else total_trials(sweep)
     slots = sweep_plan.concurrency(sweep, {k: float(v) for k, v in ray.cluster_resources().items()})
@@ -110,8 +110,8 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
 
 
 def start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: bool, storage: str | None,
-           folder: Path) -> tuple[list, list, list[str]]:
-    """What ``run`` and ``resume`` do alike once the pre-start checks passed: tokenise every
+          folder: Path) -> tuple[list, list, list[str]]:
+    """What ``run``, ``resume`` and an extension (``contrasweep.run.extend``) do alike once the pre-start checks passed: tokenise every
     data variant (the cache), start or join Ray, check the sweep's storage from the nodes Ray
     has, and put the data into the object store. Returns (prepared data, object refs, the
     local files a cluster's workers get)."""
