@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contrasweep.errors import UserError
-from contrasweep.tracking.aggregate import Group, selection_key
+from contrasweep.tracking.aggregate import Group, on_slice, selection_key
 from dashboards import plots, tables
 from dashboards.importance import importances, log_importances
 from dashboards.pareto import pareto_front
@@ -160,9 +160,7 @@ def sensitivity_sections(records: list[SweepRecord], out: Path) -> list[Section]
 
 
 def _sensitivity_line(record: SweepRecord, hp: str, setting: str, best: Group) -> plots.Series | None:
-    others = [k for k in record.varied if k != hp]
-    found = [g for g in record.groups if g.setting == setting and g.complete and hp in g.hp
-             and all(g.hp.get(k) == best.hp.get(k) for k in others)]
+    found = [g for g in record.groups if on_slice(g, best, hp, record.varied)]
     if len({g.hp[hp] for g in found}) < 2:
         return None
     line = plots.Series(setting or record.name, [], [], [])

@@ -3,7 +3,7 @@
 AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a linear decay
 (default), a constant rate or a half-cosine decay (``lr_schedule``), gradient clipping, evaluation on the
 validation split every epoch, the test split once at the end on the best validation epoch's
-weights, checkpoints sized to their job (``trainables.checkpoints``: best weights on
+weights (unless the sweep evaluates it after selection: ``trainables.test_split``), checkpoints sized to their job (``trainables.checkpoints``: best weights on
 improvement, a full resume state every ``checkpoint_every`` epochs; what is written when and the
 restore: ``trainables.checkpointing``), seeded. ``train`` = ``set_up`` + one ``run_epoch`` per epoch.
 
@@ -65,9 +65,10 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
 
     ``config``: {"method", "encoder": {name, pooling}, "hp": {...}, "metric", "mode"} and
     optionally ``checkpoint_at`` (epochs that must end with a full resume state: a scheduler
-    may pause the trial there). Returns the final metrics (also reported every epoch through
-    ``session``); the test split is evaluated once, after the last epoch, on the weights of
-    the best validation epoch (docs/architecture.md, "Selection and the test split").
+    may pause the trial there) and ``evaluate_test`` (``tests_in_trial``). Returns the final
+    metrics (also reported every epoch through ``session``); the test split is evaluated once,
+    after the last epoch, on the weights of the best validation epoch, unless the sweep does
+    that after selection (docs/architecture.md, "Selection and the test split").
     """
     run = set_up(config, data, session)
     epochs = run.hp("epochs")
@@ -75,7 +76,8 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     for epoch in range(run.start_epoch, epochs + 1):
         metrics = run_epoch(run, epoch)
     if run.start_epoch > epochs:  # restored after the last epoch: its report may not have arrived
-        metrics.update(evaluate_test(run.method, data, config, run.saver, session))
+        if tests_in_trial(config):
+            metrics.update(evaluate_test(run.method, data, config, run.saver, session))
         run.saver.report(metrics, epochs, pointer=False)
     run.saver.wait()
     return metrics
@@ -149,7 +151,7 @@ def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
 
 def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
     """One epoch: the optimiser steps, the method's second stage, validation, the checkpoints
-    due, the test split after the last epoch; reports the epoch's metrics and returns them."""
+    due, the test split after the last epoch (``tests_in_trial``); reports the epoch's metrics and returns them."""
     hp, session, method, clock, saver, tracker = run.hp, run.session, run.method, run.clock, run.saver, run.tracker
     tables, data, device = run.data["tables"], run.data, session.device
     first_step = (epoch - 1) * run.steps_per_epoch + 1
@@ -182,7 +184,7 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
         if saver.resume_due(epoch, last):
             saver.save_resume(method, run.optimizer, run.scheduler, run.step.scaler, epoch, metrics)
     metrics.update(tracker.best_metrics)
-    if last:
+    if last and tests_in_trial(run.config):
         with clock("test"):
             metrics.update(evaluate_test(method, data, run.config, saver, session))
     metrics.update(clock.report())
@@ -255,6 +257,14 @@ class PhaseClock:
         out = {f"time/{phase}_s": seconds for phase, seconds in self.times.items()}
         self.times = {}
         return out
+
+
+def tests_in_trial(config: dict[str, Any]) -> bool:
+    """Whether the trial evaluates the test split after its last epoch (``evaluate_test`` in the
+    loop's config, default yes). A sweep with ``evaluation.test: reported`` says no: it
+    evaluates the test split after selection, from the best weights, for what it reports
+    (``trainables.test_split``)."""
+    return bool(config.get("evaluate_test", True))
 
 
 def evaluate_test(method, data: dict[str, Any], config: dict[str, Any], saver: Checkpointer, session) -> dict[str, float]:

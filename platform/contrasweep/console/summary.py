@@ -62,10 +62,29 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
         if test and group.stats(test)["n"]:
             stats = group.stats(test)
             text += f", {test} {stats['mean']:.4f} ± {stats['std']:.4f}"
+        elif test:  # not evaluated (yet): never shown as a number
+            text += f", {test} –"
         lines.append(text + f" ({val['n']} repeats)")
         if links and group.group in links:
             lines.append(f"[contrasweep]   MLflow: {links[group.group]}")
     return lines
+
+
+def test_lines(folder: Path, sweep) -> list[str]:
+    """How many test passes the sweep ran (``evaluation.test``; contrasweep.run.test_phase)."""
+    try:
+        state = json.loads((folder / "tracking.json").read_text())
+    except (OSError, ValueError):
+        return []
+    if sweep.test_split == "all":
+        complete = sum(1 for e in state.get("trials", {}).values() if e.get("outcome") == "complete")
+        return [f"[contrasweep] test split: evaluated in each of {complete} complete trial{'' if complete == 1 else 's'} "
+                "(evaluation.test: all)"]
+    tests = state.get("tests") or {}
+    evaluated, shown = int(tests.get("evaluated", 0)), len(tests.get("reported", []))
+    return [f"[contrasweep] test split: {evaluated} evaluation{'' if evaluated == 1 else 's'} after selection, for the "
+            f"{shown} repeat{'' if shown == 1 else 's'} a report shows (each setting's selected configuration"
+            f"{' and its sensitivity slices' if sweep.exact_grid else ''}; evaluation.test: reported)"]
 
 
 def run_links(folder: Path) -> dict[str, str]:
@@ -147,9 +166,10 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
         trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
         lines.append(f"[contrasweep] failed: {trial}: {error_line(result.error)}")
     links = run_links(folder) if folder is not None else {}
-    if sweep is not None:
-        lines += best_lines(results, sweep, metric, mode, links,
-                            recorded_best(folder, metric, mode) if extensions and status == "finished" else None)
+    if sweep is not None:  # an ended sweep's best from MLflow: its test numbers came after Tune's results
+        recorded = folder is not None and status in ("finished", "failed") and (folder / "tracking.json").exists()
+        lines += best_lines(results, sweep, metric, mode, links, recorded_best(folder, metric, mode) if recorded else None)
+        lines += test_lines(folder, sweep) if recorded else []
     errors = model_errors(folder) if folder is not None else []
     if errors:
         lines.append(f"[contrasweep] no MLflow model for {len(errors)} trial(s) ({errors[0]}); their best weights are "

@@ -3,9 +3,13 @@
 A trial's state folder holds its best validation epoch's weights (reports, the registry and
 re-logging a lost MLflow artifact read them) and full resume states (weights, optimiser state,
 RNG: twice the model or more), which only ``resume`` reads. So: a finished sweep drops every
-resume state; any sweep drops the state folders of trials the scheduler stopped (never
-resumed: the tracker removes them as they stop) and the leftovers of interrupted writes. The
-best weights and everything MLflow holds stay.
+resume state, and the best weights of every trial its report does not show (neither each
+setting's selected configuration nor on its sensitivity slices: ``tracking.json``'s
+``tests.reported``, recorded by the test phase, contrasweep.run.test_phase); any sweep drops the
+state folders of trials the scheduler stopped (never resumed: the tracker removes them as they
+stop) and the leftovers of interrupted writes. Everything MLflow holds stays: each complete
+trial's MLflow model keeps its best weights (an extension that selects another configuration
+evaluates its test split from there).
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ def reclaim(sweep: SweepDir) -> int:
     from trainables.checkpoints import STATE_DIR, drop_resume_states, remove_state
 
     finished = sweep.status() == "finished"
-    stopped = _stopped_trials(sweep)
+    stopped, unreported = _trials_to_drop(sweep)
     removed = 0
     for folder in state_dirs(sweep):
         trial = folder.rstrip("/").rsplit("/", 2)[-2]
-        if any(trial.startswith(f"run_trial_{t}_") for t in stopped):
+        if any(trial.startswith(f"run_trial_{t}_") for t in stopped | (unreported if finished else set())):
             remove_state(folder)
             removed += 1
         elif finished:
@@ -54,10 +58,17 @@ def reclaim(sweep: SweepDir) -> int:
     return removed
 
 
-def _stopped_trials(sweep: SweepDir) -> set[str]:
-    """Trial ids whose runs ended as stopped by the scheduler (``tracking.json``)."""
+def _trials_to_drop(sweep: SweepDir) -> tuple[set[str], set[str]]:
+    """Trial ids (``tracking.json``) whose runs ended as stopped by the scheduler, and those of
+    complete trials no report shows (none where the test phase has not recorded them)."""
     try:
-        trials = json.loads((sweep.path / "tracking.json").read_text())["trials"]
+        state = json.loads((sweep.path / "tracking.json").read_text())
+        trials = state["trials"]
     except (OSError, ValueError, KeyError):
-        return set()
-    return {tid for tid, e in trials.items() if e.get("outcome") == "stopped"}
+        return set(), set()
+    stopped = {tid for tid, e in trials.items() if e.get("outcome") == "stopped"}
+    tests = state.get("tests") or {}
+    if not tests.get("done"):
+        return stopped, set()
+    shown = set(tests.get("reported", []))
+    return stopped, {tid for tid, e in trials.items() if e.get("outcome") == "complete" and tid not in shown}

@@ -46,6 +46,8 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
         "mode": static["mode"],
         "num_labels": static["variants"][variant]["num_labels"] if static.get("variants") else static["num_labels"],
     }
+    # evaluation.test: reported = the sweep evaluates the test split after selection (run.test_phase)
+    loop_config["evaluate_test"] = static.get("test", "all") == "all"
     if static.get("checkpoint_at"):
         loop_config["checkpoint_at"] = static["checkpoint_at"]
     if not static["distributed"]:

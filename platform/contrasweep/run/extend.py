@@ -247,7 +247,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
 
     from contrasweep import console
     from contrasweep.folder import driver, sweep_storage
-    from contrasweep.run import tune
+    from contrasweep.run import test_phase, tune
     from contrasweep.run.checks import check_services
     from contrasweep.run.executor import make_trainable, torch_threads_env
     from contrasweep.run.inputs import static_config
@@ -308,4 +308,4 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
                                                                      sizes=sizes, total=total),
                                                         sweep_storage.StorageMirror(new.storage, sweep_dir.path)]),
         )
-        return tune.fit(tuner, sweep_dir)
+        return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs))

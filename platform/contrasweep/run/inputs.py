@@ -104,6 +104,7 @@ def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, ship
         "train_storage": sweep_dir.train_location,
         "trial_storage": sweep_dir.tune_location,  # where Tune keeps each trial's folder
         "checkpoint_at": pause_epochs(sweep),
+        "test": sweep.test_split,  # evaluation.test: all = in each trial; reported = after selection (run.test_phase)
     }
 
 

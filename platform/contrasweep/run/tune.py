@@ -22,7 +22,7 @@ from contrasweep import console
 from contrasweep.console.progress import Progress  # also the name sweeps made before 0.3 pickled it under
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_state
-from contrasweep.run import recovery, sweep_plan
+from contrasweep.run import recovery, sweep_plan, test_phase
 from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
 from contrasweep.run.inputs import load_sweep, prepare_data, prepare_sts, put_data, rows_line, static_config
@@ -163,7 +163,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
             run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri),
                                                      sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
         )
-        return fit(tuner, sweep_dir)
+        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
 
 
 def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
@@ -206,13 +206,16 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
             resume_errored=True,
         )
         # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
-        return fit(tuner, sweep_dir)
+        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
 
 
-def fit(tuner, sweep_dir: sweeps.SweepDir):
-    """Run Tune, then record how the sweep ended. An MLflow failure mid-sweep (the tracker
-    stopped Tune for it) is one line: the sweep is interrupted and resumable."""
+def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
+    """Run Tune, then ``after`` (the test phase, ``contrasweep.run.test_phase``) once Tune has
+    ended every trial, then record how the sweep ended: ``finished`` only after both. An MLflow
+    failure mid-sweep (the tracker stopped Tune for it) is one line: the sweep is interrupted
+    and resumable."""
     from contrasweep.tracking.record import TrackingState
+    from contrasweep.tracking.store import store_errors, store_line
 
     own_loggers = sweep_dir.meta().get("tune_loggers") == TUNE_LOGGERS  # in its pickled run config
     try:
@@ -224,6 +227,16 @@ def fit(tuner, sweep_dir: sweeps.SweepDir):
     errors = [r for r in results if r.error is not None]
     store_error = TrackingState(sweep_dir.path / "tracking.json").data.get("store_error")
     status = "interrupted" if store_error else _status(sweep_dir, errors)
+    if after is not None and status != "interrupted":
+        try:
+            after()
+        except store_errors() as exc:
+            sweep_dir.update_meta(status="interrupted")
+            raise UserError(f"sweep {sweep_dir.name!r} stopped in its test phase: {store_line(exc)}; nothing finished is "
+                            f"lost; allowed: fix the store, then `contrasweep resume {sweep_dir.name}`") from None
+        except BaseException:
+            sweep_dir.update_meta(status="interrupted")
+            raise
     sweep_dir.update_meta(status=status, trials=len(results), errors=len(errors))
     if status == "finished":  # nothing resumes it any more: its resume states go (contrasweep.folder.cleanup)
         from contrasweep.folder.cleanup import reclaim

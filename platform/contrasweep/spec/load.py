@@ -8,7 +8,8 @@ Layout of a spec::
     method: ce                      # a name in trainables.registry
     paper: {title: ..., where: ...} # provenance, logged with the sweep
     data: {source: bbc_news, protocol: few_shot, k: 20}      # contrasweep.data.DataConfig
-    evaluation: {sts: pairs.csv}    # optional: STS pairs (sentence1, sentence2, score)
+    evaluation: {sts: pairs.csv,    # optional: STS pairs (sentence1, sentence2, score)
+                 test: reported}    # the test split for what is reported (default) | all trials
     encoder: {name: default, pooling: mean, max_length: 128}
     reported: {lr: 2.0e-5}          # the paper's setting: evaluated first
     grid: {lr: [1.0e-5, 2.0e-5]}    # exact grid (searcher: grid); or a list of such
@@ -33,7 +34,7 @@ from contrasweep.errors import SpecError
 from contrasweep.spec.domains import Domain, as_spec, parse_domain
 from contrasweep.spec.sweep import (
     ASHA_PARAMS, ENCODER_PARAMS, MODES, NAME_RE, RESOURCE_PARAMS, SCHEDULERS, SEARCHERS, SHIP_MODES, SWEEP_PARAMS,
-    TOP_KEYS, Sweep, all_params,
+    TEST_MODES, TOP_KEYS, Sweep, all_params,
 )
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration, method_names
@@ -186,12 +187,22 @@ def _data(section: dict, method_cls) -> tuple[dict, list]:
 
 
 def _evaluation(section: dict) -> dict:
+    """``sts``: STS pairs; ``test``: which trials evaluate the test split (``TEST_MODES``:
+    ``reported``, the default, after selection for what the report shows; ``all``, every
+    complete trial after its last epoch)."""
     from contrasweep.data.sts import check_source
 
-    unknown = sorted(set(section) - {"sts"})
+    unknown = sorted(set(section) - {"sts", "test"})
     if unknown:
-        raise SpecError(f"unknown key evaluation.{unknown[0]}; allowed: evaluation.sts")
-    return {"sts": check_source(section["sts"])} if section.get("sts") is not None else {}
+        raise SpecError(f"unknown key evaluation.{unknown[0]}; allowed: evaluation.sts, evaluation.test")
+    test = section.get("test", TEST_MODES[0])
+    if test not in TEST_MODES:
+        raise SpecError(f"evaluation.test={test!r} is not allowed; allowed: {', '.join(TEST_MODES)} (reported: the "
+                        "selected configurations and their sensitivity slices, after selection; all: every trial)")
+    out = {"test": test}
+    if section.get("sts") is not None:
+        out["sts"] = check_source(section["sts"])
+    return out
 
 
 def _encoder(section: dict) -> dict:

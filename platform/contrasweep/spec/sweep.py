@@ -16,6 +16,9 @@ from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration
 
 SHIP_MODES = ("code", "installed")  # sweep.ship (contrasweep.run.shipping)
+# evaluation.test: the test split for the configurations a report shows, after selection
+# (docs/architecture.md, "Selection and the test split"), or in every complete trial
+TEST_MODES = ("reported", "all")
 TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
 SEARCHERS = ("grid", "optuna", "random")  # each built by its object in contrasweep.search.registry
 GRID = "grid"  # the searcher that runs the spec's exact grid (its "grid" section; the others take "search")
@@ -68,7 +71,7 @@ class Sweep:
     experiment: str = "contrasweep"
     storage: str | None = None  # where Tune state and trial state folders live (a path or a pyarrow.fs URI)
     ship: str = "code"  # on a cluster: ship the project's code with the job, or check the installed version
-    evaluation: dict = field(default_factory=dict)  # extra evaluation data, e.g. {"sts": path}
+    evaluation: dict = field(default_factory=dict)  # {"test": reported | all} and extra data, e.g. {"sts": path}
     grid_limit: int | None = None  # --smoke-test: only the first N grid trials
     raw: dict = field(default_factory=dict)  # the validated spec as a plain dict (saved with the sweep)
     variants: list = field(default_factory=list)  # contrasweep.spec.axes.DataVariant per data combination
@@ -86,6 +89,11 @@ class Sweep:
     def objective(self) -> Objective:
         """The first metric and its mode: what selection, ASHA and the console rank by."""
         return Objective(self.metric[0], self.mode[0])
+
+    @property
+    def test_split(self) -> str:
+        """``evaluation.test``: ``reported`` (after selection) or ``all`` (in every trial)."""
+        return self.evaluation.get("test", TEST_MODES[0])
 
     @property
     def exact_grid(self) -> bool:

@@ -13,6 +13,10 @@ Rules (docs/architecture.md, "Repeat groups and early stopping"):
   repeat's best validation value) — grid, random and Optuna sweeps alike. Test metrics
   (``test/*``, taken by each repeat at its best validation epoch) are reported for the chosen
   group, never used to choose it.
+* **Reported**: what a report shows test numbers for (``reported``): each setting's selected
+  group and, for a grid, the complete groups on its sensitivity slices, equal to the selected
+  one in every searched hyperparameter but one (LaCon Fig. 5). With ``evaluation.test:
+  reported`` only these repeats evaluate the test split (``contrasweep.run.test_phase``).
 
 Runs of sweeps made before repeat groups existed carry no group tags: they are grouped by
 their ``hp.*`` params without the seed, and a FINISHED run counts as complete.
@@ -126,3 +130,22 @@ def select(found: list[Group], metric: str, mode: str = "max") -> dict[str, Grou
         if current is None or sign * mean > sign * current.stats(key)["mean"]:
             best[group.setting] = group
     return best
+
+
+def on_slice(group: Group, best: Group, hp: str, keys: list[str]) -> bool:
+    """Whether ``group`` lies on ``best``'s sensitivity slice along ``hp``: complete, in the same
+    setting, and equal to ``best`` in every key of ``keys`` (the searched hyperparameters) but ``hp``."""
+    return (group.setting == best.setting and group.complete and hp in group.hp
+            and all(group.hp.get(k) == best.hp.get(k) for k in keys if k not in (hp, "seed")))
+
+
+def reported(found: list[Group], metric: str, mode: str, keys: list[str], slices: bool = True) -> list[Group]:
+    """The groups a report shows test numbers for: each setting's selected group and, with
+    ``slices`` (grid sweeps), every group on one of its sensitivity slices (``on_slice`` along a
+    key of ``keys``), in the order of ``found``."""
+    chosen = select(found, metric, mode)
+    picked = {id(g) for g in chosen.values()}
+    if slices:
+        for best in chosen.values():
+            picked |= {id(g) for g in found for hp in keys if hp != "seed" and on_slice(g, best, hp, keys)}
+    return [g for g in found if id(g) in picked]

@@ -1,0 +1,122 @@
+"""The test phase (``evaluation.test: reported``; docs/architecture.md, "Selection and the test
+split"): after Tune ends, at the end of a run, a resume or an extension, the test split is
+evaluated for the repeats a report shows (each setting's selected configuration and, for a
+grid, its sensitivity slices: ``tracking.aggregate.reported``) and for no other.
+
+Each evaluation is a Ray task with one trial worker's resources (in parallel as far as the
+cluster has room; GPU shares pack as trials do) that reads the trial's best folder from its
+state folder, or the same weights from the trial's MLflow model where the sweep no longer keeps
+them, and the data variant from the object store (``trainables.test_split``). Results reach
+``tracking.json`` as they return, then MLflow (``tracking.tested``): a driver killed meanwhile
+leaves the sweep ``interrupted``, and ``resume`` (Tune has nothing left to run) evaluates only
+what is missing. The phase runs for ``all`` too, where it evaluates nothing and records what is
+reported (``contrasweep.folder.cleanup`` keeps those weights).
+
+May import: ``contrasweep.tracking``, ``contrasweep.folder``, ``contrasweep.spec``; Ray;
+``trainables`` (inside the task, and the state folder's readers).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from contrasweep.folder import sweeps
+from contrasweep.folder.relocation import here
+from contrasweep.spec.sweep import Sweep
+from contrasweep.tracking.record import TrackingState
+from contrasweep.tracking.selection import Selection
+from contrasweep.tracking.store import get_client
+from contrasweep.tracking.tested import Due, TestRecord
+
+
+def evaluate_task(state_dir: str | None, best_epoch: int | None, files: dict | None, data: dict, use_gpu: bool) -> dict:
+    """In a Ray worker: one repeat's ``test/*`` (``trainables.test_split.evaluate_trial``)."""
+    from trainables.test_split import evaluate_trial
+
+    return evaluate_trial(state_dir, best_epoch, files, data, use_gpu)
+
+
+def after_tune(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list):
+    """What ``run.tune.fit`` calls once Tune has ended every trial."""
+    return lambda: run_phase(sweep, sweep_dir, static, refs)
+
+
+def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list) -> int:
+    """Evaluate what is due and bring MLflow up to date; returns how many evaluations ran."""
+    state = TrackingState(sweep_dir.path / "tracking.json")
+    if not state.data.get("parent_run_id"):
+        return 0
+    uri = sweep_dir.meta()["tracking_uri"]
+    client = get_client(uri)
+    record = TestRecord(client, state, sweep.objective.metric, sweep.objective.mode)
+    evaluate = sweep.test_split == "reported"
+    caught_up = record.catch_up()
+    chosen, due = record.plan(sweep.varied, slices=sweep.exact_grid, evaluate=evaluate)
+    if not evaluate:
+        record.finish()
+        return 0
+    parent = record.parent_run_id
+    ended_as = client.get_run(parent).info.status
+    if due or caught_up:
+        client.update_run(parent, status="RUNNING")
+    ran = evaluate_due(record, due, static, refs, uri, len(chosen))
+    record.refresh(chosen)
+    Selection(client, state, sweep_dir.name, static.get("variants"), sweep.objective.metric,
+              sweep.objective.mode).best_to_parent(parent)
+    client.set_terminated(parent, status=ended_as if ended_as in ("FINISHED", "FAILED") else "FINISHED")
+    record.finish()
+    return ran
+
+
+def evaluate_due(record: TestRecord, due: list[Due], static: dict, refs: list, uri: str, configurations: int) -> int:
+    """Run the evaluations as Ray tasks, recording each result as it returns."""
+    import ray
+
+    if not due:
+        return 0
+    res = static["resources"]
+    task = ray.remote(evaluate_task).options(num_cpus=float(res["cpu"]), num_gpus=float(res["gpu"]), max_retries=1)
+    print(f"[contrasweep] test split: {len(due)} evaluations for {configurations} configurations (each setting's "
+          "selected one and its sensitivity slices; evaluation.test: reported)", file=sys.stderr, flush=True)
+    pending = {}
+    for item in due:
+        source, files = weights_of(record, item, uri)
+        if source is None and files is None:
+            print(f"[contrasweep] test split not evaluated for {item.name}: its best weights are neither in its state "
+                  "folder nor in MLflow", file=sys.stderr, flush=True)
+            continue
+        ref = task.remote(source, item.best_epoch, ray.put(files) if files is not None else None,
+                          refs[min(item.variant, len(refs) - 1)], res["gpu"] > 0)
+        pending[ref] = item
+    done = 0
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            item = pending.pop(ready[0])
+            try:
+                metrics = ray.get(ready[0])
+            except ray.exceptions.RayTaskError as exc:  # its group shows "–"; the others go on
+                print(f"[contrasweep] test split not evaluated for {item.name}: {str(exc).strip().splitlines()[-1]}",
+                      file=sys.stderr, flush=True)
+                continue
+            record.record(item.run_id, metrics)
+            done += 1
+            shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith("test/") and
+                              isinstance(v, float))[:120]
+            print(f"[contrasweep] tested {item.name} ({done}/{len(due)}): {shown or 'no test metrics'}",
+                  file=sys.stderr, flush=True)
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+    return done
+
+
+def weights_of(record: TestRecord, item: Due, uri: str) -> tuple[str | None, dict | None]:
+    """(the state folder holding the repeat's best folder, None), or (None, its weights as the
+    MLflow model keeps them), or (None, None)."""
+    from trainables.checkpoints import StateFolder, best_name
+
+    folder = here(item.state_dir) if item.state_dir else None
+    if folder and item.best_epoch and StateFolder(folder).has(best_name(int(item.best_epoch))):
+        return folder, None
+    return None, record.weights_files(uri, item.run_id)

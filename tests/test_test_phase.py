@@ -1,0 +1,173 @@
+"""``evaluation.test`` on a real local Ray, MLflow store and sweep folder (contrasweep.run.test_phase).
+
+A grid of lr × weight decay = 3 × 2, one seed: with ``reported`` the test split is evaluated for
+exactly 4 configurations (the selected one and its two sensitivity slices), with ``all`` for all
+6, and the selected configuration's test numbers are the same under both; the report shows "–"
+for the two configurations without test and the sweep folder keeps only the reported trials'
+best weights. A driver SIGKILLed in its test phase leaves the sweep interrupted, and ``resume``
+evaluates only what is missing (each trial run holds one test value). A random-search sweep
+evaluates the selected configuration's repeats only."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write_spec
+
+pytestmark = pytest.mark.slow
+
+GRID = {"lr": [1.0e-3, 3.0e-4, 1.0e-4], "weight_decay": [0.0, 0.1]}
+
+
+def _spec(tmp_path: Path, model_dir: str, test: str, **sections) -> Path:
+    sections = {"reported": None, "grid": GRID, "fixed": {"epochs": 2, "batch_size": 8, "warmup_ratio": 0.0},
+                "sweep": {"scheduler": "none", "seeds": [0]}, "evaluation": {"test": test}, **sections}
+    return write_spec(tmp_path / f"{test}.yaml", model_dir, **sections)
+
+
+def _trial_runs(client, name: str) -> dict[str, object]:
+    exp = client.get_experiment_by_name("tests").experiment_id
+    runs = client.search_runs([exp], filter_string=f"tags.`contrasweep.sweep` = '{name}' and "
+                                                   "tags.`contrasweep.kind` = 'trial'", max_results=100)
+    return {r.info.run_id: r for r in runs}
+
+
+def _config_of(run) -> tuple:
+    return tuple(run.data.params[f"hp.{k}"] for k in GRID)
+
+
+def _tested(runs: dict) -> dict[tuple, float]:
+    return {_config_of(r): r.data.metrics["test/accuracy"] for r in runs.values() if "test/accuracy" in r.data.metrics}
+
+
+def _state_folders(folder: Path) -> int:
+    return sum(1 for f in folder.glob("tune/run_trial_*/state") if f.is_dir())
+
+
+def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, tiny_model_dir, tmp_path, cache_dir,
+                                                                   capsys):
+    from contrasweep.cli import main
+    from contrasweep.folder import sweeps
+    from contrasweep.tracking.store import get_client
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
+    for test in ("reported", "all"):
+        spec = _spec(tmp_path, tiny_model_dir, test)
+        assert main(["--root", str(root), "run", str(spec), "--name", test, "--tracking-uri", uri, "--no-tsne"]) == 0
+    out = capsys.readouterr().out
+    client = get_client(uri)
+    reported, every = _trial_runs(client, "reported"), _trial_runs(client, "all")
+    assert len(reported) == len(every) == 6
+    assert len(_tested(every)) == 6
+    tested = _tested(reported)
+    assert len(tested) == 4, tested
+    state = json.loads((root / "reported" / "tracking.json").read_text())
+    assert state["tests"]["evaluated"] == 4 and len(state["tests"]["reported"]) == 4 and state["tests"]["done"]
+
+    # the four are the selected configuration and the ones differing from it in one value
+    parent = client.get_run(state["parent_run_id"])
+    best_run = client.get_run(parent.data.tags["contrasweep.best_config"])
+    best = tuple(best_run.data.params[f"hp.{k}"] for k in GRID)
+    assert set(tested) == {c for c in map(_config_of, reported.values())
+                           if sum(a != b for a, b in zip(c, best)) <= 1}
+    # training is seeded: both sweeps select the same configuration, with the same test numbers
+    all_state = json.loads((root / "all" / "tracking.json").read_text())
+    all_parent = client.get_run(all_state["parent_run_id"])
+    all_best = client.get_run(all_parent.data.tags["contrasweep.best_config"])
+    assert tuple(all_best.data.params[f"hp.{k}"] for k in GRID) == best
+    assert tested[best] == pytest.approx(_tested(every)[best], abs=1e-6)
+    assert parent.data.metrics["best_config/mean/test/accuracy"] == pytest.approx(
+        all_parent.data.metrics["best_config/mean/test/accuracy"], abs=1e-6)
+    assert best_run.data.metrics["mean/test/accuracy"] == pytest.approx(tested[best])
+    assert parent.info.status == "FINISHED" and sweeps.open_existing(root, "reported").meta()["status"] == "finished"
+    for run in reported.values():  # one value each, at the trial's last epoch
+        history = client.get_metric_history(run.info.run_id, "test/accuracy")
+        assert [(h.step) for h in history] == ([2] if _config_of(run) in tested else [])
+
+    # the summary counts the passes; the sweep folder keeps the reported trials' best weights only
+    assert "test split: 4 evaluations after selection, for the 4 repeats a report shows" in out
+    assert "test split: evaluated in each of 6 complete trials (evaluation.test: all)" in out
+    assert _state_folders(root / "reported") == 4 and _state_folders(root / "all") == 4
+
+    # the report: "–" for the two configurations without test, never a number
+    rows = (root / "reported" / "report" / "configurations_reported.md").read_text().splitlines()[4:]
+    assert len(rows) == 6 and sum(row.split("|")[-3].strip() == "–" for row in rows) == 2, rows
+
+
+def _env(tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
+    return env
+
+
+def _tests(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "tracking.json").read_text()).get("tests") or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def test_a_kill_in_the_test_phase_resumes_without_repeating(tiny_model_dir, tmp_path, cache_dir):
+    from contrasweep.folder import sweeps
+    from contrasweep.tracking.store import get_client
+
+    # one evaluation at a time (2 CPUs per trial), on a larger test split: room to kill between two
+    spec = _spec(tmp_path, tiny_model_dir, "reported", data={"test_fraction": 0.5},
+                 sweep={"scheduler": "none", "seeds": [0], "max_concurrent": 1, "resources": {"cpu": 2}})
+    folder = tmp_path / "sweeps" / "k"
+    proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "run", str(spec), "--name", "k", "--no-tsne"],
+                            cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    deadline = time.time() + 600
+    while time.time() < deadline and proc.poll() is None and not _tests(folder).get("results"):
+        time.sleep(0.02)
+    assert proc.poll() is None, "the sweep ended before its test phase could be killed:\n" + proc.stdout.read()[-3000:]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    at_kill = _tests(folder)
+    assert 1 <= len(at_kill["results"]) < 4 and not at_kill.get("done")
+    assert sweeps.SweepDir(folder).status() == "interrupted"
+
+    resumed = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "k", "--no-tsne"], cwd=tmp_path,
+                             env=_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    done = _tests(folder)
+    assert done["done"] and len(done["results"]) == 4 and done["evaluated"] == 4
+    for run_id, result in at_kill["results"].items():  # what the killed driver evaluated was kept, not redone
+        assert done["results"][run_id]["metrics"] == result["metrics"]
+    client = get_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    runs = _trial_runs(client, "k")
+    assert len(runs) == 6 and len(_tested(runs)) == 4
+    for run_id in done["results"]:
+        assert len(client.get_metric_history(run_id, "test/accuracy")) == 1
+    parent = client.get_run(json.loads((folder / "tracking.json").read_text())["parent_run_id"])
+    assert parent.info.status == "FINISHED" and "best_config/mean/test/accuracy" in parent.data.metrics
+    assert sweeps.open_existing(folder.parent, "k").meta()["status"] == "finished"
+
+
+def test_a_searcher_sweep_tests_the_selected_configuration_only(ray_session, tiny_model_dir, tmp_path, cache_dir):
+    from contrasweep.cli import main
+    from contrasweep.folder import sweeps
+    from contrasweep.tracking.store import get_client
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
+    spec = _spec(tmp_path, tiny_model_dir, "reported", grid=None, search={"lr": {"loguniform": [1.0e-5, 1.0e-2]}},
+                 sweep={"searcher": "random", "num_samples": 3, "scheduler": "none", "seeds": [0, 1]})
+    assert main(["--root", str(root), "run", str(spec), "--name", "r", "--tracking-uri", uri, "--no-tsne"]) == 0
+    client = get_client(uri)
+    runs = _trial_runs(client, "r")
+    assert len(runs) == 6
+    tested = [r for r in runs.values() if "test/accuracy" in r.data.metrics]
+    state = json.loads((root / "r" / "tracking.json").read_text())
+    chosen = client.get_run(client.get_run(state["parent_run_id"]).data.tags["contrasweep.best_config"])
+    assert len(tested) == 2 and {r.data.tags["mlflow.parentRunId"] for r in tested} == {chosen.info.run_id}
+    assert chosen.data.metrics["n_repeats"] == 2 and "mean/test/accuracy" in chosen.data.metrics
