@@ -79,5 +79,11 @@ def test_cli_names_the_best_mean_configuration_not_the_best_trial():
                                metrics={"best/val/accuracy": values[(trial["lr"], trial["seed"])][0],
                                         "epoch": values[(trial["lr"], trial["seed"])][1]})
                for trial in sweep.grid_trials()]
+    # no test numbers (evaluation.test: reported, before its test phase): "–", never a number
     assert best_lines(results, sweep, "val/accuracy", "max", {}) == [
-        "[contrasweep] best configuration: lr=1e-05: val/accuracy 0.7000 ± 0.1414 (2 repeats)"]
+        "[contrasweep] best configuration: lr=1e-05: val/accuracy 0.7000 ± 0.1414, test/accuracy – (2 repeats)"]
+    for result in results:
+        result.metrics["test/accuracy"] = result.metrics["best/val/accuracy"] - 0.1
+    assert best_lines(results, sweep, "val/accuracy", "max", {}) == [
+        "[contrasweep] best configuration: lr=1e-05: val/accuracy 0.7000 ± 0.1414, test/accuracy 0.6000 ± 0.1414 "
+        "(2 repeats)"]

@@ -4,7 +4,8 @@
 names, the default store, trial runs by tag, a store failure in one line. ``record``:
 ``tracking.json``. ``ledger``: what the record says finished (for the schedulers).
 ``tracker``: ``MlflowTracker``, the Tune callback that writes the run hierarchy.
-``aggregate``: repeat groups, mean/std/n, the selection rule. ``describe``: the sweep run's
+``aggregate``: repeat groups, mean/std/n, the selection rule and what a report shows.
+``tested``: the test phase's record and its MLflow side. ``describe``: the sweep run's
 description and a data variant as a dataset input. ``models``: the model registry.
 ``runs_view``: the MLflow UI's runs table. ``reattach``: the record rebuilt from MLflow's tags.
 ``model_flavor``: a trial's MLflow Model (pyfunc over ``trainables.inference``).
