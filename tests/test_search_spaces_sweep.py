@@ -51,9 +51,16 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     runs = trial_runs(uri, parent_runs(uri, "spaces", "s")[0].info.run_id)
     assert len(runs) == n and all(r.info.status == "FINISHED" for r in runs)
     objective = sweep.metric[0].removeprefix("val/")
+    # evaluation.test: reported: the selected configuration's runs, and those on its slices, hold test numbers
+    from contrasweep.tracking.aggregate import groups_of, reported
+
+    shown = reported(groups_of(runs), sweep.objective.metric, sweep.objective.mode, sweep.varied)
+    tested = {r["run_id"] for g in shown for r in g.repeats}
+    assert tested and all(r.data.tags["contrasweep.outcome"] == "complete" for r in runs)
     for run in runs:
-        assert f"val/{objective}" in run.data.metrics and f"test/{objective}" in run.data.metrics
-        if sweep.evaluation:
+        assert f"val/{objective}" in run.data.metrics
+        assert (f"test/{objective}" in run.data.metrics) == (run.info.run_id in tested)
+        if sweep.evaluation.get("sts"):
             assert -1.0 <= run.data.metrics["val/sts_spearman"] <= 1.0
         if sweep.method == "supcl_seq":  # both stages' metrics
             assert "train/loss" in run.data.metrics and "stage2/train_accuracy" in run.data.metrics
