@@ -74,6 +74,26 @@ def test_plan_of_the_demo_and_of_a_searcher(tmp_path):
     found = plan(sweep, _prepared(sweep), CALIBRATION, {"CPU": 2.0})
     assert (found.trials, found.configurations, found.repeats, found.settings) == (12, 3, 4, 2)
     assert found.epochs_total == 12 * 4 and found.steps_total == 12 * 4 * 5
+    assert found.test_passes == 4  # the selected suggestion's 4 repeats (2 settings × 2 seeds)
+
+
+def test_the_plan_counts_the_test_passes_of_what_is_reported():
+    """LaCon Sec. 3.1's CE grid, lr 3 × batch size 5: the selected configuration and its slices are at
+    most 1 + 2 + 4 = 7 of 15 configurations; ``all`` tests every trial, in the trials."""
+    from contrasweep.run.sweep_plan import plan, tested_configurations
+    from contrasweep.spec.load import load_spec
+
+    ce = load_spec(str(ROOT / "search_spaces" / "ce.yaml"), ["sweep.seeds=[0, 1, 2]"])
+    assert tested_configurations(ce) == 7 and len(ce.grid_points()) == 15
+    reported = plan(ce, _prepared(ce), CALIBRATION, {"CPU": 2.0})
+    every = plan(load_spec(str(ROOT / "search_spaces" / "ce.yaml"), ["sweep.seeds=[0, 1, 2]", "evaluation.test=all"]),
+                 _prepared(ce), CALIBRATION, {"CPU": 2.0})
+    assert (reported.test_passes, every.test_passes) == (21, 45)
+    assert reported.kept_bytes == every.kept_bytes == (45 + 21) * 1000  # every MLflow model, the shown trials' folders
+    assert reported.estimated_seconds < every.estimated_seconds
+    # a grid of blocks: counted for the point with the most neighbours (SupCL-Seq's dropout sets tie batch sizes)
+    supcl = load_spec(str(ROOT / "search_spaces" / "supcl_seq.yaml"), [])
+    assert 1 <= tested_configurations(supcl) <= len(supcl.grid_points())
 
 
 def test_the_cost_model_by_hand():
@@ -209,4 +229,7 @@ def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended
     # the demo's units: its 4 trials cost alike (same epochs and data), training rows weigh most
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
     units = trial_units(demo, _prepared(demo))
-    assert len(units) == 4 and len(set(units)) == 1 and units[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40 + 200))
+    assert len(units) == 4 and len(set(units)) == 1 and units[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40))
+    # with evaluation.test: all the trials evaluate the 200 test rows too
+    every = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), ["evaluation.test=all"])
+    assert trial_units(every, _prepared(every))[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40 + 200))

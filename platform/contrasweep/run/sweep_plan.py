@@ -9,10 +9,14 @@ come from one calibration on this machine (``trainables.calibration``: the real 
 steps of the sweep's first trial on a slice of its data, at most about 20 s):
 
     trial_s = set-up + epochs × (train rows × (train + second stage) + an evaluation of the
-              validation rows) + an evaluation of the test rows + bytes written × write speed
-              + TRIAL_OVERHEAD_S   (an evaluation: fixed seconds + rows × seconds per row)
+              validation rows) [+ an evaluation of the test rows: evaluation.test all]
+              + bytes written × write speed + TRIAL_OVERHEAD_S
+              (an evaluation: fixed seconds + rows × seconds per row)
+    test_s  = set-up + an evaluation of the test rows + TEST_TASK_OVERHEAD_S, for each repeat the
+              test phase evaluates (evaluation.test reported: ``tested_configurations`` per setting)
     sweep_s = SWEEP_OVERHEAD_S + the makespan of the trials, in order, on ``concurrency`` slots
               whose processes start in WORKER_START_S (later trials reuse them)
+              + the makespan of the test phase's evaluations on as many slots (new processes)
               + the report's t-SNE map (TSNE_S + up to TSNE_POINTS test rows × eval; not with --no-tsne)
 
 ``concurrency`` is what Ray would run at once: ``sweep.max_concurrent`` within the CPUs (and
@@ -25,7 +29,8 @@ Disk: each trial keeps its best weights; while it runs it also keeps up to two r
 state until the sweep ends and deletes the rest (``trainables.checkpoints``). ``disk_bytes``
 is the most the sweep folder holds at once (every trial's best weights and last resume state
 at the end, plus two more of each for the trials still running); ``kept_bytes`` what stays once
-it has finished (the best weights, and each trial's MLflow model in the store).
+it has finished (the best weights of the trials the report shows, and each trial's MLflow model
+in the store).
 
 May import: ``contrasweep.spec``, ``contrasweep.search.registry``, ``contrasweep.run.inputs``,
 ``contrasweep.run.ray_start``; ``trainables`` (the calibration); Ray (``--address``).
@@ -58,6 +63,7 @@ TRIAL_OVERHEAD_S = 2.0
 TSNE_POINTS = 500
 TSNE_S = 3.0
 DISTRIBUTED_TRIAL_OVERHEAD_S = 18.4  # a Ray Train worker group per trial (benchmarks/trial_overhead.py)
+TEST_TASK_OVERHEAD_S = 1.0  # a test-phase task besides its evaluation: the weights read, its result logged
 
 
 @dataclass
@@ -81,12 +87,13 @@ class SweepPlan:
     kept_bytes: int
     estimated_seconds: float
     concurrency: int
+    test_passes: int = 0  # test-split evaluations in all (in the trials, or in the test phase)
     calibration: dict = field(default_factory=dict)
     costs: list[TrialCost] = field(default_factory=list)
 
     def as_json(self) -> dict:
         keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
-                "kept_bytes", "estimated_seconds", "concurrency", "calibration")
+                "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -183,13 +190,43 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
         rows = sizes[plan.variant]
         states = resume_states(epochs, int(hp_of(sweep, hp, "checkpoint_every")), pauses)
         c = calibration
-        evaluations = (epochs + 1) * c["eval_fixed_s"] + (epochs * rows["validation"] + rows["test"]) * c["eval_row_s"]
+        tests = 1 if sweep.test_split == "all" else 0  # reported: after selection (test_costs)
+        evaluations = ((epochs + tests) * c["eval_fixed_s"]
+                       + (epochs * rows["validation"] + tests * rows["test"]) * c["eval_row_s"])
         compute = (epochs * rows["train"] * (c["train_row_s"] + c["stage2_row_s"]) + evaluations) / workers
         written = (epochs + 1) * c["weights_bytes"] + states * c["resume_bytes"]  # best folders, the model, resumes
         overhead = TRIAL_OVERHEAD_S + (DISTRIBUTED_TRIAL_OVERHEAD_S if workers > 1 else 0.0) if overheads else 0.0
         seconds = c["setup_s"] + compute + written * c["write_byte_s"] + overhead
         out.append(TrialCost(plan.variant, epochs, epochs * math.ceil(rows["train"] / batch), seconds, states))
     return out
+
+
+def tested_configurations(sweep: Sweep) -> int:
+    """The most configurations per setting whose repeats a report shows (``tracking.aggregate.reported``):
+    a searcher's selected one; for a grid, the selected one and those on its sensitivity slices
+    (equal to it in every searched value but one), counted for the grid point that has the most."""
+    if not sweep.exact_grid:
+        return 1
+    keys = [k for k in sweep.varied if k != "seed"]
+    points = list({repr(sorted((k, repr(p.get(k))) for k in keys)): p for p in sweep.grid_points()}.values())
+    others = {k: {} for k in keys}  # key -> the other keys' values -> how many points share them
+    for p in points:
+        for k in keys:
+            sig = tuple(repr(p.get(o)) for o in keys if o != k)
+            others[k][sig] = others[k].get(sig, 0) + 1
+    return max((1 + sum(others[k][tuple(repr(p.get(o)) for o in keys if o != k)] - 1 for k in keys) for p in points),
+               default=1)
+
+
+def test_costs(sweep: Sweep, sizes: list[dict], calibration: dict, configurations: int) -> list[float]:
+    """Seconds of each test-split evaluation the test phase runs (none for ``evaluation.test: all``:
+    the trials evaluate it), at most ``tested_configurations`` per setting × its repeats."""
+    if sweep.test_split == "all":
+        return []
+    c = calibration
+    repeats = [rows["test"] for rows in sizes for _ in sweep.seeds]  # a configuration's repeats, every setting's
+    return [c["setup_s"] + c["eval_fixed_s"] + test_rows * c["eval_row_s"] + TEST_TASK_OVERHEAD_S
+            for _ in range(min(tested_configurations(sweep), configurations)) for test_rows in repeats]
 
 
 def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, float], tsne: bool = True) -> SweepPlan:
@@ -199,14 +236,19 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
     settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
     weights, resume = calibration["weights_bytes"], calibration["resume_bytes"]
     running = min(slots, len(costs))
+    configurations = len(costs) // max(1, sweep.repeats)
+    tests = test_costs(sweep, sizes, calibration, configurations)
+    shown = min(tested_configurations(sweep), configurations) * max(1, sweep.repeats)  # trials a report shows
+    passes = shown if sweep.test_split == "reported" else len(costs)
     return SweepPlan(
-        trials=len(costs), configurations=len(costs) // max(1, sweep.repeats), settings=len(settings),
+        trials=len(costs), configurations=configurations, settings=len(settings),
         repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
         disk_bytes=len(costs) * (weights + resume) + running * 2 * (weights + resume),
-        kept_bytes=2 * len(costs) * weights,
+        kept_bytes=(len(costs) + min(shown, len(costs))) * weights,  # every MLflow model; the shown trials' folders
         estimated_seconds=(SWEEP_OVERHEAD_S + makespan([c.seconds for c in costs], slots, WORKER_START_S)
+                           + makespan(tests, min(slots, len(tests)), WORKER_START_S)
                            + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)),
-        concurrency=slots, calibration=calibration, costs=costs)
+        concurrency=slots, test_passes=passes, calibration=calibration, costs=costs)
 
 
 def quiet() -> None:
@@ -247,7 +289,9 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"{found.trials} trials = {found.configurations} configurations × {found.repeats} repeats "
         f"({found.settings} setting{'s' if found.settings != 1 else ''}); method {sweep.method}, searcher "
         f"{sweep.searcher}, scheduler {sweep.scheduler}",
-        f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all",
+        f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all; test split: "
+        + (f"{found.test_passes} evaluations after selection, at most (evaluation.test: reported)"
+           if sweep.test_split == "reported" else f"once in each of the {found.test_passes} trials (evaluation.test: all)"),
         f"disk: up to {human(found.disk_bytes)} in the sweep folder while it runs, {human(found.kept_bytes)} kept "
         f"when it has finished (best weights {human(c['weights_bytes'])} and a resume state "
         f"{human(c['resume_bytes'])} per trial; the MLflow models in the store)",
