@@ -101,6 +101,23 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
     rows = (root / "reported" / "report" / "configurations_reported.md").read_text().splitlines()[4:]
     assert len(rows) == 6 and sum(row.split("|")[-3].strip() == "–" for row in rows) == 2, rows
 
+    # an extension by a seed: its trials skip the test split, and the phase after it evaluates every
+    # repeat of what is now reported (from the MLflow model where the folder dropped the weights)
+    assert main(["--root", str(root), "extend", "reported", "--set", "sweep.seeds=[0, 1]", "--no-tsne"]) == 0
+    runs = _trial_runs(client, "reported")
+    state = json.loads((root / "reported" / "tracking.json").read_text())
+    shown = {state["trials"][tid]["run_id"] for tid in state["tests"]["reported"]}
+    assert len(runs) == 12 and len(shown) == 8
+    for run_id, run in runs.items():
+        history = client.get_metric_history(run_id, "test/accuracy")
+        assert len(history) == (1 if run_id in shown or (run_id in reported and _config_of(run) in tested) else 0)
+    first_tested = {r for r in reported if _config_of(reported[r]) in tested}
+    assert state["tests"]["evaluated"] == 4 + len(shown - first_tested)  # none evaluated twice
+    parent = client.get_run(state["parent_run_id"])
+    best_run = client.get_run(parent.data.tags["contrasweep.best_config"])
+    assert best_run.data.metrics["n_repeats"] == 2 and "mean/test/accuracy" in best_run.data.metrics
+    assert parent.data.metrics["best_config/mean/test/accuracy"] == best_run.data.metrics["mean/test/accuracy"]
+
 
 def _env(tmp_path: Path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}

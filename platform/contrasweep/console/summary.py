@@ -76,10 +76,11 @@ def test_lines(folder: Path, sweep) -> list[str]:
         state = json.loads((folder / "tracking.json").read_text())
     except (OSError, ValueError):
         return []
-    if sweep.test_split == "all":
+    if sweep.tests_in_trials:
         complete = sum(1 for e in state.get("trials", {}).values() if e.get("outcome") == "complete")
+        why = "" if sweep.test_split == "all" else ", where a report shows every configuration"
         return [f"[contrasweep] test split: evaluated in each of {complete} complete trial{'' if complete == 1 else 's'} "
-                "(evaluation.test: all)"]
+                f"(evaluation.test: {sweep.test_split}{why})"]
     tests = state.get("tests") or {}
     evaluated, shown = int(tests.get("evaluated", 0)), len(tests.get("reported", []))
     return [f"[contrasweep] test split: {evaluated} evaluation{'' if evaluated == 1 else 's'} after selection, for the "

@@ -104,7 +104,8 @@ def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, ship
         "train_storage": sweep_dir.train_location,
         "trial_storage": sweep_dir.tune_location,  # where Tune keeps each trial's folder
         "checkpoint_at": pause_epochs(sweep),
-        "test": sweep.test_split,  # evaluation.test: all = in each trial; reported = after selection (run.test_phase)
+        # in each trial (evaluation.test: all, or every configuration reported), or after selection (run.test_phase)
+        "test": "all" if sweep.tests_in_trials else "reported",
     }
 
 

@@ -190,7 +190,7 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
         rows = sizes[plan.variant]
         states = resume_states(epochs, int(hp_of(sweep, hp, "checkpoint_every")), pauses)
         c = calibration
-        tests = 1 if sweep.test_split == "all" else 0  # reported: after selection (test_costs)
+        tests = 1 if sweep.tests_in_trials else 0  # else after selection (test_costs)
         evaluations = ((epochs + tests) * c["eval_fixed_s"]
                        + (epochs * rows["validation"] + tests * rows["test"]) * c["eval_row_s"])
         compute = (epochs * rows["train"] * (c["train_row_s"] + c["stage2_row_s"]) + evaluations) / workers
@@ -221,7 +221,7 @@ def tested_configurations(sweep: Sweep) -> int:
 def test_costs(sweep: Sweep, sizes: list[dict], calibration: dict, configurations: int) -> list[float]:
     """Seconds of each test-split evaluation the test phase runs (none for ``evaluation.test: all``:
     the trials evaluate it), at most ``tested_configurations`` per setting × its repeats."""
-    if sweep.test_split == "all":
+    if sweep.tests_in_trials:
         return []
     c = calibration
     repeats = [rows["test"] for rows in sizes for _ in sweep.seeds]  # a configuration's repeats, every setting's
@@ -239,7 +239,7 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
     configurations = len(costs) // max(1, sweep.repeats)
     tests = test_costs(sweep, sizes, calibration, configurations)
     shown = min(tested_configurations(sweep), configurations) * max(1, sweep.repeats)  # trials a report shows
-    passes = shown if sweep.test_split == "reported" else len(costs)
+    passes = len(costs) if sweep.tests_in_trials else shown
     return SweepPlan(
         trials=len(costs), configurations=configurations, settings=len(settings),
         repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
@@ -290,8 +290,8 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"({found.settings} setting{'s' if found.settings != 1 else ''}); method {sweep.method}, searcher "
         f"{sweep.searcher}, scheduler {sweep.scheduler}",
         f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all; test split: "
-        + (f"{found.test_passes} evaluations after selection, at most (evaluation.test: reported)"
-           if sweep.test_split == "reported" else f"once in each of the {found.test_passes} trials (evaluation.test: all)"),
+        + (f"once in each of the {found.test_passes} trials (evaluation.test: {sweep.test_split})" if sweep.tests_in_trials
+           else f"{found.test_passes} evaluations after selection, at most (evaluation.test: reported)"),
         f"disk: up to {human(found.disk_bytes)} in the sweep folder while it runs, {human(found.kept_bytes)} kept "
         f"when it has finished (best weights {human(c['weights_bytes'])} and a resume state "
         f"{human(c['resume_bytes'])} per trial; the MLflow models in the store)",

@@ -10,7 +10,8 @@ them, and the data variant from the object store (``trainables.test_split``). Re
 ``tracking.json`` as they return, then MLflow (``tracking.tested``): a driver killed meanwhile
 leaves the sweep ``interrupted``, and ``resume`` (Tune has nothing left to run) evaluates only
 what is missing. The phase runs for ``all`` too, where it evaluates nothing and records what is
-reported (``contrasweep.folder.cleanup`` keeps those weights).
+reported (``contrasweep.folder.cleanup`` keeps those weights), and where the trials tested
+themselves because every configuration is reported (``Sweep.tests_in_trials``).
 
 May import: ``contrasweep.tracking``, ``contrasweep.folder``, ``contrasweep.spec``; Ray;
 ``trainables`` (inside the task, and the state folder's readers).
@@ -49,7 +50,7 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list
     uri = sweep_dir.meta()["tracking_uri"]
     client = get_client(uri)
     record = TestRecord(client, state, sweep.objective.metric, sweep.objective.mode)
-    evaluate = sweep.test_split == "reported"
+    evaluate = not sweep.tests_in_trials
     caught_up = record.catch_up()
     chosen, due = record.plan(sweep.varied, slices=sweep.exact_grid, evaluate=evaluate)
     if not evaluate:

@@ -96,6 +96,20 @@ class Sweep:
         return self.evaluation.get("test", TEST_MODES[0])
 
     @property
+    def tests_in_trials(self) -> bool:
+        """Whether each complete trial evaluates the test split after its last epoch: with
+        ``evaluation.test: all``, and with ``reported`` where a report shows every configuration
+        anyway (a grid in which at most one searched hyperparameter takes several values: each
+        configuration is on the selected one's slice; a searcher with one suggestion). Those
+        trials give the numbers the test phase would, without its tasks' processes afterwards."""
+        if self.test_split == "all":
+            return True
+        if self.exact_grid:
+            points = self.grid_points()
+            return sum(len({repr(p.get(k)) for p in points}) > 1 for k in self.varied if k != "seed") <= 1
+        return self.num_samples <= 1
+
+    @property
     def exact_grid(self) -> bool:
         return exact_grid(self.searcher)
 
