@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXTRA = {
     "lacon.yaml": ["fixed.heads=2"],  # heads must divide the tiny model's width (32)
     "lacon_fusion.yaml": ["fixed.heads=2"],
-    "scl_moo.yaml": ["grid.moo=[epo]"],  # after the reported (LS) point, an EPO point
+    # after the reported (LS) point, an EPO point; every trial tests itself (the two differ in more than
+    # the solver: only the selected one is reported), so that both solvers' test accuracy is summarised
+    "scl_moo.yaml": ["grid.moo=[epo]", "evaluation.test=all"],
     "supcl_seq.yaml": ["reported.batch_size=16"],  # in the search domain; the next point is Table 1's first block (batch 800: all 20 rows)
     **{f"{m}_small.yaml": ["fixed.batch_size=8", "fixed.eval_kmeans_runs=2", "fixed.probe_splits=1", "fixed.probe_iterations=20"]
        for m in ("simcse", "vascl")},
