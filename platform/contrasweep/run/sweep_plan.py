@@ -182,6 +182,7 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
     static = static_of(sweep)
     pauses = pause_epochs(sweep)
     workers = int(sweep.resources["workers"])
+    tests = 1 if sweep.tests_in_trials else 0  # else after selection (test_costs)
     out = []
     for config in trial_configs(sweep):
         plan = plan_of(config, static)
@@ -190,7 +191,6 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
         rows = sizes[plan.variant]
         states = resume_states(epochs, int(hp_of(sweep, hp, "checkpoint_every")), pauses)
         c = calibration
-        tests = 1 if sweep.tests_in_trials else 0  # else after selection (test_costs)
         evaluations = ((epochs + tests) * c["eval_fixed_s"]
                        + (epochs * rows["validation"] + tests * rows["test"]) * c["eval_row_s"])
         compute = (epochs * rows["train"] * (c["train_row_s"] + c["stage2_row_s"]) + evaluations) / workers
