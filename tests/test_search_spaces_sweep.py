@@ -53,7 +53,8 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     runs = trial_runs(uri, parent_runs(uri, "spaces", "s")[0].info.run_id)
     assert len(runs) == n and all(r.info.status == "FINISHED" for r in runs)
     objective = sweep.metric[0].removeprefix("val/")
-    # evaluation.test: reported: the selected configuration's runs, and those on its slices, hold test numbers
+    # evaluation.test: reported: the selected configuration's runs, and those on its slices, hold test
+    # numbers (every run where its trial tested itself: Sweep.tests_in_trials)
     from contrasweep.tracking.aggregate import groups_of, reported
 
     shown = reported(groups_of(runs), sweep.objective.metric, sweep.objective.mode, sweep.varied)
@@ -61,7 +62,7 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     assert tested and all(r.data.tags["contrasweep.outcome"] == "complete" for r in runs)
     for run in runs:
         assert f"val/{objective}" in run.data.metrics
-        assert (f"test/{objective}" in run.data.metrics) == (run.info.run_id in tested)
+        assert (f"test/{objective}" in run.data.metrics) == (sweep.tests_in_trials or run.info.run_id in tested)
         if sweep.evaluation.get("sts"):
             assert -1.0 <= run.data.metrics["val/sts_spearman"] <= 1.0
         if sweep.method == "supcl_seq":  # both stages' metrics
