@@ -9,8 +9,11 @@ Both sides train their own copy of the same freshly built method (same initial w
 the same pre-built batches with the same precision: forward + the method's loss (``model(batch)``),
 backward, gradient clipping at 1.0, AdamW (the method's parameter groups), a linear warm-up
 schedule. The hand-written side writes those calls out (with a GradScaler only for fp16). Each
-method is measured in ``--repeats`` blocks, alternating which side goes first so that drift
-(clocks, caches, other load) hits both; ``--warmup`` steps per side are run first and not
+method is measured in ``--repeats`` blocks, rotating which side goes first so that drift
+(clocks, caches, other load) hits every side; with ``--compile`` a third side, the same TrainStep
+eager, joins the rotation, so that compiled / eager is a paired ratio as well (``compile_ratio``:
+the median of its per-block ratios; two separate runs minutes apart on a lent H200 differed by
+1.5x in eager examples/s, 2026-11-26); ``--warmup`` steps per side are run first and not
 timed (with ``--compile`` the compilation happens there). On a GPU every block is bracketed by
 ``torch.cuda.synchronize()``. Examples/s are over all timed steps; the ratio is the median of the
 per-block ratios (a burst of other load on a shared machine spoils one pair of blocks, not the
@@ -142,13 +145,19 @@ def measure(name: str, encoder: Encoder, args, device: torch.device, mode: str, 
     assert ours.mode == mode, (ours.mode, mode)
     hand = hand_written_step(hand_model, device, mode, args.compile, total, args.warmup)
     sides = {"train_step": ours, "hand_written": hand}
+    if args.compile:  # the eager TrainStep in the same rotation: compile / eager is paired too
+        eager_model = copy.deepcopy(method)
+        eager_opt, eager_sched = optimiser(eager_model, total, args.warmup)
+        sides["eager_train_step"] = TrainStep(eager_model, eager_model, eager_opt, eager_sched, device=device, amp=mode,
+                                              compile=False, max_grad_norm=MAX_GRAD_NORM)
 
     warm = {k: run_block(step, batches, 0, args.warmup, device) for k, step in sides.items()}
     per_block = [args.steps // args.repeats + (1 if r < args.steps % args.repeats else 0) for r in range(args.repeats)]
     times: dict[str, list[float]] = {k: [] for k in sides}
     done = args.warmup
     for r, n in enumerate(per_block):
-        order = list(sides) if r % 2 == 0 else list(sides)[::-1]  # alternate who goes first
+        keys = list(sides)
+        order = keys[r % len(keys):] + keys[:r % len(keys)]  # rotate who goes first
         for key in order:
             times[key].append(run_block(sides[key], batches, done, n, device))
         done += n
@@ -167,9 +176,16 @@ def measure(name: str, encoder: Encoder, args, device: torch.device, mode: str, 
         "train_step_mode": ours.mode,
         "train_step_compiled": ours.compiled,
     }
+    if "eager_train_step" in sides:
+        compile_ratios = [b / a for a, b in zip(times["train_step"], times["eager_train_step"])]
+        result["compile_ratio"] = statistics.median(compile_ratios)
+        result["compile_block_ratios"] = compile_ratios
     print(f"{name:8s} TrainStep {rate['train_step']:9.2f} ex/s   hand-written {rate['hand_written']:9.2f} ex/s   "
           f"ratio {result['ratio']:.3f} (median of {args.repeats} paired blocks; of the totals {result['ratio_total']:.3f})"
           + ("" if ours.compiled or not args.compile else "   [TrainStep fell back to eager]"), flush=True)
+    if "compile_ratio" in result:
+        print(f"{name:8s} eager TrainStep {rate['eager_train_step']:9.2f} ex/s   compiled / eager {result['compile_ratio']:.3f} "
+              f"(median of {args.repeats} paired blocks)", flush=True)
     del ours, hand, sides, ours_model, hand_model, method
     if device.type == "cuda":
         torch.cuda.empty_cache()

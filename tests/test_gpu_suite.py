@@ -37,5 +37,7 @@ def test_a_cpu_dry_run_runs_every_part(tmp_path, cache_dir):
     goals = {row["what"].split(" (")[0]: row for row in record["goals"]}
     assert set(goals) == {"TrainStep / hand-written step", "compile / eager TrainStep, batch 32", "2 packed trials / 1"}
     assert all(row["value"] > 0 and row["verdict"] in ("PASS", "MISS") for row in record["goals"])
+    for result in record["parts"]["compile"]["results"]:  # compile / eager from paired blocks of one run
+        assert len(result["compile_block_ratios"]) == len(result["block_steps"]) and result["compile_ratio"] > 0
     table = (tmp_path / "gpu_suite.md").read_text()
     assert "| compile / eager TrainStep, batch 32 (ce) |" in table and "| abalone/bce |" in table
