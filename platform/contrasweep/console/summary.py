@@ -161,7 +161,7 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     folder = Path(root) / name if root is not None else None
     extensions = len(_meta(folder).get("extensions", [])) if folder else 0
     where = f" (its extension {extensions}, contrasweep extend)" if extensions else ""
-    lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trials{where}: {complete} complete, "
+    lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trial{'' if len(results) == 1 else 's'}{where}: {complete} complete, "
              f"{stopped} stopped early, {len(failed)} failed"]
     for result in failed:  # one line each: which trial and why (e.g. a divergence and its step)
         trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
