@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from contrasweep.errors import SpecError
-from contrasweep.tracking.aggregate import Group, reported
+from contrasweep.tracking.aggregate import Group, reported, select
 from trainables.checkpoints import best_of_trial
 from trainables.loop import train
 from trainables.registry import get_method
@@ -69,6 +69,19 @@ def test_reported_is_the_selected_group_and_its_slices():
     # mode min picks (c, 1): its slices are (a, 1), (b, 1) and (c, 0)
     shown = {(g.hp["lr"], g.hp["weight_decay"]) for g in reported(found, "val/accuracy", "min", keys)}
     assert shown == {("c", "1"), ("a", "1"), ("b", "1"), ("c", "0")}
+
+
+def test_equal_means_select_the_same_group_whatever_the_order():
+    # two concurrent trials start in either order; a tie must not follow it (a CI run selected
+    # (0.001, 0.1) in one sweep and (0.001, 0.0) in its twin, both at 0.25)
+    found = [_group("a", "0", 0.25), _group("a", "1", 0.25), _group("b", "0", 0.2)]
+    for mode, order in (("max", found), ("max", found[::-1])):
+        assert select(order, "val/accuracy", mode)[""].group == "a0"
+    low = [_group("a", "1", 0.1), _group("a", "0", 0.1), _group("b", "0", 0.2)]
+    assert select(low, "val/accuracy", "min")[""].group == select(low[::-1], "val/accuracy", "min")[""].group == "a0"
+    shown = [{(g.hp["lr"], g.hp["weight_decay"]) for g in reported(o, "val/accuracy", "max", ["lr", "weight_decay"])}
+             for o in (found, found[::-1])]
+    assert shown[0] == shown[1] == {("a", "0"), ("a", "1"), ("b", "0")}
 
 
 def test_reported_works_per_setting_and_never_shows_an_incomplete_group():

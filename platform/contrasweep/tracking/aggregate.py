@@ -118,7 +118,12 @@ def selection_key(metric: str) -> str:
 
 
 def select(found: list[Group], metric: str, mode: str = "max") -> dict[str, Group]:
-    """The best complete group of every setting by the mean of ``selection_key(metric)``."""
+    """The best complete group of every setting by the mean of ``selection_key(metric)``.
+
+    Equal means go to the group whose key (``contrasweep.group``, a hash of the configuration and
+    setting) sorts first: the same results select the same configuration whatever order the
+    trials started in (two concurrent trials start in either order; small validation sets tie).
+    ``rank`` gives the order this implies."""
     best: dict[str, Group] = {}
     key = selection_key(metric)
     sign = Objective(metric, mode).sign
@@ -127,9 +132,14 @@ def select(found: list[Group], metric: str, mode: str = "max") -> dict[str, Grou
         if not group.complete or math.isnan(mean):
             continue
         current = best.get(group.setting)
-        if current is None or sign * mean > sign * current.stats(key)["mean"]:
+        if current is None or rank(sign * mean, group.group) < rank(sign * current.stats(key)["mean"], current.group):
             best[group.setting] = group
     return best
+
+
+def rank(score: float, group_key: str) -> tuple[float, str]:
+    """Sort key of a group, best first: its signed mean (higher is better), then its group key."""
+    return -score, group_key
 
 
 def on_slice(group: Group, best: Group, hp: str, keys: list[str]) -> bool:
