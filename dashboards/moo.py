@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from contrasweep.spec.objective import Objective
+from contrasweep.tracking.aggregate import rank
 from dashboards.pareto import pareto_front
 
 CSV_COLUMNS = ("solver", "r1", "l1_mean", "l1_std", "l2_mean", "l2_std", "accuracy_mean", "accuracy_std", "n",
@@ -69,7 +70,7 @@ def moo_points(groups, l1: str = "val/l1", l2: str = "val/l2", accuracy: str = "
     match (e.g. ``{"temperature": 0.3, "lam": 0.3}``). When several groups share a (solver, r1)
     (τ, λ or others varying), the one with the best mean of ``selection`` (``selection_mode``)
     is kept, as ``aggregate.select`` chooses a configuration; a group without that metric
-    ranks last, ties keep the earlier group. Note that ℓ1 and ℓ2 depend on λ (Eq. 4–5) and on
+    ranks last, ties go to the group whose key sorts first (``aggregate.rank``). Note that ℓ1 and ℓ2 depend on λ (Eq. 4–5) and on
     τ (Eq. 2–3 and the 1/τ shift): points chosen with different τ, λ lie on different
     objective functions, so pass ``where`` to draw the front of one (τ, λ).
 
@@ -95,7 +96,7 @@ def moo_points(groups, l1: str = "val/l1", l2: str = "val/l2", accuracy: str = "
         if missing:
             raise ValueError(f"group {group.group!r} has no hp {missing[0]!r}: not an scl_moo sweep")
         key = (str(group.hp["moo"]), float(group.hp["r1"]))
-        if key not in best or score(group) > score(best[key]):
+        if key not in best or rank(score(group), group.group) < rank(score(best[key]), best[key].group):
             best[key] = group
 
     out: dict[str, list[MooPoint]] = {}

@@ -65,6 +65,14 @@ def test_points_per_solver_and_preference(groups):
     assert points["ls"][3].l1_std == 0.0
 
 
+def test_a_tie_keeps_the_same_group_in_either_order():
+    # two τ at one (solver, r) with the same selection mean: the group key decides, not the order
+    tied = [group("ls", 0.5, [2.0, 2.0], [2.0, 2.0], [0.6, 0.6], tau="0.3"),
+            group("ls", 0.5, [2.1, 2.1], [2.0, 2.0], [0.9, 0.9], tau="0.5")]
+    kept = {moo_points(order)["ls"][0].hp["temperature"] for order in (tied, tied[::-1])}
+    assert kept == {"0.3"}  # "ls-r0.5-t0.3-..." sorts before "ls-r0.5-t0.5-..."
+
+
 def test_selection_mode_where_and_metric_names(groups):
     # choosing by the lower mean keeps the τ = 0.3 group at (ls, 0.5)
     assert moo_points(groups, selection_mode="min")["ls"][1].l1_mean == pytest.approx(2.0)
