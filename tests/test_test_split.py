@@ -75,8 +75,8 @@ def test_equal_means_select_the_same_group_whatever_the_order():
     # two concurrent trials start in either order; a tie must not follow it (a CI run selected
     # (0.001, 0.1) in one sweep and (0.001, 0.0) in its twin, both at 0.25)
     found = [_group("a", "0", 0.25), _group("a", "1", 0.25), _group("b", "0", 0.2)]
-    for mode, order in (("max", found), ("max", found[::-1])):
-        assert select(order, "val/accuracy", mode)[""].group == "a0"
+    for order in (found, found[::-1]):
+        assert select(order, "val/accuracy", "max")[""].group == "a0"
     low = [_group("a", "1", 0.1), _group("a", "0", 0.1), _group("b", "0", 0.2)]
     assert select(low, "val/accuracy", "min")[""].group == select(low[::-1], "val/accuracy", "min")[""].group == "a0"
     shown = [{(g.hp["lr"], g.hp["weight_decay"]) for g in reported(o, "val/accuracy", "max", ["lr", "weight_decay"])}
