@@ -12,8 +12,8 @@ schedule. The hand-written side writes those calls out (with a GradScaler only f
 method is measured in ``--repeats`` blocks, rotating which side goes first so that drift
 (clocks, caches, other load) hits every side; with ``--compile`` a third side, the same TrainStep
 eager, joins the rotation, so that compiled / eager is a paired ratio as well (``compile_ratio``:
-the median of its per-block ratios; two separate runs minutes apart on a lent H200 differed by
-1.5x in eager examples/s, 2026-11-26); ``--warmup`` steps per side are run first and not
+the median of its per-block ratios; the eager step's examples/s differed by 1.5x between two
+runs on two lent H200s, 2026-11-26, so a ratio across runs or parts is not to be trusted); ``--warmup`` steps per side are run first and not
 timed (with ``--compile`` the compilation happens there). On a GPU every block is bracketed by
 ``torch.cuda.synchronize()``. Examples/s are over all timed steps; the ratio is the median of the
 per-block ratios (a burst of other load on a shared machine spoils one pair of blocks, not the
