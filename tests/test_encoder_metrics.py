@@ -59,3 +59,43 @@ def test_metrics_against_hand_values():
     assert m["macro_f1"] == pytest.approx((2 / 3 + 0.8) / 2)  # class 0: p 1, r 1/2 -> 2/3
     assert m["mcc"] == pytest.approx(1 / np.sqrt(3))
     assert "f1" not in classification_metrics(np.array([0, 1, 2]), np.array([0, 1, 2]), 3)
+
+
+@pytest.mark.parametrize("num_labels", [2, 3, 5, 7])
+def test_metrics_equal_scikit_learns_on_random_inputs(num_labels):
+    """The confusion-matrix metrics (no scikit-learn in the trial process) against
+    ``sklearn.metrics`` in float64: absent classes, constant predictions and perfect ones included."""
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+    rng = np.random.default_rng(num_labels)
+    labels = list(range(num_labels))
+    cases = [(rng.integers(0, num_labels, n), rng.integers(0, num_labels, n)) for n in (1, 2, 9, 40, 301)]
+    y = rng.integers(0, num_labels, 50)
+    cases += [(y, y), (y, np.zeros_like(y)), (np.zeros_like(y), y), (y, (y + 1) % num_labels),
+              (rng.integers(0, 2, 30), rng.integers(0, num_labels, 30))]  # classes 2+ never true
+    for y_true, y_pred in cases:
+        m = classification_metrics(y_true, y_pred, num_labels)
+        assert m["accuracy"] == pytest.approx(accuracy_score(y_true, y_pred), abs=1e-12)
+        assert m["macro_f1"] == pytest.approx(
+            f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0), abs=1e-12)
+        assert m["mcc"] == pytest.approx(matthews_corrcoef(y_true, y_pred), abs=1e-12)
+        if num_labels == 2:
+            assert m["f1"] == pytest.approx(
+                f1_score(y_true, y_pred, pos_label=1, average="binary", zero_division=0), abs=1e-12)
+
+
+def test_a_trial_process_does_not_import_scikit_learn():
+    """The trial's import chain (the loop, its sessions, the method's module) leaves scikit-learn,
+    scipy and pandas out for the methods whose evaluation needs none of them; the representation
+    methods (clustering) and the multi-label one (silhouette, Davies–Bouldin) import scikit-learn
+    for their evaluation, and SCL-MOO imports scipy's LP solver inside EPO's step."""
+    import subprocess
+    import sys
+
+    light = ["ce", "ce_scl", "lacon", "supcl_seq", "scl_moo"]
+    code = ("import sys; from trainables.loop import train; from trainables.sessions import TuneSession; "
+            "from trainables.registry import get_method; "
+            f"[get_method(m) for m in {light!r}]; "
+            "print(sorted(m for m in ('sklearn', 'scipy', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import scipy.optimize
 
-from trainables.methods import epo
 from trainables.methods.epo import adjustments, epo_alpha, non_uniformity
 
 
@@ -196,7 +196,7 @@ def test_lp_failure_falls_back_to_the_preference(monkeypatch):
         calls.append(kwargs.get("method"))
         return SimpleNamespace(status=2, x=None, message="The problem is infeasible.")
 
-    monkeypatch.setattr(epo, "linprog", failing_linprog)
+    monkeypatch.setattr(scipy.optimize, "linprog", failing_linprog)
     for losses in ([1.0, 0.1], [1.0, 3.0]):  # balance, then descent (on the ray for r ∝ [3, 1])
         step = epo_alpha(losses, np.eye(2), [3.0, 1.0])
         assert calls[-1] == "highs"
@@ -204,14 +204,14 @@ def test_lp_failure_falls_back_to_the_preference(monkeypatch):
         np.testing.assert_allclose(step.alpha, [0.75, 0.25])
         assert step.non_uniformity == pytest.approx(non_uniformity(losses, [3.0, 1.0]))
 
-    monkeypatch.setattr(epo, "linprog", lambda *a, **k: SimpleNamespace(status=0, x=np.array([np.nan, 1.0])))
+    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: SimpleNamespace(status=0, x=np.array([np.nan, 1.0])))
     step = epo_alpha([1.0, 0.1], np.eye(2), [0.5, 0.5])
     assert step.mode == "fallback" and not step.ok
     np.testing.assert_allclose(step.alpha, [0.5, 0.5])
 
 
 def test_tiny_negative_alpha_is_clipped_and_renormalised(monkeypatch):
-    monkeypatch.setattr(epo, "linprog", lambda *a, **k: SimpleNamespace(status=0, x=np.array([-1e-12, 1.0])))
+    monkeypatch.setattr(scipy.optimize, "linprog", lambda *a, **k: SimpleNamespace(status=0, x=np.array([-1e-12, 1.0])))
     step = epo_alpha([1.0, 0.1], np.eye(2), [0.5, 0.5])
     assert step.ok and np.all(step.alpha >= 0) and step.alpha.sum() == 1.0
 

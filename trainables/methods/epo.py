@@ -39,7 +39,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linprog
 
 __all__ = ["EpoStep", "adjustments", "epo_alpha", "non_uniformity"]
 
@@ -100,6 +99,8 @@ def adjustments(losses, r) -> tuple[np.ndarray, float]:
 
 def _solve(objective: np.ndarray, a_ge: np.ndarray, b_ge: np.ndarray) -> np.ndarray | None:
     """argmax objectiveᵀα over the simplex subject to a_ge α ≥ b_ge; None on failure."""
+    from scipy.optimize import linprog  # here: only EPO needs it, and it costs a trial ~1.4 s to import
+
     m = objective.size
     kwargs = {}
     if a_ge.shape[0]:
