@@ -335,6 +335,7 @@ def _ddp_rank(rank: int, world: int, init_file: str, cfg: dict, batches: list, o
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_keys_are_gathered_from_both_ranks_of_a_real_ddp_run(tiny_model_dir, data, tmp_path):
     """Two processes, gloo: every rank's queue holds both ranks' keys in rank order after each
     step (MoCo's shared queue), with their labels, and the key models stay identical."""

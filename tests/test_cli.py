@@ -63,6 +63,7 @@ def test_help(tmp_path, argv):
     assert proc.returncode == 0 and "usage" in proc.stdout
 
 
+@pytest.mark.slow
 def test_ui_serves_on_localhost_and_sigterm_stops_everything_it_started(tmp_path):
     import os
     import signal
@@ -103,6 +104,7 @@ def test_ui_serves_on_localhost_and_sigterm_stops_everything_it_started(tmp_path
             pass
 
 
+@pytest.mark.slow
 def test_heads_not_dividing_the_encoder_width_fails_before_any_trial(tmp_path, tiny_model_dir):
     spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, method="lacon", grid={"temperature": [0.1]},
                       reported={"temperature": 0.1}, fixed={"heads": 6, "epochs": 1})
@@ -176,6 +178,7 @@ def test_list_goes_on_past_a_damaged_sweep(tmp_path):
     assert rows["good"][:2] == ["finished", "4/4"] and rows["bad"][0] == "damaged", proc.stdout
 
 
+@pytest.mark.slow
 def test_a_searched_range_with_invalid_values_fails_before_any_trial(tmp_path, tiny_model_dir):
     """heads searched over 5..7 on a width-32 encoder: 5 and 7 do not divide it. The preflight
     checks every integer of the range (it used to check only choices), before Ray starts."""

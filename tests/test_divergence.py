@@ -72,8 +72,9 @@ def test_a_healthy_trial_leaves_no_failure_record(tiny_model_dir, tmp_path):
     assert StateFolder(session.state_dir).failure() is None
 
 
-def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(tiny_model_dir, cache_dir, tmp_path):
-    """Through the CLI, with its own local Ray: the diverging configuration's trial is FAILED
+@pytest.mark.slow
+def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(ray_address, tiny_model_dir, cache_dir, tmp_path):
+    """Through the CLI, attached to the suite's Ray (``--address``): the diverging configuration's trial is FAILED
     in Tune, in MLflow (with the reason and the step) and in the console summary; its retry
     (max_failures 1) fails at once; the other configuration completes; exit status 1."""
     import json
@@ -91,7 +92,7 @@ def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(tiny_model_dir, ca
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     out = subprocess.run([sys.executable, "-m", "contrasweep", "--root", str(tmp_path / "sweeps"), "run", str(spec),
-                          "--name", "nan", "--tracking-uri", uri], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          "--name", "nan", "--tracking-uri", uri, "--address", ray_address], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
     log = out.stdout + out.stderr
     assert out.returncode == 1, log[-4000:]

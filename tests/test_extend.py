@@ -168,8 +168,9 @@ def test_refused_growth_is_one_line(ray_session, tiny_model_dir, tmp_path, cache
     assert not (folder / "tune-ext1").exists()
 
 
-def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_resumes(tiny_model_dir, cache_dir, tmp_path):
-    """Real drivers, SIGKILLed mid-epoch: first the sweep itself (``extend`` resumes it, then
+def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_resumes(ray_address, tiny_model_dir, cache_dir,
+                                                                                     tmp_path):
+    """Real drivers attached to the suite's Ray (``--address``), SIGKILLed mid-epoch: first the sweep itself (``extend`` resumes it, then
     grows it), then the extension (``resume`` finishes it). Nothing trains twice; MLflow ends
     with one sweep run, 2 configuration runs of 2 repeats and 4 trial runs, each epoch logged once."""
     import os
@@ -190,7 +191,8 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
                       sweep={"scheduler": "none", "seeds": [0], "max_concurrent": 1})
 
     def start(*args) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "contrasweep", *args], cwd=tmp_path, env=env, text=True,
+        return subprocess.Popen([sys.executable, "-m", "contrasweep", *args, "--address", ray_address], cwd=tmp_path,
+                                env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
 
     def trials() -> dict:
@@ -214,7 +216,8 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
     proc = start("extend", "x", "--set", "sweep.seeds=[0, 1]", "--no-tsne")
     kill_mid_epoch(proc, set(), "tune-ext1")  # once resumed and grown: a new repeat, in the extension's experiment
     assert sum("status" in e for e in trials().values()) == 2  # the two first repeats, finished by the resume
-    done = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "x", "--no-tsne"], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "x", "--no-tsne", "--address", ray_address],
+                          cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 

@@ -80,6 +80,7 @@ def two_ranks(tiny_model_dir, tmp_path_factory):
     return torch.load(out_file, weights_only=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, hp", CASES, ids=IDS)
 def test_two_ranks_give_one_workers_loss_and_gradients(name, hp, tiny_model_dir, two_ranks):
     from trainables.registry import get_method

@@ -4,8 +4,8 @@ and the sweep run's artifact view finds ``report/report.html``; the registered v
 MLflow Model's signature.
 
 A real ``mlflow server`` (tests/browser.py) serves the UI; headless Chromium renders its pages.
-``populate`` runs a real tiny sweep with ``contrasweep run`` against that server over HTTP
-(which also writes the sweep's report to its parent run).
+The session's ``server_sweep`` (tests/conftest.py) is a real tiny sweep that ``contrasweep run``
+tracked on that server over HTTP (which also writes the sweep's report to its parent run).
 
 Pages used (MLflow 3.x, hash routes of the React app):
 - ``#/experiments/<exp>/runs/<run>``: the run page. Its header (``data-testid="runs-header"``)
@@ -27,35 +27,11 @@ Pages used (MLflow 3.x, hash routes of the React app):
 from __future__ import annotations
 
 import pytest
-from browser import mlflow_server, render, require_chromium, screenshot
-from conftest import write_spec
+from browser import render, require_chromium, screenshot
+from conftest import UI_SWEEP as SWEEP
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
-SWEEP = "ui-sweep"
-REPORT = "report/report.html"
-
-
-def populate(tracking_uri: str, tmp, model_dir: str) -> dict:
-    """A real tiny sweep (CE, one configuration × 2 split repeats, 1 epoch) run by the CLI
-    against the server over HTTP, which also writes the report to the sweep run. Returns
-    ``experiment_id``, ``{parent,config,trial}_run_id``, ``{parent,config,trial}_name`` and
-    ``report`` (the artifact path on the sweep run)."""
-    from contrasweep.cli import main
-    from contrasweep.tracking.store import get_client, trial_runs
-    from dashboards.trials import parent_runs
-
-    spec = write_spec(tmp / "spec.yaml", model_dir, data={"k": 2, "seed": [0, 1]}, grid={"lr": [1.0e-3]},
-                      fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"})
-    assert main(["--root", str(tmp / "sweeps"), "run", str(spec), "--name", SWEEP, "--tracking-uri", tracking_uri]) == 0
-    client = get_client(tracking_uri)
-    parent = parent_runs(tracking_uri, "tests", SWEEP)[0]
-    trial = trial_runs(client, parent.info.run_id)[0]
-    config = client.get_run(trial.data.tags["mlflow.parentRunId"])
-    return {"experiment_id": parent.info.experiment_id, "parent_run_id": parent.info.run_id,
-            "config_run_id": config.info.run_id, "trial_run_id": trial.info.run_id,
-            "parent_name": parent.info.run_name, "config_name": config.info.run_name,
-            "trial_name": trial.info.run_name, "report": REPORT}
 
 
 @pytest.fixture(scope="module")
@@ -64,18 +40,13 @@ def chromium():
 
 
 @pytest.fixture(scope="module")
-def server(chromium, tmp_path_factory):
-    # artifacts proxied by the server (mlflow-artifacts:/), as a shared server serves them
-    with mlflow_server(tmp_path_factory.mktemp("mlflow-ui"), proxy_artifacts=True) as srv:
-        yield srv
+def server(chromium, server_sweep):
+    return server_sweep[0]
 
 
 @pytest.fixture(scope="module")
-def runs(server, ray_session, tiny_model_dir, tmp_path_factory) -> dict:
-    tmp = tmp_path_factory.mktemp("ui-sweep")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("CONTRASWEEP_CACHE", str(tmp / "cache"))
-        found = populate(server.uri, tmp, tiny_model_dir)
+def runs(server, server_sweep) -> dict:
+    found = server_sweep[1]
     assert found["config_name"] == "ce lr=0.001" and found["trial_name"].startswith("ce lr=0.001 · split=")
     return found
 
@@ -84,7 +55,7 @@ def run_url(server, runs: dict, run_id: str, suffix: str = "") -> str:
     return f"{server.uri}/#/experiments/{runs['experiment_id']}/runs/{run_id}{suffix}"
 
 
-# page: (its run, its parent run or None, its child run or None), as keys of populate's dict
+# page: (its run, its parent run or None, its child run or None), as keys of server_sweep's dict
 HIERARCHY = {
     "sweep": ("parent", None, "config"),
     "configuration": ("config", "parent", "trial"),

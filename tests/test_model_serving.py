@@ -1,5 +1,5 @@
 """The registered model of a finished sweep, served as a user serves any MLflow model: a real
-``mlflow models serve -m models:/<sweep>@best --env-manager local`` on 127.0.0.1 (started
+``mlflow models serve -m models:/<sweep>@<alias> --env-manager local`` on 127.0.0.1 (started
 here, its process group stopped at the end) answers ``POST /invocations`` with the class
 names and probabilities ``mlflow.pyfunc.load_model`` gives for the same rows."""
 
@@ -14,29 +14,21 @@ import urllib.request
 
 import pytest
 from browser import _stop_group, free_port
-from conftest import write_spec
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 TEXTS = ["the match ended in a late goal", "shares fell after the bank's results", "the new phone has a fast chip"]
 
 
-def test_mlflow_models_serve_answers_with_the_registered_models_predictions(ray_session, tiny_model_dir, cache_dir,
-                                                                            tmp_path, monkeypatch):
+def test_mlflow_models_serve_answers_with_the_registered_models_predictions(report_sweeps, tmp_path, monkeypatch):
+    """The session's ``ce-small`` sweep (tests/conftest.py): its k = 2 setting's registered version."""
     import mlflow.pyfunc
     import pandas as pd
 
-    from contrasweep.folder import sweeps
-    from contrasweep.run import tune
-    from contrasweep.spec import load as spec
-
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, grid={"lr": [1.0e-3]}, fixed={"epochs": 1},
-                      sweep={"seeds": [0], "scheduler": "none"})
-    results = tune.run(spec.load_spec(path), "served", sweeps.sweeps_root(str(tmp_path / "sweeps")), uri, None)
-    assert len(results) == 1 and results[0].error is None
+    uri = report_sweeps[0]
+    model_uri = "models:/ce-small@best-k2"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    expected = mlflow.pyfunc.load_model("models:/served@best").predict(pd.DataFrame({"text": TEXTS}))
+    expected = mlflow.pyfunc.load_model(model_uri).predict(pd.DataFrame({"text": TEXTS}))
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
@@ -44,7 +36,7 @@ def test_mlflow_models_serve_answers_with_the_registered_models_predictions(ray_
     # MLflow starts `uvicorn` by name: the virtualenv's scripts, as an activated venv has them
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     log = tmp_path / "serve.log"
-    cmd = [sys.executable, "-m", "mlflow", "models", "serve", "-m", "models:/served@best", "--env-manager", "local",
+    cmd = [sys.executable, "-m", "mlflow", "models", "serve", "-m", model_uri, "--env-manager", "local",
            "-h", "127.0.0.1", "-p", str(port), "-w", "1"]
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,

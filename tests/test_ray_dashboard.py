@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from contrasweep.cli import build_parser
 from contrasweep.run.ray_start import wants_dashboard
 from contrasweep.spec.load import validate
@@ -30,6 +32,7 @@ def test_only_distributed_sweeps_need_the_dashboard():
     assert build_parser().parse_args(["resume", "x", "--ray-dashboard"]).ray_dashboard
 
 
+@pytest.mark.slow
 def test_init_ray_starts_the_dashboard_only_when_told(tmp_path):
     """A local Ray of its own in a subprocess (the suite's Ray is left alone): its dashboard
     URL is empty without the dashboard, and on 127.0.0.1 with it."""

@@ -73,6 +73,7 @@ def sockets_of(pids: dict[int, str]) -> list[tuple[str, str, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_local_ray_listens_on_loopback_only(ray_session):
     import ray
     from ray._raylet import AuthenticationMode, get_authentication_mode

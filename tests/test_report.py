@@ -1,7 +1,8 @@
 """`contrasweep report` end to end: two tiny sweeps (CE and LaCon, k ∈ {2, 3} × 2 split seeds,
 two configurations each) on a real local Ray and MLflow store, then the report: the main
 table equals numpy/scipy over the stored repeats, every section's files exist, the HTML is
-self-contained, and everything is logged to the parent run."""
+self-contained, and everything is logged to the parent run. The sweeps are the session's
+``report_sweeps`` (tests/conftest.py), which other tests read too."""
 
 from __future__ import annotations
 
@@ -9,44 +10,18 @@ import math
 
 import numpy as np
 import pytest
-from conftest import write_spec
 from scipy import stats
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def two_sweeps(ray_session, tiny_model_dir, tmp_path_factory):
-    from contrasweep.folder import sweeps
-    from contrasweep.run import tune
-    from contrasweep.spec import load as spec
-
-    tmp = tmp_path_factory.mktemp("report")
-    uri = f"sqlite:///{tmp / 'mlflow.db'}"
-    root = sweeps.sweeps_root(str(tmp / "sweeps"))
-    common = dict(data={"k": [2, 3], "seed": [0, 1]}, fixed={"epochs": 1, "batch_size": 8, "warmup_ratio": 0.0},
-                  sweep={"seeds": [0], "scheduler": "none", "metric": ["val/accuracy", "val/macro_f1"],
-                         "mode": ["max", "max"]})
-    ce = write_spec(tmp / "ce.yaml", tiny_model_dir, **common)
-    lacon = write_spec(tmp / "lacon.yaml", tiny_model_dir, method="lacon", reported={"temperature": 0.1},
-                       grid={"lr": [1.0e-3], "temperature": [0.1, 0.5]},  # heads: LaCon's default 6 does not divide 32
-                       **{**common, "fixed": {**common["fixed"], "heads": 4}})
-    import os
-
-    os.environ["CONTRASWEEP_CACHE"] = str(tmp / "cache")
-    for path, name in ((ce, "ce-small"), (lacon, "lacon-small")):
-        results = tune.run(spec.load_spec(path), name, root, uri, None)
-        assert len(results) == 8 and not any(r.error for r in results)
-    return uri, root, tmp
-
-
-def test_report_tables_sections_and_artifacts(two_sweeps):
+def test_report_tables_sections_and_artifacts(report_sweeps):
     from contrasweep.tracking.store import get_client
     from dashboards.report import build
     from dashboards.significance import matched_values
     from dashboards.source import load
 
-    uri, root, tmp = two_sweeps
+    uri, root, tmp = report_sweeps
     report = build(uri, "lacon-small", tmp / "out", compare=("ce-small",))
     # main table: one row per sweep, one column per k; the baseline is the CE sweep
     assert report.main.columns == ["method", "bbc_news k=2", "bbc_news k=3"]
@@ -81,10 +56,10 @@ def test_report_tables_sections_and_artifacts(two_sweeps):
     assert {"report/report.html", "report/main_table.csv", "report/curve_k.png", "report/tsne.png"} <= logged
 
 
-def test_report_command_prints_the_table_and_rejects_bad_names(two_sweeps, capsys):
+def test_report_command_prints_the_table_and_rejects_bad_names(report_sweeps, capsys):
     from contrasweep.cli import main
 
-    uri, root, tmp = two_sweeps
+    uri, root, tmp = report_sweeps
     assert main(["--root", str(root), "report", "ce-small", "--no-tsne"]) == 0
     printed = capsys.readouterr().out
     assert "ce (ce-small)" in printed and "bbc_news k=2" in printed and "report.html" in printed

@@ -16,7 +16,12 @@ assertion reads MLflow, the Optuna study and the sweep folder, never the console
 
 The cases cover each searcher with one and two seeds and both schedulers (each searcher with
 both seed counts, each seed count and scheduler with every searcher kind), each killed at
-both points; the interrupted sweeps are shared between the assertions."""
+both points; the interrupted sweeps are shared between the assertions.
+
+The drivers of most cases attach with ``--address`` to the suite's Ray (``ray_session``), as a
+user's drivers attach to a cluster: killing a driver then leaves Ray running, and Ray ends the
+dead job's trial processes. Two cases (``OWN_RAY``) start their own local Ray in every driver,
+so a SIGKILL takes Ray down with the driver: both paths stay proven."""
 
 from __future__ import annotations
 
@@ -59,8 +64,9 @@ def _env(tmp_path: Path) -> dict:
     return env
 
 
-def _start(args: list[str], tmp_path: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "contrasweep", *args], cwd=tmp_path, env=_env(tmp_path),
+def _start(args: list[str], tmp_path: Path, address: str | None) -> subprocess.Popen:
+    attach = ["--address", address] if address else []
+    return subprocess.Popen([sys.executable, "-m", "contrasweep", *args, *attach], cwd=tmp_path, env=_env(tmp_path),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
@@ -71,7 +77,7 @@ def _trials(folder: Path) -> dict:
         return {}
 
 
-def _interrupt(proc: subprocess.Popen, folder: Path, total: int, at: str, how: str) -> dict:
+def _interrupt(proc: subprocess.Popen, folder: Path, total: int, at: str, how: str, attached: bool) -> dict:
     """Wait for the moment, then SIGKILL the driver's process group or send it SIGINT; returns
     what the sweep's record held then. ``mid-epoch``: a trial has logged an epoch in this
     process and is not finished; ``finished``: a trial has just ended in this process, once
@@ -97,7 +103,27 @@ def _interrupt(proc: subprocess.Popen, folder: Path, total: int, at: str, how: s
         proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == (130 if how == "sigint" else -signal.SIGKILL), out[-3000:]
+    if attached:
+        _dead_jobs_ended()
     return {"at": time.time(), "trials": _trials(folder), "out": out, "results": _results(folder)}
+
+
+def _dead_jobs_ended(timeout: float = 60) -> None:
+    """A driver attached to a running Ray dies alone: its trial processes live on until Ray ends
+    its job (a second or so), and one of them may still write its last result.json line. The
+    cut is read once Ray has ended them (no live actor but the test process's own), as it is at
+    once where the driver's own local Ray died with it."""
+    import ray
+    from ray.util.state import list_actors
+
+    own = ray.get_runtime_context().get_job_id()
+    deadline = time.time() + timeout
+    while True:
+        alive = [a for a in list_actors(filters=[("state", "=", "ALIVE")]) if a.job_id != own]
+        if not alive:
+            return
+        assert time.time() < deadline, f"Ray kept the dead driver's actors alive: {alive}"
+        time.sleep(0.2)
 
 
 def _results(folder: Path) -> dict[str, int]:
@@ -186,16 +212,28 @@ CASES = [  # (searcher, seeds, scheduler, first interruption: mid-epoch, second:
     ("moo", [0], "none", "kill", "kill"),
     ("moo", [0, 1], "asha", "kill", "kill"),
 ]
+OWN_RAY = {("grid", 2), ("moo", 1)}  # (searcher, seeds): every driver starts a local Ray of its own
+
+
+@pytest.fixture()
+def address(request):
+    """The suite's Ray for the drivers to attach to, or None where they start their own."""
+    searcher, seeds = request.node.callspec.params["searcher"], request.node.callspec.params["seeds"]
+    if (searcher, len(seeds)) in OWN_RAY:
+        return None
+    return request.getfixturevalue("ray_address")
 
 
 @pytest.mark.parametrize("searcher,seeds,scheduler,first,second", CASES,
                          ids=[f"{c[0]}-{len(c[1])}seed-{c[2]}" for c in CASES])
-def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, second, tiny_model_dir, cache_dir, tmp_path):
+def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, second, address, tiny_model_dir,
+                                           cache_dir, tmp_path):
     spec = _spec(tmp_path, tiny_model_dir, searcher, seeds, scheduler)
     name = "sweep"
     folder = tmp_path / "sweeps" / name
     total = SUGGESTIONS * len(seeds)
-    cuts = [_interrupt(_start(["run", str(spec), "--name", name], tmp_path), folder, total, "mid-epoch", first)]
+    cuts = [_interrupt(_start(["run", str(spec), "--name", name], tmp_path, address), folder, total, "mid-epoch", first,
+                       bool(address))]
     root = []
     if first == "sigint":
         _after_ctrl_c(tmp_path, folder)
@@ -204,10 +242,11 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
         root = ["--root", str(folder.parent)]
     study_at_kill = _study(folder).get_trials(deepcopy=False) if searcher != "grid" else []
     saved = _tune_state(folder)
-    cuts.append(_interrupt(_start([*root, "resume", name], tmp_path), folder, total, "finished", second))
+    cuts.append(_interrupt(_start([*root, "resume", name], tmp_path, address), folder, total, "finished", second,
+                           bool(address)))
     if root:
         assert "re-attached to MLflow run" in cuts[-1]["out"], cuts[-1]["out"][-3000:]
-    resumed = _start([*root, "resume", name, "--no-tsne"], tmp_path)
+    resumed = _start([*root, "resume", name, "--no-tsne"], tmp_path, address)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out[-3000:]
     outs = [c["out"] for c in cuts] + [out]

@@ -168,6 +168,7 @@ def uploaded(env: dict) -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_workers_import_the_shipped_code_and_read_shipped_files(ray_session, tmp_path):
     """A task with the py_modules, excludes and working_dir of runtime_env("code", ...) imports
     the packages from Ray's runtime resources, not from this checkout, and reads the shipped
@@ -206,6 +207,7 @@ def test_workers_import_the_shipped_code_and_read_shipped_files(ray_session, tmp
     assert found["config"] == '{"hidden_size": 32}' and found["chdir"] == "0"
 
 
+@pytest.mark.slow
 def test_worker_versions(ray_session):
     shipping.check_worker_versions(contrasweep.__version__)
     with pytest.raises(UserError) as exc:

@@ -186,6 +186,7 @@ def test_compile_failure_warns_once_and_trains_on_eagerly(tiny_model_dir, monkey
     assert torch._dynamo.config.get_config_copy() == config
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_compile_really_compiles_on_cpu(tiny_model_dir):
     """Inductor on CPU (needs a C++ compiler): ~35 s cold for the tiny BERT on 2 cores, a few

@@ -45,14 +45,15 @@ def _trials(state_file) -> dict:
         return {}
 
 
-def test_read_only_database_and_removed_artifacts_mid_sweep(tiny_model_dir, cache_dir, tmp_path):
+def test_read_only_database_and_removed_artifacts_mid_sweep(ray_address, tiny_model_dir, cache_dir, tmp_path):
     from mlflow.tracking import MlflowClient
 
     spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": 12}, fixed={"epochs": 8},
                            sweep={"max_concurrent": 1, "scheduler": "none"}, encoder={"max_length": 128})
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
-    run = subprocess.Popen([sys.executable, "-m", "contrasweep", "run", str(spec_path), "--name", "store"], cwd=tmp_path,
+    run = subprocess.Popen([sys.executable, "-m", "contrasweep", "run", str(spec_path), "--name", "store",
+                            "--address", ray_address], cwd=tmp_path,
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     state_file, db = tmp_path / "sweeps" / "store" / "tracking.json", tmp_path / "mlflow.db"
     removed = locked = None
@@ -81,7 +82,8 @@ def test_read_only_database_and_removed_artifacts_mid_sweep(tiny_model_dir, cach
     uri = f"sqlite:///{db}"
     at_stop = Counter((r.data.tags.get("contrasweep.kind"), r.info.status) for r in _runs(uri))  # as the store was locked
 
-    resumed = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "store", "--no-tsne"], cwd=tmp_path, env=env,
+    resumed = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "store", "--no-tsne", "--address", ray_address],
+                             cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert "lost MLflow artifacts" in resumed.stderr

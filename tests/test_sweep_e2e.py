@@ -105,28 +105,36 @@ def _provenance_on_every_run(client, parent, tmp_path):
         assert tags["contrasweep.spec_sha256"] == hashlib.sha256(spec).hexdigest()
 
 
-def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_dir, cache_dir, tmp_path, monkeypatch):
-    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": [2, 3], "seed": [0, 1]}, grid={"lr": [1.0e-3]},
-                           fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"})
-    uri, results = _run_sweep(tmp_path, spec_path, "axes")
-    assert len(results) == 4 and not any(r.error for r in results)
-    runs = trial_runs(uri, parent_runs(uri, "tests", "axes")[0].info.run_id)
+def test_data_axes_run_every_variant_and_tag_its_runs(report_sweeps, tiny_model_dir, monkeypatch):
+    """The session's ``ce-small`` sweep (tests/conftest.py: lr ∈ {1e-3, 1e-4} × k ∈ {2, 3} ×
+    split seeds {0, 1} × seed 0): every data variant ran on its own data, and its runs say which."""
+    uri, root, _ = report_sweeps
+    runs = trial_runs(uri, parent_runs(uri, "tests", "ce-small")[0].info.run_id)
+    assert len(runs) == 8
     seen = set()
     for run in runs:
         k, split = int(run.data.params["data.k"]), int(run.data.params["data.seed"])
-        seen.add((k, split))
+        lr = run.data.params["hp.lr"]
+        seen.add((lr, k, split))
         assert run.data.metrics["data/train_rows"] == 5 * k  # BBC News has 5 classes: the variant's own data
         assert run.data.tags["contrasweep.k"] == str(k) and run.data.tags["contrasweep.data_seed"] == str(split)
-        assert run.info.run_name == f"ce lr=0.001 · k={k} split={split} seed=0"
-    assert seen == {(2, 0), (2, 1), (3, 0), (3, 1)}
-    assert len({r.data.tags["contrasweep.group"] for r in runs}) == 2  # one group per k, two split repeats each
-    # sweep -> configuration (one per k) -> repeat runs; the configuration holds the repeats' mean
+        assert run.info.run_name == f"ce lr={float(lr):g} · k={k} split={split} seed=0"
+    assert seen == {(lr, k, split) for lr in ("0.001", "0.0001") for k in (2, 3) for split in (0, 1)}
+    groups: dict[str, list] = {}
+    for run in runs:  # one group per configuration and k, its two split repeats
+        groups.setdefault(run.data.tags["contrasweep.group"], []).append(run)
+    assert len(groups) == 4
+    for group in groups.values():
+        assert sorted(r.data.params["data.seed"] for r in group) == ["0", "1"]
+        assert len({(r.data.params["hp.lr"], r.data.params["data.k"]) for r in group}) == 1
+    # sweep -> configuration (one per lr and k) -> repeat runs; the configuration holds the repeats' mean
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    parent = parent_runs(uri, "tests", "axes")[0]
+    parent = parent_runs(uri, "tests", "ce-small")[0]
     configs = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
-    assert sorted(c.info.run_name for c in configs) == ["ce lr=0.001 · k=2", "ce lr=0.001 · k=3"]
+    assert sorted(c.info.run_name for c in configs) == ["ce lr=0.0001 · k=2", "ce lr=0.0001 · k=3",
+                                                         "ce lr=0.001 · k=2", "ce lr=0.001 · k=3"]
     for config in configs:
         members = [r for r in runs if r.data.tags["mlflow.parentRunId"] == config.info.run_id]
         assert len(members) == 2 and config.data.metrics["n_repeats"] == 2
@@ -140,7 +148,7 @@ def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_di
         assert parent.data.tags[f"contrasweep.best_config.k_{k}"] in {c.info.run_id for c in configs}
     # the parent describes the sweep; each repeat links the exact data it trained on
     assert parent.data.tags["contrasweep.method"] == "ce" and parent.data.tags["contrasweep.kind"] == "sweep"
-    assert parent.data.tags["mlflow.note.content"].startswith("**axes**: `ce` sweep.")
+    assert parent.data.tags["mlflow.note.content"].startswith("**ce-small**: `ce` sweep.")
     for run in runs:
         (dataset,) = client.get_run(run.info.run_id).inputs.dataset_inputs
         k, split = run.data.params["data.k"], run.data.params["data.seed"]
@@ -152,15 +160,15 @@ def test_data_axes_run_every_variant_and_tag_its_runs(ray_session, tiny_model_di
     # each setting's best configuration: its best repeat registered under the sweep's name
     from contrasweep.tracking.models import load_registered, registered_versions
 
-    versions = registered_versions(client, "axes")
+    versions = registered_versions(client, "ce-small")
     assert sorted(v.tags["contrasweep.setting"] for v in versions) == ["k=2", "k=3"]
     for version in versions:
         config_run = parent.data.tags[f"contrasweep.best_config.k_{version.tags['contrasweep.setting'][2:]}"]
         assert client.get_run(version.run_id).data.tags["mlflow.parentRunId"] == config_run
         assert json.loads(version.tags["contrasweep.data"])["k"] == int(version.tags["contrasweep.setting"][2:])
-    method = load_registered(uri, "axes", "best-k2")
+    method = load_registered(uri, "ce-small", "best-k2")
     assert method.num_labels == 5 and not method.training
-    _registered_pyfunc_model(uri, "axes", "best-k2", method, tiny_model_dir, monkeypatch)
+    _registered_pyfunc_model(uri, "ce-small", "best-k2", method, tiny_model_dir, monkeypatch)
 
 
 def _registered_pyfunc_model(uri, name, alias, method, tiny_model_dir, monkeypatch):
@@ -220,16 +228,13 @@ def test_asha_stops_or_continues_whole_repeat_groups(ray_session, tiny_model_dir
     assert set(decisions["1"].values()) <= {"continue", "stop"} and len(decisions["1"]) == 2
 
 
-def test_second_sweep_hits_the_data_cache(ray_session, tiny_model_dir, cache_dir, tmp_path):
+def test_second_sweep_hits_the_data_cache(report_sweeps):
+    """The session's ``lacon-small`` ran after ``ce-small`` on the same data: from its cache."""
     from contrasweep.folder import sweeps
 
-    spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"},
-                           grid={"lr": [1.0e-3]})
-    _run_sweep(tmp_path, spec_path, "first")
-    _run_sweep(tmp_path, spec_path, "second")
-    root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
-    assert sweeps.open_existing(root, "first").meta()["cache_hit"] is False
-    assert sweeps.open_existing(root, "second").meta()["cache_hit"] is True
+    _, root, _ = report_sweeps
+    assert sweeps.open_existing(root, "ce-small").meta()["cache_hit"] is False
+    assert sweeps.open_existing(root, "lacon-small").meta()["cache_hit"] is True
 
 
 def test_optuna_multi_objective_with_seeds_evaluates_reported_first(ray_session, tiny_model_dir, cache_dir, tmp_path):
@@ -252,18 +257,3 @@ def test_optuna_multi_objective_with_seeds_evaluates_reported_first(ray_session,
     assert len(study.directions) == 2  # one study direction per metric (multi-objective)
     assert study.trials[0].params["lr"] == 1e-3
     assert sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials) == 2
-
-
-def test_random_searcher_and_checkpoint_retention(ray_session, tiny_model_dir, cache_dir, tmp_path):
-    spec_path = write_spec(
-        tmp_path / "spec.yaml", tiny_model_dir, grid=None, reported={},
-        search={"lr": {"uniform": [1.0e-4, 1.0e-3]}}, fixed={"epochs": 4},
-        sweep={"searcher": "random", "num_samples": 2, "seeds": [3], "scheduler": "none"},
-    )
-    uri, results = _run_sweep(tmp_path, spec_path, "rnd")
-    assert len(results) == 2 and not any(r.error for r in results)
-    assert len({r.config["lr"] for r in results}) == 2
-    for r in results:
-        kept = sorted(p.name for p in Path(r.path).glob("checkpoint_*"))
-        assert 1 <= len(kept) <= 2, kept  # the best and the latest only
-        assert r.metrics["epoch"] == 4

@@ -132,7 +132,7 @@ def _tests(folder: Path) -> dict:
         return {}
 
 
-def test_a_kill_in_the_test_phase_resumes_without_repeating(tiny_model_dir, tmp_path, cache_dir):
+def test_a_kill_in_the_test_phase_resumes_without_repeating(ray_address, tiny_model_dir, tmp_path, cache_dir):
     from contrasweep.folder import sweeps
     from contrasweep.tracking.store import get_client
 
@@ -140,7 +140,8 @@ def test_a_kill_in_the_test_phase_resumes_without_repeating(tiny_model_dir, tmp_
     spec = _spec(tmp_path, tiny_model_dir, "reported", data={"test_fraction": 0.5},
                  sweep={"scheduler": "none", "seeds": [0], "max_concurrent": 1, "resources": {"cpu": 2}})
     folder = tmp_path / "sweeps" / "k"
-    proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "run", str(spec), "--name", "k", "--no-tsne"],
+    proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "run", str(spec), "--name", "k", "--no-tsne",
+                             "--address", ray_address],
                             cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     deadline = time.time() + 600
@@ -153,7 +154,8 @@ def test_a_kill_in_the_test_phase_resumes_without_repeating(tiny_model_dir, tmp_
     assert 1 <= len(at_kill["results"]) < 4 and not at_kill.get("done")
     assert sweeps.SweepDir(folder).status() == "interrupted"
 
-    resumed = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "k", "--no-tsne"], cwd=tmp_path,
+    resumed = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "k", "--no-tsne", "--address", ray_address],
+                             cwd=tmp_path,
                              env=_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     done = _tests(folder)
@@ -171,6 +173,9 @@ def test_a_kill_in_the_test_phase_resumes_without_repeating(tiny_model_dir, tmp_
 
 
 def test_a_searcher_sweep_tests_the_selected_configuration_only(ray_session, tiny_model_dir, tmp_path, cache_dir):
+    """A random-search sweep (3 suggestions × 2 seeds, 4 epochs): the test phase evaluates the
+    selected configuration's repeats only; every suggestion is a new point, and each trial trained
+    its 4 epochs keeping only its best and its latest Tune checkpoints."""
     from contrasweep.cli import main
     from contrasweep.folder import sweeps
     from contrasweep.tracking.store import get_client
@@ -178,6 +183,7 @@ def test_a_searcher_sweep_tests_the_selected_configuration_only(ray_session, tin
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
     spec = _spec(tmp_path, tiny_model_dir, "reported", grid=None, search={"lr": {"loguniform": [1.0e-5, 1.0e-2]}},
+                 fixed={"epochs": 4, "batch_size": 8, "warmup_ratio": 0.0},
                  sweep={"searcher": "random", "num_samples": 3, "scheduler": "none", "seeds": [0, 1]})
     assert main(["--root", str(root), "run", str(spec), "--name", "r", "--tracking-uri", uri, "--no-tsne"]) == 0
     client = get_client(uri)
@@ -188,3 +194,11 @@ def test_a_searcher_sweep_tests_the_selected_configuration_only(ray_session, tin
     chosen = client.get_run(client.get_run(state["parent_run_id"]).data.tags["contrasweep.best_config"])
     assert len(tested) == 2 and {r.data.tags["mlflow.parentRunId"] for r in tested} == {chosen.info.run_id}
     assert chosen.data.metrics["n_repeats"] == 2 and "mean/test/accuracy" in chosen.data.metrics
+    # the random searcher's suggestions are new points; Tune keeps the best and the latest checkpoint
+    assert len({r.data.params["hp.lr"] for r in runs.values()}) == 3
+    trial_dirs = sorted((root / "r" / "tune").glob("run_trial_*"))
+    assert len(trial_dirs) == 6
+    for trial_dir in trial_dirs:
+        kept = sorted(p.name for p in trial_dir.glob("checkpoint_*"))
+        assert 1 <= len(kept) <= 2, kept  # the best and the latest only
+        assert json.loads((trial_dir / "result.json").read_text().splitlines()[-1])["epoch"] == 4

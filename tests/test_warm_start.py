@@ -28,6 +28,24 @@ def _study(root, name: str):
     return optuna.load_study(study_name=name, storage=f"sqlite:///{root / name / 'optuna.db'}")
 
 
+def _cold_suggestions(spec, folder) -> list[dict]:
+    """The first two suggestions of a sweep without warm start, from the searcher `run` builds
+    (``OptunaSearch.sampler`` and ``study_search.build``: the reported point enqueued first, the
+    sampler seeded by the first seed), as Tune would ask for them with two trials live."""
+    from types import SimpleNamespace
+
+    from contrasweep.search.optuna_search import OptunaSearch
+    from contrasweep.search.study_search import build
+    from contrasweep.spec.load import load_spec
+
+    sweep = load_spec(str(spec), [])
+    folder.mkdir(parents=True)
+    searcher = build(sweep, SimpleNamespace(name=folder.name, optuna_uri=f"sqlite:///{folder / 'optuna.db'}"),
+                     sweep.max_concurrent, OptunaSearch().sampler(sweep), [])
+    suggested = [searcher.suggest(f"t{i}") for i in range(2)]
+    return [{k: v for k, v in s.items() if not k.startswith("__")} for s in suggested]
+
+
 def test_an_earlier_sweeps_results_seed_the_study(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
     from optuna.trial import TrialState
 
@@ -57,11 +75,11 @@ def test_an_earlier_sweeps_results_seed_the_study(ray_session, tiny_model_dir, t
     assert parent[0].data.params["warm_start"] == "a"
 
     # after the reported point (enqueued first in both), a cold start with the same seed samples
-    # something else than the warm-started TPE
-    tune.run(load_spec(str(_spec(tmp_path, tiny_model_dir, "c", num_samples=2)), []), "c", root, uri, None)
-    cold = _study(root, "c").trials
-    assert cold[0].params == trials[3].params  # the reported lr, weight_decay at its default
-    assert cold[1].params != trials[4].params
+    # something else than the warm-started TPE: the cold sweep's searcher, built as `run` builds
+    # it, asked for its two suggestions (no training needed to compare them)
+    cold = _cold_suggestions(_spec(tmp_path, tiny_model_dir, "c", num_samples=2), tmp_path / "cold" / "c")
+    assert cold[0] == trials[3].params  # the reported lr, weight_decay at its default
+    assert cold[1] != trials[4].params
 
     # refused in one line before anything starts
     capsys.readouterr()
@@ -81,4 +99,4 @@ def test_an_earlier_sweeps_results_seed_the_study(ray_session, tiny_model_dir, t
         code = main(["--root", str(root), "run", str(spec), "--tracking-uri", uri])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and expected in err[0], err
-    assert {s.name for s in sweeps.list_sweeps(root)} == {"a", "b", "c"}  # nothing started
+    assert {s.name for s in sweeps.list_sweeps(root)} == {"a", "b"}  # nothing started
