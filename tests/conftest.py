@@ -105,12 +105,18 @@ def ray_session():
     ray.shutdown()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture()
 def ray_address(ray_session) -> str:
     """The suite's Ray for a ``contrasweep`` driver in a process of its own to attach to with
     ``--address``, as a user's driver attaches to a cluster (no Ray start per driver). Tests of
     Ray's own start (tests/test_two_instances.py, two cases of tests/test_searcher_resume.py)
-    and of a cluster of their own (tests/test_node_failure.py) keep theirs."""
+    and of a cluster of their own (tests/test_node_failure.py) keep theirs.
+
+    A CLI command run in this process (``contrasweep.cli.main``) shuts Ray down as it ends (its
+    console closes after Ray's log monitor), so the Ray is started again here where one did."""
+    from contrasweep.run.ray_start import init_ray
+
+    init_ray(None, num_cpus=2)  # nothing while it runs
     return ray_session.get_runtime_context().gcs_address
 
 
