@@ -94,8 +94,9 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One local Ray for the whole suite (2 CPUs: this machine), started with an explicit
-    address so it never attaches to a cluster someone else started here."""
+    """A local Ray for the suite (2 CPUs: this machine), started with an explicit address so it
+    never attaches to a cluster someone else started here. A CLI command run in this process
+    shuts it down as it ends; in-process sweeps and ``ray_address`` start one again."""
     import ray
 
     from contrasweep.run.ray_start import init_ray
