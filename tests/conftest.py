@@ -96,7 +96,7 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 def ray_session():
     """A local Ray for the suite (2 CPUs: this machine), started with an explicit address so it
     never attaches to a cluster someone else started here. A CLI command run in this process
-    shuts it down as it ends; in-process sweeps and ``ray_address`` start one again."""
+    (``contrasweep.cli.main``) finds it up and leaves it running."""
     import ray
 
     from contrasweep.run.ray_start import init_ray
@@ -111,13 +111,7 @@ def ray_address(ray_session) -> str:
     """The suite's Ray for a ``contrasweep`` driver in a process of its own to attach to with
     ``--address``, as a user's driver attaches to a cluster (no Ray start per driver). Tests of
     Ray's own start (tests/test_two_instances.py, two cases of tests/test_searcher_resume.py)
-    and of a cluster of their own (tests/test_node_failure.py) keep theirs.
-
-    A CLI command run in this process (``contrasweep.cli.main``) shuts Ray down as it ends (its
-    console closes after Ray's log monitor), so the Ray is started again here where one did."""
-    from contrasweep.run.ray_start import init_ray
-
-    init_ray(None, num_cpus=2)  # nothing while it runs
+    and of a cluster of their own (tests/test_node_failure.py) keep theirs."""
     return ray_session.get_runtime_context().gcs_address
 
 

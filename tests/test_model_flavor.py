@@ -176,6 +176,28 @@ def test_a_pair_task_model_takes_text_and_text_pair(tables, tiny_model_dir, tmp_
         load_trained(str(broken), num_labels=2)
 
 
+def test_the_driver_builds_a_trials_model_without_torch_or_transformers(tables, tiny_model_dir, tmp_path):
+    """The driver logs a model for trials it tracks: it writes the weights, the encoder's files
+    and the signature (``trainables.outputs``) without importing torch or transformers, each
+    2-5 s of CPU in every driver process (a classifier's model and a representation method's,
+    whose sentence-transformers folder is written with safetensors' numpy API)."""
+    import subprocess
+    import sys
+
+    session = LocalSession(str(tmp_path / "trial"))
+    train({**loop_config(tiny_model_dir, epochs=1), "method": "ce"}, tables["single"], session)
+    best = best_folder(session.checkpoints[-1])
+    code = ("import sys\nfrom pathlib import Path\nfrom contrasweep.tracking.model_flavor import build_model\n"
+            "info = {'label_names': ['negative', 'positive'], 'is_pair': False, 'max_length': 16}\n"
+            "for method in ('ce', 'simcse'):\n"
+            f"    print(build_model(Path({str(tmp_path)!r}) / method, Path({str(best)!r}), info, {tiny_model_dir!r}, method))\n"
+            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sklearn') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "HEAVY []" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    assert (tmp_path / "ce" / "model" / "MLmodel").is_file()
+    assert (tmp_path / "simcse" / "model" / "artifacts" / "sentence_transformer" / "modules.json").is_file()
+
+
 def test_the_encoder_folder_has_the_fast_tokenizer_only(tmp_path):
     """The bundled MiniLM ships both tokenizers; the model keeps tokenizer.json (not vocab.txt)
     and tokenises exactly as the encoder's own folder does, pairs and truncation included."""

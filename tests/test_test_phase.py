@@ -59,9 +59,12 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
+    address = ray_session.get_runtime_context().gcs_address
     for test in ("reported", "all"):
         spec = _spec(tmp_path, tiny_model_dir, test)
         assert main(["--root", str(root), "run", str(spec), "--name", test, "--tracking-uri", uri, "--no-tsne"]) == 0
+        # a command run where Ray was already up (a notebook's, this session's) leaves it running
+        assert ray_session.is_initialized() and ray_session.get_runtime_context().gcs_address == address
     out = capsys.readouterr().out
     client = get_client(uri)
     reported, every = _trial_runs(client, "reported"), _trial_runs(client, "all")

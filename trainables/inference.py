@@ -16,8 +16,9 @@ and returns one row per text, shaped by the method's ``serving_output`` (``OUTPU
 * ``embedding``: ``embedding``, the pooled encoder output as evaluated (SimCSE, VaSCL).
 
 ``info``: ``label_names``, ``max_length``, ``is_pair`` (and the method's ``threshold`` comes
-from its own hyperparameters). May import: ``trainables`` (loop, encoder), torch, numpy,
-transformers.
+from its own hyperparameters). The columns and their types are ``trainables.outputs``' (torch-free:
+the driver writes the signature from them). May import: ``trainables`` (loop, encoder, outputs),
+torch, numpy, transformers.
 """
 
 from __future__ import annotations
@@ -25,11 +26,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from trainables.outputs import class_columns, output_columns
+
 BATCH_SIZE = 32
-
-
-def class_columns(prefix: str, names: list[str]) -> list[str]:
-    return [f"{prefix}{name}" for name in names]
 
 
 def _probabilities(method, batch, names) -> dict:
@@ -58,17 +57,6 @@ def _embedding(method, batch, names) -> dict:
 
 OUTPUTS = {"probabilities": _probabilities, "similarities": _similarities, "multilabel": _multilabel,
            "embedding": _embedding}
-
-
-def output_columns(kind: str, names: list[str]) -> dict[str, str]:
-    """Column -> type of what ``Predictor.predict`` returns for ``kind`` (the model's
-    signature): ``string``, ``double``, ``list<string>``, ``list<float>``."""
-    if kind == "embedding":
-        return {"embedding": "list<float>"}
-    if kind == "multilabel":
-        return {"labels": "list<string>", "threshold": "double", **dict.fromkeys(class_columns("score_", names), "double")}
-    prefix = "prob_" if kind == "probabilities" else "score_"
-    return {"label": "string", **dict.fromkeys(class_columns(prefix, names), "double")}
 
 
 class Predictor:

@@ -73,10 +73,13 @@ class Console:
         self._log = None
         self._saved: list = []
         self.progress = None  # the sweep's contrasweep.console.progress.Progress, once it has shown something
+        self._ray_was_up = False
 
     def __enter__(self) -> "Console":
         global _active
         self.terminal_out, self.terminal_err = sys.stdout, sys.stderr
+        ray = sys.modules.get("ray")
+        self._ray_was_up = ray is not None and ray.is_initialized()  # the caller's Ray outlives the command
         out, err = _Filtered(sys.stdout, self), _Filtered(sys.stderr, self)
         for handler in _stream_handlers():
             if handler.stream in (self.terminal_out, self.terminal_err):
@@ -89,7 +92,10 @@ class Console:
     def __exit__(self, *exc) -> None:
         global _active
         ray = sys.modules.get("ray")
-        if ray is not None and ray.is_initialized():  # its log monitor printed trial lines after the summary
+        # a Ray the command started ends with it (its log monitor printed trial lines after the
+        # summary); one that was running in this process before (a notebook's, a test session's)
+        # is its owner's to end
+        if ray is not None and ray.is_initialized() and not self._ray_was_up:
             ray.shutdown()
         for stream in (sys.stdout, sys.stderr):
             if isinstance(stream, _Filtered) and stream._partial:

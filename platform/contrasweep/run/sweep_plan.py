@@ -137,11 +137,13 @@ def available_resources(address: str | None) -> dict[str, float]:
 
         import ray
 
+        was_up = ray.is_initialized()  # a Ray this process had before is its owner's to end
         init_ray(address)
         try:
             return {k: float(v) for k, v in ray.cluster_resources().items() if k in ("CPU", "GPU")}
         finally:
-            ray.shutdown()
+            if not was_up:
+                ray.shutdown()
     from contrasweep.run.checks import _local_gpus
 
     return {"CPU": float(os.cpu_count() or 1), "GPU": float(_local_gpus())}

@@ -4,7 +4,7 @@ model"): ``mlflow.pyfunc`` over ``trainables.inference.Predictor``, so
 with the project installed.
 
 The model folder (the run's artifact ``model/``): ``MLmodel`` with a signature (``text``, plus
-``text_pair`` for pair tasks → the columns of ``trainables.inference.output_columns``) and an
+``text_pair`` for pair tasks → the columns of ``trainables.outputs.output_columns``) and an
 input example; ``python_model.pkl`` (this module's ``ContrasweepModel``, pickled by reference);
 ``artifacts/checkpoint`` (the best weights but the backbone's unread pooler, and ``meta.json``:
 the only copy the store keeps),
@@ -15,7 +15,7 @@ model (SimCSE, VaSCL) also carries ``artifacts/sentence_transformer``, a folder
 sentence-transformers loads (its encoder's weights a second time, in Hugging Face's layout).
 
 May import: MLflow, pandas, ``contrasweep.tracking.store``, ``trainables`` (declarations, checkpoint
-names; ``inference`` inside the model).
+names, ``outputs``; ``inference`` inside the model).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def signature(info: dict, kind: str):
     from mlflow.models import ModelSignature
     from mlflow.types.schema import Array, ColSpec, DataType, Schema
 
-    from trainables.inference import output_columns
+    from trainables.outputs import output_columns  # torch-free: the driver writes every signature
 
     types = {"string": DataType.string, "double": DataType.double, "list<string>": Array(DataType.string),
              "list<float>": Array(DataType.float)}
