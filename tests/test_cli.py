@@ -312,18 +312,45 @@ def test_argument_and_spec_errors_come_before_torch_ray_or_transformers(tmp_path
     assert "HEAVY []" in proc.stdout, proc.stdout
 
 
-def test_a_sweeps_driver_starts_without_transformers_or_the_methods(tiny_model_dir, tmp_path):
-    """What a CE sweep's driver does before Ray starts (the launch module, the pre-start checks
+DRIVER_SPECS = {  # method -> write_spec sections: CE checks nothing; LaCon reads the width; VaSCL the batch
+    "ce": {},
+    "lacon": {"method": "lacon", "reported": {"temperature": 0.1}, "grid": {"temperature": [0.1, 0.2]},
+              "fixed": {"heads": 4, "epochs": 1}},
+    "vascl": {"method": "vascl", "reported": {}, "grid": {"lr": [1.0e-3]}, "fixed": {"neighbours": 3},
+              "sweep": {"seeds": [0], "metric": "val/cluster_acc"}},
+}
+
+
+@pytest.mark.parametrize("method", sorted(DRIVER_SPECS))
+def test_a_sweeps_driver_starts_without_transformers_or_the_methods(tiny_model_dir, tmp_path, method):
+    """What a sweep's driver does before Ray starts (the launch module, the pre-start checks
     against the encoder, the data cache's tokenizer identity) imports neither transformers nor
-    scikit-learn nor torch: those are the trial's (docs/architecture.md, "Facts about the stack")."""
-    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir)
+    scikit-learn nor torch nor the method's module: those are the trial's (docs/architecture.md,
+    "Facts about the stack"). LaCon's check reads the encoder's width from its config.json."""
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, **DRIVER_SPECS[method])
     code = ("import sys\nfrom contrasweep.run import checks, tune\nfrom contrasweep.data.tokens import tokenizer_identity\n"
             "from contrasweep.spec.load import load_spec\n"
             f"sweep = load_spec({str(spec)!r}, [])\nchecks.check_resources(sweep, local=True)\n"
             "checks.check_against_encoder(sweep)\ntokenizer_identity(sweep.encoder['name'])\n"
-            "print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sklearn', 'trainables.methods.ce') if m in sys.modules))\n")
+            f"print('HEAVY', sorted(m for m in ('torch', 'transformers', 'sklearn', 'trainables.methods.{method}') "
+            "if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+
+
+def test_the_width_comes_from_the_models_config_json(tiny_model_dir, tmp_path):
+    import json
+
+    from trainables.encoder_names import config_width
+
+    assert config_width(tiny_model_dir) == 32 and config_width("default") == 384  # the tiny BERT, MiniLM-L6
+    for key in ("dim", "d_model", "n_embd"):  # DistilBERT; T5 and BART; GPT-2
+        (tmp_path / key).mkdir()
+        (tmp_path / key / "config.json").write_text(json.dumps({key: 768, "n_heads": 12}))
+        assert config_width(str(tmp_path / key)) == 768
+    (tmp_path / "none").mkdir()
+    (tmp_path / "none" / "config.json").write_text("{}")
+    assert config_width(str(tmp_path / "none")) is None and config_width("some-org/some-hub-model") is None
 
 
 def test_every_method_class_matches_its_declaration():
@@ -337,4 +364,4 @@ def test_every_method_class_matches_its_declaration():
         assert (cls.name, cls.params, cls.label_kind, cls.metric_names, cls.sts_metric_names) == (
             declared.name, declared.params, declared.label_kind, declared.metric_names, declared.sts_metric_names), name
         overrides_check = cls.check.__func__ is not Method.check.__func__  # the driver skips the others' check
-        assert declared.checks_encoder == overrides_check, name
+        assert (declared.check is not None) == overrides_check, name

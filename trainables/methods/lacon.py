@@ -24,8 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.methods.declarations import DECLARATIONS, LACON
-from trainables.errors import UserError
+from trainables.methods.declarations import DECLARATIONS, LACON, check_lacon
 from trainables.global_batch import global_batch
 from trainables.base import Method
 from trainables.losses.common import cosine
@@ -58,14 +57,7 @@ class LaCon(Method):
 
     @classmethod
     def check(cls, hp, hidden_size):
-        heads = hp.get("heads", cls.params["heads"].default)
-        if hidden_size % heads:
-            divisors = [k for k in range(1, min(hidden_size, 64) + 1) if hidden_size % k == 0]
-            raise UserError(f"heads={heads} does not divide the encoder's hidden size {hidden_size}; "
-                            f"allowed: a divisor of {hidden_size} such as {', '.join(map(str, divisors))}")
-        window = hp.get("fusion_window", cls.params["fusion_window"].default)
-        if window % 2 == 0:
-            raise UserError(f"fusion_window={window} is not allowed; allowed: an odd window")
+        check_lacon(hp, hidden_size)  # torch-free, in its declaration: the driver runs it before a sweep
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

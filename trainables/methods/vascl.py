@@ -23,12 +23,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from trainables.methods.declarations import VASCL
-from trainables.errors import UserError
+from trainables.methods.declarations import VASCL, check_vascl
 from trainables.global_batch import global_batch
 from trainables.losses.infonce import info_nce
 from trainables.losses.vascl import vascl_loss
-from trainables.params import LOOP_PARAMS
 from trainables.methods.representation import RepresentationMethod
 
 
@@ -43,10 +41,7 @@ class VaSCL(RepresentationMethod):
 
     @classmethod
     def check(cls, hp, hidden_size):
-        k = hp.get("neighbours", cls.params["neighbours"].default)
-        batch = hp.get("batch_size", LOOP_PARAMS["batch_size"].default)
-        if not 1 <= k <= batch - 1:
-            raise UserError(f"neighbours={k} is not allowed with batch_size={batch}; allowed: 1 <= neighbours <= batch_size - 1")
+        check_vascl(hp, hidden_size)  # torch-free, in its declaration: the driver runs it before a sweep
 
     def training_step(self, batch):
         # two dropout masks; the pairs of every rank (the neighbourhoods are the global batch's)

@@ -3,7 +3,8 @@ tracking server and the Ray address answer, one trial fits the local machine, an
 the searcher may give suits the encoder (docs/architecture.md, "The method interface": ``check``).
 
 May import: ``contrasweep.run.preflight``, ``contrasweep.search.registry``, ``contrasweep.errors``,
-``trainables`` (declarations; transformers only for methods that check against the encoder).
+``trainables`` (the methods' torch-free declarations and encoder names; transformers only for a
+plugin method's check).
 """
 
 from __future__ import annotations
@@ -56,25 +57,39 @@ def _local_gpus() -> float:
 
 
 def check_against_encoder(sweep: Sweep) -> None:
-    """Hyperparameters that depend on the encoder (e.g. LaCon's heads must divide its width)
-    are checked on the driver, before any trial starts: one line, not a failed sweep. Methods
-    whose declaration has no such check (``checks_encoder``) import neither transformers nor
-    torch here: a sweep's driver starts without them (about 3 s here)."""
+    """Hyperparameters a method cannot take (e.g. LaCon's heads must divide the encoder's width)
+    are checked on the driver for every value the searcher may give, before any trial starts:
+    one line, not a failed sweep. A declared method's check is torch-free
+    (``trainables.methods.declarations``) and the width comes from the model's config.json, so
+    the driver imports neither transformers nor torch for it (they took about 4 s here); a
+    plugin method's class is imported and given the width ``AutoConfig`` reads."""
+    from trainables.encoder_names import config_width
     from trainables.registry import declaration, get_method
 
-    if not getattr(declaration(sweep.method), "checks_encoder", True):  # a plugin class: check it
+    declared = declaration(sweep.method)
+    check, reads_width = getattr(declared, "check", None), getattr(declared, "reads_width", None)
+    if reads_width is None:  # a plugin class: its own check, with the width
+        check, reads_width = get_method(sweep.method).check, True
+    if check is None:
         return
+    hidden = 0
+    if reads_width:
+        hidden = config_width(sweep.encoder["name"]) or _auto_config_width(sweep.encoder["name"])
+        if hidden is None:
+            return  # unreadable config: load_encoder reports it with its own message
+    for config, where in candidate_configs(sweep):
+        try:
+            check(config, hidden)
+        except UserError as error:
+            raise UserError(f"{where}{error}") from None
+
+
+def _auto_config_width(name: str) -> int | None:
     from transformers import AutoConfig
 
     from trainables.encoder_names import resolve_model_path
 
     try:
-        hidden = int(AutoConfig.from_pretrained(resolve_model_path(sweep.encoder["name"])).hidden_size)
+        return int(AutoConfig.from_pretrained(resolve_model_path(name)).hidden_size)
     except (OSError, AttributeError, ValueError):
-        return  # unreadable config: load_encoder reports it with its own message
-    method = get_method(sweep.method)
-    for config, where in candidate_configs(sweep):
-        try:
-            method.check(config, hidden)
-        except UserError as error:
-            raise UserError(f"{where}{error}") from None
+        return None
