@@ -42,6 +42,9 @@ def test_a_stopped_train_run_frees_its_cpus_next_to_another_ray(tiny_model_dir, 
         # unlike the run before it; the 2e-4 run after it needs its CPUs back (three Train runs:
         # each starts a controller and two workers, about 10 s of imports apiece on 2 cores)
         grid={"lr": [1.0e-3, 1.0e-8, 2.0e-4]}, reported={"lr": 1.0e-3}, fixed={"epochs": 3},
+        # each trial's ranks evaluate the test split: no test phase after the sweep (its own
+        # process; tests/test_test_phase.py proves it)
+        evaluation={"test": "all"},
         sweep={"seeds": [0], "max_concurrent": 1, "metric": "train/loss", "mode": "min", "scheduler": "asha",
                "resources": {"cpu": 0.9, "workers": 2}, "asha": {"grace_period": 1, "reduction_factor": 2.0}},
     )

@@ -50,6 +50,9 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
     if not bind_all:
         loopback_only()
     env = worker_env()
+    # one machine, no cloud: no node can be preempted, and Ray Train's PreemptionWatcher (an
+    # actor process per Train run, about 3 s of CPU to start here) would watch for nothing
+    env.setdefault("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", os.environ.get("RAY_TRAIN_ENABLE_PREEMPTION_WATCHER", "0"))
     if dashboard:
         # Ray Train frees a stopped run's CPUs through the State API, which finds its server by
         # auto-detection: next to another local Ray it meets "multiple active Ray instances" and
