@@ -16,7 +16,10 @@ assertion reads MLflow, the Optuna study and the sweep folder, never the console
 
 The cases cover each searcher with one and two seeds and both schedulers (each searcher with
 both seed counts, each seed count and scheduler with every searcher kind), each killed at
-both points; the interrupted sweeps are shared between the assertions.
+both points; the interrupted sweeps are shared between the assertions. The ASHA cases test
+in every trial (``evaluation.test: all``: no test phase after the sweep, whose own resume
+tests/test_test_phase.py proves); the others test the selected configuration after the
+resumed sweep, as a sweep does by default.
 
 The drivers of most cases attach with ``--address`` to the suite's Ray (``ray_session``), as a
 user's drivers attach to a cluster: killing a driver then leaves Ray running (and its session
@@ -55,8 +58,11 @@ def _spec(tmp_path: Path, model_dir: str, searcher: str, seeds: list[int], sched
         sections = {"grid": None, "search": {"lr": {"loguniform": [1.0e-5, 1.0e-2]}}}
     if searcher == "moo":
         sweep.update(metric=["val/accuracy", "val/macro_f1"], mode=["max", "max"])
+    # the ASHA cases evaluate the test split in every trial (evaluation.test: all), so a resumed
+    # trial tests itself; the others test the selected configuration after the resumed sweep
+    evaluation = {"test": "all" if scheduler == "asha" else "reported"}
     return write_spec(tmp_path / "spec.yaml", model_dir, data={"k": 2}, fixed={"epochs": EPOCHS, "checkpoint_every": 1},
-                      sweep=sweep, **sections)
+                      sweep=sweep, evaluation=evaluation, **sections)
 
 
 def _env(tmp_path: Path) -> dict:
@@ -256,6 +262,13 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
             assert config.data.metrics["mean/best/val/accuracy"] == pytest.approx(np.mean(values))
             if len(values) > 1:
                 assert config.data.metrics["std/best/val/accuracy"] == pytest.approx(np.std(values, ddof=1))
+    # the test split: every complete repeat tested itself (ASHA cases), or the repeats of the one
+    # selected configuration were tested after the sweep
+    tested = {r.data.tags["mlflow.parentRunId"] for r in trials if "test/accuracy" in r.data.metrics}
+    if scheduler == "asha":
+        assert all("test/accuracy" in r.data.metrics for r in trials if r.data.tags["contrasweep.outcome"] == "complete")
+    else:
+        assert len(tested) == 1, tested
     parent = next(r for r in runs if r.data.tags["contrasweep.kind"] == "sweep")
     assert max(m.value for m in client.get_metric_history(parent.info.run_id, "trials/ended")) == total
 
