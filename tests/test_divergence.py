@@ -88,7 +88,8 @@ def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(ray_address, tiny_
 
     spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, reported={}, grid={"lr": [1.0, 1.0e-3]},
                       fixed={"epochs": 6, "batch_size": 4, "warmup_ratio": 0.0, "weight_decay": 10.0, "max_grad_norm": 0.0},
-                      sweep={"seeds": [0], "scheduler": "none", "max_concurrent": 1, "max_failures": 1})
+                      sweep={"seeds": [0], "scheduler": "none", "max_concurrent": 1, "max_failures": 1},
+                      evaluation={"test": "all"})  # the healthy trial tests itself: no test-phase process
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     out = subprocess.run([sys.executable, "-m", "contrasweep", "--root", str(tmp_path / "sweeps"), "run", str(spec),
@@ -107,6 +108,7 @@ def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(ray_address, tiny_
     by_lr = {float(r.data.params["hp.lr"]): r for r in trials}
     assert set(by_lr) == {1.0, 1.0e-3}, [r.data.params for r in trials]
     diverged, healthy = by_lr[1.0], by_lr[1.0e-3]
+    assert "test/accuracy" in healthy.data.metrics and "test/accuracy" not in diverged.data.metrics
     assert (diverged.info.status, diverged.data.tags["contrasweep.outcome"]) == ("FAILED", "failed")
     assert "TrainingDiverged: train/loss is nan at step" in diverged.data.tags["contrasweep.error"]
     step = int(diverged.data.tags["contrasweep.error_step"])

@@ -188,7 +188,8 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
     folder = tmp_path / "sweeps" / "x"
     spec = write_spec(tmp_path / "x.yaml", tiny_model_dir, data={"k": 2},
                       fixed={"epochs": epochs, "batch_size": 8, "checkpoint_every": 1},
-                      sweep={"scheduler": "none", "seeds": [0], "max_concurrent": 1})
+                      sweep={"scheduler": "none", "seeds": [0], "max_concurrent": 1},
+                      evaluation={"test": "all"})  # each trial tests itself: no test-phase process per driver
 
     def start(*args) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "contrasweep", *args, "--address", ray_address], cwd=tmp_path,
