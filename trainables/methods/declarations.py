@@ -1,5 +1,11 @@
 """What each method declares for a spec, without torch: its hyperparameters (validated like
-the loop's own, ``trainables.params``), the labels it takes and the metrics it reports.
+the loop's own, ``trainables.params``), the labels it takes, the metrics it reports and the
+check of a combination it cannot take (LaCon's heads against the encoder's width, VaSCL's
+neighbours against the batch, ABALONE's ``init_from``), which its class runs when it is built
+and the driver runs before a sweep.
+
+May import: ``trainables.params``, ``trainables.errors`` (and ``trainables.warm_start``, torch,
+only to look for an ABALONE ``init_from`` file).
 
 Each method class takes these as its class attributes (``params = CE``), and the spec
 (``contrasweep.spec``) reads them through ``trainables.registry.declaration`` without importing
