@@ -11,7 +11,7 @@
 # rounding changes the weights by < 1e-3, which the epochs part's timings do not see), and the
 # wheels of datasets, dill and multiprocess (contrasweep.data tokenises through datasets).
 # run writes $OUT/gpu_suite.log and $OUT/gs/*.json|md (what the device tool brings back), then
-# copy the JSON and Markdown to docs/measurements/ and the numbers to the README's Performance row.
+# copy the JSON and Markdown to docs/measurements/ and the numbers to the GPU row of docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SITE=.gpu_site

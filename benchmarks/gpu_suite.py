@@ -19,7 +19,7 @@ the bundled MiniLM and BBC News: ``benchmarks/gpu_machine.sh`` packs what a lent
 
 Each part runs in this process and writes its own JSON next to the suite's; a part that fails is
 recorded with its error and the others go on. The suite writes ``gpu_suite.json`` (every part's
-record and one row per goal) and ``gpu_suite.md`` (the rows as the README's Performance table
+record and one row per goal) and ``gpu_suite.md`` (the rows as docs/performance.md's table
 takes them). Not a test; run it as
 
     python benchmarks/gpu_suite.py                          # a GPU machine: BERT-base, bf16, 100 steps

@@ -1,7 +1,7 @@
 """``benchmarks/gpu_suite.py``, every GPU goal in one command: its help, and a CPU dry run of the
 mechanics (tiny BERT, 2 steps) that runs every part and writes its JSON and Markdown table with
 one row per goal, without importing Ray, MLflow or Optuna. The GPU numbers come from a machine
-with a GPU (README Performance)."""
+with a GPU (docs/performance.md)."""
 
 from __future__ import annotations
 

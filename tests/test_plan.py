@@ -176,7 +176,7 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
     command's wall time. Here the sweep's fixed overheads dominate (Ray's start, the trial
     processes' imports), and the plan charges them as constants measured on this machine, whose
     speed varies between sessions: the same run took 38.2 s and 21.3 s on two machines of
-    2026-11-26 against one estimate of 41-44 s; the README's Performance table holds the estimate's
+    2026-11-26 against one estimate of 41-44 s; docs/performance.md holds the estimate's
     accuracy on real sweeps."""
     spec = write_spec(tmp_path / "tiny.yaml", tiny_model_dir, grid={"lr": [1.0e-3, 1.0e-4, 3.0e-4]},
                       fixed={"epochs": 3, "batch_size": 8, "warmup_ratio": 0.0}, sweep={"scheduler": "none"})
