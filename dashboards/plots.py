@@ -2,7 +2,8 @@
 the caller's pyplot state is left alone). Each function writes one PNG and returns its path.
 
 * ``curves``: a metric against a data axis (LaCon Fig. 2: k; Fig. 3: ρ; Fig. 6: classes) or
-  a hyperparameter (Fig. 5: τ, λ, heads), mean ± std error bars, one line per series;
+  a hyperparameter (Fig. 5: τ, λ, heads), mean ± std error bars cut at a bounded metric's
+  range, one line per series; ``write_data``: the numbers it draws, as CSV;
 * ``front``: a two-metric scatter of configuration means with the non-dominated ones joined;
 * ``embedding``: a 2-D map of instance embeddings coloured by class, label embeddings as stars;
 * ``bars``: horizontal bars per name, one colour per series (hyperparameter importance per setting).
@@ -10,7 +11,8 @@ the caller's pyplot state is left alone). Each function writes one PNG and retur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -19,6 +21,43 @@ class Series:
     x: list  # numbers, or strings for a categorical axis
     mean: list[float]
     std: list[float]
+    n: list[int] = field(default_factory=list)  # repeats behind each point (the figure's CSV)
+
+
+# the range of a bounded metric (its last path part), where its error bars stop
+BOUNDS = {"accuracy": (0.0, 1.0), "macro_f1": (0.0, 1.0), "micro_f1": (0.0, 1.0), "f1": (0.0, 1.0),
+          "precision": (0.0, 1.0), "recall": (0.0, 1.0), "nmi": (0.0, 1.0), "mcc": (-1.0, 1.0),
+          "sts_spearman": (-1.0, 1.0)}
+
+
+def bounds(metric: str) -> tuple[float, float] | None:
+    """``(low, high)`` of a bounded metric such as ``test/accuracy`` or ``best/val/mcc``; None
+    for one without bounds (a loss, seconds)."""
+    return BOUNDS.get(metric.rsplit("/", 1)[-1])
+
+
+def error_bars(series: Series, metric: str) -> list[list[float]]:
+    """Below and above each mean: the sample std, cut at the metric's range (an accuracy's bar
+    never runs below 0 or above 1)."""
+    low, high = bounds(metric) or (-math.inf, math.inf)
+    return [[min(s, m - low) for m, s in zip(series.mean, series.std)],
+            [min(s, high - m) for m, s in zip(series.mean, series.std)]]
+
+
+def write_data(series: list[Series], metric: str, path: str) -> str:
+    """The numbers a figure draws, as CSV next to its PNG: series, x, metric, mean, std, the
+    error bar's ends, n."""
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        out = csv.writer(fh, lineterminator="\n")
+        out.writerow(["series", "x", "metric", "mean", "std", "bar_low", "bar_high", "n"])
+        for s in series:
+            below, above = error_bars(s, metric)
+            for i, x in enumerate(s.x):
+                out.writerow([s.label, x, metric, s.mean[i], s.std[i], s.mean[i] - below[i], s.mean[i] + above[i],
+                              s.n[i] if i < len(s.n) else ""])
+    return path
 
 
 def _figure(size=(6.4, 4.4)):
@@ -39,6 +78,7 @@ def _numeric(values) -> bool:
 
 
 def curves(series: list[Series], xlabel: str, ylabel: str, title: str, path: str, log_x: bool = False) -> str:
+    """``ylabel`` is the metric drawn: its error bars stop at its range (``bounds``)."""
     fig = _figure()
     ax = fig.add_subplot()
     every_x = [x for s in series for x in s.x]
@@ -47,7 +87,9 @@ def curves(series: list[Series], xlabel: str, ylabel: str, title: str, path: str
     for s in series:
         order = sorted(range(len(s.x)), key=lambda i: float(s.x[i]) if numeric else categories.index(str(s.x[i])))
         xs = [float(s.x[i]) if numeric else categories.index(str(s.x[i])) for i in order]
-        ax.errorbar(xs, [s.mean[i] for i in order], yerr=[s.std[i] for i in order], marker="o", capsize=3, label=s.label)
+        below, above = error_bars(s, ylabel)
+        ax.errorbar(xs, [s.mean[i] for i in order], yerr=[[below[i] for i in order], [above[i] for i in order]],
+                    marker="o", capsize=3, label=s.label)
     if not numeric:
         ax.set_xticks(range(len(categories)), categories)
     elif log_x:

@@ -114,10 +114,11 @@ def table_section(title: str, table: tables.Table, stem: Path, note: str = "") -
 
 def curve_sections(records: list[SweepRecord], out: Path) -> list[Section]:
     """For every data axis with two or more values: the selected configurations' test metric
-    against it, one line per sweep and combination of the other setting axes."""
+    against it (their best validation value where one was not tested, and the figure says so),
+    one line per sweep and combination of the other setting axes."""
     sections = []
     for axis, meaning in CURVE_AXES.items():
-        series: dict[str, plots.Series] = {}
+        points: dict[str, list[tuple[SweepRecord, Group, str]]] = {}
         for record in records:
             for group in record.selected.values():
                 setting = tables.parse_setting(group.setting)
@@ -125,17 +126,18 @@ def curve_sections(records: list[SweepRecord], out: Path) -> list[Section]:
                     continue
                 others = " ".join(f"{k}={v}" for k, v in setting.items() if k != axis)
                 label = f"{record.method} ({record.name})" + (f" {others}" if others else "")
-                stats = group.stats(record.shown(group, record.test_metric))
-                line = series.setdefault(label, plots.Series(label, [], [], []))
-                line.x.append(setting[axis])
-                line.mean.append(stats["mean"])
-                line.std.append(stats["std"])
-        if len({x for s in series.values() for x in s.x}) < 2:
+                points.setdefault(label, []).append((record, group, setting[axis]))
+        if len({x for found in points.values() for _, _, x in found}) < 2:
             continue
+        tested = all(r.figure_metric([g]) == r.test_metric for found in points.values() for r, g, _ in found)
+        series = [_series(label, [(g, x) for _, g, x in found], _drawn(found[0][0], tested))
+                  for label, found in points.items()]
+        metric = _drawn(records[0], tested)
         path = str(out / f"curve_{axis}.png")
-        metric = records[0].test_metric
-        plots.curves(list(series.values()), meaning, metric, f"{metric} vs {axis}", path, log_x=axis in ("k", "n_total"))
-        sections.append(Section(f"{metric} against {axis}", images=[(path, f"selected configuration per setting; mean ± std over repeats; x: {meaning}")]))
+        plots.curves(series, meaning, metric, f"{metric} vs {axis}", path, log_x=axis in ("k", "n_total"))
+        data = plots.write_data(series, metric, str(out / f"curve_{axis}.csv"))
+        sections.append(Section(f"{metric} against {axis}", files=[data], images=[(
+            path, f"selected configuration per setting; mean ± std over repeats; x: {meaning}{_untested(tested)}")]))
     return sections
 
 
@@ -143,32 +145,42 @@ def sensitivity_sections(records: list[SweepRecord], out: Path) -> list[Section]
     sections = []
     for record in records:
         for hp in record.varied:
-            series = []
+            lines = []
             for setting, best in record.selected.items():
-                line = _sensitivity_line(record, hp, setting, best)
-                if line is not None:
-                    series.append(line)
-            if not series:
+                found = [g for g in record.groups if on_slice(g, best, hp, record.varied)]
+                if len({g.hp[hp] for g in found}) >= 2:
+                    lines.append((setting, found))
+            if not lines:
                 continue
-            path = str(out / f"sensitivity_{_slug(record.name)}_{_slug(hp)}.png")
-            metric = record.test_metric
+            metric = record.figure_metric([g for _, found in lines for g in found])
+            series = [_series(setting or record.name, [(g, g.hp[hp]) for g in found], metric) for setting, found in lines]
+            stem = f"sensitivity_{_slug(record.name)}_{_slug(hp)}"
+            path = str(out / f"{stem}.png")
             plots.curves(series, hp, metric, f"{record.name}: {metric} vs {hp}", path)
-            sections.append(Section(f"{record.name}: sensitivity to {hp}", images=[(
+            data = plots.write_data(series, metric, str(out / f"{stem}.csv"))
+            sections.append(Section(f"{record.name}: sensitivity to {hp}", files=[data], images=[(
                 path, "complete configurations equal to the selected one in every other searched hyperparameter; "
-                      "mean ± std over repeats (LaCon Fig. 5)")]))
+                      f"mean ± std over repeats (LaCon Fig. 5){_untested(metric == record.test_metric)}")]))
     return sections
 
 
-def _sensitivity_line(record: SweepRecord, hp: str, setting: str, best: Group) -> plots.Series | None:
-    found = [g for g in record.groups if on_slice(g, best, hp, record.varied)]
-    if len({g.hp[hp] for g in found}) < 2:
-        return None
-    line = plots.Series(setting or record.name, [], [], [])
-    for group in found:
-        stats = group.stats(record.shown(group, record.test_metric))
-        line.x.append(group.hp[hp])
+def _drawn(record: SweepRecord, tested: bool) -> str:
+    return record.test_metric if tested else selection_key(record.metric)
+
+
+def _untested(tested: bool) -> str:
+    return "" if tested else ("; validation values: not every configuration drawn was evaluated on the test "
+                              "split (evaluation.test: reported tests the selected ones)")
+
+
+def _series(label: str, points: list[tuple[Group, object]], metric: str) -> plots.Series:
+    line = plots.Series(label, [], [], [], [])
+    for group, x in points:
+        stats = group.stats(metric)
+        line.x.append(x)
         line.mean.append(stats["mean"])
         line.std.append(stats["std"])
+        line.n.append(stats["n"])
     return line
 
 

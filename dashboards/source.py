@@ -68,8 +68,18 @@ class SweepRecord:
 
     def shown(self, group: Group, metric: str) -> str:
         """The value a table shows for ``group``: ``metric`` if its repeats have it, else the
-        best validation value (representation methods report no test twin of every metric)."""
+        best validation value (representation methods report no test twin of every metric),
+        which the table marks as validation (``dashboards.tables.Cell``)."""
         return metric if group.values(metric) else selection_key(self.metric)
+
+    def figure_metric(self, plotted: list[Group]) -> str:
+        """What a figure of ``plotted`` draws on its y axis: the test metric where every one of
+        them was tested, else all of them at their best validation value, and the figure says
+        so. Never a mix: with ``evaluation.test: reported`` a searcher tests only the selected
+        configuration, and a slice drawn on a test axis would put validation numbers there."""
+        if all(group.values(self.test_metric) for group in plotted):
+            return self.test_metric
+        return selection_key(self.metric)
 
 
 def find_parent(client, name: str):

@@ -47,6 +47,8 @@ class Cell:
         if self.n == 0 or math.isnan(self.mean):
             return "–"
         out = f"{self.mean:.4f} ± {self.std:.4f}"
+        if "val/" in self.metric:  # no test value: the best validation one, said so (SweepRecord.shown)
+            out += " (validation)"
         if self.p_value is not None:
             out += f" (p={self.p_value:.3g})" if not math.isnan(self.p_value) else " (p=n/a)"
         return out

@@ -48,6 +48,13 @@ def test_report_tables_sections_and_artifacts(report_sweeps):
     for name in ("report.html", "main_table.csv", "main_table.md", "curve_k.png", "tsne.png",
                  "configurations_lacon-small.csv", "sensitivity_lacon-small_temperature.png"):
         assert (out / name).stat().st_size > 0, name
+    import csv
+
+    for name in ("curve_k.csv", "sensitivity_ce-small_lr.csv", "sensitivity_lacon-small_temperature.csv"):
+        with open(out / name) as fh:  # a grid tests its selected configurations' slices: drawn on test
+            drawn = list(csv.DictReader(fh))
+        assert len(drawn) >= 2 and {r["metric"] for r in drawn} == {"test/accuracy"}, (name, drawn)
+        assert all(0.0 <= float(r["bar_low"]) <= float(r["bar_high"]) <= 1.0 for r in drawn), (name, drawn)
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") == sum(len(s.images) for s in report.sections) >= 6
     assert "src='http" not in page and 'src="http' not in page  # self-contained

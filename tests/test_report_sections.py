@@ -74,14 +74,17 @@ def test_curves_sensitivity_pareto_and_html(tmp_path):
     assert curve.title == "test/accuracy against rho" and (tmp_path / "curve_rho.png").stat().st_size > 1000
     sensitivity = report.sensitivity_sections([sweep], tmp_path)
     assert [s.title for s in sensitivity] == ["lacon-c: sensitivity to temperature", "lacon-c: sensitivity to lam"]
-    line = report._sensitivity_line(sweep, "temperature", "rho=0.1", sweep.selected["rho=0.1"])
-    assert line.x == ["0.1", "0.5"]  # lam held at the selected 0.5
-    assert line.mean == pytest.approx([0.8 - 0.075, 0.6 - 0.075])
+    import csv
+
+    with open(tmp_path / "sensitivity_lacon-c_temperature.csv") as fh:
+        drawn = [r for r in csv.DictReader(fh) if r["series"] == "rho=0.1"]
+    assert [r["x"] for r in drawn] == ["0.1", "0.5"]  # lam held at the selected 0.5
+    assert [float(r["mean"]) for r in drawn] == pytest.approx([0.8 - 0.075, 0.6 - 0.075])
+    assert {r["metric"] for r in drawn} == {"test/accuracy"} and [r["n"] for r in drawn] == ["2", "2"]
     fronts = report.pareto_sections([sweep], tmp_path)
     assert len(fronts) == 2 and {p.name for p in tmp_path.glob("pareto_*.png")} == {
         "pareto_lacon-c_rho0.1.png", "pareto_lacon-c_rho0.5.png"}
     rows = [r for r in fronts[0].files if r.endswith(".csv")]
-    import csv
 
     with open(rows[0]) as fh:
         on = {(r["hp.temperature"], r["hp.lam"]) for r in csv.DictReader(fh) if r["on_front"] == "True"}
@@ -89,6 +92,35 @@ def test_curves_sensitivity_pareto_and_html(tmp_path):
     assert on == {("0.1", "0.5"), ("0.5", "0.5")}
     page = report.render([sweep], [curve, *sensitivity, *fronts])
     assert page.count("data:image/png;base64,") == 1 + 2 + 2 and "<table>" in page
+
+
+def test_a_figure_never_draws_a_validation_number_on_a_test_axis(tmp_path):
+    """evaluation.test: reported with a searcher tests only the selected configuration: its
+    sensitivity figure draws every configuration at its best validation value and says so (a
+    test axis would mix the two); a tested slice is drawn on test; an accuracy's error bars stop
+    at 0 and 1."""
+    import csv
+
+    selected = group("", {"lr": "0.001"}, reps([0.9, 0.3], [0.95, 0.25]))
+    untested = [group("", {"lr": lr}, [{"best/val/accuracy": v} for v in vals])
+                for lr, vals in (("0.0001", [0.5, 0.6]), ("1e-05", [0.02, 0.98]))]
+    sweep = record("opt", "ce", [selected, *untested], grid={"lr": []})
+    (section,) = report.sensitivity_sections([sweep], tmp_path)
+    with open(tmp_path / "sensitivity_opt_lr.csv") as fh:
+        drawn = list(csv.DictReader(fh))
+    assert {r["metric"] for r in drawn} == {"best/val/accuracy"} and len(drawn) == 3
+    assert [float(r["mean"]) for r in drawn] == pytest.approx([0.6, 0.55, 0.5])  # validation, the selected one too
+    assert "validation values" in section.images[0][1]
+    assert all(0.0 <= float(r["bar_low"]) <= float(r["mean"]) <= float(r["bar_high"]) <= 1.0 for r in drawn)
+    assert float(drawn[2]["bar_low"]) == pytest.approx(0.0) and float(drawn[2]["bar_high"]) == pytest.approx(1.0)
+    for other in untested:  # once every configuration on the slice is tested, the figure draws test
+        for repeat in other.repeats:
+            repeat["metrics"]["test/accuracy"] = 0.5
+    report.sensitivity_sections([sweep], tmp_path)
+    with open(tmp_path / "sensitivity_opt_lr.csv") as fh:
+        assert {r["metric"] for r in csv.DictReader(fh)} == {"test/accuracy"}
+    # a table cell without a test value shows the validation one, marked
+    assert tables.Cell("best/val/accuracy", 0.5, 0.1, 2).text() == "0.5000 ± 0.1000 (validation)"
 
 
 def test_scl_moo_fronts_section(tmp_path):

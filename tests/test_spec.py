@@ -32,6 +32,33 @@ def test_every_search_space_file_loads():
         assert sweep.method
 
 
+@pytest.mark.parametrize("path", sorted((ROOT / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_search_space_file_loads_for_a_smoke_test(path):
+    """--smoke-test (``load_spec(..., smoke=True)``): one epoch wherever the spec sets its epochs,
+    fixed or searched (ABALONE's grid searches them), the first 2 grid trials, 2 samples."""
+    sweep = load_spec(path, smoke=True)
+    assert sweep.max_epochs == 1 and sweep.num_samples <= 2
+    assert 1 <= len(sweep.grid_configs()) <= 2 and all(c["epochs"] == 1 for c in sweep.grid_configs())
+    assert sweep.experiment == load_spec(path).experiment  # the CLI adds "-smoke"
+
+
+def test_a_smoke_test_cuts_the_epochs_where_the_spec_sets_them(tmp_path):
+    def _write(raw: dict) -> Path:
+        (tmp_path / "s.yaml").write_text(yaml.safe_dump(raw))
+        return tmp_path / "s.yaml"
+
+    fixed = load_spec(_write(base(reported={"lr": 2.0e-5, "epochs": 7})), smoke=True)
+    assert fixed.fixed["epochs"] == 1 and "epochs" not in fixed.reported
+    grid = base(grid=[{"lr": [1.0e-5], "epochs": [10, 40]}, {"lr": [2.0e-5], "epochs": [80]}], fixed={},
+                reported={"lr": 2.0e-5, "epochs": 80}, search={"lr": {"choice": [1.0e-5, 2.0e-5]}, "epochs": {"choice": [80]}})
+    searched = load_spec(_write(grid), smoke=True)
+    assert searched.grids == [{"lr": [1.0e-5], "epochs": [1]}, {"lr": [2.0e-5], "epochs": [1]}]
+    assert searched.reported["epochs"] == 1 and searched.domains["epochs"].largest() == 1 and "epochs" not in searched.fixed
+    assert searched.grid_limit == 2 and load_spec(_write(grid)).grid_limit is None
+    with pytest.raises(SpecError, match="epochs is both fixed and searched"):  # a user's own --set still is checked
+        load_spec(_write(grid), ["fixed.epochs=1"], smoke=True)
+
+
 def test_ce_yaml_grid_is_lacon_section_3_1():
     sweep = load_spec(ROOT / "search_spaces" / "ce.yaml")
     assert sweep.grid["lr"] == [1e-5, 2e-5, 3e-5]

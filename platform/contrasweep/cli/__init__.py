@@ -42,8 +42,7 @@ def cmd_run(args) -> int:
     overrides = list(args.overrides)
     if args.smoke_test:
         load_spec(args.spec, overrides)  # the spec as written must be valid: --smoke-test never hides a bad value
-        overrides += ["fixed.epochs=1", "sweep.num_samples=2"]
-    sweep = load_spec(args.spec, overrides)
+    sweep = load_spec(args.spec, overrides, smoke=args.smoke_test)
     if args.smoke_test:  # its own experiment: smoke runs never mix into comparisons
         sweep.experiment = f"{sweep.experiment}-smoke"
         sweep.raw.setdefault("tracking", {})["experiment"] = sweep.experiment
@@ -52,8 +51,6 @@ def cmd_run(args) -> int:
 
         sweep.storage = storage_location(args.storage, "--storage")
         sweep.raw.setdefault("sweep", {})["storage"] = sweep.storage
-    if args.smoke_test:
-        _smoke(sweep)
     if args.name is not None:
         from contrasweep.spec.load import _name
 
@@ -72,11 +69,6 @@ def cmd_run(args) -> int:
     code = _summary(results, sweep.objective.metric, sweep.objective.mode, name, status, sweep, root)
     _auto_report(root, name, status, tsne=not args.no_tsne)
     return code
-
-
-def _smoke(sweep) -> None:
-    """--smoke-test: 1 epoch (forced above) and at most 2 trials."""
-    sweep.grid_limit = 2
 
 
 def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None, root=None) -> int:

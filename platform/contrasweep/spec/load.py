@@ -68,7 +68,9 @@ def _unique_mapping(loader: UniqueKeyLoader, node, deep: bool = False):
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
-def load_spec(path: str | os.PathLike, overrides: list[str] | None = None) -> Sweep:
+def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke: bool = False) -> Sweep:
+    """The spec at ``path`` with its ``--set`` overrides, validated; ``smoke``: cut to one epoch
+    and two trials after the overrides (``--smoke-test``, ``contrasweep.spec.smoke``)."""
     path = Path(path)
     if not path.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist; allowed: a path to a sweep YAML (see search_spaces/)")
@@ -90,7 +92,14 @@ def load_spec(path: str | os.PathLike, overrides: list[str] | None = None) -> Sw
         raise SpecError(f"spec file {str(path)!r} must hold a YAML mapping with keys {', '.join(TOP_KEYS)}")
     for item in overrides or []:
         apply_override(raw, item)
-    return validate(raw)
+    if not smoke:
+        return validate(raw)
+    from contrasweep.spec.smoke import TRIALS, smoke_raw
+
+    smoke_raw(raw)
+    sweep = validate(raw)
+    sweep.grid_limit = TRIALS  # the first two grid trials (a searcher: num_samples above)
+    return sweep
 
 
 def apply_override(raw: dict, item: str) -> None:
