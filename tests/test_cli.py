@@ -39,7 +39,8 @@ def test_bad_data_column(tmp_path, tiny_model_dir):
     csv.write_text("sentence,label\nhello,a\nworld,b\n")
     spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, data={"source": str(csv), "protocol": "full", "k": None})
     proc = run_cli("run", str(spec), cwd=tmp_path, env={"CONTRASWEEP_HOME": str(tmp_path / "sw"), "CONTRASWEEP_CACHE": str(tmp_path / "c")})
-    assert_user_error(proc, "column 'text' not found; available columns: sentence, label")
+    assert_user_error(proc, "column 'text' not found; available columns: sentence, label; allowed: name the column "
+                            "with data.text, e.g. data.text: sentence")
 
 
 def test_resume_unknown_sweep(tmp_path):
@@ -115,7 +116,7 @@ def test_heads_not_dividing_the_encoder_width_fails_before_any_trial(tmp_path, t
 
 @pytest.mark.parametrize("overrides, fragment", [
     (["fixed.neighbours=8"], "neighbours=8 is not allowed with batch_size=8; allowed: 1 <= neighbours <= batch_size - 1"),
-    (["fixed.neighbours=3", "evaluation.sts=missing.csv"], "evaluation.sts file 'missing.csv' does not exist"),
+    (["fixed.neighbours=3", "evaluation.sts=missing.csv"], "missing.csv' does not exist"),
     (["fixed.delta=-1"], "fixed.delta=-1 is not allowed; allowed: a number in (0, 1e+06]"),
 ])
 def test_vascl_bad_input_fails_before_any_trial(tmp_path, tiny_model_dir, overrides, fragment):

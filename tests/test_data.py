@@ -132,6 +132,35 @@ def test_missing_column_lists_available_columns(run, toy_csv):
     _one_line_error(excinfo, "column 'body' not found", "available columns: text, label")
 
 
+def test_a_label_column_under_another_name_is_suggested(run, tmp_path):
+    path = _write_csv(tmp_path / "s.csv", [{"text": _text(i), "sentiment": "pos" if i % 2 else "neg"} for i in range(20)])
+    with pytest.raises(DataError) as excinfo:
+        run(source=path)
+    _one_line_error(excinfo, "column 'label' not found", "available columns: text, sentiment",
+                    "allowed: name the column with data.label, e.g. data.label: sentiment")
+
+
+def test_dropped_rows_are_counted_by_reason_and_a_stray_class_is_named(run, tmp_path):
+    """An empty text, an empty label and a one-row label '7' (a typo): the two rows dropped are
+    counted in the prepared stats (which the sweep logs as data_stats.json) and the notes the
+    console prints name them and the class that some split lacks; a cache hit says the same."""
+    from contrasweep.data.prepare import data_notes
+
+    rows = _rows() + [{"text": " ", "label": "apple"}, {"text": "orphan", "label": ""}, {"text": "odd one", "label": "7"}]
+    source = _write_csv(tmp_path / "dirty.csv", rows)
+    prep = run(source=source, protocol="full")
+    assert prep.dropped == {"train": {"no label": 1, "empty text": 1}}
+    assert prep.stats["train"]["n"] + prep.stats["validation"]["n"] + prep.stats["test"]["n"] == sum(COUNTS.values()) + 1
+    notes = data_notes(prep.stats, prep.dropped)
+    assert notes[0] == "dropped 2 rows of the source's train split: 1 empty text, 1 no label"
+    (stray,) = [n for n in notes if n.startswith("class '7'")]
+    assert "has no row in" in stray and "stray label" in stray and len(notes) == 2
+    again = run(source=source, protocol="full")
+    assert again.cache_hit and data_notes(again.stats, again.dropped) == notes
+    clean = run(source=_write_csv(tmp_path / "clean.csv", _rows()), protocol="full")
+    assert clean.dropped == {} and data_notes(clean.stats, clean.dropped) == []
+
+
 def test_bad_max_length(toy_csv, tiny_model_dir, cache_dir):
     with pytest.raises(DataError) as excinfo:
         prepare({"source": toy_csv}, tokenizer=tiny_model_dir, max_length=2)

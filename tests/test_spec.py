@@ -59,6 +59,27 @@ def test_a_smoke_test_cuts_the_epochs_where_the_spec_sets_them(tmp_path):
         load_spec(_write(grid), ["fixed.epochs=1"], smoke=True)
 
 
+def test_a_relative_data_path_in_a_spec_is_read_from_the_specs_folder(tmp_path, monkeypatch):
+    """In the spec file: from the spec's folder, wherever the command runs; with --set: from the
+    working directory, as any shell path; a missing file's error says which base was used."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    for where in (folder / "d.csv", tmp_path / "e.csv"):
+        where.write_text("text,label\na,x\nb,y\n")
+    spec = folder / "s.yaml"
+    spec.write_text(yaml.safe_dump(base(data={"source": "d.csv", "protocol": "full"})))
+    monkeypatch.chdir(tmp_path)
+    sweep = load_spec(spec)
+    assert sweep.data["source"] == str(folder.resolve() / "d.csv") == sweep.raw["data"]["source"]
+    assert load_spec(spec, ["data.source=e.csv"]).data["source"] == str(tmp_path.resolve() / "e.csv")
+    spec.write_text(yaml.safe_dump(base(data={"source": "e.csv", "protocol": "full"})))
+    with pytest.raises(UserError) as excinfo:
+        load_spec(spec)
+    message = str(excinfo.value)
+    assert str(folder.resolve() / "e.csv") in message and "read from the spec's folder" in message
+    assert "\n" not in message
+
+
 def test_ce_yaml_grid_is_lacon_section_3_1():
     sweep = load_spec(ROOT / "search_spaces" / "ce.yaml")
     assert sweep.grid["lr"] == [1e-5, 2e-5, 3e-5]

@@ -160,7 +160,8 @@ def _file_path(value: Any, key: str) -> str:
     if not path.lower().endswith(FILE_SUFFIXES):
         raise DataError(_SOURCE_HELP.format(value=repr(os.fspath(value))))
     if not os.path.isfile(path):
-        raise DataError(f"{key}: file not found: {path}")
+        raise DataError(f"{key}: file not found: {path} (a relative path in a spec file is read from the spec's "
+                        "folder, one given with --set from the working directory)")
     return path
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -34,6 +34,7 @@ class PreparedData:
     cache_hit: bool
     stats: dict  # {split: {"n": rows, "per_class": {label name: rows}}}
     is_pair: bool
+    dropped: dict = field(default_factory=dict)  # {source split: {reason: rows}} (sources.RawData.dropped)
 
 
 def prepare(
@@ -62,6 +63,7 @@ def prepare(
         "format": FORMAT_VERSION,
         "label_names": names,
         "stats": split_stats(splits, names),
+        "dropped": raw.dropped,
         "is_pair": cfg.is_pair,
         "config": cfg.to_dict(),
         "tokenizer": str(tokenizer),
@@ -95,11 +97,31 @@ def split_stats(splits: dict[str, pa.Table], names: list[str]) -> dict:
     return out
 
 
+def data_notes(stats: dict, dropped: dict) -> list[str]:
+    """What a user should know about prepared data besides its sizes: the source rows dropped
+    and why (``PreparedData.dropped``), and each class that some split has no row of (a stray
+    label such as a typo: it is never learned, or never judged, there)."""
+    notes = []
+    for split, reasons in dropped.items():
+        total = sum(reasons.values())
+        parts = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))  # the cache's JSON sorts them too
+        notes.append(f"dropped {total} {'row' if total == 1 else 'rows'} of the source's {split} split: {parts}")
+    splits = [s for s in SPLITS if isinstance(stats.get(s), dict) and stats[s].get("n")]
+    names = list(stats[splits[0]].get("per_class", {})) if splits else []
+    for name in names:
+        counts = {s: stats[s]["per_class"].get(name, 0) for s in splits}
+        if 0 in counts.values():
+            sizes = " / ".join(f"{s} {n}" for s, n in counts.items())
+            notes.append(f"class {name!r} has no row in {', '.join(s for s, n in counts.items() if not n)} "
+                         f"({sizes} rows): it is never learned or never judged there (a stray label?)")
+    return notes
+
+
 def _prepared(path: Path, key: str, meta: dict, cache_hit: bool) -> PreparedData:
     names = list(meta["label_names"])
     return PreparedData(
         path=str(path), label_names=names, num_labels=len(names), key=key,
-        cache_hit=cache_hit, stats=meta["stats"], is_pair=bool(meta["is_pair"]),
+        cache_hit=cache_hit, stats=meta["stats"], is_pair=bool(meta["is_pair"]), dropped=meta.get("dropped") or {},
     )
 
 

@@ -7,7 +7,8 @@ bundled corpora) and ``load()`` → :class:`RawData`: Arrow tables with the colu
 Label names: the ``ClassLabel`` names for hub datasets; otherwise the sorted unique values
 (numbers sorted numerically, then written as strings). Rows without a label (null, NaN,
 or ``-1`` in a hub ``ClassLabel`` column, e.g. GLUE's unlabelled test split) or without
-text are dropped. A ``-1`` in a local file is a real class, not "unlabelled".
+text are dropped, counted per split and reason (``RawData.dropped``, which the sweep's first
+lines and its ``data_stats.json`` show). A ``-1`` in a local file is a real class, not "unlabelled".
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,6 +36,7 @@ TEST_NAMES = ("test", "test_matched")
 class RawData:
     splits: dict[str, pa.Table]  # "train", and "validation"/"test" when the source has them
     label_names: list[str]
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict)  # {split: {"no label": n, "empty text": n}}
 
 
 def open_source(cfg: DataConfig):
@@ -166,7 +168,11 @@ def _read_json(path: str, suffix: str) -> pa.Table:
 def normalize(tables: dict[str, pa.Table], cfg: DataConfig, where: str, class_names=None) -> RawData:
     """Pick and rename the configured columns, drop unlabelled rows, encode labels."""
     picked = {split: _pick_columns(table, cfg, f"{where} ({split})") for split, table in tables.items()}
-    picked = {split: _drop_missing(table, split, class_names) for split, table in picked.items()}
+    dropped = {}
+    for split, table in picked.items():
+        picked[split], reasons = _drop_missing(table, split, class_names)
+        if reasons:
+            dropped[split] = reasons
     if picked["train"].num_rows == 0:
         raise DataError(f"{where}: the train split has no row with both a text and a label (empty or missing cells "
                         "are dropped); allowed: rows with a non-empty text and label")
@@ -178,15 +184,18 @@ def normalize(tables: dict[str, pa.Table], cfg: DataConfig, where: str, class_na
         raise DataError(
             f"{where}: column {cfg.label!r} has {len(class_names)} class(es) {class_names}; allowed: at least 2"
         )
-    return RawData(picked, [str(n) for n in class_names])
+    return RawData(picked, [str(n) for n in class_names], dropped)
 
 
 def _pick_columns(table: pa.Table, cfg: DataConfig, where: str) -> pa.Table:
     wanted = {"text": cfg.text, **({"text_pair": cfg.text_pair} if cfg.text_pair else {}), "label": cfg.label}
-    for column in wanted.values():
+    for ours, column in wanted.items():
         if column not in table.column_names:
+            unused = [c for c in table.column_names if c not in wanted.values()]
+            hint = f", e.g. data.{ours}: {unused[0]}" if unused else ""
             raise DataError(
-                f"{where}: column {column!r} not found; available columns: {', '.join(table.column_names)}"
+                f"{where}: column {column!r} not found; available columns: "
+                f"{', '.join(table.column_names)}; allowed: name the column with data.{ours}{hint}"
             )
     out = {}
     for ours, theirs in wanted.items():
@@ -199,22 +208,28 @@ def _pick_columns(table: pa.Table, cfg: DataConfig, where: str) -> pa.Table:
     return pa.table(out)
 
 
-def _drop_missing(table: pa.Table, split: str, class_names) -> pa.Table:
+def _drop_missing(table: pa.Table, split: str, class_names) -> tuple[pa.Table, dict[str, int]]:
+    """The rows with a label and a text, and how many were dropped for each reason (a row
+    without either counts as "no label")."""
     label = table["label"]
-    keep = pc.is_valid(label)
+    labelled = pc.is_valid(label)
     if pa.types.is_floating(label.type):
-        keep = pc.and_(keep, pc.invert(pc.is_nan(label)))
+        labelled = pc.and_(labelled, pc.invert(pc.is_nan(label)))
     if pa.types.is_string(label.type):  # a CSV's empty cell is '' (not null): no label, not a class ''
-        keep = pc.and_(keep, _non_empty(label))
+        labelled = pc.and_(labelled, _non_empty(label))
     if class_names is not None:  # ClassLabel: -1 marks an unlabelled row (GLUE test)
-        keep = pc.and_(keep, pc.greater_equal(label, 0))
+        labelled = pc.and_(labelled, pc.greater_equal(label, 0))
+    labelled = pc.fill_null(labelled, False)
+    keep = labelled
     for column in ("text", "text_pair"):
         if column in table.column_names:
             keep = pc.and_(keep, _non_empty(table[column]))
-    kept = table.filter(pc.fill_null(keep, False))
-    if kept.num_rows < table.num_rows:
-        log.info("%s: dropped %d rows without label or text", split, table.num_rows - kept.num_rows)
-    return kept
+    kept = table.filter(keep)
+    no_label = table.num_rows - pc.sum(labelled.cast(pa.int64())).as_py() if table.num_rows else 0
+    reasons = {k: n for k, n in (("no label", no_label), ("empty text", table.num_rows - kept.num_rows - no_label)) if n}
+    if reasons:
+        log.info("%s: dropped %s", split, reasons)
+    return kept, reasons
 
 
 def _non_empty(column):

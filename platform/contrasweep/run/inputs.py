@@ -53,6 +53,13 @@ def rows_line(prepared: list) -> str:
     return first + (f" rows in the first of {len(prepared)} data variants" if len(prepared) > 1 else " rows")
 
 
+def data_notes(prepared: list) -> list[str]:
+    """Every variant's notes on its data (``contrasweep.data.prepare.data_notes``), each once."""
+    from contrasweep.data.prepare import data_notes as notes_of
+
+    return list(dict.fromkeys(note for one in prepared for note in notes_of(one.stats, one.dropped)))
+
+
 def prepare_sts(sweep: Sweep) -> dict | None:
     """STS pairs of ``evaluation.sts``, tokenised once on the driver (None without one)."""
     from contrasweep.data.sts import prepare_sts as tokenise_pairs

@@ -25,7 +25,7 @@ from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_s
 from contrasweep.run import recovery, sweep_plan, test_phase
 from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
-from contrasweep.run.inputs import load_sweep, prepare_data, prepare_sts, put_data, rows_line, static_config
+from contrasweep.run.inputs import data_notes, load_sweep, prepare_data, prepare_sts, put_data, rows_line, static_config
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.search.warm_start import warm_points
@@ -83,10 +83,13 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
     }
     if sweep.warm_start:  # the earlier sweeps whose results seeded the study (search.warm_start)
         params["warm_start"] = ",".join(sweep.warm_start)
+    def with_dropped(p) -> dict:  # the source rows dropped and why, next to the splits' sizes
+        return {**p.stats, "dropped": p.dropped} if p.dropped else p.stats
+
     if len(prepared) == 1:
-        stats = prepared[0].stats
+        stats = with_dropped(prepared[0])
     else:  # one entry per data variant, named by its axis values
-        stats = {v["label"]: p.stats for v, p in zip(static["variants"], prepared)}
+        stats = {v["label"]: with_dropped(p) for v, p in zip(static["variants"], prepared)}
     import ray
 
     # the status line's ETA: the plan's cost model (contrasweep plan) scaled by the trials that end;
@@ -149,6 +152,8 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
               f"seeds={sweep.seeds}; data: {rows_line(prepared)}, {prepared[0].num_labels} classes "
               f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
+        for note in data_notes(prepared):  # rows dropped and why, classes a split lacks
+            print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
         sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
         static = static_config(sweep, sweep_dir, prepared, files)
         tuner = tune.Tuner(

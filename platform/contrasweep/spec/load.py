@@ -90,8 +90,12 @@ def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke
         raise SpecError(f"spec file {str(path)!r} is not valid YAML{where}; allowed: a YAML mapping") from None
     if not isinstance(raw, dict):
         raise SpecError(f"spec file {str(path)!r} must hold a YAML mapping with keys {', '.join(TOP_KEYS)}")
+    from contrasweep.spec.paths import absolute_paths
+
+    absolute_paths(raw, path.parent)  # the spec's own relative paths: from its folder
     for item in overrides or []:
         apply_override(raw, item)
+    absolute_paths(raw, Path.cwd())  # --set ones: from the working directory, as the shell's
     if not smoke:
         return validate(raw)
     from contrasweep.spec.smoke import TRIALS, smoke_raw
