@@ -80,6 +80,30 @@ def test_a_relative_data_path_in_a_spec_is_read_from_the_specs_folder(tmp_path, 
     assert "\n" not in message
 
 
+def test_the_reported_point_outside_a_one_point_grid_is_named_and_inside_it_runs_once():
+    """A user's one-point grid: a reported point equal to it (its defaults filled in) is one
+    trial; one that differs runs first as its own configuration, and its run name says it is
+    the reported point and shows the defaults it trains with for the grid's keys."""
+    from contrasweep.spec.identity import TrialIdentity, run_name
+    from contrasweep.spec.sweep import hp_defaults
+
+    inside = validate(base(grid={"lr": [2.0e-5], "batch_size": [hp_defaults("ce")["batch_size"]]}, reported={"lr": 2.0e-5}))
+    assert len(inside.grid_points()) == 1 and inside.reported_names() is None
+    outside = validate(base(grid={"lr": [1.0e-4], "batch_size": [8]}, reported={"lr": 2.0e-5}))
+    assert len(outside.grid_points()) == 2
+    names = outside.reported_names()
+    assert names == {"config": {"epochs": 2, "lr": 2.0e-5},
+                     "defaults": {"batch_size": hp_defaults("ce")["batch_size"]}}
+    variant = {"label": "", "data": {}, "setting": {}, "repeat": {}}
+
+    def name(config: dict) -> str:
+        return run_name(TrialIdentity({**config, "seed": 0}, variant, 0, "c", ""), "ce", outside.varied, names)
+
+    first, second = outside.grid_points()
+    assert name(first) == f"ce lr=2e-05 batch_size={hp_defaults('ce')['batch_size']} (reported) · seed=0"
+    assert name(second) == "ce lr=0.0001 batch_size=8 · seed=0"
+
+
 def test_ce_yaml_grid_is_lacon_section_3_1():
     sweep = load_spec(ROOT / "search_spaces" / "ce.yaml")
     assert sweep.grid["lr"] == [1e-5, 2e-5, 3e-5]

@@ -105,6 +105,7 @@ def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, ship
         ],
         "max_length": sweep.encoder["max_length"],
         "varied": sweep.varied,
+        "reported": sweep.reported_names(),  # the reported point's run name (spec.identity)
         "seeds": sweep.seeds,
         "resources": sweep.resources,
         "distributed": sweep.distributed,

@@ -102,7 +102,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.objective.metric, sweep.objective.mode, progress=progress,
         static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
-                "variants": static["variants"], "varied": static["varied"],
+                "variants": static["variants"], "varied": static["varied"], "reported": static.get("reported"),
                 "group_sizes": sizes if sizes is not None else group_sizes(sweep),
                 "trial_storage": static["trial_storage"],
                 # what each complete trial's MLflow model is built from (tracking.model_flavor)
@@ -154,6 +154,13 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
               f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
         for note in data_notes(prepared):  # rows dropped and why, classes a split lacks
             print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
+        outside = sweep.reported_names()
+        if outside:  # a user's grid replaced the paper's: say what the extra first trial is
+            point = {**outside["defaults"], **outside["config"]}
+            values = " ".join(f"{k}={point[k]:g}" if isinstance(point[k], float) else f"{k}={point[k]}"
+                              for k in sweep.varied if k in point)
+            print(f"[contrasweep] the spec's reported point runs first, as a configuration of its own outside the "
+                  f"grid (its runs are named '(reported)'): {values}", file=sys.stderr, flush=True)
         sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
         static = static_config(sweep, sweep_dir, prepared, files)
         tuner = tune.Tuner(

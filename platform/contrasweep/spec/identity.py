@@ -55,20 +55,30 @@ def identify(config: dict, static: dict) -> TrialIdentity:
                          suggestion=plan.suggestion)
 
 
-def run_name(identity: TrialIdentity, method: str, varied: list[str]) -> str:
+def run_name(identity: TrialIdentity, method: str, varied: list[str], reported: dict | None = None) -> str:
     """``lacon τ=0.1 λ=0.5 · k=20 split=3 seed=1``: the method, the hyperparameters that vary
-    between configurations, the data axes, the training seed."""
-    parts = [method] + [f"{SYMBOLS.get(k, k)}={_fmt(identity.hp[k])}" for k in varied if k in identity.hp]
+    between configurations, the data axes, the training seed (``reported``: ``_described``)."""
     data = [f"{k}={short_value(v)}" for k, v in identity.variant["setting"].items()]
     data += [f"{AXIS_NAMES.get(k, k)}={v}" for k, v in identity.variant["repeat"].items()]
-    return " ".join(parts) + " · " + " ".join(data + [f"seed={identity.seed}"])
+    return _described(identity, method, varied, reported) + " · " + " ".join(data + [f"seed={identity.seed}"])
 
 
-def config_run_name(identity: TrialIdentity, method: str, varied: list[str]) -> str:
+def config_run_name(identity: TrialIdentity, method: str, varied: list[str], reported: dict | None = None) -> str:
     """``lacon τ=0.1 λ=0.5 · k=20``: a configuration in one setting (its repeats' runs nest under it)."""
-    parts = [method] + [f"{SYMBOLS.get(k, k)}={_fmt(identity.hp[k])}" for k in varied if k in identity.hp]
     data = [f"{k}={short_value(v)}" for k, v in identity.variant["setting"].items()]
-    return " ".join(parts) + (" · " + " ".join(data) if data else "")
+    return _described(identity, method, varied, reported) + (" · " + " ".join(data) if data else "")
+
+
+def _described(identity: TrialIdentity, method: str, varied: list[str], reported: dict | None) -> str:
+    """The method and the varied hyperparameters' values. The paper's reported point of a grid
+    (``reported``: ``Sweep.reported_names``, its configuration and the defaults it trains with
+    where it sets no value) is named "(reported)" with every varied value, the defaults too:
+    where it lies outside the user's grid, its name says how it differs."""
+    hp = identity.hp
+    mark = ""
+    if reported and {k: v for k, v in hp.items() if k != "seed"} == reported["config"]:
+        hp, mark = {**reported["defaults"], **hp}, " (reported)"
+    return " ".join([method] + [f"{SYMBOLS.get(k, k)}={_fmt(hp[k])}" for k in varied if k in hp]) + mark
 
 
 def tags(identity: TrialIdentity, method: str) -> dict[str, str]:

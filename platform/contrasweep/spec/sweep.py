@@ -132,6 +132,21 @@ class Sweep:
         """The hyperparameters that differ between configurations (grid or search keys)."""
         return list(dict.fromkeys([*self.grid, *self.search]))
 
+    def reported_names(self) -> dict | None:
+        """For a grid whose reported point is not one of its own points (it runs first all the
+        same: a user's grid replaced the paper's): the point's configuration and the defaults it
+        trains with for varied hyperparameters it sets no value of, which its run name shows
+        (``contrasweep.spec.identity``). None otherwise."""
+        if not (self.exact_grid and self.reported):
+            return None
+        config = {**self.fixed, **self.reported}
+        same = self._with_defaults(config)
+        points = [dict(zip(b, v)) for b in (self.grids or [self.grid]) for v in itertools.product(*b.values())]
+        if any(self._with_defaults({**self.fixed, **p}) == same for p in points):
+            return None
+        defaults = hp_defaults(self.method)
+        return {"config": config, "defaults": {k: defaults[k] for k in self.varied if k not in config and k in defaults}}
+
     def grid_trials(self) -> list[dict]:
         """Every trial of a grid sweep: configuration × data variant (``__data__``) × seed, the
         paper's reported configuration first, a configuration's repeats next to each other."""

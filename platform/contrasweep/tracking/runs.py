@@ -108,7 +108,7 @@ class RunTree:
         from contrasweep.tracking.describe import dataset_input
 
         identity = identify(trial.config, self.static)
-        name = run_name(identity, self.static["method"], self.static.get("varied", []))
+        name = run_name(identity, self.static["method"], self.static.get("varied", []), self.static.get("reported"))
         run = self.client.create_run(
             self.state.data["experiment_id"],
             run_name=name,
@@ -137,7 +137,8 @@ class RunTree:
             method = self.static["method"]
             own = {k: v for k, v in tags(identity, method).items() if k in CONFIG_RUN_TAGS}
             run = self.client.create_run(
-                self.state.data["experiment_id"], run_name=config_run_name(identity, method, self.static.get("varied", [])),
+                self.state.data["experiment_id"], run_name=config_run_name(identity, method, self.static.get("varied", []),
+                                                                                  self.static.get("reported")),
                 tags={**self.provenance, PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration",
                       "contrasweep.sweep": self.sweep_name,
                       "contrasweep.group_size": str(self.group_size(identity.group)), **own},
