@@ -116,4 +116,61 @@ def test_on_a_terminal_one_status_line_is_kept_current(tmp_path):
     assert "ce lr=0.1 · seed=0 epoch 2/3 training [#######---] 7/10" in text  # progress inside the epoch, in place
     assert "\r[contrasweep] 1/2 done, 0m00s, ETA ~0m00s" in text and "0/2 done, 0m00s, ETA" not in text  # once one ended
     lines = [shown for shown in (line.split("\r")[-1].strip() for line in text.replace("\r\n", "\n").split("\n")) if shown]
-    assert lines == ["[contrasweep] 1/2 ce lr=0.1 · seed=0: complete, best val/accuracy=0.7500 at epoch 2"], text
+    assert lines == ["[contrasweep] 1/2 ce lr=0.1 · seed=0: complete (3 epochs), best val/accuracy=0.7500 at epoch 2"], text
+
+
+def test_an_interrupted_sweeps_summary_calls_the_cut_trials_interrupted(tmp_path):
+    """After Ctrl-C: a trial the interruption cut is "interrupted"; "stopped early" is what the
+    scheduler (ASHA) ended before its last epoch (tracking.json: FINISHED, outcome stopped)."""
+    import json
+    from types import SimpleNamespace
+
+    from contrasweep.console.summary import summary_lines
+    from contrasweep.spec.load import validate
+
+    sweep = validate({"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4},
+                      "grid": {"lr": [1.0e-3, 1.0e-4, 1.0e-5]}, "fixed": {"epochs": 2}, "sweep": {"seeds": [0]}})
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "tracking.json").write_text(json.dumps({"trials": {
+        "a": {"status": "FINISHED", "outcome": "complete"}, "b": {"status": "FINISHED", "outcome": "stopped"}, "c": {}}}))
+
+    def result(lr: float, epoch: int):
+        return SimpleNamespace(error=None, metrics={"epoch": epoch, "val/accuracy": 0.5}, path="t",
+                               config={"hp": {"lr": lr, "epochs": 2, "seed": 0}})
+
+    results = [result(1.0e-3, 2), result(1.0e-4, 1), result(1.0e-5, 1)]
+    lines, failed = summary_lines(results, "val/accuracy", "max", "s", "interrupted", sweep, tmp_path)
+    assert failed == 0
+    assert lines[0] == "[contrasweep] sweep 's' interrupted: 3 trials: 1 complete, 1 stopped early, 1 interrupted, 0 failed"
+
+
+def test_a_resume_opens_with_what_is_done_and_what_goes_on_from_where(tmp_path):
+    import json
+
+    from contrasweep.console.summary import resume_line
+
+    (tmp_path / "sweep.json").write_text(json.dumps({"total": 6}))
+    (tmp_path / "tracking.json").write_text(json.dumps({"trials": {
+        "a": {"status": "FINISHED", "outcome": "complete", "name": "ce lr=0.001 · seed=0", "last_epoch": 3},
+        "b": {"status": "FINISHED", "outcome": "stopped", "name": "ce lr=0.0001 · seed=0", "last_epoch": 1},
+        "c": {"name": "ce lr=1e-05 · seed=0", "last_epoch": 2}}}))
+    assert resume_line(tmp_path, "s") == (
+        "[contrasweep] resuming sweep 's': 2/6 trials ended (1 complete, 1 stopped early, 0 failed); 1 go on from "
+        "their last saved state (ce lr=1e-05 · seed=0 had reached epoch 2); 3 not started yet")
+
+
+def test_list_shows_the_selected_configurations_mean_not_a_lucky_repeat():
+    """One lucky seed's 1.0 is not "best": `list` shows the configuration the summary selects,
+    the best mean over complete groups, as mean ± std of its repeats."""
+    from contrasweep.console.summary import _mean_std, selected_values
+
+    trials = {"a": {"group": "g1", "group_size": 2, "outcome": "complete", "best_value": 1.0},
+              "b": {"group": "g1", "group_size": 2, "outcome": "complete", "best_value": 0.5},
+              "c": {"group": "g2", "group_size": 2, "outcome": "complete", "best_value": 0.8},
+              "d": {"group": "g2", "group_size": 2, "outcome": "complete", "best_value": 0.8},
+              "e": {"group": "g3", "group_size": 2, "outcome": "complete", "best_value": 0.95},  # its 2nd repeat runs
+              "f": {"group": "g4", "group_size": 1, "outcome": "stopped", "best_value": 0.99}}
+    assert selected_values(trials, "max") == [0.8, 0.8]
+    assert _mean_std(selected_values(trials, "max")) == "0.8000 ± 0.0000 (2 repeats)"
+    assert _mean_std([1.0, 0.5]) == "0.7500 ± 0.3536 (2 repeats)" and _mean_std([0.5]) == "0.5000 (1 repeat)"
+    assert selected_values(trials, "min") == [1.0, 0.5]

@@ -229,12 +229,15 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     root = []
     if first == "sigint":
         _after_ctrl_c(tmp_path, folder)
+        # the trial cut mid-epoch is counted "interrupted", never "stopped early" (ASHA's word)
+        assert re.search(r"trials?: \d+ complete, \d+ stopped early, [1-9]\d* interrupted, 0 failed", cuts[0]["out"]), cuts[0]["out"][-3000:]
     if (searcher, len(seeds)) == ("grid", 2):
         folder = _lost_and_moved(tmp_path, folder)
         root = ["--root", str(folder.parent)]
     study_at_kill = _study(folder).get_trials(deepcopy=False) if searcher != "grid" else []
     saved = _tune_state(folder)
     cuts.append(_interrupt(_start([*root, "resume", name], tmp_path, address), folder, total, "finished", second))
+    assert f"[contrasweep] resuming sweep '{name}': " in cuts[-1]["out"], cuts[-1]["out"][-3000:]  # its opening line
     if root:
         assert "re-attached to MLflow run" in cuts[-1]["out"], cuts[-1]["out"][-3000:]
     resumed = _start([*root, "resume", name, "--no-tsne"], tmp_path, address)

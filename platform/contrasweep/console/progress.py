@@ -83,7 +83,9 @@ class Progress:
         self.running.pop(name, None)
         if name in self.begun:
             self.took.append(time.monotonic() - self.begun.pop(name))
-        what = {"complete": "complete", "stopped": f"stopped after epoch {last_epoch} (ASHA)",
+        # the epochs it ran: a throttled epoch line may never have shown the last one
+        what = {"complete": f"complete ({last_epoch} epoch{'' if last_epoch == 1 else 's'})",
+                "stopped": f"stopped after epoch {last_epoch} (ASHA)",
                 "failed": f"FAILED after epoch {last_epoch}"}.get(outcome, status)
         best_text = f", best {self.metric}={best:.4f}" + (f" at epoch {best_epoch}" if best_epoch else "") \
             if isinstance(best, (int, float)) else ""

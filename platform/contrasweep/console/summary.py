@@ -139,6 +139,37 @@ def human(size: int) -> str:
     return f"{size:.1f} TB"
 
 
+def resume_line(folder: Path, name: str) -> str:
+    """The line a ``resume`` opens with: the trials that ended (and how) of the sweep's total,
+    those that go on from their last resume state (the epoch each had reached), and those
+    not started yet (``tracking.json``, ``sweep.json``)."""
+    try:
+        trials = json.loads((folder / "tracking.json").read_text()).get("trials", {})
+    except (OSError, ValueError):
+        trials = {}
+    ended = [e for e in trials.values() if "status" in e]
+    outcomes = [e.get("outcome") for e in ended]
+    total = _meta(folder).get("total") or len(trials)
+    going = [e for e in trials.values() if "status" not in e]
+    shown = "; ".join(f"{e.get('name', '?')} had reached epoch {e.get('last_epoch', 0)}" for e in going[:3])
+    more = f"; {len(going) - 3} more" if len(going) > 3 else ""
+    waiting = max(0, int(total) - len(trials)) if str(total).isdigit() else 0
+    return (f"[contrasweep] resuming sweep {name!r}: {len(ended)}/{total} trials ended ({outcomes.count('complete')} "
+            f"complete, {outcomes.count('stopped')} stopped early, {outcomes.count('failed')} failed); "
+            f"{len(going)} go on from their last saved state{f' ({shown}{more})' if going else ''}; "
+            f"{waiting} not started yet")
+
+
+def _scheduler_stops(folder: Path | None) -> int:
+    """Trials the scheduler (ASHA) ended before their last epoch (``tracking.json``: FINISHED,
+    outcome ``stopped``)."""
+    try:
+        trials = json.loads((folder / "tracking.json").read_text()).get("trials", {})
+    except (OSError, ValueError, TypeError):
+        return 0
+    return sum(1 for e in trials.values() if e.get("status") == "FINISHED" and e.get("outcome") == "stopped")
+
+
 def _meta(folder: Path) -> dict:
     try:
         return json.loads((folder / "sweep.json").read_text())
@@ -161,8 +192,12 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     folder = Path(root) / name if root is not None else None
     extensions = len(_meta(folder).get("extensions", [])) if folder else 0
     where = f" (its extension {extensions}, contrasweep extend)" if extensions else ""
-    lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trial{'' if len(results) == 1 else 's'}{where}: {complete} complete, "
-             f"{stopped} stopped early, {len(failed)} failed"]
+    counts = f"{complete} complete, {stopped} stopped early"
+    if status == "interrupted":  # a trial the interruption cut is "interrupted"; the scheduler's stops are "stopped early"
+        early = min(stopped, _scheduler_stops(folder))
+        counts = f"{complete} complete, {early} stopped early, {stopped - early} interrupted"
+    lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trial{'' if len(results) == 1 else 's'}{where}: "
+             f"{counts}, {len(failed)} failed"]
     for result in failed:  # one line each: which trial and why (e.g. a divergence and its step)
         trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
         lines.append(f"[contrasweep] failed: {trial}: {error_line(result.error)}")
@@ -186,9 +221,42 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     return lines, len(failed)
 
 
+def selected_values(trials: dict, mode: str) -> list[float]:
+    """The best validation values of the repeats of the configuration the summary would select
+    so far (``tracking.json``): the best mean over complete groups, every repeat of which
+    trained every epoch (``group_size`` of them; an older sweep's entries lack it: those seen)."""
+    import math
+
+    groups: dict[str, list[dict]] = {}
+    for entry in trials.values():
+        groups.setdefault(entry.get("group") or entry.get("config_key") or "", []).append(entry)
+    best, best_mean = [], None
+    for entries in groups.values():
+        values = [e["best_value"] for e in entries if e.get("outcome") == "complete"
+                  and isinstance(e.get("best_value"), (int, float)) and not math.isnan(e["best_value"])]
+        size = max([int(e.get("group_size") or 0) for e in entries] + [len(entries)])
+        if len(values) < size:
+            continue
+        mean = sum(values) / len(values)
+        if best_mean is None or (mean > best_mean if mode == "max" else mean < best_mean):
+            best, best_mean = values, mean
+    return best
+
+
+def _mean_std(values: list[float]) -> str:
+    """``0.7500 ± 0.3536 (2 repeats)``; one repeat: no ± (no spread to show)."""
+    import statistics
+
+    mean = sum(values) / len(values)
+    if len(values) == 1:
+        return f"{mean:.4f} (1 repeat)"
+    return f"{mean:.4f} ± {statistics.stdev(values):.4f} ({len(values)} repeats)"
+
+
 def listing(sweep) -> dict:
-    """``contrasweep list``'s row: status, trials ended / in all, the best objective so far
-    (the best single trial's validation value, from ``tracking.json``), disk use, creation."""
+    """``contrasweep list``'s row: status, trials ended / in all, the selected configuration so
+    far (mean ± std of its repeats' best validation values, ``selected_values``), disk use,
+    creation."""
     status = sweep.status()
     meta = sweep.meta() if status != "damaged" else {}
     try:
@@ -204,9 +272,9 @@ def listing(sweep) -> dict:
         raw = {}
     metric, mode = raw.get("metric", "val/accuracy"), raw.get("mode", "max")
     metric, mode = (metric[0] if isinstance(metric, list) else metric), (mode[0] if isinstance(mode, list) else mode)
-    values = [e["best_value"] for e in trials.values() if isinstance(e.get("best_value"), (int, float))]
-    if values:
-        best = f"{metric} {(max(values) if mode == 'max' else min(values)):.4f}"
+    selected = selected_values(trials, mode)
+    if selected:
+        best = f"{metric} {_mean_std(selected)}"
     if meta.get("extensions"):  # contrasweep extend
         status = f"{status}+ext{len(meta['extensions'])}"
     return {"status": status, "trials": f"{ended}/{total}", "best": best, "disk": disk_use(sweep.path),

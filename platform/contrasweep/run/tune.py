@@ -207,6 +207,9 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
     static = static_config(sweep, sweep_dir, prepared, files)
     console.attach_log(sweep_dir.path)
+    from contrasweep.console.summary import resume_line
+
+    print(resume_line(sweep_dir.path, name), file=sys.stderr, flush=True)  # what is done, what goes on from where
     recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
     earlier = relocation.arrived(sweep_dir.path, meta.get("folder"), meta.get("earlier_folders", []))
     if earlier is not None:  # Tune's pickles name the folders it ran in

@@ -70,6 +70,8 @@ def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
     tags, metrics = run.data.tags, run.data.metrics
     entry = {"run_id": run.info.run_id, "config_key": tags.get(CONFIG_KEY_TAG), "last_epoch": int(metrics.get("epoch", 0)),
              "group": tags.get(GROUP_TAG), "variant": int(tags.get(VARIANT_TAG, 0)), "name": run.info.run_name}
+    if tags.get("contrasweep.group_size", "").isdigit():
+        entry["group_size"] = int(tags["contrasweep.group_size"])
     values = [m.value for m in client.get_metric_history(run.info.run_id, metric)]
     if values:
         entry["best_value"] = Objective(metric, mode).best(values)

@@ -119,7 +119,8 @@ class RunTree:
                   VARIANT_TAG: str(identity.variant.get("index", 0)), **tags(identity, self.static["method"])},
         )
         entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
-                 "variant": identity.variant.get("index", 0), "name": name}
+                 "variant": identity.variant.get("index", 0), "name": name,
+                 "group_size": self.group_size(identity.group)}  # `contrasweep list` judges complete groups by it
         self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(trial.config)))
         self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
         return entry
