@@ -5,6 +5,6 @@ registered model, and the paper-style report (``report``: HTML, CSV, Markdown, P
 the sweep run).
 
 May import: ``contrasweep`` (``tracking``: the store, aggregation, the registry; ``data``: a
-checkpoint's test split; ``errors``), ``trainables`` (to load a checkpoint), MLflow, scipy,
+checkpoint's test split; ``spec.text``: how numbers read; ``errors``), ``trainables`` (to load a checkpoint), MLflow, scipy,
 Optuna, matplotlib, scikit-learn. Nothing in ``contrasweep`` imports this package except the CLI.
 """

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contrasweep.errors import UserError
+from contrasweep.spec.text import counted, hp_text
 from contrasweep.tracking.aggregate import Group, on_slice, selection_key
 from dashboards import plots, tables
 from dashboards.importance import importances, log_importances
@@ -282,7 +283,9 @@ def render(records: list[SweepRecord], sections: list[Section]) -> str:
         paper = r.spec.get("paper") or {}
         ref = f" — {html.escape(paper.get('title', ''))} ({html.escape(str(paper.get('where', '')))})" if paper else ""
         parts.append(f"<p><b>{html.escape(r.name)}</b>: <code>{html.escape(r.method)}</code>, "
-                     f"{len(r.groups)} configurations × settings, selection on {html.escape(r.metric)} "
+                     f"{counted(len({g.config for g in r.groups}), 'configuration')} × "
+                     f"{counted(len({g.setting for g in r.groups}), 'setting')} "
+                     f"({counted(len(r.groups), 'repeat group')}), selection on {html.escape(r.metric)} "
                      f"({html.escape(r.mode)}){ref}; MLflow run {html.escape(r.parent.info.run_id)}</p>")
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>{section.body}")
@@ -299,7 +302,7 @@ def render(records: list[SweepRecord], sections: list[Section]) -> str:
 
 def _hp_text(group: Group, record: SweepRecord) -> str:
     keys = record.varied or sorted(group.hp)
-    return " ".join(f"{k}={group.hp.get(k, '')}" for k in keys)
+    return " ".join(f"{k}={hp_text(group.hp[k]) if k in group.hp else ''}" for k in keys)
 
 
 def _file(stem: Path, extension: str) -> Path:

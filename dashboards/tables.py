@@ -18,6 +18,7 @@ import io
 import math
 from dataclasses import dataclass
 
+from contrasweep.spec.text import hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, selection_key
 from dashboards.significance import wilcoxon
 from dashboards.source import SweepRecord
@@ -42,12 +43,13 @@ class Cell:
     std: float
     n: int
     p_value: float | None = None  # None for the baseline itself or without a baseline
+    fallback: bool = False  # a test column's cell showing the validation value (SweepRecord.shown)
 
     def text(self) -> str:
         if self.n == 0 or math.isnan(self.mean):
             return "–"
-        out = f"{self.mean:.4f} ± {self.std:.4f}"
-        if "val/" in self.metric:  # no test value: the best validation one, said so (SweepRecord.shown)
+        out = mean_std(self.mean, self.std, self.n)  # ± only over 2 or more repeats
+        if self.fallback:
             out += " (validation)"
         if self.p_value is not None:
             out += f" (p={self.p_value:.3g})" if not math.isnan(self.p_value) else " (p=n/a)"
@@ -92,7 +94,7 @@ def cell(record: SweepRecord, group: Group, baseline_group: Group | None) -> Cel
     p_value = None
     if baseline_group is not None and baseline_group is not group:
         p_value = wilcoxon(group, baseline_group, metric)["p_value"]
-    return Cell(metric, stats["mean"], stats["std"], stats["n"], p_value)
+    return Cell(metric, stats["mean"], stats["std"], stats["n"], p_value, fallback=metric != record.test_metric)
 
 
 def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None) -> Table:
@@ -137,7 +139,7 @@ def configurations_table(record: SweepRecord) -> Table:
         v, t = group.stats(val), group.stats(test)
         # an incomplete group says what its repeats did: "1 complete, 2 stopped" (never averaged as complete)
         outcome = "complete" if group.complete else ", ".join(f"{n} {k}" for k, n in sorted(group.outcomes.items()))
-        hp = [group.hp.get(k, "") for k in varied]
+        hp = [hp_text(group.hp[k]) if k in group.hp else "" for k in varied]
         rows.append([group.setting or "–", *hp, outcome, f"{len(group.repeats)}/{group.size}",
                      Cell(val, v["mean"], v["std"], v["n"]).text(), Cell(test, t["mean"], t["std"], t["n"]).text(),
                      "✓" if id(group) in chosen else ""])

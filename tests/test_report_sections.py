@@ -120,7 +120,8 @@ def test_a_figure_never_draws_a_validation_number_on_a_test_axis(tmp_path):
     with open(tmp_path / "sensitivity_opt_lr.csv") as fh:
         assert {r["metric"] for r in csv.DictReader(fh)} == {"test/accuracy"}
     # a table cell without a test value shows the validation one, marked
-    assert tables.Cell("best/val/accuracy", 0.5, 0.1, 2).text() == "0.5000 ± 0.1000 (validation)"
+    assert tables.Cell("best/val/accuracy", 0.5, 0.1, 2, fallback=True).text() == "0.5000 ± 0.1000 (validation)"
+    assert tables.Cell("best/val/accuracy", 0.5, 0.0, 1).text() == "0.5000"  # ± only over 2 or more repeats
 
 
 def test_scl_moo_fronts_section(tmp_path):

@@ -418,3 +418,26 @@ def test_every_searcher_and_scheduler_the_spec_allows_has_its_object():
     assert live_limit(searched) == 2  # group ASHA (the default): a whole group live at once
     raw["sweep"]["scheduler"] = "none"
     assert live_limit(validate(raw)) == 1
+
+
+def test_numbers_read_alike_everywhere():
+    """4 significant digits for hyperparameters (numbers read back from MLflow as text too),
+    4 decimals and ± only over 2 or more repeats for metrics, counted nouns in number; 1e-4 in a
+    spec or a --set is a number (YAML 1.2), and a tab in a spec is named."""
+    from contrasweep.spec.text import counted, hp_text, mean_std
+
+    assert hp_text("0.0002693883019285409") == "0.0002694" and hp_text(0.000443038) == "0.000443"
+    assert hp_text(32) == "32" and hp_text("msc") == "msc" and hp_text([0.1, 0.2]) == "[0.1,0.2]" and hp_text(True) == "True"
+    assert mean_std(0.75, 0.353553, 2) == "0.7500 ± 0.3536" and mean_std(0.5, 0.0, 1) == "0.5000"
+    assert mean_std(float("nan"), float("nan"), 0) == "–"
+    assert counted(1, "repeat") == "1 repeat" and counted(2, "configuration") == "2 configurations"
+    raw = base()
+    apply_override(raw, "grid.lr=[1e-4, 3e-5]")
+    assert raw["grid"]["lr"] == [1.0e-4, 3.0e-5]
+
+
+def test_a_tab_in_a_spec_is_named(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("method: ce\ndata:\n\tsource: bbc_news\n")
+    with pytest.raises(SpecError, match="at line 3: a tab character; allowed: indentation with spaces"):
+        load_spec(path)

@@ -11,6 +11,9 @@ import os
 from pathlib import Path
 
 
+LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local store (contrasweep.tracking.runs_view)
+
+
 def best_groups(results, sweep, metric: str, mode: str) -> dict:
     """setting -> the best configuration's ``Group`` of Tune results (complete groups only)."""
     from contrasweep.search.registry import group_sizes
@@ -47,7 +50,7 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
     """One line per setting: the best configuration's values, its validation metric (the
     selection key) and test metric as mean ± std over its repeats, then its MLflow link.
     ``best``: the groups to show (default: the best of ``results``)."""
-    from contrasweep.spec.identity import _fmt
+    from contrasweep.spec.text import counted, hp_text, mean_std
     from contrasweep.tracking.aggregate import selection_key
 
     test = "test/" + metric.removeprefix("val/") if metric.startswith("val/") else None
@@ -57,14 +60,11 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
         shown = {k: group.hp[k] for k in sweep.varied if k in group.hp} or group.hp
         where = f" [{setting}]" if setting else ""
         val = group.stats(selection_key(metric))
-        text = (f"[contrasweep] best configuration{where}: {', '.join(f'{k}={_fmt(v)}' for k, v in shown.items())}: "
-                f"{metric} {val['mean']:.4f} ± {val['std']:.4f}")
-        if test and group.stats(test)["n"]:
-            stats = group.stats(test)
-            text += f", {test} {stats['mean']:.4f} ± {stats['std']:.4f}"
-        elif test:  # not evaluated (yet): never shown as a number
-            text += f", {test} –"
-        lines.append(text + f" ({val['n']} repeats)")
+        text = (f"[contrasweep] best configuration{where}: {', '.join(f'{k}={hp_text(v)}' for k, v in shown.items())}: "
+                f"{metric} {mean_std(**val)}")
+        if test:  # not evaluated (yet): "–", never a number
+            text += f", {test} {mean_std(**group.stats(test))}"
+        lines.append(text + f" ({counted(val['n'], 'repeat')})")
         if links and group.group in links:
             lines.append(f"[contrasweep]   MLflow: {links[group.group]}")
     return lines
@@ -212,12 +212,14 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
                      "logged as files (best_checkpoint/)")
     if folder is not None:
         lines.append(f"[contrasweep] folder: {folder} ({human(disk_use(folder))} on disk; log: driver.log)")
+    local = not links or links.get("", "").startswith(LOCAL_UI)  # a local store: nothing serves it until `contrasweep ui`
     if "" in links:
-        lines.append(f"[contrasweep] MLflow runs table: {links['']}")
+        lines.append(f"[contrasweep] MLflow runs table: {links['']}" + (" (served once `contrasweep ui` runs)" if local else ""))
     if status == "interrupted":
         lines.append(f"[contrasweep] continue with: contrasweep resume {name}")
     else:
-        lines.append(f"[contrasweep] next: contrasweep report {name}  ·  contrasweep ui  (MLflow on http://127.0.0.1:5000)")
+        lines.append(f"[contrasweep] next: contrasweep report {name}  ·  contrasweep ui"
+                     + (f"  (serves MLflow on {LOCAL_UI})" if local else ""))
     return lines, len(failed)
 
 
@@ -247,10 +249,10 @@ def _mean_std(values: list[float]) -> str:
     """``0.7500 ± 0.3536 (2 repeats)``; one repeat: no ± (no spread to show)."""
     import statistics
 
-    mean = sum(values) / len(values)
-    if len(values) == 1:
-        return f"{mean:.4f} (1 repeat)"
-    return f"{mean:.4f} ± {statistics.stdev(values):.4f} ({len(values)} repeats)"
+    from contrasweep.spec.text import counted, mean_std
+
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean_std(sum(values) / len(values), std, len(values))} ({counted(len(values), 'repeat')})"
 
 
 def listing(sweep) -> dict:

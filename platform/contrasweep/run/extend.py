@@ -26,6 +26,7 @@ from contrasweep.folder import sweeps
 from contrasweep.spec.axes import REPEAT_AXES, keep_order
 from contrasweep.spec.identity import GroupKey, group_static, key_of
 from contrasweep.spec.sweep import Sweep
+from contrasweep.spec.text import counted
 
 SETTING_GROWTH = ("data.k", "data.n_total", "data.rho", "data.num_classes")
 REPEAT_GROWTH = ("sweep.seeds", "data.seed", "data.split_seed")
@@ -293,11 +294,11 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
         client.log_text(parent, spec_yaml(new.raw), "spec.yaml")  # what the report reads (dashboards.source)
         client.set_tag(parent, EXTENSION_TAG.format(len(extensions)), json.dumps(entry, sort_keys=True))
         client.set_tag(parent, EXTENDED_TAG, str(len(extensions)))
+        regrown = f", {counted(len(reopened), 'configuration')} get new repeats" if reopened else ""
         print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(entry['overrides'])}"
-              f"{f'; --top {top}' if top else ''}): {entry['trials']} new "
-              f"{'trial' if trials is not None else 'suggestion'}{'' if entry['trials'] == 1 else 's'}"
-              f"{f', {len(reopened)} configuration(s) get new repeats' if reopened else ''}; "
-              f"experiment {sweep_dir.tune_name}", file=sys.stderr, flush=True)
+              f"{f'; --top {top}' if top else ''}): "
+              f"{counted(entry['trials'], 'new trial' if trials is not None else 'new suggestion')}{regrown}; "
+              f"its extension {len(extensions)}", file=sys.stderr, flush=True)
         static = static_config(new, sweep_dir, prepared, files)
         tuner = ray_tune.Tuner(
             make_trainable(static, refs), param_space=space,

@@ -77,8 +77,11 @@ def evaluate_due(record: TestRecord, due: list[Due], static: dict, refs: list, u
         return 0
     res = static["resources"]
     task = ray.remote(evaluate_task).options(num_cpus=float(res["cpu"]), num_gpus=float(res["gpu"]), max_retries=1)
-    print(f"[contrasweep] test split: {len(due)} evaluations for {configurations} configurations (each setting's "
-          "selected one and its sensitivity slices; evaluation.test: reported)", file=sys.stderr, flush=True)
+    from contrasweep.spec.text import counted
+
+    print(f"[contrasweep] evaluating the test split: {counted(len(due), 'repeat')} of "
+          f"{counted(configurations, 'configuration')} (each setting's selected one and its sensitivity slices; "
+          "evaluation.test: reported)", file=sys.stderr, flush=True)
     pending = {}
     for item in due:
         source, files = weights_of(record, item, uri)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contrasweep.spec.axes import short_value
+from contrasweep.spec.text import hp_text
 from contrasweep.spec.trial import SUGGESTION, plan_of
 
 # Short names of hyperparameters in run names (the papers' symbols where they have one).
@@ -78,7 +79,7 @@ def _described(identity: TrialIdentity, method: str, varied: list[str], reported
     mark = ""
     if reported and {k: v for k, v in hp.items() if k != "seed"} == reported["config"]:
         hp, mark = {**reported["defaults"], **hp}, " (reported)"
-    return " ".join([method] + [f"{SYMBOLS.get(k, k)}={_fmt(hp[k])}" for k in varied if k in hp]) + mark
+    return " ".join([method] + [f"{SYMBOLS.get(k, k)}={hp_text(hp[k])}" for k in varied if k in hp]) + mark
 
 
 def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
@@ -100,14 +101,6 @@ def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
         if data.get(key) is not None:
             out[f"contrasweep.{tag}"] = str(data[key])
     return out
-
-
-def _fmt(value) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_fmt(v) for v in value) + "]"
-    return str(value)
 
 
 class GroupKey:

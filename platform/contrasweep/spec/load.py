@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -66,6 +67,9 @@ def _unique_mapping(loader: UniqueKeyLoader, node, deep: bool = False):
 
 
 UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+# YAML 1.2's floats: ``1e-4`` is a number (PyYAML's YAML 1.1 reads it as the text "1e-4" without a dot)
+UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+                                      list("-+0123456789"))
 
 
 def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke: bool = False) -> Sweep:
@@ -87,6 +91,9 @@ def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
+        if "'\\t'" in str(getattr(exc, "problem", "")):  # PyYAML: "found character '\t' that cannot start any token"
+            raise SpecError(f"spec file {str(path)!r} is not valid YAML{where}: a tab character; allowed: indentation "
+                            "with spaces (YAML forbids tabs)") from None
         raise SpecError(f"spec file {str(path)!r} is not valid YAML{where}; allowed: a YAML mapping") from None
     if not isinstance(raw, dict):
         raise SpecError(f"spec file {str(path)!r} must hold a YAML mapping with keys {', '.join(TOP_KEYS)}")
@@ -115,7 +122,9 @@ def apply_override(raw: dict, item: str) -> None:
     if parts[0] not in TOP_KEYS:
         raise SpecError(f"--set {key!r}: unknown section {parts[0]!r}; allowed: {', '.join(TOP_KEYS)}")
     try:
-        value = yaml.safe_load(text) if text.strip() else None
+        value = yaml.load(text, Loader=UniqueKeyLoader) if text.strip() else None  # noqa: S506  (a SafeLoader)
+    except DuplicateKey as exc:
+        raise SpecError(f"--set {item!r}: key {exc.key!r} appears twice; allowed: each key once in a mapping") from None
     except yaml.YAMLError:
         value = text
     node = raw
