@@ -441,3 +441,10 @@ def test_a_tab_in_a_spec_is_named(tmp_path):
     path.write_text("method: ce\ndata:\n\tsource: bbc_news\n")
     with pytest.raises(SpecError, match="at line 3: a tab character; allowed: indentation with spaces"):
         load_spec(path)
+
+
+def test_a_spec_saved_with_exponents_as_text_compares_equal_to_one_read_now():
+    from contrasweep.spec.load import yaml12_numbers
+
+    assert yaml12_numbers({"grid": {"lr": ["1e-4", "3e-5"], "name": "e5"}, "n": "12"}) == {
+        "grid": {"lr": [1.0e-4, 3.0e-5], "name": "e5"}, "n": "12"}

@@ -103,9 +103,9 @@ def _show(value) -> str:
 def grown_sweep(sweep_dir: sweeps.SweepDir, overrides: list[str]) -> tuple[Sweep, Sweep, list[str]]:
     """(the sweep as it ran, the sweep extended, the keys that grow); refused growth is one line."""
     from contrasweep.run.inputs import load_sweep
-    from contrasweep.spec.load import apply_override
+    from contrasweep.spec.load import apply_override, yaml12_numbers
 
-    raw = sweep_dir.spec()
+    raw = yaml12_numbers(sweep_dir.spec())  # a spec saved before 1e-4 read as a number held the text "1e-4"
     old = load_sweep(sweep_dir)
     new_raw = copy.deepcopy(raw)
     for item in overrides:
