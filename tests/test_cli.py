@@ -77,7 +77,8 @@ def test_ui_serves_on_localhost_and_sigterm_stops_everything_it_started(tmp_path
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "ui", "--port", str(port)], cwd=tmp_path,
-                            env=os.environ.copy(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
         deadline = time.time() + 90
         while True:
@@ -93,8 +94,14 @@ def test_ui_serves_on_localhost_and_sigterm_stops_everything_it_started(tmp_path
         held = {ip for _, ip, p in sockets_of(descendants(proc.pid)) if p == port}
         assert held == {"127.0.0.1"}, held  # this machine only
         started = descendants(proc.pid)
+        asked = time.monotonic()
         proc.send_signal(signal.SIGTERM)  # to contrasweep alone, as a service manager or `kill` does
         assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+        assert time.monotonic() - asked < 2.5  # within 2 s of SIGTERM (1.5 s grace, then SIGKILL)
+        # the terminal: our lines only (the address); MLflow's INFO lines and warnings go to its log
+        out = proc.stdout.read()
+        assert out.strip() and all(line.startswith("[contrasweep]") for line in out.strip().splitlines()), out
+        assert (tmp_path / "mlflow-ui.log").stat().st_size > 0
         with socket.socket() as probe:
             assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing serves the port any more
         assert not [pid for pid in started if Path(f"/proc/{pid}").exists()], started

@@ -75,3 +75,14 @@ def test_report_command_prints_the_table_and_rejects_bad_names(report_sweeps, ca
     assert "no sweep 'nope'" in capsys.readouterr().err
     assert main(["--root", str(root), "report", "ce-small", "--baseline", "other"]) == 2
     assert main(["--root", str(root), "report", "../ce-small"]) == 2
+    # a new process, as a user runs it (t-SNE loads the registered model): no library progress bars
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "HF_HUB_DISABLE_PROGRESS_BARS")}
+    proc = subprocess.run([sys.executable, "-m", "contrasweep", "--root", str(root), "report", "lacon-small"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and "lacon (lacon-small)" in proc.stdout, proc.stdout + proc.stderr
+    assert "Downloading artifacts" not in proc.stderr and "Loading weights" not in proc.stderr, proc.stderr
+    assert (root / "lacon-small" / "report" / "tsne.png").exists()

@@ -148,7 +148,17 @@ def _auto_report(root, name: str, status: str, tsne: bool = True) -> None:
     print(f"[contrasweep] report: {built.html_path} (also in MLflow: parent run → Artifacts → report/)", flush=True)
 
 
+def quiet_libraries() -> None:
+    """No library progress bars on the terminal (MLflow's artifact downloads, transformers'
+    "Loading weights"): set before either is imported; a user's own setting wins."""
+    import os
+
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def cmd_report(args) -> int:
+    quiet_libraries()
     from contrasweep.folder import sweeps
     from contrasweep.spec.load import _name
     from contrasweep.tracking.store import default_tracking_uri

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from contrasweep.errors import UserError
 
@@ -44,7 +45,17 @@ def cmd_ui(args) -> int:
 
         print(f"[contrasweep] runs of {sweep.name!r} and the other sweeps of its experiment: "
               f"{runs_url(f'http://{shown}:{args.port}', experiment)}", file=sys.stderr, flush=True)
-    return serve(command)
+    return serve(command, _log_path(uri, sweep))
+
+
+def _log_path(uri: str, sweep) -> Path:
+    """Where MLflow's own lines go (its INFO logging, its warnings): the sweep's folder, else
+    next to a sqlite store, else the working directory. The terminal gets ours alone."""
+    if sweep is not None:
+        return sweep.path / "mlflow-ui.log"
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///"):]).resolve().parent / "mlflow-ui.log"
+    return Path("mlflow-ui.log").resolve()
 
 
 def _ui_sweep(args):
@@ -77,16 +88,20 @@ def _experiment_of(sweep, uri: str) -> str | None:
         return None
 
 
-def serve(command: list[str]) -> int:
-    """Run the MLflow UI in a process group of its own and take it down whole (``mlflow ui``,
-    its uvicorn workers and huey) when this process gets SIGTERM or SIGINT: a SIGTERM used to
-    leave them serving the port."""
+def serve(command: list[str], log: Path) -> int:
+    """Run the MLflow UI in a process group of its own, its output in ``log``, and take it down
+    whole (``mlflow ui``, its uvicorn workers and huey) when this process gets SIGTERM or
+    SIGINT: a SIGTERM used to leave them serving the port, and a graceful uvicorn kept a
+    <defunct> child for 10-20 s, so the group gets SIGKILL after 1.5 s (a read-only UI has
+    nothing to save). An MLflow that ends by itself (a port taken) leaves its last line here."""
     import signal
 
-    proc = subprocess.Popen(command, env=os.environ.copy(), start_new_session=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(command, env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
 
     def stop(signum, frame):
-        for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        for sig, wait_s in ((signal.SIGTERM, 1.5), (signal.SIGKILL, 5)):
             try:
                 os.killpg(proc.pid, sig)
                 proc.wait(timeout=wait_s)
@@ -104,4 +119,8 @@ def serve(command: list[str]) -> int:
         os.killpg(proc.pid, signal.SIGTERM)  # what mlflow left behind when it ended by itself
     except ProcessLookupError:
         pass
+    if code:
+        lines = log.read_text(errors="replace").strip().splitlines()
+        print(f"[contrasweep] MLflow UI exited {code}: {lines[-1] if lines else 'no output'} (all of it: {log})",
+              file=sys.stderr, flush=True)
     return code
