@@ -91,16 +91,24 @@ def _experiment_of(sweep, uri: str) -> str | None:
 def serve(command: list[str], log: Path) -> int:
     """Run the MLflow UI in a process group of its own, its output in ``log``, and take it down
     whole (``mlflow ui``, its uvicorn workers and huey) when this process gets SIGTERM or
-    SIGINT: a SIGTERM used to leave them serving the port, and a graceful uvicorn kept a
-    <defunct> child for 10-20 s, so the group gets SIGKILL after 1.5 s (a read-only UI has
-    nothing to save). An MLflow that ends by itself (a port taken) leaves its last line here."""
+    SIGINT: SIGTERM to the group, SIGKILL after 1.5 s (a read-only UI has nothing to save), and
+    the group's stragglers SIGKILLed too. The signal only sets a flag that the main loop polls:
+    a handler that waited on the child itself could not (the interrupted ``Popen.wait`` holds
+    its lock), so each wait ran to its timeout and the UI took 6-15 s to go. An MLflow that
+    ends by itself (a port taken) leaves its last line here."""
     import signal
+    import time
 
+    _become_subreaper()
     with open(log, "ab") as out:
         proc = subprocess.Popen(command, env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-
-    def stop(signum, frame):
+    asked: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: asked.append(signum))
+    while proc.poll() is None and not asked:
+        time.sleep(0.1)
+    if asked:
         for sig, wait_s in ((signal.SIGTERM, 1.5), (signal.SIGKILL, 5)):
             try:
                 os.killpg(proc.pid, sig)
@@ -110,17 +118,41 @@ def serve(command: list[str], log: Path) -> int:
                 break
             except subprocess.TimeoutExpired:
                 continue
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    code = proc.wait()
     try:
-        os.killpg(proc.pid, signal.SIGTERM)  # what mlflow left behind when it ended by itself
+        os.killpg(proc.pid, signal.SIGKILL)  # what mlflow left behind (its workers), however it ended
     except ProcessLookupError:
         pass
+    _reap_all(time.monotonic() + 2)  # gone, not <defunct>, when this returns
+    if asked:
+        raise SystemExit(128 + asked[0])
+    code = proc.returncode
     if code:
         lines = log.read_text(errors="replace").strip().splitlines()
         print(f"[contrasweep] MLflow UI exited {code}: {lines[-1] if lines else 'no output'} (all of it: {log})",
               file=sys.stderr, flush=True)
     return code
+
+
+def _become_subreaper() -> None:
+    """Orphans of MLflow's workers become this process's children (Linux
+    ``PR_SET_CHILD_SUBREAPER``), so that ``_reap_all`` can reap them: left to init, they stayed
+    <defunct> for 10-20 s on some machines."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):  # not Linux: init reaps them
+        pass
+
+
+def _reap_all(deadline: float) -> None:
+    """Reap every child that has ended, until none is left or ``deadline`` (monotonic) passes."""
+    import time
+
+    while time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:  # no child left
+            return
+        if pid == 0:
+            time.sleep(0.05)
