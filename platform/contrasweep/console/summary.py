@@ -230,8 +230,8 @@ def selected_values(trials: dict, mode: str) -> list[float]:
     import math
 
     groups: dict[str, list[dict]] = {}
-    for entry in trials.values():
-        groups.setdefault(entry.get("group") or entry.get("config_key") or "", []).append(entry)
+    for tid, entry in trials.items():  # an entry without a group (older sweeps): a group of its own
+        groups.setdefault(entry.get("group") or entry.get("config_key") or tid, []).append(entry)
     best, best_mean = [], None
     for entries in groups.values():
         values = [e["best_value"] for e in entries if e.get("outcome") == "complete"
