@@ -132,6 +132,11 @@ class Sweep:
         """The hyperparameters that differ between configurations (grid or search keys)."""
         return list(dict.fromkeys([*self.grid, *self.search]))
 
+    def _block_points(self) -> list[dict]:
+        """Every point of the grid's blocks as written (no reported point, no fixed values)."""
+        return [dict(zip(block, values)) for block in (self.grids or [self.grid])
+                for values in itertools.product(*block.values())]
+
     def reported_names(self) -> dict | None:
         """For a grid whose reported point is not one of its own points (it runs first all the
         same: a user's grid replaced the paper's): the point's configuration and the defaults it
@@ -141,8 +146,7 @@ class Sweep:
             return None
         config = {**self.fixed, **self.reported}
         same = self._with_defaults(config)
-        points = [dict(zip(b, v)) for b in (self.grids or [self.grid]) for v in itertools.product(*b.values())]
-        if any(self._with_defaults({**self.fixed, **p}) == same for p in points):
+        if any(self._with_defaults({**self.fixed, **p}) == same for p in self._block_points()):
             return None
         defaults = hp_defaults(self.method)
         return {"config": config, "defaults": {k: defaults[k] for k in self.varied if k not in config and k in defaults}}
@@ -160,8 +164,7 @@ class Sweep:
 
     def grid_points(self) -> list[dict]:
         """The configurations of the exact grid, the paper's reported setting first."""
-        points = [dict(zip(block, values)) for block in (self.grids or [self.grid])
-                  for values in itertools.product(*block.values())]
+        points = self._block_points()
         base = {**self.fixed}
         reported = {**base, **self.reported}
         configs = [{**base, **p} for p in points]
