@@ -6,6 +6,7 @@ overridden (EXTRA)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_every_shipped_spec_is_swept_here():
 
 
 @pytest.mark.parametrize("name", SPECS)
-def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, cache_dir, tmp_path):
+def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, cache_dir, tmp_path, capsys):
     from contrasweep.folder import sweeps
     from contrasweep.run import tune
     from contrasweep.spec import load as spec
@@ -52,12 +53,26 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
         from test_sts import write_pairs
 
         overrides.append(f"evaluation.sts={write_pairs(tmp_path / 'pairs.csv')}")
+    if name == "ce.yaml":  # a user's own CSV with dirty rows: what was dropped, and why, is said and logged
+        from test_data import _rows, _write_csv
+
+        dirty = _rows() + [{"text": " ", "label": "apple"}, {"text": "orphan", "label": ""}, {"text": "odd", "label": "7"}]
+        overrides.append(f"data={{source: {_write_csv(tmp_path / 'own.csv', dirty)}, protocol: full, test_fraction: 0.1}}")
     sweep = spec.load_spec(ROOT / "search_spaces" / name, overrides, smoke=True)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     results = tune.run(sweep, "s", sweeps.sweeps_root(str(tmp_path / "sweeps")), uri, None)
     n = min(2, len(sweep.grid_configs()))
     assert len(results) == n and not any(r.error for r in results)
-    runs = trial_runs(uri, parent_runs(uri, "spaces", "s")[0].info.run_id)
+    parent = parent_runs(uri, "spaces", "s")[0]
+    runs = trial_runs(uri, parent.info.run_id)
+    if name == "ce.yaml":
+        err = capsys.readouterr().err
+        assert "[contrasweep] data: dropped 2 rows of the source's train split: 1 empty text, 1 no label\n" in err
+        assert "[contrasweep] data: class '7' has no row in" in err
+        from mlflow.tracking import MlflowClient
+
+        stats = json.loads(Path(MlflowClient(uri).download_artifacts(parent.info.run_id, "data_stats.json", str(tmp_path))).read_text())
+        assert stats["dropped"] == {"train": {"empty text": 1, "no label": 1}} and stats["train"]["per_class"]["7"] in (0, 1)
     assert len(runs) == n and all(r.info.status == "FINISHED" for r in runs)
     assert all(r.data.tags["contrasweep.last_epoch"] == "1" for r in runs)  # one epoch, wherever the spec sets them
     objective = sweep.metric[0].removeprefix("val/")

@@ -60,6 +60,20 @@ def data_notes(prepared: list) -> list[str]:
     return list(dict.fromkeys(note for one in prepared for note in notes_of(one.stats, one.dropped)))
 
 
+def reported_line(sweep: Sweep) -> str | None:
+    """The console's line for a reported point outside the user's grid (``Sweep.reported_names``):
+    the values it trains with for the swept keys, as run names show them; None inside the grid."""
+    from contrasweep.spec.text import hp_text
+
+    outside = sweep.reported_names()
+    if not outside:
+        return None
+    point = {**outside["defaults"], **outside["config"]}
+    values = " ".join(f"{k}={hp_text(point[k])}" for k in sweep.varied if k in point)
+    return ("the spec's reported point runs first, as a configuration of its own outside the grid "
+            f"(its runs are named '(reported)'): {values}")
+
+
 def prepare_sts(sweep: Sweep) -> dict | None:
     """STS pairs of ``evaluation.sts``, tokenised once on the driver (None without one)."""
     from contrasweep.data.sts import prepare_sts as tokenise_pairs

@@ -25,7 +25,8 @@ from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_s
 from contrasweep.run import recovery, sweep_plan, test_phase
 from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
-from contrasweep.run.inputs import data_notes, load_sweep, prepare_data, prepare_sts, put_data, rows_line, static_config
+from contrasweep.run.inputs import (data_notes, load_sweep, prepare_data, prepare_sts, put_data, reported_line, rows_line,
+                                    static_config)
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.search.warm_start import warm_points
@@ -154,13 +155,9 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
               f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
         for note in data_notes(prepared):  # rows dropped and why, classes a split lacks
             print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
-        outside = sweep.reported_names()
-        if outside:  # a user's grid replaced the paper's: say what the extra first trial is
-            point = {**outside["defaults"], **outside["config"]}
-            values = " ".join(f"{k}={point[k]:g}" if isinstance(point[k], float) else f"{k}={point[k]}"
-                              for k in sweep.varied if k in point)
-            print(f"[contrasweep] the spec's reported point runs first, as a configuration of its own outside the "
-                  f"grid (its runs are named '(reported)'): {values}", file=sys.stderr, flush=True)
+        line = reported_line(sweep)
+        if line:  # a user's grid replaced the paper's: say what the extra first trial is
+            print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
         sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
         static = static_config(sweep, sweep_dir, prepared, files)
         tuner = tune.Tuner(
