@@ -58,12 +58,14 @@ def row(folder: Path, model: str, searcher: str, seeds: list[int], suggestions: 
     command = [sys.executable, "-m", "contrasweep"]
     proc = subprocess.Popen([*command, "run", str(spec), "--name", "s"], cwd=folder, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    from contrasweep.folder.record import read as read_record
+
     record = folder / "sweeps" / "s" / "tracking.json"
     ended = 0
     while proc.poll() is None and ended < kill_after:
         time.sleep(0.05)
         try:
-            ended = sum("status" in e for e in json.loads(record.read_text())["trials"].values())
+            ended = sum("status" in e for e in read_record(record)["trials"].values())
         except (OSError, ValueError, KeyError):
             pass
     os.killpg(proc.pid, signal.SIGKILL)

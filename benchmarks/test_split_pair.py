@@ -51,7 +51,9 @@ def one_sweep(spec: str, overrides: list[str], mode: str, work: Path) -> dict:
     started = time.perf_counter()
     tune.run(sweep, mode, root, uri, None)
     wall = time.perf_counter() - started
-    state = json.loads((root / mode / "tracking.json").read_text())
+    from contrasweep.folder.record import read
+
+    state = read(root / mode / "tracking.json")
     from contrasweep.tracking.store import get_client
 
     client = get_client(uri)

@@ -12,6 +12,7 @@ import json
 
 import pytest
 from conftest import write_spec
+from contrasweep.folder.record import read as read_record
 
 pytestmark = pytest.mark.slow
 
@@ -198,7 +199,7 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
 
     def trials() -> dict:
         try:
-            return json.loads((folder / "tracking.json").read_text())["trials"]
+            return read_record(folder / "tracking.json")["trials"]
         except (OSError, ValueError, KeyError):
             return {}
 

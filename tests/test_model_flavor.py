@@ -223,7 +223,7 @@ def test_a_model_that_cannot_be_built_is_one_line_and_the_weights_stay_logged(tm
     the summary says it in one line, and the registry still finds the weights."""
     from contrasweep.console.summary import model_errors
     from contrasweep.tracking.artifacts import Artifacts, logged_weights
-    from contrasweep.tracking.record import TrackingState
+    from contrasweep.folder.record import TrackingState
     from contrasweep.tracking.store import get_client
 
     client = get_client(f"sqlite:///{tmp_path / 'mlflow.db'}")

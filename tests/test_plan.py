@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from conftest import write_spec
+from contrasweep.folder.record import read as read_record
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION = {"setup_s": 0.5, "first_setup_s": 3.0, "train_row_s": 0.1, "stage2_row_s": 0.0, "eval_row_s": 0.02,
@@ -190,7 +191,7 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
     done = _cli(["run", str(spec), "--name", "tiny", "--no-tsne"], tmp_path)
     wall = time.perf_counter() - started
     assert done.returncode == 0, done.stderr[-2000:]
-    trials = json.loads((tmp_path / "sweeps" / "tiny" / "tracking.json").read_text())["trials"]
+    trials = read_record(tmp_path / "sweeps" / "tiny" / "tracking.json")["trials"]
     assert len(trials) == planned["trials"]
     ratio = planned["estimated_seconds"] / wall
     print(f"plan {planned['estimated_seconds']:.1f} s, run {wall:.1f} s, ratio {ratio:.2f}")

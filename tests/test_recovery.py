@@ -18,6 +18,7 @@ import pytest
 from test_tracking_resume import FakeTrial, done_and_cut, make, result
 
 from contrasweep.folder import driver, relocation
+from contrasweep.folder.record import read as read_record
 
 
 def _record(folder, **values) -> None:
@@ -111,7 +112,7 @@ def test_store_failure_is_journaled_and_caught_up_on_resume(tmp_path, monkeypatc
     trial.status = "TERMINATED"
     first.on_trial_complete(0, [trial], trial)
     first.on_experiment_end([trial])
-    saved = json.loads((tmp_path / "sweep" / "tracking.json").read_text())
+    saved = read_record(tmp_path / "sweep" / "tracking.json")
     assert "readonly database" in saved["store_error"]
     assert sorted({row[3] for row in saved["trials"]["a"]["unlogged"]}) == [2, 3]
     assert "pending" in saved["trials"]["a"]
@@ -122,7 +123,7 @@ def test_store_failure_is_journaled_and_caught_up_on_resume(tmp_path, monkeypatc
     assert [(m.step, m.value) for m in restored.client.get_metric_history(run_id, "val/accuracy")] == [(1, 0.5), (2, 0.6), (3, 0.7)]
     assert restored.client.get_run(run_id).info.status == "FINISHED"
     assert restored.client.get_run(saved["parent_run_id"]).info.status == "FINISHED"
-    assert "store_error" not in json.loads((tmp_path / "sweep" / "tracking.json").read_text())
+    assert "store_error" not in read_record(tmp_path / "sweep" / "tracking.json")
 
 
 def test_pickled_paths_follow_a_moved_sweep_folder(tmp_path):

@@ -42,6 +42,7 @@ import numpy as np
 import pytest
 
 from conftest import write_spec
+from contrasweep.folder.record import read as read_record
 
 pytestmark = pytest.mark.slow
 
@@ -79,7 +80,7 @@ def _start(args: list[str], tmp_path: Path, address: str | None) -> subprocess.P
 
 def _trials(folder: Path) -> dict:
     try:
-        return json.loads((folder / "tracking.json").read_text())["trials"]
+        return read_record(folder / "tracking.json")["trials"]
     except (OSError, ValueError, KeyError):
         return {}
 

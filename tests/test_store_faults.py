@@ -40,7 +40,9 @@ def _runs(uri: str) -> list:
 
 def _trials(state_file) -> dict:
     try:
-        return json.loads(state_file.read_text())["trials"]
+        from contrasweep.folder.record import read
+
+        return read(state_file)["trials"]
     except (OSError, ValueError):
         return {}
 

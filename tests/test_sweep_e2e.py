@@ -75,9 +75,10 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
 
 
 def _provenance_on_every_run(client, parent, tmp_path):
-    """Which code made each run, on the sweep, configuration and trial runs alike: the commit of
-    the checkout these tests run from (and whether its tracked files differ from it), the
-    versions, the spec's sha256 (of the spec.yaml logged on the sweep run), user and host."""
+    """Which code made the runs, once on the sweep run: the commit of the checkout these tests
+    run from (and whether its tracked files differ from it), the versions, the spec's sha256 (of
+    the spec.yaml logged on the sweep run), user and host; a configuration or trial run carries
+    the MLflow UI's user and source columns only (nothing differs from its sweep run's here)."""
     import hashlib
     import socket
     import subprocess
@@ -90,19 +91,23 @@ def _provenance_on_every_run(client, parent, tmp_path):
     spec = Path(client.download_artifacts(parent.info.run_id, "spec.yaml", str(tmp_path))).read_bytes()
     runs = client.search_runs([parent.info.experiment_id], "tags.`contrasweep.sweep` = 'e2e'")
     assert sorted(r.data.tags["contrasweep.kind"] for r in runs) == ["configuration"] * 2 + ["sweep"] + ["trial"] * 4
+    tags = next(r for r in runs if r.data.tags["contrasweep.kind"] == "sweep").data.tags
+    if head.returncode == 0:
+        assert tags["mlflow.source.git.commit"] == head.stdout.strip()
+        assert tags["mlflow.source.git.dirty"] == str(bool(changed)).lower()
+    else:  # not a git checkout: no commit claimed
+        assert "mlflow.source.git.commit" not in tags
+    assert tags["contrasweep.host"] == socket.gethostname()
+    for package in ("torch", "transformers", "ray", "mlflow", "optuna", "contrasweep"):
+        assert tags[f"contrasweep.version.{package}"] == metadata.version(package), package
+    assert tags["contrasweep.version.python"].count(".") == 2
+    assert tags["contrasweep.spec_sha256"] == hashlib.sha256(spec).hexdigest()
     for run in runs:
-        tags = run.data.tags
-        if head.returncode == 0:
-            assert tags["mlflow.source.git.commit"] == head.stdout.strip(), run.info.run_name
-            assert tags["mlflow.source.git.dirty"] == str(bool(changed)).lower()
-        else:  # not a git checkout: no commit claimed
-            assert "mlflow.source.git.commit" not in tags
-        assert tags["mlflow.source.type"] == "LOCAL" and tags["mlflow.source.name"] and tags["mlflow.user"]
-        assert tags["contrasweep.host"] == socket.gethostname()
-        for package in ("torch", "transformers", "ray", "mlflow", "optuna", "contrasweep"):
-            assert tags[f"contrasweep.version.{package}"] == metadata.version(package), package
-        assert tags["contrasweep.version.python"].count(".") == 2
-        assert tags["contrasweep.spec_sha256"] == hashlib.sha256(spec).hexdigest()
+        assert run.data.tags["mlflow.source.type"] == "LOCAL" and run.data.tags["mlflow.source.name"]
+        assert run.data.tags["mlflow.user"] == tags["mlflow.user"]
+        if run.data.tags["contrasweep.kind"] != "sweep":  # once per sweep, not per run
+            assert not any(k.startswith(("contrasweep.version.", "mlflow.source.git.")) for k in run.data.tags)
+            assert "contrasweep.spec_sha256" not in run.data.tags and "contrasweep.host" not in run.data.tags
 
 
 def test_data_axes_run_every_variant_and_tag_its_runs(report_sweeps, tiny_model_dir, monkeypatch):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write_spec
+from contrasweep.folder.record import read as read_record
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +73,7 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
     assert len(_tested(every)) == 6
     tested = _tested(reported)
     assert len(tested) == 4, tested
-    state = json.loads((root / "reported" / "tracking.json").read_text())
+    state = read_record(root / "reported" / "tracking.json")
     assert state["tests"]["evaluated"] == 4 and len(state["tests"]["reported"]) == 4 and state["tests"]["done"]
 
     # the four are the selected configuration and the ones differing from it in one value
@@ -82,7 +83,7 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
     assert set(tested) == {c for c in map(_config_of, reported.values())
                            if sum(a != b for a, b in zip(c, best)) <= 1}
     # training is seeded: both sweeps select the same configuration, with the same test numbers
-    all_state = json.loads((root / "all" / "tracking.json").read_text())
+    all_state = read_record(root / "all" / "tracking.json")
     all_parent = client.get_run(all_state["parent_run_id"])
     all_best = client.get_run(all_parent.data.tags["contrasweep.best_config"])
     assert tuple(all_best.data.params[f"hp.{k}"] for k in GRID) == best
@@ -108,7 +109,7 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
     # repeat of what is now reported (from the MLflow model where the folder dropped the weights)
     assert main(["--root", str(root), "extend", "reported", "--set", "sweep.seeds=[0, 1]", "--no-tsne"]) == 0
     runs = _trial_runs(client, "reported")
-    state = json.loads((root / "reported" / "tracking.json").read_text())
+    state = read_record(root / "reported" / "tracking.json")
     shown = {state["trials"][tid]["run_id"] for tid in state["tests"]["reported"]}
     assert len(runs) == 12 and len(shown) == 8
     for run_id, run in runs.items():
@@ -130,7 +131,7 @@ def _env(tmp_path: Path) -> dict:
 
 def _tests(folder: Path) -> dict:
     try:
-        return json.loads((folder / "tracking.json").read_text()).get("tests") or {}
+        return read_record(folder / "tracking.json").get("tests") or {}
     except (OSError, ValueError):
         return {}
 
@@ -170,7 +171,7 @@ def test_a_kill_in_the_test_phase_resumes_without_repeating(ray_address, tiny_mo
     assert len(runs) == 6 and len(_tested(runs)) == 4
     for run_id in done["results"]:
         assert len(client.get_metric_history(run_id, "test/accuracy")) == 1
-    parent = client.get_run(json.loads((folder / "tracking.json").read_text())["parent_run_id"])
+    parent = client.get_run(read_record(folder / "tracking.json")["parent_run_id"])
     assert parent.info.status == "FINISHED" and "best_config/mean/test/accuracy" in parent.data.metrics
     assert sweeps.open_existing(folder.parent, "k").meta()["status"] == "finished"
 
@@ -193,7 +194,7 @@ def test_a_searcher_sweep_tests_the_selected_configuration_only(ray_session, tin
     runs = _trial_runs(client, "r")
     assert len(runs) == 6
     tested = [r for r in runs.values() if "test/accuracy" in r.data.metrics]
-    state = json.loads((root / "r" / "tracking.json").read_text())
+    state = read_record(root / "r" / "tracking.json")
     chosen = client.get_run(client.get_run(state["parent_run_id"]).data.tags["contrasweep.best_config"])
     assert len(tested) == 2 and {r.data.tags["mlflow.parentRunId"] for r in tested} == {chosen.info.run_id}
     assert chosen.data.metrics["n_repeats"] == 2 and "mean/test/accuracy" in chosen.data.metrics

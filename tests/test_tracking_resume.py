@@ -127,3 +127,31 @@ def test_an_interrupted_sweep_leaves_nothing_running_and_resume_goes_on(tmp_path
     restored.on_trial_complete(0, trials, cut)
     restored.on_experiment_end(trials)
     assert {r.info.status for r in client.search_runs([first.state.data["experiment_id"]])} == {"FINISHED"}
+
+
+def test_provenance_goes_once_on_the_sweep_run_and_a_resume_by_other_code_marks_its_new_runs(tmp_path, monkeypatch):
+    """Which code made the runs is tagged on the sweep run; configuration and trial runs carry
+    the UI's user and source columns only, unless a resume runs other code (another commit): the
+    runs it opens carry the tags that differ from the sweep run's."""
+    from mlflow.tracking import MlflowClient
+
+    import contrasweep.tracking.tracker as tracker_module
+
+    commit = {"mlflow.source.git.commit": "a" * 40}
+    real = tracker_module.provenance_tags
+    monkeypatch.setattr(tracker_module, "provenance_tags", lambda spec: {**real(spec), **commit})
+    first, restored, done, cut, trials = done_and_cut(tmp_path)
+    first.on_experiment_end(trials)
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    parent = client.get_run(first.parent_run_id).data.tags
+    assert parent["mlflow.source.git.commit"] == "a" * 40 and "contrasweep.host" in parent
+    trial = client.get_run(first.state.trials["done"]["run_id"]).data.tags
+    assert trial["mlflow.user"] == parent["mlflow.user"] and "contrasweep.host" not in trial
+    assert "mlflow.source.git.commit" not in trial
+    commit["mlflow.source.git.commit"] = "b" * 40  # the resume runs another commit
+    restored.setup()
+    late = FakeTrial("late", {"hp": {"lr": 3e-3}})
+    restored.on_trial_start(0, [*trials, late], late)
+    tags = client.get_run(restored.state.trials["late"]["run_id"]).data.tags
+    assert tags["mlflow.source.git.commit"] == "b" * 40 and "contrasweep.host" not in tags
+    assert client.get_run(first.parent_run_id).data.tags["mlflow.source.git.commit"] == "a" * 40

@@ -30,7 +30,9 @@ OTHER_RAY = ("import sys, ray\nray.init(address='local', num_cpus=1, include_das
 
 def _started(record) -> bool:
     try:
-        return bool(json.loads(record.read_text())["trials"])
+        from contrasweep.folder.record import read
+
+        return bool(read(record)["trials"])
     except (OSError, ValueError, KeyError):
         return False
 

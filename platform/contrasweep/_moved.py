@@ -24,7 +24,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "contrasweep.relocation": ("contrasweep.folder.relocation",),
     "contrasweep.sweep_storage": ("contrasweep.folder.sweep_storage",),
     "contrasweep.cleanup": ("contrasweep.folder.cleanup",),
-    "contrasweep.tracking": ("contrasweep.tracking.tracker", "contrasweep.tracking.store", "contrasweep.tracking.record"),
+    "contrasweep.tracking": ("contrasweep.tracking.tracker", "contrasweep.tracking.store", "contrasweep.folder.record"),
     "contrasweep.aggregate": ("contrasweep.tracking.aggregate",),
     "contrasweep.describe": ("contrasweep.tracking.describe",),
     "contrasweep.models": ("contrasweep.tracking.models",),

@@ -6,7 +6,6 @@ May import: every room of ``contrasweep`` (inside the functions).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -83,7 +82,9 @@ def _experiment_of(sweep, uri: str) -> str | None:
     if sweep is None or sweep.meta().get("tracking_uri") != uri:
         return None
     try:
-        return json.loads((sweep.path / "tracking.json").read_text()).get("experiment_id")
+        from contrasweep.folder.record import read as read_record
+
+        return read_record(sweep.path / "tracking.json").get("experiment_id")
     except (OSError, ValueError, AttributeError):
         return None
 

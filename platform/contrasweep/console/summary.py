@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from contrasweep.folder.record import read as read_record
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local store (contrasweep.tracking.runs_view)
 
@@ -40,7 +41,7 @@ def recorded_best(folder: Path, metric: str, mode: str) -> dict:
     (``contrasweep extend``) Tune results hold only its newest trials."""
     from contrasweep.tracking.aggregate import groups, select
 
-    state = json.loads((folder / "tracking.json").read_text())
+    state = read_record(folder / "tracking.json")
     uri = _meta(folder)["tracking_uri"]
     return select(groups(uri, state["parent_run_id"]), metric, mode)
 
@@ -73,7 +74,7 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
 def test_lines(folder: Path, sweep) -> list[str]:
     """How many test passes the sweep ran (``evaluation.test``; contrasweep.run.test_phase)."""
     try:
-        state = json.loads((folder / "tracking.json").read_text())
+        state = read_record(folder / "tracking.json")
     except (OSError, ValueError):
         return []
     if sweep.tests_in_trials:
@@ -95,7 +96,7 @@ def run_links(folder: Path) -> dict[str, str]:
     from contrasweep.tracking.runs_view import base_url, run_url, runs_url
 
     try:
-        state = json.loads((folder / "tracking.json").read_text())
+        state = read_record(folder / "tracking.json")
         uri = json.loads((folder / "sweep.json").read_text()).get("tracking_uri", "")
     except (OSError, ValueError):
         return {}
@@ -109,7 +110,7 @@ def run_links(folder: Path) -> dict[str, str]:
 def model_errors(folder: Path) -> list[str]:
     """Why complete trials got no MLflow model (``tracking.json``; contrasweep.tracking.artifacts)."""
     try:
-        trials = json.loads((Path(folder) / "tracking.json").read_text()).get("trials", {})
+        trials = read_record(Path(folder) / "tracking.json").get("trials", {})
     except (OSError, ValueError):
         return []
     return [e["model_error"] for e in trials.values() if e.get("model_error")]
@@ -144,7 +145,7 @@ def resume_line(folder: Path, name: str) -> str:
     those that go on from their last resume state (the epoch each had reached), and those
     not started yet (``tracking.json``, ``sweep.json``)."""
     try:
-        trials = json.loads((folder / "tracking.json").read_text()).get("trials", {})
+        trials = read_record(folder / "tracking.json").get("trials", {})
     except (OSError, ValueError):
         trials = {}
     ended = [e for e in trials.values() if "status" in e]
@@ -164,7 +165,7 @@ def _scheduler_stops(folder: Path | None) -> int:
     """Trials the scheduler (ASHA) ended before their last epoch (``tracking.json``: FINISHED,
     outcome ``stopped``)."""
     try:
-        trials = json.loads((folder / "tracking.json").read_text()).get("trials", {})
+        trials = read_record(folder / "tracking.json").get("trials", {})
     except (OSError, ValueError, TypeError):
         return 0
     return sum(1 for e in trials.values() if e.get("status") == "FINISHED" and e.get("outcome") == "stopped")
@@ -262,7 +263,7 @@ def listing(sweep) -> dict:
     status = sweep.status()
     meta = sweep.meta() if status != "damaged" else {}
     try:
-        trials = json.loads((sweep.path / "tracking.json").read_text()).get("trials", {})
+        trials = read_record(sweep.path / "tracking.json").get("trials", {})
     except (OSError, ValueError):
         trials = {}
     ended = sum(1 for e in trials.values() if "status" in e) if trials else meta.get("trials", 0)

@@ -14,10 +14,10 @@ evaluates its test split from there).
 
 from __future__ import annotations
 
-import json
 import shutil
 
 from contrasweep.folder.sweeps import SweepDir
+from contrasweep.folder.record import read as read_record
 from trainables.storage import filesystem, join
 
 
@@ -62,7 +62,7 @@ def _trials_to_drop(sweep: SweepDir) -> tuple[set[str], set[str]]:
     """Trial ids (``tracking.json``) whose runs ended as stopped by the scheduler, and those of
     complete trials no report shows (none where the test phase has not recorded them)."""
     try:
-        state = json.loads((sweep.path / "tracking.json").read_text())
+        state = read_record(sweep.path / "tracking.json")
         trials = state["trials"]
     except (OSError, ValueError, KeyError):
         return set(), set()

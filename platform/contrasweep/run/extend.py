@@ -254,7 +254,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     from contrasweep.run.inputs import static_config
     from contrasweep.search.registry import group_sizes, num_samples, scheduler_of, search_alg, total_trials
     from contrasweep.tracking.aggregate import groups_of
-    from contrasweep.tracking.record import TrackingState
+    from contrasweep.folder.record import TrackingState
     from contrasweep.tracking.rows import spec_yaml
     from contrasweep.tracking.store import get_client, trial_runs
 

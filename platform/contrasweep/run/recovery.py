@@ -36,7 +36,7 @@ def settle(sweep: SweepDir) -> str | None:
 def close_runs(sweep: SweepDir, meta: dict) -> int:
     """End the sweep's RUNNING runs KILLED; the closed ones are remembered for resume."""
     from contrasweep.tracking.reattach import children_of, parent_of, sweep_runs
-    from contrasweep.tracking.record import TrackingState
+    from contrasweep.folder.record import TrackingState
     from contrasweep.tracking.store import get_client
 
     uri = meta.get("tracking_uri")

@@ -24,7 +24,7 @@ import sys
 from contrasweep.folder import sweeps
 from contrasweep.folder.relocation import here
 from contrasweep.spec.sweep import Sweep
-from contrasweep.tracking.record import TrackingState
+from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.selection import Selection
 from contrasweep.tracking.store import get_client
 from contrasweep.tracking.tested import Due, TestRecord

@@ -226,7 +226,7 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
     ended every trial, then record how the sweep ended: ``finished`` only after both. An MLflow
     failure mid-sweep (the tracker stopped Tune for it) is one line: the sweep is interrupted
     and resumable."""
-    from contrasweep.tracking.record import TrackingState
+    from contrasweep.folder.record import TrackingState
     from contrasweep.tracking.store import store_errors, store_line
 
     own_loggers = sweep_dir.meta().get("tune_loggers") == TUNE_LOGGERS  # in its pickled run config

@@ -100,7 +100,7 @@ def points(sweep: Sweep, groups: list, name: str) -> list[dict]:
 def warm_points(sweep: Sweep, root: Path) -> list[dict]:
     """The points of every sweep ``sweep.warm_start`` names (see the module docstring)."""
     from contrasweep.tracking.aggregate import groups
-    from contrasweep.tracking.record import TrackingState
+    from contrasweep.folder.record import TrackingState
     from contrasweep.tracking.store import default_tracking_uri
 
     out = []

@@ -1,8 +1,8 @@
 """MLflow, written by the driver and read back (docs/architecture.md, "Data flow").
 
 ``store``: the leaf everything else here (and ``dashboards``) imports: the client, the tag
-names, the default store, trial runs by tag, a store failure in one line. ``record``:
-``tracking.json``. ``ledger``: what the record says finished (for the schedulers).
+names, the default store, trial runs by tag, a store failure in one line (the sweep's record,
+``tracking.json``, is ``contrasweep.folder.record``). ``ledger``: what the record says finished (for the schedulers).
 ``tracker``: ``MlflowTracker``, the Tune callback that writes the run hierarchy.
 ``aggregate``: repeat groups, mean/std/n, the selection rule and what a report shows.
 ``tested``: the test phase's record and its MLflow side. ``describe``: the sweep run's

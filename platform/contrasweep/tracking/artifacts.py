@@ -7,7 +7,7 @@ from the folders the sweep keeps). A model that cannot be built (a sweep started
 were, whose record lacks the label names; an encoder folder without ``config.json``) is one
 line, and the weights are logged as plain files under ``best_checkpoint/`` as before.
 
-May import: ``contrasweep.tracking.record``, ``contrasweep.tracking.rows``,
+May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.store``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``, ``trainables`` (the
 state folder's helpers).
 """
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from contrasweep.folder.relocation import here
-from contrasweep.tracking.record import TrackingState
+from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
 

@@ -3,7 +3,7 @@ per-step series at step = optimiser step), the trial's best value and best epoch
 (its outcome), and the sweep run's live numbers. While the store cannot be written the rows wait
 in the sweep's record (``unlogged``) and ``catch_up`` logs them on resume.
 
-May import: ``contrasweep.tracking.record``, ``contrasweep.tracking.rows``,
+May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.store``, ``contrasweep.tracking.aggregate``, ``contrasweep.spec``.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable
 
 from contrasweep.spec.objective import Objective
-from contrasweep.tracking.record import TrackingState
+from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.rows import metric_entity, numeric, step_series
 from contrasweep.tracking.store import store_errors
 
@@ -44,7 +44,7 @@ class EpochLog:
             entry["best_value"] = float(value)
         if result.get("best/epoch"):  # names the trial's best folder (trainables.checkpoints)
             entry["best_epoch"] = int(result["best/epoch"])
-        self.state.save()
+        self.state.save_trial(entry)
         return True
 
     def log_rows(self, entry: dict, rows: list[tuple]) -> None:
@@ -59,7 +59,7 @@ class EpochLog:
             self.on_failure(exc)
         if logged < len(rows):
             entry.setdefault("unlogged", []).extend(list(m) for m in rows[logged:])
-        self.state.save()
+            self.state.save_trial(entry)
 
     def catch_up(self) -> None:
         """On resume: the rows an MLflow failure kept in the record."""

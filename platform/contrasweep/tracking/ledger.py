@@ -9,14 +9,14 @@ its hyperparameters, seed, data variant and, for searchers, its suggestion and r
 is never trained again (``group_asha.MovableFIFO.settle``). A trial that failed is not
 finished: ``resume`` retries it.
 
-May import: ``contrasweep.spec.identity``.
+May import: ``contrasweep.spec.identity``, ``contrasweep.folder.record``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from contrasweep.folder.record import read as read_record
 from contrasweep.spec.identity import key_of
 
 
@@ -27,7 +27,7 @@ def finished(tracking_file: str | Path | None) -> dict[str, dict]:
     if path is None or not path.exists():
         return {}
     try:
-        trials = json.loads(path.read_text()).get("trials", {})
+        trials = read_record(path).get("trials", {})
     except (OSError, ValueError):
         return {}
     return {e["config_key"]: dict(e.get("final") or {}) for e in trials.values()

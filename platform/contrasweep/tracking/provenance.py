@@ -1,7 +1,10 @@
 """Which code, on which machine, by whom, made a sweep's runs (docs/architecture.md, "Data flow").
 
-The same tags go on the sweep run, each configuration run and each trial run, so any run found
-in the MLflow UI says what made it: MLflow's own context tags (``mlflow.user``,
+The tags go once on the sweep run (the same for every run of a sweep; writing them per trial was
+part of the driver's cost per trial, issue 41); a configuration or trial run carries MLflow's
+user and source columns (``UI_TAGS``) and whichever tag differs from its sweep run's (a sweep
+resumed by other code or on another host), so that any run says what made it, read with its
+sweep run: MLflow's own context tags (``mlflow.user``,
 ``mlflow.source.name``, ``mlflow.source.type``: ``mlflow.tracking.context``'s default
 provider), the git commit, branch and dirty flag of the contrasweep source tree when it is a
 git checkout (MLflow's git provider looks at ``sys.argv[0]``, which for the installed
@@ -25,6 +28,7 @@ PACKAGES = ("torch", "transformers", "ray", "mlflow", "optuna", "contrasweep")
 VERSION_TAG = "contrasweep.version."  # + python or a package name
 SPEC_SHA_TAG = "contrasweep.spec_sha256"
 HOST_TAG = "contrasweep.host"
+UI_TAGS = ("mlflow.user", "mlflow.source.name", "mlflow.source.type")  # columns of the MLflow runs table
 
 
 def versions() -> dict[str, str]:

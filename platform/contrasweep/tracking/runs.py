@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from contrasweep.spec.identity import key_of
-from contrasweep.tracking.record import TrackingState
+from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
 from contrasweep.tracking.store import CONFIG_KEY_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG
 
@@ -30,13 +30,21 @@ CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.pro
 class RunTree:
     """Sweep → configuration → trial runs, over one MLflow client and the sweep's record.
     ``static``: the sweep's seeds, resources, method, data variants, varied keys and
-    repeat-group sizes (to name and tag a trial's real hyperparameters); ``provenance``: the
-    tags every run this process opens carries (``contrasweep.tracking.provenance``)."""
+    repeat-group sizes (to name and tag a trial's real hyperparameters); ``provenance``: which
+    code made the runs (``contrasweep.tracking.provenance``), once on the sweep run; a
+    configuration or trial run carries only the MLflow UI's user and source columns and what
+    differs from the sweep run's (a resume by other code or on another host)."""
 
     def __init__(self, client, state: TrackingState, sweep_name: str, static: dict | None,
                  provenance: dict[str, str] | None = None):
         self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static or {}
         self.provenance = provenance or {}
+        self.run_provenance = dict(self.provenance)  # set by open_parent / reopen
+
+    def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
+        from contrasweep.tracking.provenance import UI_TAGS
+
+        self.run_provenance = {k: v for k, v in self.provenance.items() if k in UI_TAGS or sweep_run_tags.get(k) != v}
 
     @property
     def parent_run_id(self) -> str:
@@ -50,6 +58,7 @@ class RunTree:
         run = self.client.create_run(experiment_id, run_name=self.sweep_name, tags={
             **self.provenance, **sweep_tags(spec, self.sweep_name), NOTE_TAG: sweep_description(spec, self.sweep_name)})
         parent = run.info.run_id
+        self._per_run(self.provenance)
         self.state.data.update(parent_run_id=parent, experiment_id=experiment_id)
         self.state.save()
         self.client.log_batch(parent, params=param_entities(params))
@@ -65,6 +74,7 @@ class RunTree:
 
         have = self.client.get_run(self.parent_run_id).data.tags  # a sweep started by a version that recorded none:
         self.client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in self.provenance.items() if k not in have])
+        self._per_run({**self.provenance, **have})
         for run_id in self.state.data.get("interrupted_runs", []):
             self.client.update_run(run_id, status="RUNNING")
         self.state.data.pop("interrupted_runs", None)
@@ -97,10 +107,14 @@ class RunTree:
         known = {t.trial_id for t in trials}
         same = sorted((tid for tid, e in self.state.trials.items() if tid not in known and e["config_key"] == key),
                       key=lambda tid: "status" in self.state.trials[tid])
-        entry = self.state.trials.pop(same[0]) if same else self._new_trial_run(trial, key)
-        self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
-        self.state.trials[trial.trial_id] = entry
-        self.state.save()
+        if same:  # re-keyed: the record's whole snapshot, so that the old id's entry is gone from it
+            entry = self.state.trials.pop(same[0])
+            self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
+            self.state.trials[trial.trial_id] = entry
+            self.state.save()
+        else:
+            entry = self.state.trials[trial.trial_id] = self._new_trial_run(trial, key)
+            self.state.save_key("trials", trial.trial_id)
         return entry["run_id"]
 
     def _new_trial_run(self, trial, key: str) -> dict:
@@ -112,7 +126,7 @@ class RunTree:
         run = self.client.create_run(
             self.state.data["experiment_id"],
             run_name=name,
-            tags={**self.provenance, PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id,
+            tags={**self.run_provenance, PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id,
                   KIND_TAG: "trial",
                   "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
                   "contrasweep.group_size": str(self.group_size(identity.group)), CONFIG_KEY_TAG: key,
@@ -140,14 +154,14 @@ class RunTree:
             run = self.client.create_run(
                 self.state.data["experiment_id"], run_name=config_run_name(identity, method, self.static.get("varied", []),
                                                                                   self.static.get("reported")),
-                tags={**self.provenance, PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration",
+                tags={**self.run_provenance, PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration",
                       "contrasweep.sweep": self.sweep_name,
                       "contrasweep.group_size": str(self.group_size(identity.group)), **own},
             )
             configs[identity.group] = run.info.run_id
             hp = {k: v for k, v in identity.hp.items() if k != "seed"}
             self.client.log_batch(run.info.run_id, params=param_entities({"hp": hp, "data": identity.variant.get("setting", {})}))
-            self.state.save()
+            self.state.save_key("configs", identity.group)
         return configs[identity.group]
 
     def _trial_params(self, config: dict) -> dict:
@@ -171,11 +185,12 @@ class RunTree:
             tags["contrasweep.state_dir"] = state_dir  # where resume finds the checkpoint if the artifact is lost
         if entry.get("model_error"):  # its best weights are plain files: no MLflow model could be built
             tags["contrasweep.model_error"] = entry["model_error"][:500]
-        for key, value in tags.items():
-            self.client.set_tag(entry["run_id"], key, value)
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(entry["run_id"], tags=[RunTag(k, str(v)) for k, v in tags.items()])
         self.client.set_terminated(entry["run_id"], status=entry["status"])
         del entry["pending"]
-        self.state.save()
+        self.state.save_trial(entry)
         self.close_group(entry.get("group"))
 
     def close_group(self, group: str | None) -> None:

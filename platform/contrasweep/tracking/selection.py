@@ -10,7 +10,7 @@ May import: ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.models``,
 
 from __future__ import annotations
 
-from contrasweep.tracking.record import TrackingState
+from contrasweep.folder.record import TrackingState
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking.rows import metric_entity, slug
 from contrasweep.tracking.store import trial_runs

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contrasweep.tracking.aggregate import Group, groups_of, reported, summary
-from contrasweep.tracking.record import TrackingState
+from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.rows import metric_entity
 from contrasweep.tracking.store import trial_runs
 

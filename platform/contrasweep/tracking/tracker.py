@@ -28,7 +28,7 @@ from contrasweep.tracking.artifacts import Artifacts
 from contrasweep.tracking.epochs import EpochLog, planned_epochs
 from contrasweep.tracking.epochs import outcome as outcome_of
 from contrasweep.tracking.provenance import provenance_tags
-from contrasweep.tracking.record import TrackingState
+from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.selection import Selection
@@ -178,7 +178,7 @@ class MlflowTracker(Callback):
         if entry.get("status") == "FAILED":  # an errored trial retried by `resume`
             del entry["status"]
             self.client.update_run(run_id, status="RUNNING")
-            self.state.save()
+            self.state.save_trial(entry)
         if self.progress and "status" not in entry:
             self.progress.trial_started(entry.get("name", trial.trial_id), planned_epochs(trial, self.static), trial.trial_id)
 
@@ -223,7 +223,7 @@ class MlflowTracker(Callback):
         if folder:
             entry["state_dir"] = folder
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
-        self.state.save()
+        self.state.save_trial(entry)
         self._apply_finish(entry)
         if not self.store_error:
             self.epochs.sweep_progress(self.parent_run_id, self._ended())

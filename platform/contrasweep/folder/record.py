@@ -1,0 +1,120 @@
+"""``tracking.json``: the sweep's record of its MLflow runs (docs/architecture.md, "Resume").
+Imports only the standard library.
+
+The record is saved several times per trial, and a whole snapshot grows with the sweep (about
+1 KB per trial): rewriting it each time made the driver's cost per trial grow with the sweep
+(issue 41, ``benchmarks/trial_scale.py``). A change to one trial's entry (or one
+configuration's run id) is therefore appended to ``tracking.journal`` (one JSON line); the snapshot is rewritten when the journal has grown
+as large as it, and by every ``save``. Each snapshot carries a generation number and the
+journal opens with the generation it extends, so a journal left from before the last snapshot
+(a driver killed between writing the two) is never replayed over it. Read the record with
+``TrackingState(path).data`` (or ``read``), never the snapshot file alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+GENERATION = "journal_generation"
+MIN_JOURNAL_BYTES = 64 * 1024
+
+
+def journal_path(path: Path) -> Path:
+    return Path(path).with_suffix(".journal")
+
+
+def _line(obj: Any) -> bytes:
+    return (json.dumps(obj, separators=(",", ":")) + "\n").encode()
+
+
+class TrackingState:
+    """``tracking.json``: parent run id, trial id -> run id, last epoch logged, best checkpoint."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.journal = journal_path(self.path)
+        self.data: dict[str, Any] = {"parent_run_id": None, "trials": {}}
+        self._snapshot_bytes = 0
+        self._journal_bytes = 0
+        if self.path.exists():
+            text = self.path.read_text()
+            self._snapshot_bytes = len(text)
+            self.data = json.loads(text)
+            self._replay()
+
+    def _replay(self) -> None:
+        """The trial entries appended since the snapshot (the journal of this generation only;
+        a line torn by a kill mid-write ends it)."""
+        try:
+            raw = self.journal.read_bytes()
+        except FileNotFoundError:
+            return
+        lines = raw.splitlines()
+        try:
+            header = json.loads(lines[0]) if lines else None
+        except ValueError:
+            return
+        if header != {"generation": self.data.get(GENERATION, 0)}:
+            return
+        self._journal_bytes = len(raw) if raw.endswith(b"\n") else 0  # torn: the next change saves a snapshot
+        for line in lines[1:]:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                self._journal_bytes = 0
+                break
+            self.data.setdefault(record["section"], {})[record["key"]] = record["value"]
+
+    def save(self) -> None:
+        """The whole record as a new snapshot, then an empty journal of its generation. Atomic
+        replace: a SIGKILL mid-write must not leave a torn file behind. One compact
+        ``json.dumps`` (the C encoder; ``json.dump`` to a file and ``indent`` take the pure
+        Python one)."""
+        self.data[GENERATION] = int(self.data.get(GENERATION, 0)) + 1
+        text = json.dumps(self.data, separators=(",", ":"))
+        _replace(self.path, text.encode())
+        header = _line({"generation": self.data[GENERATION]})
+        _replace(self.journal, header)
+        self._snapshot_bytes, self._journal_bytes = len(text), len(header)
+
+    def save_trial(self, entry: dict) -> None:
+        """One trial's entry changed (``entry``: the dict in ``trials``)."""
+        tid = next((k for k, v in self.trials.items() if v is entry), None)
+        if tid is None:
+            self.save()
+        else:
+            self.save_key("trials", tid)
+
+    def save_key(self, section: str, key: str) -> None:
+        """``data[section][key]`` was set: appended to the journal in one write; a new snapshot
+        once the journal is as large as the last one (or where there is no journal yet)."""
+        if self._journal_bytes == 0 or self._journal_bytes >= max(self._snapshot_bytes, MIN_JOURNAL_BYTES):
+            self.save()
+            return
+        line = _line({"section": section, "key": key, "value": self.data[section][key]})
+        fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        self._journal_bytes += len(line)
+
+    @property
+    def trials(self) -> dict[str, dict]:
+        return self.data["trials"]
+
+
+def read(path: Path) -> dict[str, Any]:
+    """The record's content (snapshot and journal); ``{}`` where there is none."""
+    return TrackingState(path).data if Path(path).exists() else {}
+
+
+def _replace(path: Path, content: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tracking-")
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(content)
+    os.replace(tmp, path)

@@ -1,0 +1,82 @@
+"""The sweep's record (``contrasweep.folder.record``): a trial's change is one appended journal
+line, the snapshot is rewritten once the journal is as large, and every reader sees snapshot
+and journal together; a journal older than its snapshot, or a torn last line, is never
+replayed wrongly."""
+
+from __future__ import annotations
+
+import json
+
+from contrasweep.folder.record import TrackingState, journal_path, read
+
+
+def _state(tmp_path, trials: int = 3) -> TrackingState:
+    state = TrackingState(tmp_path / "tracking.json")
+    state.data["parent_run_id"] = "p"
+    for i in range(trials):
+        state.trials[f"t{i}"] = {"run_id": f"r{i}", "last_epoch": 0}
+    state.save()
+    return state
+
+
+def test_a_trial_change_is_one_journal_line_and_readers_see_it(tmp_path):
+    state = _state(tmp_path)
+    snapshot = (tmp_path / "tracking.json").read_text()
+    state.trials["t1"]["last_epoch"] = 2
+    state.save_trial(state.trials["t1"])
+    state.trials["t3"] = {"run_id": "r3", "last_epoch": 0}
+    state.save_key("trials", "t3")
+    state.data.setdefault("configs", {})["g"] = "c"
+    state.save_key("configs", "g")
+    assert (tmp_path / "tracking.json").read_text() == snapshot  # only the journal grew
+    lines = journal_path(tmp_path / "tracking.json").read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[0]) == {"generation": json.loads(snapshot)["journal_generation"]}
+    again = read(tmp_path / "tracking.json")
+    assert again["trials"]["t1"]["last_epoch"] == 2 and again["trials"]["t3"]["run_id"] == "r3"
+    assert again["configs"] == {"g": "c"} and again["parent_run_id"] == "p"
+    assert again == state.data
+
+
+def test_the_snapshot_is_rewritten_once_the_journal_is_as_large(tmp_path, monkeypatch):
+    import contrasweep.folder.record as record
+
+    monkeypatch.setattr(record, "MIN_JOURNAL_BYTES", 0)
+    state = _state(tmp_path, trials=20)
+    size = (tmp_path / "tracking.json").stat().st_size
+    journal = journal_path(tmp_path / "tracking.json")
+    rewrites = 0
+    for epoch in range(1, 40):
+        state.trials["t0"]["last_epoch"] = epoch
+        before = journal.stat().st_size
+        state.save_trial(state.trials["t0"])
+        rewrites += journal.stat().st_size < before
+        assert journal.stat().st_size <= 2 * size + 200
+    assert 1 <= rewrites < 10
+    assert read(tmp_path / "tracking.json")["trials"]["t0"]["last_epoch"] == 39
+
+
+def test_a_journal_older_than_its_snapshot_or_torn_is_not_replayed_wrongly(tmp_path):
+    state = _state(tmp_path)
+    state.trials["t0"]["last_epoch"] = 5
+    state.save_trial(state.trials["t0"])
+    journal = journal_path(tmp_path / "tracking.json")
+    old_journal = journal.read_bytes()
+    # a re-keyed trial: the whole snapshot is saved; a kill before the new journal was written
+    # leaves the old one beside it, whose lines would bring the old id back
+    state.trials["t9"] = state.trials.pop("t0")
+    state.save()
+    journal.write_bytes(old_journal)
+    assert "t0" not in read(tmp_path / "tracking.json")["trials"]
+    # a kill in the middle of an append: the lines before the torn one count
+    state = TrackingState(tmp_path / "tracking.json")
+    state.trials["t1"]["last_epoch"] = 7
+    state.save_trial(state.trials["t1"])
+    with open(journal, "ab") as handle:
+        handle.write(b'{"section":"trials","key":"t2","val')
+    seen = read(tmp_path / "tracking.json")
+    assert seen["trials"]["t1"]["last_epoch"] == 7 and seen["trials"]["t2"]["last_epoch"] == 0
+    resumed = TrackingState(tmp_path / "tracking.json")  # a resumed driver's next change is not appended to the torn line
+    resumed.trials["t2"]["last_epoch"] = 3
+    resumed.save_trial(resumed.trials["t2"])
+    assert read(tmp_path / "tracking.json")["trials"]["t2"]["last_epoch"] == 3
+    assert read(tmp_path / "missing.json") == {}
