@@ -1,6 +1,6 @@
-"""`contrasweep clean` and `list`'s disk column: a finished sweep's resume states and a
-stopped trial's state folder go, the best weights and every other file stay; a running sweep
-is refused."""
+"""`contrasweep clean` and `list`'s disk column: a finished sweep's resume states, a stopped
+trial's state folder and that of a trial whose MLflow model holds its weights go, the other
+best weights and every other file stay; a running sweep is refused."""
 
 from __future__ import annotations
 
@@ -19,17 +19,20 @@ def _file(path, size: int) -> None:
 
 def _sweep(root, name: str, status: str):
     folder = root / name
-    for trial in ("run_trial_aaa_0_lr=0.1", "run_trial_bbb_1_lr=0.2"):
+    for trial in ("run_trial_aaa_0_lr=0.1", "run_trial_bbb_1_lr=0.2", "run_trial_ccc_2_lr=0.3"):
         state = folder / "tune" / trial / "state"
         _file(state / "best-e0002" / "model.safetensors", 1000)
         _file(state / "resume-e0003" / "model.safetensors", 3000)
         _file(state / "resume-e0003" / "train_state.pt", 5000)
         _file(folder / "tune" / trial / "checkpoint_000000" / "meta.json", 10)
     (folder / "spec.yaml").write_text("method: ce\nsweep: {metric: val/accuracy, mode: max}\n")
-    (folder / "sweep.json").write_text(json.dumps({"status": status, "created": "2026-11-25T01:00:00", "total": 2}))
+    (folder / "sweep.json").write_text(json.dumps({"status": status, "created": "2026-11-25T01:00:00", "total": 3}))
     (folder / "tracking.json").write_text(json.dumps({"trials": {
         "aaa": {"status": "FINISHED", "outcome": "complete", "best_value": 0.75},
-        "bbb": {"status": "FINISHED", "outcome": "stopped", "best_value": 0.5}}}))
+        "bbb": {"status": "FINISHED", "outcome": "stopped", "best_value": 0.5},
+        # kept, and its MLflow model holds its best weights (contrasweep.tracking.kept): one copy, MLflow's
+        "ccc": {"status": "FINISHED", "outcome": "complete", "best_value": 0.25, "model": "logged"}},
+        "tests": {"done": True, "reported": ["aaa"], "kept": ["aaa", "ccc"]}}))
     return folder
 
 
@@ -46,15 +49,16 @@ def test_clean_removes_what_it_says_and_nothing_else(tmp_path):
     size_before = human(sum((folder / p).stat().st_size for p in before))
     listed = _cli(tmp_path, "list")
     # the selected configuration so far: the complete one (its 1 repeat), not the stopped one
-    assert listed.stdout.splitlines()[1].split()[:9] == ["done", "finished", "2/2", "val/accuracy", "0.7500", "(1",
+    assert listed.stdout.splitlines()[1].split()[:9] == ["done", "finished", "3/3", "val/accuracy", "0.7500", "(1",
                                                          "repeat)", *size_before.split()], listed.stdout
     cleaned = _cli(tmp_path, "clean", "done")
     assert cleaned.returncode == 0, cleaned.stderr
     after = {p.relative_to(folder) for p in folder.rglob("*") if p.is_file()}
     size_after = human(sum((folder / p).stat().st_size for p in after))
-    assert f"done: 2 folders removed, {size_before} -> {size_after}" in cleaned.stdout
+    assert f"done: 3 folders removed, {size_before} -> {size_after}" in cleaned.stdout
     gone = before - after
-    assert gone == {p for p in before if "resume-e0003" in str(p)} | {p for p in before if "bbb" in str(p) and "state" in str(p)}
+    assert gone == ({p for p in before if "resume-e0003" in str(p)}
+                    | {p for p in before if ("bbb" in str(p) or "ccc" in str(p)) and "state" in str(p)})
     assert (folder / "tune" / "run_trial_aaa_0_lr=0.1" / "state" / "best-e0002" / "model.safetensors").exists()
 
 

@@ -90,7 +90,11 @@ def test_the_plan_counts_the_test_passes_of_what_is_reported():
     every = plan(load_spec(str(ROOT / "search_spaces" / "ce.yaml"), ["sweep.seeds=[0, 1, 2]", "evaluation.test=all"]),
                  _prepared(ce), CALIBRATION, {"CPU": 2.0})
     assert (reported.test_passes, every.test_passes) == (21, 45)
-    assert reported.kept_bytes == every.kept_bytes == (45 + 21) * 1000  # every MLflow model, the shown trials' folders
+    # one copy of each kept model: the 7 reported configurations and the next best (keep_models: 2) × 3 seeds
+    assert reported.kept_bytes == every.kept_bytes == (7 + 1) * 3 * 1000
+    every_model = plan(load_spec(str(ROOT / "search_spaces" / "ce.yaml"), ["sweep.seeds=[0, 1, 2]", "tracking.keep_models=all"]),
+                       _prepared(ce), CALIBRATION, {"CPU": 2.0})
+    assert every_model.kept_bytes == 45 * 1000
     assert reported.estimated_seconds < every.estimated_seconds
     # a grid of blocks: counted for the point with the most neighbours (SupCL-Seq's dropout sets tie batch sizes)
     supcl = load_spec(str(ROOT / "search_spaces" / "supcl_seq.yaml"), [])

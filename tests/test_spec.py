@@ -452,3 +452,19 @@ def test_a_spec_saved_with_exponents_as_text_compares_equal_to_one_read_now():
 
     assert yaml12_numbers({"grid": {"lr": ["1e-4", "3e-5"], "name": "e5"}, "n": "12"}) == {
         "grid": {"lr": [1.0e-4, 3.0e-5], "name": "e5"}, "n": "12"}
+
+
+@pytest.mark.parametrize("value, fragment", [(-1, "got -1"), ("some", "got 'some'"), (True, "got True"), (1.5, "got 1.5")])
+def test_keep_models_is_a_whole_number_or_all(value, fragment):
+    """tracking.keep_models: how many configurations of each setting keep an MLflow model
+    besides what a report shows (default 2), or all; anything else is one line."""
+    assert validate(base()).keep_models == 2
+    assert validate(base(tracking={"keep_models": "all"})).keep_models == "all"
+    assert validate(base(tracking={"keep_models": 0})).keep_models == 0
+    with pytest.raises(SpecError) as excinfo:
+        validate(base(tracking={"keep_models": value}))
+    message = str(excinfo.value)
+    assert message.startswith("tracking.keep_models must be a whole number >= 0 or all") and fragment in message
+    assert "allowed:" in message and "\n" not in message
+    with pytest.raises(SpecError, match="allowed: tracking.experiment, tracking.keep_models"):
+        validate(base(tracking={"keep": 1}))

@@ -56,8 +56,9 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
             assert {"model/MLmodel", "model/artifacts/checkpoint/model.safetensors",
                     "model/artifacts/checkpoint/meta.json"} <= files
             assert not client.list_artifacts(run.info.run_id, "best_checkpoint")
-            assert "test/accuracy" in run.data.metrics and len(list(state.glob("best-e*"))) == 1
-            assert not list(state.glob("resume-e*"))  # the sweep finished: nothing resumes it
+            assert "test/accuracy" in run.data.metrics
+            # one copy of its best weights, its MLflow model's; the sweep finished: nothing resumes it
+            assert not state.exists()
         else:  # stopped by ASHA: never a candidate, never tested, its states removed
             assert not files and "test/accuracy" not in run.data.metrics and not state.exists()
     assert {r.data.tags["contrasweep.outcome"] for r in runs} == {"complete", "stopped"}

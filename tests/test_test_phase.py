@@ -56,13 +56,14 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
                                                                    capsys):
     from contrasweep.cli import main
     from contrasweep.folder import sweeps
+    from contrasweep.tracking.artifacts import logged_weights
     from contrasweep.tracking.store import get_client
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
     address = ray_session.get_runtime_context().gcs_address
-    for test in ("reported", "all"):
-        spec = _spec(tmp_path, tiny_model_dir, test)
+    for test in ("reported", "all"):  # "all" keeps every trial's model as it ends; "reported" the default 2
+        spec = _spec(tmp_path, tiny_model_dir, test, **({"tracking": {"keep_models": "all"}} if test == "all" else {}))
         assert main(["--root", str(root), "run", str(spec), "--name", test, "--tracking-uri", uri, "--no-tsne"]) == 0
         # a command run where Ray was already up (a notebook's, this session's) leaves it running
         assert ray_session.is_initialized() and ray_session.get_runtime_context().gcs_address == address
@@ -96,10 +97,24 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
         history = client.get_metric_history(run.info.run_id, "test/accuracy")
         assert [(h.step) for h in history] == ([2] if _config_of(run) in tested else [])
 
-    # the summary counts the passes; the sweep folder keeps the reported trials' best weights only
+    # the summary counts the passes
     assert "test split: 4 evaluations after selection, for the 4 repeats a report shows" in out
     assert "test split: evaluated in each of 6 complete trials (evaluation.test: all)" in out
-    assert _state_folders(root / "reported") == 4 and _state_folders(root / "all") == 4
+    # MLflow models (tracking.keep_models): what a report shows and the 2 best configurations by
+    # validation mean (ties by group key, as the selection breaks them), or all; one copy of each
+    # kept weight file: the sweep folder keeps no state folder once MLflow holds its weights
+    configs = [client.get_run(run_id) for run_id in state["configs"].values()]
+    top2 = {r.info.run_id for r in sorted(configs, key=lambda r: (-r.data.metrics["mean/best/val/accuracy"],
+                                                                 r.data.tags["contrasweep.group"]))[:2]}
+    expected = {run_id for run_id, run in reported.items()
+                if _config_of(run) in tested or run.data.tags["mlflow.parentRunId"] in top2}
+    assert {run_id for run_id in reported if logged_weights(client, run_id)} == expected and 4 <= len(expected) <= 5
+    assert all(logged_weights(client, run_id) for run_id in every)
+    assert {state["trials"][tid]["run_id"] for tid in state["tests"]["kept"]} == expected
+    assert f"MLflow models: {len(expected)} of 6 complete trials (what a report shows and the 2 best configurations" in out
+    assert "MLflow models: 6 of 6 complete trials (every complete trial; tracking.keep_models)" in out
+    assert _state_folders(root / "reported") == 0 and _state_folders(root / "all") == 0
+    assert "best" in dict(client.get_registered_model("reported").aliases)  # registered once its model was logged
 
     # the report: "–" for the two configurations without test, never a number
     rows = (root / "reported" / "report" / "configurations_reported.md").read_text().splitlines()[4:]

@@ -116,6 +116,30 @@ def model_errors(folder: Path) -> list[str]:
     return [e["model_error"] for e in trials.values() if e.get("model_error")]
 
 
+def model_lines(folder: Path, keep_models) -> list[str]:
+    """How many complete trials keep an MLflow model, and the kept ones whose weights were gone
+    (``tracking.json``'s ``model``: contrasweep.tracking.kept)."""
+    from contrasweep.spec.text import counted
+
+    try:
+        trials = read_record(Path(folder) / "tracking.json").get("trials", {})
+    except (OSError, ValueError):
+        return []
+    complete = sum(1 for e in trials.values() if e.get("outcome") == "complete")
+    logged = sum(1 for e in trials.values() if e.get("model") == "logged")
+    missing = sum(1 for e in trials.values() if e.get("model") == "missing")
+    if not complete:
+        return []
+    which = ("every complete trial" if keep_models == "all" else
+             f"what a report shows and the {keep_models} best configurations of each setting")
+    lines = [f"[contrasweep] MLflow models: {logged} of {counted(complete, 'complete trial')} ({which}; "
+             "tracking.keep_models)"]
+    if missing:
+        lines.append(f"[contrasweep] no MLflow model for {counted(missing, 'repeat')} kept after the sweep first finished: "
+                     "their weights were removed then; to get them, run that configuration again")
+    return lines
+
+
 def disk_use(folder: Path) -> int:
     """Bytes under ``folder``: each file once (a resume state hard-links the best weights),
     links not followed."""
@@ -207,10 +231,13 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
         recorded = folder is not None and status in ("finished", "failed") and (folder / "tracking.json").exists()
         lines += best_lines(results, sweep, metric, mode, links, recorded_best(folder, metric, mode) if recorded else None)
         lines += test_lines(folder, sweep) if recorded else []
+    if folder is not None and sweep is not None and status in ("finished", "failed"):
+        lines += model_lines(folder, sweep.keep_models)
     errors = model_errors(folder) if folder is not None else []
     if errors:
-        lines.append(f"[contrasweep] no MLflow model for {len(errors)} trial(s) ({errors[0]}); their best weights are "
-                     "logged as files (best_checkpoint/)")
+        lines.append(f"[contrasweep] no MLflow model could be built for {len(errors)} "
+                     f"trial{'' if len(errors) == 1 else 's'} ({errors[0]}); their best weights are logged as files "
+                     "(best_checkpoint/)")
     if folder is not None:
         lines.append(f"[contrasweep] folder: {folder} ({human(disk_use(folder))} on disk; log: driver.log)")
     local = not links or links.get("", "").startswith(LOCAL_UI)  # a local store: nothing serves it until `contrasweep ui`

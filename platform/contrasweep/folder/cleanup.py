@@ -1,15 +1,15 @@
 """Disk a sweep no longer needs (``contrasweep clean``; a finished sweep does it itself).
 
-A trial's state folder holds its best validation epoch's weights (reports, the registry and
-re-logging a lost MLflow artifact read them) and full resume states (weights, optimiser state,
+A trial's state folder holds its best validation epoch's weights (the test phase and the MLflow
+model of a kept trial are made from them) and full resume states (weights, optimiser state,
 RNG: twice the model or more), which only ``resume`` reads. So: a finished sweep drops every
-resume state, and the best weights of every trial its report does not show (neither each
-setting's selected configuration nor on its sensitivity slices: ``tracking.json``'s
-``tests.reported``, recorded by the test phase, contrasweep.run.test_phase); any sweep drops the
-state folders of trials the scheduler stopped (never resumed: the tracker removes them as they
-stop) and the leftovers of interrupted writes. Everything MLflow holds stays: each complete
-trial's MLflow model keeps its best weights (an extension that selects another configuration
-evaluates its test split from there).
+resume state, and the state folder of every complete trial it no longer needs: one whose
+weights its MLflow model now holds (one copy of each kept weight file: a later extension's test
+phase and the report read the model's), and one neither reported nor kept
+(``tracking.json``'s ``tests.reported`` and ``tests.kept``, recorded by the test phase:
+``contrasweep.tracking.kept``); any sweep drops the state folders of trials the scheduler
+stopped (never resumed: the tracker removes them as they stop) and the leftovers of
+interrupted writes. Everything MLflow holds stays.
 """
 
 from __future__ import annotations
@@ -60,7 +60,10 @@ def reclaim(sweep: SweepDir) -> int:
 
 def _trials_to_drop(sweep: SweepDir) -> tuple[set[str], set[str]]:
     """Trial ids (``tracking.json``) whose runs ended as stopped by the scheduler, and those of
-    complete trials no report shows (none where the test phase has not recorded them)."""
+    complete trials a finished sweep needs no state folder for (none where the test phase has
+    not recorded them): neither reported nor kept (``tests.reported``, ``tests.kept``:
+    ``contrasweep.tracking.kept``), or whose best weights MLflow holds (one copy: the test phase
+    of a later extension and the report read the model's)."""
     try:
         state = read_record(sweep.path / "tracking.json")
         trials = state["trials"]
@@ -70,5 +73,6 @@ def _trials_to_drop(sweep: SweepDir) -> tuple[set[str], set[str]]:
     tests = state.get("tests") or {}
     if not tests.get("done"):
         return stopped, set()
-    shown = set(tests.get("reported", []))
-    return stopped, {tid for tid, e in trials.items() if e.get("outcome") == "complete" and tid not in shown}
+    shown = set(tests.get("reported", [])) | set(tests.get("kept", []))
+    return stopped, {tid for tid, e in trials.items() if e.get("outcome") == "complete"
+                     and (tid not in shown or e.get("model") == "logged")}

@@ -136,20 +136,13 @@ def new_grid_trials(new: Sweep, state: dict, found: list, top: int | None, reope
     or failed get none), and every configuration of a new setting. ``reopened``: the groups an
     earlier try of the same extension reopened (``grow_again``): they, and no others, get repeats
     (their group size grew, so they no longer count as complete)."""
-    from contrasweep.tracking.aggregate import rank, selection_key
+    from contrasweep.tracking.aggregate import best_groups
 
     ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again
     group_of = GroupKey(group_static(new))
     existing = set(state.get("configs", {}))
-    metric = new.objective.metric
-    sign = 1 if new.objective.mode == "max" else -1
-    ranked: dict[str, list] = {}
-    for group in found:
-        mean = group.stats(selection_key(metric))["mean"]
-        if group.complete and mean == mean:
-            ranked.setdefault(group.setting, []).append((sign * mean, group.group))
     # best first; ties by group key, as the selection breaks them (aggregate.select)
-    keep = {g for rows in ranked.values() for _, g in sorted(rows, key=lambda row: rank(*row))[:top or len(rows)]}
+    keep = {g.group for g in best_groups(found, new.objective.metric, new.objective.mode, top or None)}
     out = []
     for trial in new.grid_trials():
         group = group_of({"hp": trial})

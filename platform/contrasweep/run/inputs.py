@@ -128,6 +128,9 @@ def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, ship
         "checkpoint_at": pause_epochs(sweep),
         # in each trial (evaluation.test: all, or every configuration reported), or after selection (run.test_phase)
         "test": "all" if sweep.tests_in_trials else "reported",
+        # which complete trials keep an MLflow model (contrasweep.tracking.kept): all, as they end, or
+        # after selection what a report shows plus the best keep_models configurations of each setting
+        "keep_models": sweep.keep_models,
     }
 
 

@@ -29,8 +29,9 @@ Disk: each trial keeps its best weights; while it runs it also keeps up to two r
 state until the sweep ends and deletes the rest (``trainables.checkpoints``). ``disk_bytes``
 is the most the sweep folder holds at once (every trial's best weights and last resume state
 at the end, plus two more of each for the trials still running); ``kept_bytes`` what stays once
-it has finished (the best weights of the trials the report shows, and each trial's MLflow model
-in the store).
+it has finished: one copy of the best weights of each trial that keeps an MLflow model (what a
+report shows and the ``tracking.keep_models`` best configurations of each setting, at most; or
+every trial; ``contrasweep.tracking.kept``), in the store.
 
 May import: ``contrasweep.spec``, ``contrasweep.search.registry``, ``contrasweep.run.inputs``,
 ``contrasweep.run.ray_start``; ``trainables`` (the calibration); Ray (``--address``).
@@ -231,6 +232,16 @@ def test_costs(sweep: Sweep, sizes: list[dict], calibration: dict, configuration
             for _ in range(min(tested_configurations(sweep), configurations)) for test_rows in repeats]
 
 
+def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
+    """The most trials that keep an MLflow model: every one (``keep_models: all``), or per setting
+    the repeats of the configurations a report shows and of the ``keep_models`` best ones (the
+    best, selected, one is among both)."""
+    if sweep.keep_models == "all":
+        return trials
+    configurations = tested_configurations(sweep) + max(0, int(sweep.keep_models) - 1)
+    return min(trials, configurations * max(1, sweep.repeats) * settings)
+
+
 def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, float], tsne: bool = True) -> SweepPlan:
     sizes = sizes_of(prepared)
     costs = cost_trials(sweep, sizes, calibration)
@@ -246,7 +257,7 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
         trials=len(costs), configurations=configurations, settings=len(settings),
         repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
         disk_bytes=len(costs) * (weights + resume) + running * 2 * (weights + resume),
-        kept_bytes=(len(costs) + min(shown, len(costs))) * weights,  # every MLflow model; the shown trials' folders
+        kept_bytes=kept_models(sweep, len(costs), len(settings)) * weights,  # one copy each, MLflow's
         estimated_seconds=(SWEEP_OVERHEAD_S + makespan([c.seconds for c in costs], slots, WORKER_START_S)
                            + makespan(tests, min(slots, len(tests)), WORKER_START_S)
                            + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)),

@@ -1,7 +1,9 @@
 """The test phase (``evaluation.test: reported``; docs/architecture.md, "Selection and the test
 split"): after Tune ends, at the end of a run, a resume or an extension, the test split is
 evaluated for the repeats a report shows (each setting's selected configuration and, for a
-grid, its sensitivity slices: ``tracking.aggregate.reported``) and for no other.
+grid, its sensitivity slices: ``tracking.aggregate.reported``) and for no other; those repeats
+and the ``tracking.keep_models`` best configurations of each setting get their MLflow model
+first (``tracking.kept``), and the registry points at the selected one's.
 
 Each evaluation is a Ray task with one trial worker's resources (in parallel as far as the
 cluster has room; GPU shares pack as trials do) that reads the trial's best folder from its
@@ -22,9 +24,9 @@ from __future__ import annotations
 import sys
 
 from contrasweep.folder import sweeps
+from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.spec.sweep import Sweep
-from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.selection import Selection
 from contrasweep.tracking.store import get_client
 from contrasweep.tracking.tested import Due, TestRecord
@@ -53,7 +55,11 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list
     evaluate = not sweep.tests_in_trials
     caught_up = record.catch_up()
     chosen, due = record.plan(sweep.varied, slices=sweep.exact_grid, evaluate=evaluate)
-    if not evaluate:
+    selection = Selection(client, state, sweep_dir.name, static.get("variants"), sweep.objective.metric,
+                          sweep.objective.mode)
+    keep(client, state, static, sweep, chosen)
+    if not evaluate:  # the registry's version points at a model the keeping may just have logged
+        selection.best_to_parent(record.parent_run_id)
         record.finish()
         return 0
     parent = record.parent_run_id
@@ -62,11 +68,31 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list
         client.update_run(parent, status="RUNNING")
     ran = evaluate_due(record, due, static, refs, uri, len(chosen))
     record.refresh(chosen)
-    Selection(client, state, sweep_dir.name, static.get("variants"), sweep.objective.metric,
-              sweep.objective.mode).best_to_parent(parent)
+    selection.best_to_parent(parent)
     client.set_terminated(parent, status=ended_as if ended_as in ("FINISHED", "FAILED") else "FINISHED")
     record.finish()
     return ran
+
+
+def keep(client, state: TrackingState, static: dict, sweep: Sweep, chosen: list) -> int:
+    """The MLflow models of what a report shows and of the ``tracking.keep_models`` best
+    configurations of each setting (``contrasweep.tracking.kept``); returns how many were logged."""
+    from contrasweep.tracking.aggregate import groups_of
+    from contrasweep.tracking.artifacts import Artifacts
+    from contrasweep.tracking.kept import keep_models, kept_groups
+    from contrasweep.tracking.store import trial_runs
+
+    found = groups_of(trial_runs(client, state.data["parent_run_id"]))
+    groups = kept_groups(chosen, found, sweep.objective.metric, sweep.objective.mode, static.get("keep_models", "all"))
+    logged, missing = keep_models(Artifacts(client, state, static), state, groups)
+    if missing:
+        from contrasweep.spec.text import counted
+
+        print(f"[contrasweep] no MLflow model for {counted(len(missing), 'repeat')} of the configurations now kept "
+              f"({', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}): their weights were removed when the sweep "
+              "first finished (tracking.keep_models); to get them, run that configuration again", file=sys.stderr,
+              flush=True)
+    return logged
 
 
 def evaluate_due(record: TestRecord, due: list[Due], static: dict, refs: list, uri: str, configurations: int) -> int:

@@ -106,8 +106,8 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
                 "variants": static["variants"], "varied": static["varied"], "reported": static.get("reported"),
                 "group_sizes": sizes if sizes is not None else group_sizes(sweep),
                 "trial_storage": static["trial_storage"],
-                # what each complete trial's MLflow model is built from (tracking.model_flavor)
-                "encoder": static["encoder"], "max_length": static["max_length"]},
+                # what each kept trial's MLflow model is built from (tracking.model_flavor), and which are kept
+                "encoder": static["encoder"], "max_length": static["max_length"], "keep_models": static["keep_models"]},
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
         texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )

@@ -19,7 +19,7 @@ Layout of a spec::
     fixed: {epochs: 10}             # the same for every trial
     sweep: {searcher: grid, metric: val/accuracy, mode: max, num_samples: 1,
             max_concurrent: 1, scheduler: asha, seeds: [0], resources: {cpu: 1, gpu: 0, workers: 1}}
-    tracking: {experiment: contrasweep}
+    tracking: {experiment: contrasweep, keep_models: 2}   # or keep_models: all
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from contrasweep.spec.sweep import (
     ASHA_PARAMS, ENCODER_PARAMS, MODES, NAME_RE, RESOURCE_PARAMS, SCHEDULERS, SEARCHERS, SHIP_MODES, SWEEP_PARAMS,
     TEST_MODES, TOP_KEYS, Sweep, all_params,
 )
+from contrasweep.spec.tracking import parse_tracking
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration, method_names
 
@@ -169,11 +170,7 @@ def validate(raw: dict) -> Sweep:
     sweep.domains = _search(_mapping(raw, "search"), params)
     sweep.search = {key: as_spec(domain) for key, domain in sweep.domains.items()}
     _sweep_section(sweep, _mapping(raw, "sweep"), method_cls)
-    tracking = _mapping(raw, "tracking")
-    extra = sorted(set(tracking) - {"experiment"})
-    if extra:
-        raise SpecError(f"unknown key tracking.{extra[0]}; allowed: tracking.experiment")
-    sweep.experiment = str(tracking.get("experiment", "contrasweep"))
+    sweep.experiment, sweep.keep_models = parse_tracking(_mapping(raw, "tracking"))
     raw["method"] = sweep.method
     sweep.raw = raw
     return sweep

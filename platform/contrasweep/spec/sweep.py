@@ -69,6 +69,7 @@ class Sweep:
     warm_start: list = field(default_factory=list)  # earlier sweeps whose results seed the study (search.warm_start)
     resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
     experiment: str = "contrasweep"
+    keep_models: int | str = 2  # configurations of each setting that keep an MLflow model besides the reported ones, or "all"
     storage: str | None = None  # where Tune state and trial state folders live (a path or a pyarrow.fs URI)
     ship: str = "code"  # on a cluster: ship the project's code with the job, or check the installed version
     evaluation: dict = field(default_factory=dict)  # {"test": reported | all} and extra data, e.g. {"sts": path}

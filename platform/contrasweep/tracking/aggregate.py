@@ -142,6 +142,18 @@ def rank(score: float, group_key: str) -> tuple[float, str]:
     return -score, group_key
 
 
+def best_groups(found: list[Group], metric: str, mode: str, k: int | None) -> list[Group]:
+    """The ``k`` best complete groups of every setting (all with ``k`` None) by the mean of
+    ``selection_key(metric)``, best first within a setting, ties as ``select`` breaks them."""
+    key, sign = selection_key(metric), Objective(metric, mode).sign
+    by_setting: dict[str, list] = {}
+    for group in found:
+        mean = group.stats(key)["mean"]
+        if group.complete and not math.isnan(mean):
+            by_setting.setdefault(group.setting, []).append((rank(sign * mean, group.group), group))
+    return [g for rows in by_setting.values() for _, g in sorted(rows, key=lambda row: row[0])[:k]]
+
+
 def on_slice(group: Group, best: Group, hp: str, keys: list[str]) -> bool:
     """Whether ``group`` lies on ``best``'s sensitivity slice along ``hp``: complete, in the same
     setting, and equal to ``best`` in every key of ``keys`` (the searched hyperparameters) but ``hp``."""

@@ -1,9 +1,10 @@
 """A trial's state folder seen from MLflow (docs/architecture.md, "Checkpoints"): where it is on
-the sweep's storage, what happens to it when the trial ends (a complete trial's best weights are
-logged as its MLflow model ``model/``, ``contrasweep.tracking.model_flavor``, and its older
-resume state goes; a stopped trial's folder goes, it is never selected nor resumed), and the
-repair of artifacts the store lost (the parent's files, each complete trial's model, re-logged
-from the folders the sweep keeps). A model that cannot be built (a sweep started before models
+the sweep's storage, what happens to it when the trial ends (a complete trial's older resume
+state goes and its best weights stay, to be logged as its MLflow model ``model/``,
+``contrasweep.tracking.model_flavor``, if it is kept: ``contrasweep.tracking.kept``; with
+``tracking.keep_models: all`` they are logged now; a stopped trial's folder goes, it is never
+selected nor resumed), and the repair of artifacts the store lost (the parent's files, each
+logged model, re-logged from the folders the sweep keeps). A model that cannot be built (a sweep started before models
 were, whose record lacks the label names; an encoder folder without ``config.json``) is one
 line, and the weights are logged as plain files under ``best_checkpoint/`` as before.
 
@@ -32,6 +33,7 @@ class Artifacts:
     def __init__(self, client, state: TrackingState, static: dict | None):
         self.client, self.state, self.static = client, state, static or {}
         self.trial_storage = self.static.get("trial_storage")
+        self.keep_models = self.static.get("keep_models", "all")  # a sweep started before keep_models: all
 
     def state_dir(self, trial) -> str | None:
         """The trial's state folder on the sweep's storage (a path or a URI: Tune's ``trial.path``
@@ -52,8 +54,10 @@ class Artifacts:
         if folder and entry["outcome"] == "complete":
             from trainables.checkpoints import best_of_trial, finish_state
 
-            if entry.get("best_epoch"):
-                self.log_checkpoint(entry, best_of_trial(folder, entry["best_epoch"]))
+            best = best_of_trial(folder, entry["best_epoch"]) if entry.get("best_epoch") else None
+            if best is not None and self.keep_models == "all":
+                self.log_checkpoint(entry, best)
+                entry["model"] = "logged"  # contrasweep.tracking.kept
             finish_state(folder)  # the older resume state is never restored now
         if folder and entry["outcome"] == "stopped":  # never selected, never resumed: its weights and states go
             from trainables.checkpoints import remove_state
@@ -114,6 +118,8 @@ class Artifacts:
             folder = entry.get("state_dir")
             if entry.get("outcome") != "complete" or not entry.get("best_epoch") or not folder:
                 continue
+            if entry.get("model", "logged" if self.keep_models == "all" else None) != "logged":
+                continue  # no model to repair: not kept (yet), or its weights were gone
             best = best_of_trial(here(folder), entry["best_epoch"])
             if best is not None and not logged_weights(self.client, entry["run_id"]):
                 self.log_checkpoint(entry, best)
