@@ -12,7 +12,9 @@ cache hit.
 Per size: the sweep's wall (Ray start to ``tune.run``'s return), the driver's seconds inside
 the MLflow tracker's Tune callbacks (``MlflowTracker`` hooks, timed by wrapping them in the
 child process) per trial, the runs FINISHED, the MLflow store's size (database + artifact
-folder), the models logged in it (``MLmodel`` files) and the sweep folder's size. From the
+folder), the models logged in it (``MLmodel`` files), the sweep folder's size and how many
+trial processes ran the trials (Tune hands a finished trial's process the next trial: the
+imports are paid once per process, not per trial). From the
 walls: the marginal wall per trial over 100–500 and 500–1,000, their ratio (flat = 1), and the
 fixed cost per sweep (wall at 100 − 100 × the 100–500 marginal).
 
@@ -106,7 +108,9 @@ def child(trials: int, model: str, work: Path) -> dict:
     client = MlflowClient(uri)
     runs = trial_runs(client, parent_runs(uri, "trial-scale", "scale")[0].info.run_id)
     artifacts = work / "mlartifacts"
+    pids = {(r.metrics or {}).get("pid") for r in results} - {None}  # Tune reuses a trial process for the next trial
     return {"trials": trials, "wall_s": wall, "ray_start_s": ray_s, "errors": sum(r.error is not None for r in results),
+            "trial_processes": len(pids),
             "runs": len(runs), "finished": sum(r.info.status == "FINISHED" for r in runs),
             "tracker_s": spent, "tracker_total_s": sum(spent.values()),
             "store_bytes": (work / "mlflow.db").stat().st_size + folder_bytes(artifacts),
@@ -191,7 +195,7 @@ def main() -> None:
             print(f"{side:8s} {n:5d} trials: wall {row['wall_s']:7.1f} s (Ray start {row['ray_start_s']:.1f} s), tracker "
                   f"{row['tracker_total_s'] / n * 1000:6.1f} ms/trial, {row['finished']}/{n} FINISHED, store "
                   f"{row['store_bytes'] / 1e6:8.1f} MB, {row['models']} models, sweep folder "
-                  f"{row['sweep_folder_bytes'] / 1e6:.1f} MB", flush=True)
+                  f"{row['sweep_folder_bytes'] / 1e6:.1f} MB, {row['trial_processes']} trial processes", flush=True)
     result = {"commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                        text=True).stdout.strip(), "baseline": args.baseline, "when": time.strftime("%Y-%m-%d %H:%M"),
               "goals": GOALS, "rows": rows, "summary": {side: summary(r) for side, r in rows.items()}}

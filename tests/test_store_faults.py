@@ -42,7 +42,7 @@ def _trials(state_file) -> dict:
     try:
         from contrasweep.folder.record import read
 
-        return read(state_file)["trials"]
+        return read(state_file).get("trials", {})
     except (OSError, ValueError):
         return {}
 

@@ -201,10 +201,12 @@ class RunTree:
         members = [e for e in self.state.trials.values() if e.get("group") == group]
         if config_run is None or len(members) < self.group_size(group) or any("status" not in e for e in members):
             return
+        from mlflow.entities import RunTag
+
         (found,) = groups_of([self.client.get_run(e["run_id"]) for e in members])
-        self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in summary(found).items()])
         outcome = "complete" if found.complete else ("stopped" if found.outcomes.get("stopped") else "failed")
-        self.client.set_tag(config_run, OUTCOME_TAG, outcome)
+        self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in summary(found).items()],
+                              tags=[RunTag(OUTCOME_TAG, outcome)])
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
 
     def close_open_groups(self) -> None:
