@@ -188,10 +188,13 @@ def main() -> None:
         sides = {"baseline": worktree(args.baseline, base), "this": ROOT}
     run_child(ROOT, 2, model, base / "warm-up", cache)  # writes the data cache: every measured sweep hits it
     rows: dict[str, list[dict]] = {side: [] for side in sides}
+    partial = Path(args.out).with_suffix(".partial.json")  # each row as it comes: a long run stopped early keeps them
+    partial.parent.mkdir(parents=True, exist_ok=True)
     for n in args.sizes:
         for side, checkout in sides.items():
             row = run_child(checkout, n, model, base / f"{side}-{n}", cache)
             rows[side].append(row)
+            partial.write_text(json.dumps(rows, indent=1))
             print(f"{side:8s} {n:5d} trials: wall {row['wall_s']:7.1f} s (Ray start {row['ray_start_s']:.1f} s), tracker "
                   f"{row['tracker_total_s'] / n * 1000:6.1f} ms/trial, {row['finished']}/{n} FINISHED, store "
                   f"{row['store_bytes'] / 1e6:8.1f} MB, {row['models']} models, sweep folder "
