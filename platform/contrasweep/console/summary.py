@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local store (contrasweep.tracking.runs_view)
@@ -126,8 +127,8 @@ def model_lines(folder: Path, keep_models) -> list[str]:
     except (OSError, ValueError):
         return []
     complete = sum(1 for e in trials.values() if e.get("outcome") == "complete")
-    logged = sum(1 for e in trials.values() if e.get("model") == "logged")
-    missing = sum(1 for e in trials.values() if e.get("model") == "missing")
+    logged = sum(1 for e in trials.values() if e.get("model") == MODEL_LOGGED)
+    missing = sum(1 for e in trials.values() if e.get("model") == MODEL_MISSING)
     if not complete:
         return []
     which = ("every complete trial" if keep_models == "all" else

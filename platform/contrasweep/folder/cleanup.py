@@ -17,6 +17,7 @@ from __future__ import annotations
 import shutil
 
 from contrasweep.folder.sweeps import SweepDir
+from contrasweep.folder.record import MODEL_LOGGED
 from contrasweep.folder.record import read as read_record
 from trainables.storage import filesystem, join
 
@@ -75,4 +76,4 @@ def _trials_to_drop(sweep: SweepDir) -> tuple[set[str], set[str]]:
         return stopped, set()
     shown = set(tests.get("reported", [])) | set(tests.get("kept", []))
     return stopped, {tid for tid, e in trials.items() if e.get("outcome") == "complete"
-                     and (tid not in shown or e.get("model") == "logged")}
+                     and (tid not in shown or e.get("model") == MODEL_LOGGED)}

@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 GENERATION = "journal_generation"
+# a trial entry's "model": its MLflow model holds its best weights, or they were gone when it was kept
+MODEL_LOGGED, MODEL_MISSING = "logged", "missing"
 MIN_JOURNAL_BYTES = 64 * 1024
 
 

@@ -57,7 +57,7 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list
     chosen, due = record.plan(sweep.varied, slices=sweep.exact_grid, evaluate=evaluate)
     selection = Selection(client, state, sweep_dir.name, static.get("variants"), sweep.objective.metric,
                           sweep.objective.mode)
-    keep(client, state, static, sweep, chosen)
+    keep(record, static, sweep, chosen)
     if not evaluate:  # the registry's version points at a model the keeping may just have logged
         selection.best_to_parent(record.parent_run_id)
         record.finish()
@@ -74,25 +74,16 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list
     return ran
 
 
-def keep(client, state: TrackingState, static: dict, sweep: Sweep, chosen: list) -> int:
+def keep(record: TestRecord, static: dict, sweep: Sweep, chosen: list) -> None:
     """The MLflow models of what a report shows and of the ``tracking.keep_models`` best
-    configurations of each setting (``contrasweep.tracking.kept``); returns how many were logged."""
-    from contrasweep.tracking.aggregate import groups_of
+    configurations of each setting (``contrasweep.tracking.kept``), over the groups the plan read;
+    the summary says how many were kept and which weights were gone."""
     from contrasweep.tracking.artifacts import Artifacts
     from contrasweep.tracking.kept import keep_models, kept_groups
-    from contrasweep.tracking.store import trial_runs
 
-    found = groups_of(trial_runs(client, state.data["parent_run_id"]))
-    groups = kept_groups(chosen, found, sweep.objective.metric, sweep.objective.mode, static.get("keep_models", "all"))
-    logged, missing = keep_models(Artifacts(client, state, static), state, groups)
-    if missing:
-        from contrasweep.spec.text import counted
-
-        print(f"[contrasweep] no MLflow model for {counted(len(missing), 'repeat')} of the configurations now kept "
-              f"({', '.join(missing[:3])}{' …' if len(missing) > 3 else ''}): their weights were removed when the sweep "
-              "first finished (tracking.keep_models); to get them, run that configuration again", file=sys.stderr,
-              flush=True)
-    return logged
+    groups = kept_groups(chosen, record.found, sweep.objective.metric, sweep.objective.mode,
+                         static.get("keep_models", "all"))
+    keep_models(Artifacts(record.client, record.state, static), record.state, groups)
 
 
 def evaluate_due(record: TestRecord, due: list[Due], static: dict, refs: list, uri: str, configurations: int) -> int:

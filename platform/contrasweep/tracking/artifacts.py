@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from contrasweep.folder.relocation import here
-from contrasweep.folder.record import TrackingState
+from contrasweep.folder.record import MODEL_LOGGED, TrackingState
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
 
@@ -58,7 +58,7 @@ class Artifacts:
             best = best_of_trial(folder, entry["best_epoch"]) if entry.get("best_epoch") else None
             if best is not None and self.keep_models == "all":
                 self.log_checkpoint(entry, best)
-                entry["model"] = "logged"  # contrasweep.tracking.kept
+                entry["model"] = MODEL_LOGGED  # contrasweep.tracking.kept
             finish_state(folder)  # the older resume state is never restored now
         if folder and entry["outcome"] == "stopped":  # never selected, never resumed: its weights and states go
             from trainables.checkpoints import remove_state
@@ -119,7 +119,7 @@ class Artifacts:
             folder = entry.get("state_dir")
             if entry.get("outcome") != "complete" or not entry.get("best_epoch") or not folder:
                 continue
-            if entry.get("model", "logged" if self.keep_models == "all" else None) != "logged":
+            if entry.get("model", MODEL_LOGGED if self.keep_models == "all" else None) != MODEL_LOGGED:
                 continue  # no model to repair: not kept (yet), or its weights were gone
             best = best_of_trial(here(folder), entry["best_epoch"])
             if best is not None and not logged_weights(self.client, entry["run_id"]):

@@ -20,13 +20,10 @@ May import: ``contrasweep.tracking.aggregate``, ``artifacts``, ``contrasweep.fol
 
 from __future__ import annotations
 
-from contrasweep.folder.record import TrackingState
+from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING, TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.tracking.aggregate import Group, best_groups
 from contrasweep.tracking.artifacts import Artifacts, logged_weights
-
-LOGGED, MISSING = "logged", "missing"
-
 
 def kept_groups(chosen: list[Group], found: list[Group], metric: str, mode: str, keep_models: int | str) -> list[Group]:
     """The reported groups, then the ``keep_models`` best of each setting not among them."""
@@ -36,34 +33,31 @@ def kept_groups(chosen: list[Group], found: list[Group], metric: str, mode: str,
     return list(out.values())
 
 
-def keep_models(artifacts: Artifacts, state: TrackingState, groups: list[Group]) -> tuple[int, list[str]]:
+def keep_models(artifacts: Artifacts, state: TrackingState, groups: list[Group]) -> None:
     """Every complete repeat of ``groups`` with an MLflow model: logged from its state folder
-    where it has none yet. Returns (models logged, names of the repeats whose weights are gone)."""
+    where it has none yet, marked missing where its weights are gone (the summary counts both)."""
     from trainables.checkpoints import best_of_trial
 
     by_run = {e["run_id"]: (tid, e) for tid, e in state.trials.items()}
-    logged, missing, kept = 0, [], []
+    kept = []
     for group in groups:
         for repeat in group.repeats:
             if repeat["outcome"] != "complete" or repeat["run_id"] not in by_run:
                 continue
             tid, entry = by_run[repeat["run_id"]]
             kept.append(tid)
-            if entry.get("model") in (LOGGED, MISSING) or not entry.get("best_epoch"):
+            if entry.get("model") in (MODEL_LOGGED, MODEL_MISSING) or not entry.get("best_epoch"):
                 continue
             if "model" not in entry and logged_weights(artifacts.client, entry["run_id"]):
-                entry["model"] = LOGGED  # a sweep that logged every model as its trials ended
+                entry["model"] = MODEL_LOGGED  # a sweep that logged every model as its trials ended
             else:
                 folder = entry.get("state_dir")
                 best = best_of_trial(here(folder), entry["best_epoch"]) if folder else None
                 if best is None:
-                    entry["model"] = MISSING
-                    missing.append(entry.get("name", entry["run_id"]))
+                    entry["model"] = MODEL_MISSING
                 else:
                     artifacts.log_checkpoint(entry, best)
-                    entry["model"] = LOGGED
-                    logged += 1
-            state.save_trial(entry)
+                    entry["model"] = MODEL_LOGGED
+            state.save_key("trials", tid)
     state.data.setdefault("tests", {})["kept"] = kept
     state.save()
-    return logged, missing

@@ -55,6 +55,7 @@ class TestRecord:
     def __init__(self, client, state: TrackingState, metric: str, mode: str):
         self.client, self.state, self.metric, self.mode = client, state, metric, mode
         self.tests = state.data.setdefault("tests", {"reported": [], "results": {}, "evaluated": 0})
+        self.found: list[Group] = []  # every group of the sweep, as ``plan`` read them
 
     @property
     def parent_run_id(self) -> str:
@@ -66,7 +67,8 @@ class TestRecord:
     def plan(self, keys: list[str], slices: bool, evaluate: bool) -> tuple[list[Group], list[Due]]:
         """The reported groups (recorded) and, with ``evaluate``, their complete repeats that
         have no ``test/*`` yet, neither in MLflow nor in the record."""
-        chosen = reported(self.groups(), self.metric, self.mode, keys, slices)
+        self.found = self.groups()  # every group of the sweep, read once (the models kept: run.test_phase.keep)
+        chosen = reported(self.found, self.metric, self.mode, keys, slices)
         by_run = {e["run_id"]: (tid, e) for tid, e in self.state.trials.items()}
         runs = [r["run_id"] for g in chosen for r in g.repeats if r["run_id"] in by_run]
         self.tests["reported"] = [by_run[r][0] for r in runs]
