@@ -180,7 +180,7 @@ def cmd_report(args) -> int:
 def cmd_plan(args) -> int:
     import json
 
-    from contrasweep.run import sweep_plan
+    from contrasweep.run import fixed_costs, sweep_plan
     from contrasweep.run.checks import check_against_encoder
     from contrasweep.run.inputs import prepare_data
     from contrasweep.run.preflight import services
@@ -193,8 +193,13 @@ def cmd_plan(args) -> int:
     sweep_plan.quiet()
     prepared = prepare_data(sweep)  # the cache the sweep then reuses
     available = sweep_plan.available_resources(args.address)
-    found = sweep_plan.plan(sweep, prepared, sweep_plan.calibrate_first_trial(sweep, prepared), available,
-                            tsne=not args.no_tsne)
+    calibration = sweep_plan.calibrate_first_trial(sweep, prepared)
+    try:
+        fixed = fixed_costs.measured(sweep.method, sweep_plan.concurrency(sweep, available), args.address, args.remeasure)
+    except RuntimeError as exc:  # the plan goes on with the fixed costs it was shipped with
+        print(f"[contrasweep] {exc}; the plan uses its default fixed costs", file=sys.stderr, flush=True)
+        fixed = None
+    found = sweep_plan.plan(sweep, prepared, calibration, available, tsne=not args.no_tsne, fixed=fixed)
     if args.json:
         print(json.dumps(found.as_json(), indent=1))
         return 0

@@ -61,6 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--address", help="plan for the Ray cluster at this address (default: this machine)")
     plan.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     plan.add_argument("--no-tsne", action="store_true", help="plan for `run --no-tsne` (the report without its t-SNE map)")
+    plan.add_argument("--remeasure", action="store_true",
+                      help="measure the fixed costs (Ray's start, a trial process's start, per-trial bookkeeping) again "
+                           "instead of using those measured on this machine in the last day")
 
     sub.add_parser("list", help="list sweeps: status, trials ended, best value so far, disk use")
 

@@ -10,14 +10,19 @@ steps of the sweep's first trial on a slice of its data, at most about 20 s):
 
     trial_s = set-up + epochs × (train rows × (train + second stage) + an evaluation of the
               validation rows) [+ an evaluation of the test rows: evaluation.test all]
-              + bytes written × write speed + TRIAL_OVERHEAD_S
+              + bytes written × write speed + the per-trial overhead
               (an evaluation: fixed seconds + rows × seconds per row)
     test_s  = set-up + an evaluation of the test rows + TEST_TASK_OVERHEAD_S, for each repeat the
               test phase evaluates (evaluation.test reported: ``tested_configurations`` per setting)
-    sweep_s = SWEEP_OVERHEAD_S + the makespan of the trials, in order, on ``concurrency`` slots
-              whose processes start in WORKER_START_S (later trials reuse them)
+    sweep_s = sweep overhead + the makespan of the trials, in order, on ``concurrency`` slots
+              whose processes start in the worker start (later trials reuse them)
               + the makespan of the test phase's evaluations on as many slots (new processes)
               + the report's t-SNE map (TSNE_S + up to TSNE_POINTS test rows × eval; not with --no-tsne)
+
+The sweep overhead, a trial process's start and the per-trial overhead are measured on the
+machine (or cluster) the sweep will run on (``contrasweep.run.fixed_costs``: Ray's start, the
+driver's imports, a Tune run of no-op trials under the sweeps' scheduler and tracker; kept for a
+day), else the defaults below.
 
 ``concurrency`` is what Ray would run at once: ``sweep.max_concurrent`` within the CPUs (and
 GPUs) of this machine or of the cluster at ``--address``, by ``sweep.resources``. The estimate
@@ -42,6 +47,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
+import time
 from dataclasses import dataclass, field
 
 from contrasweep.search.registry import candidate_configs, pause_epochs, total_trials
@@ -49,16 +55,18 @@ from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, TRIAL_INDEX, plan_of
 from trainables.params import LOOP_PARAMS
 
-# Measured on this project's 2-core machine (README, Performance: "plan's estimate"; tiny-BERT
-# sweeps, where the trials' own work is under a second): a sweep's own seconds besides its
-# trials (the command's imports, Ray's start, the Tuner, the registry, the summary and the
-# report without t-SNE; 18-25 s), a trial process's start (Ray's worker, importing torch and
-# transformers, the first build of a method: the first trial of each slot took 12.3-13.3 s
-# against 1.0 s for the next ones, which Tune runs in the same process), and a trial's own
-# besides its loop (Tune's scheduling, its MLflow runs and model).
+# Fixed costs where none were measured on this machine (contrasweep.run.fixed_costs measures them
+# for `contrasweep plan`; these are its tests' and an earlier day's, README, Performance: "plan's
+# estimate"): a sweep's own seconds besides its trials (the command's imports, Ray's start, the
+# Tuner, the registry, the summary and the report without t-SNE), a trial process's start (Ray's
+# worker, importing torch and transformers: a slot's first trial), and a trial's own besides its
+# loop (Tune's scheduling and saves, its MLflow runs).
 SWEEP_OVERHEAD_S = 22.0
 WORKER_START_S = 12.0
 TRIAL_OVERHEAD_S = 2.0
+# what a measured plan adds to the probe's numbers: the summary and the report's figures (no
+# t-SNE), which the probe does not run
+SWEEP_END_S = 2.0
 # the report's t-SNE map (left out with --no-tsne): the registered model embeds up to
 # TSNE_POINTS test rows (dashboards.embeddings), then scikit-learn's t-SNE and the figure
 TSNE_POINTS = 500
@@ -91,10 +99,11 @@ class SweepPlan:
     test_passes: int = 0  # test-split evaluations in all (in the trials, or in the test phase)
     calibration: dict = field(default_factory=dict)
     costs: list[TrialCost] = field(default_factory=list)
+    fixed: dict = field(default_factory=dict)  # the measured fixed costs ({} where the defaults were used)
 
     def as_json(self) -> dict:
         keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
-                "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration")
+                "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -180,8 +189,10 @@ def sizes_of(prepared: list) -> list[dict]:
     return [{s: int(p.stats.get(s, {}).get("n", 0)) for s in ("train", "validation", "test")} for p in prepared]
 
 
-def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: bool = True) -> list[TrialCost]:
-    """``sizes``: rows per split of each data variant (``sizes_of``)."""
+def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: bool = True,
+                trial_overhead: float = TRIAL_OVERHEAD_S) -> list[TrialCost]:
+    """``sizes``: rows per split of each data variant (``sizes_of``); ``trial_overhead``: a
+    trial's seconds besides its loop (``overheads``)."""
     static = static_of(sweep)
     pauses = pause_epochs(sweep)
     workers = int(sweep.resources["workers"])
@@ -198,7 +209,7 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
                        + (epochs * rows["validation"] + tests * rows["test"]) * c["eval_row_s"])
         compute = (epochs * rows["train"] * (c["train_row_s"] + c["stage2_row_s"]) + evaluations) / workers
         written = (epochs + 1) * c["weights_bytes"] + states * c["resume_bytes"]  # best folders, the model, resumes
-        overhead = TRIAL_OVERHEAD_S + (DISTRIBUTED_TRIAL_OVERHEAD_S if workers > 1 else 0.0) if overheads else 0.0
+        overhead = trial_overhead + (DISTRIBUTED_TRIAL_OVERHEAD_S if workers > 1 else 0.0) if overheads else 0.0
         seconds = c["setup_s"] + compute + written * c["write_byte_s"] + overhead
         out.append(TrialCost(plan.variant, epochs, epochs * math.ceil(rows["train"] / batch), seconds, states))
     return out
@@ -242,9 +253,19 @@ def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
     return min(trials, configurations * max(1, sweep.repeats) * settings)
 
 
-def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, float], tsne: bool = True) -> SweepPlan:
+def overheads(fixed: dict | None) -> dict:
+    """(sweep, worker start, per trial) seconds: measured (``contrasweep.run.fixed_costs``) or the defaults."""
+    if not fixed:
+        return {"sweep_s": SWEEP_OVERHEAD_S, "worker_start_s": WORKER_START_S, "trial_s": TRIAL_OVERHEAD_S}
+    return {"sweep_s": fixed["driver_s"] + fixed["ray_start_s"] + fixed["end_s"] + SWEEP_END_S,
+            "worker_start_s": fixed["worker_start_s"], "trial_s": fixed["trial_s"]}
+
+
+def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, float], tsne: bool = True,
+         fixed: dict | None = None) -> SweepPlan:
     sizes = sizes_of(prepared)
-    costs = cost_trials(sweep, sizes, calibration)
+    over = overheads(fixed)
+    costs = cost_trials(sweep, sizes, calibration, trial_overhead=over["trial_s"])
     slots = concurrency(sweep, available)
     settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
     weights, resume = calibration["weights_bytes"], calibration["resume_bytes"]
@@ -258,10 +279,10 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
         repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
         disk_bytes=len(costs) * (weights + resume) + running * 2 * (weights + resume),
         kept_bytes=kept_models(sweep, len(costs), len(settings)) * weights,  # one copy each, MLflow's
-        estimated_seconds=(SWEEP_OVERHEAD_S + makespan([c.seconds for c in costs], slots, WORKER_START_S)
-                           + makespan(tests, min(slots, len(tests)), WORKER_START_S)
+        estimated_seconds=(over["sweep_s"] + makespan([c.seconds for c in costs], slots, over["worker_start_s"])
+                           + makespan(tests, min(slots, len(tests)), over["worker_start_s"])
                            + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)),
-        concurrency=slots, test_passes=passes, calibration=calibration, costs=costs)
+        concurrency=slots, test_passes=passes, calibration=calibration, costs=costs, fixed=fixed or {})
 
 
 def quiet() -> None:
@@ -314,7 +335,20 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"calibrated in {c['measured_s']:.1f} s on this machine (the real loop, {c['steps']} steps on the first "
         f"trial's data): {1000 * c['train_row_s']:.1f} ms per training row, {1000 * c['eval_row_s']:.1f} ms per "
         f"evaluated row + {c['eval_fixed_s']:.1f} s per evaluation, set-up {c['setup_s']:.1f} s",
+        fixed_line(found.fixed, where),
     ]
+
+
+def fixed_line(fixed: dict, where: str) -> str:
+    over = overheads(fixed)
+    what = (f"sweep {over['sweep_s']:.1f} s, a trial process's start {over['worker_start_s']:.1f} s, "
+            f"{over['trial_s']:.2f} s per trial besides its loop")
+    if not fixed:
+        return f"fixed costs: {what} (defaults: not measured on {where})"
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(fixed["when"]))
+    return (f"fixed costs measured on {where} at {when}{' (kept from then)' if fixed.get('kept') else ''}: {what} "
+            f"(the driver's imports {fixed['driver_s']:.1f} s, Ray's start {fixed['ray_start_s']:.1f} s; "
+            "`plan --remeasure` measures again)")
 
 
 def clock(seconds: float) -> str:
