@@ -25,6 +25,7 @@ from __future__ import annotations
 import collections
 import queue
 import threading
+import time
 from typing import Callable
 
 from contrasweep.tracking.store import store_errors
@@ -38,6 +39,7 @@ class StoreWriter:
         self._done: collections.deque = collections.deque()
         self._raised: collections.deque = collections.deque()  # errors other than the store's
         self._thread = None
+        self.cpu_s = 0.0  # the writer thread's CPU seconds so far (benchmarks/trial_scale.py)
         if not sync:
             self._thread = threading.Thread(target=self._work, name="contrasweep-mlflow-writer", daemon=True)
             self._thread.start()
@@ -73,6 +75,7 @@ class StoreWriter:
                     return
                 if self.error is None:
                     self._run(*item)
+                self.cpu_s = time.thread_time()
             finally:
                 self._ops.task_done()
 
