@@ -10,7 +10,7 @@ without ``config.json``) is one line, and the weights are logged as plain files 
 ``best_checkpoint/`` as before.
 
 May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
-``contrasweep.tracking.store``, ``contrasweep.tracking.writer``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``, ``trainables`` (the
+``contrasweep.tracking.store``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``, ``trainables`` (the
 state folder's helpers).
 """
 
@@ -24,7 +24,6 @@ from contrasweep.folder.relocation import here
 from contrasweep.folder.record import MODEL_LOGGED, TrackingState
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
-from contrasweep.tracking.writer import StoreWriter
 
 
 class Artifacts:
@@ -32,9 +31,8 @@ class Artifacts:
     folders are under, a path or a URI, or None; the method, encoder, data variants and
     ``max_length`` a model is described by)."""
 
-    def __init__(self, client, state: TrackingState, static: dict | None, writer: StoreWriter | None = None):
+    def __init__(self, client, state: TrackingState, static: dict | None):
         self.client, self.state, self.static = client, state, static or {}
-        self.writer = writer or StoreWriter(sync=True)
         self.trial_storage = self.static.get("trial_storage")
         self.keep_models = self.static.get("keep_models", "all")  # a sweep started before keep_models: all
 
@@ -58,18 +56,15 @@ class Artifacts:
             from trainables.checkpoints import best_of_trial, finish_state
 
             best = best_of_trial(folder, entry["best_epoch"]) if entry.get("best_epoch") else None
-            if best is not None and self.keep_models == "all":  # by the writer, before the run ends (one queue)
-                self.writer.submit(lambda: self.log_checkpoint(entry, best), then=lambda: self._logged(entry))
+            if best is not None and self.keep_models == "all":
+                self.log_checkpoint(entry, best)
+                entry["model"] = MODEL_LOGGED  # contrasweep.tracking.kept
             finish_state(folder)  # the older resume state is never restored now
         if folder and entry["outcome"] == "stopped":  # never selected, never resumed: its weights and states go
             from trainables.checkpoints import remove_state
 
             remove_state(folder)
         return folder
-
-    def _logged(self, entry: dict) -> None:
-        entry["model"] = MODEL_LOGGED  # contrasweep.tracking.kept
-        self.state.save_trial(entry)
 
     def log_checkpoint(self, entry: dict, path) -> None:
         """The best folder as the run's MLflow model (``model/``), or its weights and meta as

@@ -1,28 +1,32 @@
 """A trial's epochs in MLflow: each reported epoch's metrics logged once (step = epoch; the
 per-step series at step = optimiser step), the trial's best value and best epoch, how far it got
-(its outcome), and the sweep run's live numbers. A result's rows go to the sweep's record first
-(``unlogged``) and leave it once the writer (``contrasweep.tracking.writer``) has logged them; what
-a failed store or a killed driver left there ``catch_up`` logs on resume (each row with its
-result's timestamp: MLflow's SQL store skips a row it holds already).
+(its outcome), and the sweep run's live numbers. While the store cannot be written the rows wait
+in the sweep's record (``unlogged``) and ``catch_up`` logs them on resume.
 
 May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
-``contrasweep.tracking.writer``, ``contrasweep.tracking.aggregate``, ``contrasweep.spec``.
+``contrasweep.tracking.store``, ``contrasweep.tracking.aggregate``, ``contrasweep.spec``.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 from contrasweep.spec.objective import Objective
 from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.rows import metric_entity, numeric, step_series
-from contrasweep.tracking.writer import StoreWriter
+from contrasweep.tracking.store import store_errors
 
 BATCH = 1000  # MLflow takes at most 1000 metrics a batch
 
 
 class EpochLog:
-    def __init__(self, client, state: TrackingState, metric: str, mode: str, writer: StoreWriter | None = None):
+    """``failed()``: whether the store has failed (then rows wait); ``on_failure(exc)``: the
+    tracker's reaction to a store error met while logging."""
+
+    def __init__(self, client, state: TrackingState, metric: str, mode: str, failed: Callable[[], bool],
+                 on_failure: Callable[[BaseException], None]):
         self.client, self.state, self.metric, self.mode = client, state, metric, mode
-        self.writer = writer or StoreWriter(sync=True)
+        self.failed, self.on_failure = failed, on_failure
 
     def log_result(self, entry: dict, result: dict) -> bool:
         """One reported epoch of a trial; False when it was logged before (replayed after a restore)."""
@@ -30,40 +34,40 @@ class EpochLog:
         if epoch <= entry.get("last_epoch", 0):
             return False
         stamp = int(result.get("timestamp", 0) * 1000)
-        rows = [[k, float(v), stamp, epoch] for k, v in numeric(result).items()]
+        rows = [(k, float(v), stamp, epoch) for k, v in numeric(result).items()]
         # per-step series (Method.step_metrics) at step = global optimiser step
-        rows += [[f"step/{k}", float(v), stamp, int(s)] for k, pairs in step_series(result).items() for s, v in pairs]
+        rows += [(f"step/{k}", float(v), stamp, int(s)) for k, pairs in step_series(result).items() for s, v in pairs]
         entry["last_epoch"] = epoch
+        self.log_rows(entry, rows)
         value = result.get(self.metric)
         if value is not None and Objective(self.metric, self.mode).better(value, entry.get("best_value")):
             entry["best_value"] = float(value)
         if result.get("best/epoch"):  # names the trial's best folder (trainables.checkpoints)
             entry["best_epoch"] = int(result["best/epoch"])
-        entry.setdefault("unlogged", []).extend(rows)
         self.state.save_trial(entry)
-
-        def logged() -> None:
-            left = [r for r in entry.get("unlogged", []) if not any(r is m for m in rows)]
-            if left:
-                entry["unlogged"] = left
-            else:
-                entry.pop("unlogged", None)
-            self.state.save_trial(entry)
-
-        self.writer.submit(lambda: self._log(entry["run_id"], rows), then=logged)
         return True
 
-    def _log(self, run_id: str, rows: list) -> None:
-        for start in range(0, len(rows), BATCH):  # MLflow takes at most 1000 metrics a batch
-            self.client.log_batch(run_id, metrics=[metric_entity(*m) for m in rows[start:start + BATCH]])
+    def log_rows(self, entry: dict, rows: list[tuple]) -> None:
+        """(key, value, timestamp, step) rows; kept in ``tracking.json`` instead while MLflow
+        cannot be written (``resume`` logs them)."""
+        logged = 0
+        try:
+            while logged < len(rows) and not self.failed():
+                self.client.log_batch(entry["run_id"], metrics=[metric_entity(*m) for m in rows[logged : logged + BATCH]])
+                logged += BATCH
+        except store_errors() as exc:
+            self.on_failure(exc)
+        if logged < len(rows):
+            entry.setdefault("unlogged", []).extend(list(m) for m in rows[logged:])
+            self.state.save_trial(entry)
 
     def catch_up(self) -> None:
-        """On resume: the rows the record kept (a failed store, a killed driver)."""
+        """On resume: the rows an MLflow failure kept in the record."""
         for entry in self.state.trials.values():
-            if entry.get("unlogged"):
-                self._log(entry["run_id"], entry["unlogged"])
+            for start in range(0, len(entry.get("unlogged", [])), BATCH):
+                self.client.log_batch(entry["run_id"], metrics=[metric_entity(*m) for m in entry["unlogged"][start:start + BATCH]])
             entry.pop("unlogged", None)
-        self.state.save()
+            self.state.save()
 
     def sweep_progress(self, parent_run_id: str, ended: list[dict]) -> None:
         """The sweep run's live numbers, so that its row in the runs table means something
@@ -76,7 +80,7 @@ class EpochLog:
         if values:
             best = Objective(self.metric, self.mode).best(values)
             metrics.append(metric_entity(BEST_TRIAL_PREFIX + self.metric, best, step=len(ended)))
-        self.writer.submit(lambda: self.client.log_batch(parent_run_id, metrics=metrics))
+        self.client.log_batch(parent_run_id, metrics=metrics)
 
 
 def outcome(trial, entry: dict, status: str, static: dict | None) -> str:

@@ -20,7 +20,6 @@ from contrasweep.spec.identity import key_of
 from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
 from contrasweep.tracking.store import CONFIG_KEY_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG
-from contrasweep.tracking.writer import StoreWriter
 
 # the identity tags a configuration run carries (a trial run carries them all)
 CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.protocol", "contrasweep.k",
@@ -37,9 +36,8 @@ class RunTree:
     differs from the sweep run's (a resume by other code or on another host)."""
 
     def __init__(self, client, state: TrackingState, sweep_name: str, static: dict | None,
-                 provenance: dict[str, str] | None = None, writer: StoreWriter | None = None):
+                 provenance: dict[str, str] | None = None):
         self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static or {}
-        self.writer = writer or StoreWriter(sync=True)
         self.provenance = provenance or {}
         self.run_provenance = dict(self.provenance)  # set by open_parent / reopen
 
@@ -99,12 +97,11 @@ class RunTree:
               f"({len(data['trials'])} trial runs)", file=sys.stderr, flush=True)
 
     # -- trial runs -------------------------------------------------------------------
-    def trial_run(self, trial, trials=()) -> dict:
-        """The entry of a Tune trial's run: its own, a re-attached orphan of the same
-        configuration, or new (its ``run_id`` None until the writer has made it)."""
+    def trial_run(self, trial, trials=()) -> str:
+        """The run of a Tune trial: its own, a re-attached orphan of the same configuration, or new."""
         entry = self.state.trials.get(trial.trial_id)
         if entry:
-            return entry
+            return entry["run_id"]
         key = key_of(trial.config)
         # one run per repeat: the run of a trial the restored experiment lost (unfinished first)
         known = {t.trial_id for t in trials}
@@ -112,110 +109,60 @@ class RunTree:
                       key=lambda tid: "status" in self.state.trials[tid])
         if same:  # re-keyed: the record's whole snapshot, so that the old id's entry is gone from it
             entry = self.state.trials.pop(same[0])
-            self.writer.submit(lambda: self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id))
+            self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
             self.state.trials[trial.trial_id] = entry
             self.state.save()
         else:
             entry = self.state.trials[trial.trial_id] = self._new_trial_run(trial, key)
             self.state.save_key("trials", trial.trial_id)
-        return entry
+        return entry["run_id"]
 
     def _new_trial_run(self, trial, key: str) -> dict:
-        """The trial's entry, its run to come: the writer makes it (tagged with the trial id, by
-        which ``recover_unmade`` finds it if its id never reached the record; the entry keeps
-        the trial's config until then, to make it on resume if it was never made)."""
-        from contrasweep.spec.identity import identify, run_name
-
-        identity = identify(trial.config, self.static)
-        entry = {"run_id": None, "config": dict(trial.config), "config_key": key, "last_epoch": 0,
-                 "group": identity.group, "variant": identity.variant.get("index", 0),
-                 "name": run_name(identity, self.static["method"], self.static.get("varied", []), self.static.get("reported")),
-                 "group_size": self.group_size(identity.group)}  # `contrasweep list` judges complete groups by it
-        if identity.group not in self.state.data.setdefault("configs", {}):
-            self._config_run(identity.group, entry["config"])
-
-        def made() -> None:
-            entry.pop("config", None)
-            self.state.save_trial(entry)
-
-        self.writer.submit(lambda: self._make_trial_run(trial.trial_id, entry), then=made)
-        return entry
-
-    def _make_trial_run(self, trial_id: str, entry: dict) -> None:
-        """On the writer (its configuration run is made by then: one queue), or on resume."""
-        from contrasweep.spec.identity import identify, tags
+        from contrasweep.spec.identity import identify, run_name, tags
         from contrasweep.tracking.describe import dataset_input
 
-        identity = identify(entry["config"], self.static)
-        run = self.client.create_run(self.state.data["experiment_id"], run_name=entry["name"], tags={
-            **self.run_provenance, PARENT_TAG: self.state.data["configs"][identity.group],
-            SWEEP_RUN_TAG: self.parent_run_id, KIND_TAG: "trial", "contrasweep.sweep": self.sweep_name,
-            "contrasweep.trial_id": trial_id, "contrasweep.group_size": str(self.group_size(identity.group)),
-            CONFIG_KEY_TAG: entry["config_key"], VARIANT_TAG: str(identity.variant.get("index", 0)),
-            **tags(identity, self.static["method"])})
-        entry["run_id"] = run.info.run_id  # a key the loop made: the writer's one change to the record
-        self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(entry["config"])))
+        identity = identify(trial.config, self.static)
+        name = run_name(identity, self.static["method"], self.static.get("varied", []), self.static.get("reported"))
+        run = self.client.create_run(
+            self.state.data["experiment_id"],
+            run_name=name,
+            tags={**self.run_provenance, PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id,
+                  KIND_TAG: "trial",
+                  "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
+                  "contrasweep.group_size": str(self.group_size(identity.group)), CONFIG_KEY_TAG: key,
+                  VARIANT_TAG: str(identity.variant.get("index", 0)), **tags(identity, self.static["method"])},
+        )
+        entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
+                 "variant": identity.variant.get("index", 0), "name": name,
+                 "group_size": self.group_size(identity.group)}  # `contrasweep list` judges complete groups by it
+        self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(trial.config)))
         self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
+        return entry
 
     def group_size(self, group: str) -> int:
         sizes = self.static.get("group_sizes", 1)
         return sizes if isinstance(sizes, int) else sizes.get(group, 1)
 
-    def _config_run(self, group: str, config: dict) -> None:
-        """The configuration run of a repeat group, made by the writer when its first repeat
-        starts (``config``: that repeat's)."""
-        configs = self.state.data["configs"]
-        configs[group] = None
-        self.state.save_key("configs", group)
-        self.writer.submit(lambda: self._make_config_run(group, config), then=lambda: self.state.save_key("configs", group))
+    def _config_run(self, identity) -> str:
+        """The configuration run of a repeat group, made when its first repeat starts."""
+        from contrasweep.spec.identity import config_run_name, tags
 
-    def _make_config_run(self, group: str, config: dict) -> None:
-        from contrasweep.spec.identity import config_run_name, identify, tags
-
-        identity, method = identify(config, self.static), self.static["method"]
-        own = {k: v for k, v in tags(identity, method).items() if k in CONFIG_RUN_TAGS}
-        run = self.client.create_run(
-            self.state.data["experiment_id"],
-            run_name=config_run_name(identity, method, self.static.get("varied", []), self.static.get("reported")),
-            tags={**self.run_provenance, PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration",
-                  "contrasweep.sweep": self.sweep_name, "contrasweep.group_size": str(self.group_size(group)), **own})
-        self.state.data["configs"][group] = run.info.run_id  # a key the loop made (_config_run)
-        hp = {k: v for k, v in identity.hp.items() if k != "seed"}
-        self.client.log_batch(run.info.run_id, params=param_entities({"hp": hp, "data": identity.variant.get("setting", {})}))
-
-    def recover_unmade(self) -> int:
-        """On resume: the runs the record has no id for (the driver died before the writer's
-        id reached it) are found by their tags, or made now from the config the entry kept;
-        returns how many."""
-        made = 0
-        configs = self.state.data.get("configs", {})
-        for group in [g for g, run_id in configs.items() if run_id is None]:
-            found = self._find(f"tags.`{PARENT_TAG}` = '{self.parent_run_id}' and tags.`{KIND_TAG}` = 'configuration' "
-                               f"and tags.`contrasweep.group` = '{group}'")
-            config = next((e["config"] for e in self.state.trials.values() if e.get("group") == group and "config" in e), None)
-            if found is None and config is None:  # no repeat of it was recorded: made again when one starts
-                del configs[group]
-            elif found is None:
-                self._make_config_run(group, config)
-            else:
-                configs[group] = found
-            made += 1
-        for tid, entry in self.state.trials.items():
-            if entry["run_id"] is None:
-                found = self._find(f"tags.`{SWEEP_RUN_TAG}` = '{self.parent_run_id}' and tags.`contrasweep.trial_id` = '{tid}'")
-                if found is None:
-                    self._make_trial_run(tid, entry)
-                else:
-                    entry["run_id"] = found
-                made += 1
-            entry.pop("config", None)
-        if made:
-            self.state.save()
-        return made
-
-    def _find(self, filter_string: str) -> str | None:
-        runs = self.client.search_runs([self.state.data["experiment_id"]], filter_string=filter_string, max_results=1)
-        return runs[0].info.run_id if runs else None
+        configs = self.state.data.setdefault("configs", {})
+        if identity.group not in configs:
+            method = self.static["method"]
+            own = {k: v for k, v in tags(identity, method).items() if k in CONFIG_RUN_TAGS}
+            run = self.client.create_run(
+                self.state.data["experiment_id"], run_name=config_run_name(identity, method, self.static.get("varied", []),
+                                                                                  self.static.get("reported")),
+                tags={**self.run_provenance, PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration",
+                      "contrasweep.sweep": self.sweep_name,
+                      "contrasweep.group_size": str(self.group_size(identity.group)), **own},
+            )
+            configs[identity.group] = run.info.run_id
+            hp = {k: v for k, v in identity.hp.items() if k != "seed"}
+            self.client.log_batch(run.info.run_id, params=param_entities({"hp": hp, "data": identity.variant.get("setting", {})}))
+            self.state.save_key("configs", identity.group)
+        return configs[identity.group]
 
     def _trial_params(self, config: dict) -> dict:
         """Every value the trial trains with (defaults and the repeat's seed included) and its data."""
@@ -231,42 +178,30 @@ class RunTree:
     # -- groups and the end --------------------------------------------------------------
     def end_trial(self, entry: dict, state_dir: str | None) -> None:
         """A trial's run ends as the record says (outcome, last epoch, why it failed, where its
-        state folder is; written by the writer, then ``pending`` leaves the record), then its
-        group closes if it was the last repeat."""
-        from mlflow.entities import RunTag
-
+        state folder is), then its group closes if it was the last repeat."""
         tags = {OUTCOME_TAG: entry["outcome"], "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
                 **entry["pending"]["tags"]}
         if state_dir:
             tags["contrasweep.state_dir"] = state_dir  # where resume finds the checkpoint if the artifact is lost
+        if entry.get("model_error"):  # its best weights are plain files: no MLflow model could be built
+            tags["contrasweep.model_error"] = entry["model_error"][:500]
+        from mlflow.entities import RunTag
 
-        def write() -> None:
-            more = {}
-            if entry.get("model_error"):  # its best weights are plain files: no MLflow model could be built
-                more["contrasweep.model_error"] = entry["model_error"][:500]
-            self.client.log_batch(entry["run_id"], tags=[RunTag(k, str(v)) for k, v in {**tags, **more}.items()])
-            self.client.set_terminated(entry["run_id"], status=entry["status"])
-
-        def written() -> None:
-            entry.pop("pending", None)
-            self.state.save_trial(entry)
-
-        self.writer.submit(write, then=written)
+        self.client.log_batch(entry["run_id"], tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        self.client.set_terminated(entry["run_id"], status=entry["status"])
+        del entry["pending"]
+        self.state.save_trial(entry)
         self.close_group(entry.get("group"))
 
     def close_group(self, group: str | None) -> None:
-        """Once every repeat of a group has ended: its mean, std and n on the configuration run
-        (read from its trial runs and written by the writer, after their ends)."""
-        configs = self.state.data.get("configs", {})
-        members = [e for e in self.state.trials.values() if e.get("group") == group]
-        if group not in configs or len(members) < self.group_size(group) or any("status" not in e for e in members):
-            return
-        self.writer.submit(lambda: self._write_group(configs[group], members))
-
-    def _write_group(self, config_run: str, members: list[dict]) -> None:
-        from mlflow.entities import RunTag
-
+        """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
         from contrasweep.tracking.aggregate import groups_of, summary
+
+        config_run = self.state.data.get("configs", {}).get(group)
+        members = [e for e in self.state.trials.values() if e.get("group") == group]
+        if config_run is None or len(members) < self.group_size(group) or any("status" not in e for e in members):
+            return
+        from mlflow.entities import RunTag
 
         (found,) = groups_of([self.client.get_run(e["run_id"]) for e in members])
         outcome = "complete" if found.complete else ("stopped" if found.outcomes.get("stopped") else "failed")

@@ -7,9 +7,7 @@ and below it one run per trial (a repeat), with params, one metric value per epo
 has ended, its configuration run gets ``mean/<metric>``, ``std/<metric>`` and ``n_repeats``
 (``contrasweep.tracking.aggregate``); when the sweep ends, the parent gets each setting's best
 configuration (``best_config/...`` metrics, ``contrasweep.best_config`` tags). Only the driver
-talks to MLflow (SQLite locks under many writers), and only its writer thread writes during the
-sweep (``contrasweep.tracking.writer``): a hook records in ``tracking.json`` first and hands the
-MLflow writes over, so Tune's event loop does not wait for them.
+talks to MLflow (SQLite locks under many writers).
 
 Ray's ``MLflowLoggerCallback`` keeps no state across ``Tuner.restore`` and opens a second run
 per trial on resume; this callback persists every run id (and the last epoch logged per
@@ -35,7 +33,6 @@ from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.selection import Selection
 from contrasweep.tracking.store import artifact_root_for, ensure_experiment, get_client, store_errors, store_line
-from contrasweep.tracking.writer import StoreWriter
 
 
 def guarded(hook):
@@ -46,7 +43,6 @@ def guarded(hook):
     @functools.wraps(hook)
     def wrapper(self, *args, **kwargs):
         try:
-            self.drain()
             return hook(self, *args, **kwargs)
         except store_errors() as exc:
             self.store_failed(exc)
@@ -82,7 +78,7 @@ class MlflowTracker(Callback):
         self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
         self.own_uploads = False  # per process: folder.tune_state.own_session_uploads not yet done
 
-    PARTS = ("runs", "artifacts", "selection", "epochs", "writer")
+    PARTS = ("runs", "artifacts", "selection", "epochs")
 
     def __getstate__(self):
         # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
@@ -112,9 +108,6 @@ class MlflowTracker(Callback):
         self.state = TrackingState(self.sweep_dir / "tracking.json")
         try:
             self._setup()
-            error = self.writer.flush()  # the catch-up's writes: done before any trial starts
-            if error is not None:
-                raise error
         except store_errors() as exc:  # before any trial: nothing to stop yet
             raise UserError(f"{store_line(exc)}; allowed: a writable MLflow store (then `contrasweep resume "
                             f"{self.sweep_name}`)") from None
@@ -124,10 +117,10 @@ class MlflowTracker(Callback):
 
         static = self.static or {}
         self.client = get_client(self.tracking_uri)
-        self.writer = StoreWriter()
-        self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, provenance_tags(self.spec), self.writer)
-        self.artifacts = Artifacts(self.client, self.state, static, self.writer)
-        self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, self.writer)
+        self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, provenance_tags(self.spec))
+        self.artifacts = Artifacts(self.client, self.state, static)
+        self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
+                               self.store_failed)
         self.selection = Selection(self.client, self.state, self.sweep_name, static.get("variants"), self.metric, self.mode)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
         publish(self.client, exp_id, metric_columns(self.metric))
@@ -145,7 +138,6 @@ class MlflowTracker(Callback):
         """On resume: what an MLflow failure left undone (metrics of epochs it could not log,
         trial runs it could not close) and artifacts lost from the store since (re-logged from
         the checkpoints the sweep keeps)."""
-        self.runs.recover_unmade()
         self.epochs.catch_up()
         for entry in list(self.state.trials.values()):
             if "pending" in entry:
@@ -165,21 +157,11 @@ class MlflowTracker(Callback):
             self.state.save()
         stop_tune()
 
-    def drain(self) -> None:
-        """The record's follow-ups of the writes done so far; a store error the writer met stops
-        the sweep (``store_failed``)."""
-        writer = getattr(self, "writer", None)
-        if writer is not None and self.store_error is None:
-            error = writer.drain()
-            if error is not None:
-                self.store_failed(error)
-
     @property
     def parent_run_id(self) -> str:
         return self.state.data["parent_run_id"]
 
     def on_step_begin(self, iteration, trials, **info):
-        self.drain()
         # every sweep made so far pickled this callback: it keeps Tune's uploads to their own
         # session (before Tune's first save after a restore; folder.tune_state)
         if not self.own_uploads:
@@ -191,11 +173,12 @@ class MlflowTracker(Callback):
     def on_trial_start(self, iteration, trials, trial, **info):
         if self.store_error:
             return
-        entry = self.runs.trial_run(trial, trials)
+        run_id = self.runs.trial_run(trial, trials)
+        entry = self.state.trials[trial.trial_id]
         if entry.get("status") == "FAILED":  # an errored trial retried by `resume`
             del entry["status"]
+            self.client.update_run(run_id, status="RUNNING")
             self.state.save_trial(entry)
-            self.writer.submit(lambda: self.client.update_run(entry["run_id"], status="RUNNING"))
         if self.progress and "status" not in entry:
             self.progress.trial_started(entry.get("name", trial.trial_id), planned_epochs(trial, self.static), trial.trial_id)
 
@@ -203,7 +186,8 @@ class MlflowTracker(Callback):
     def on_trial_result(self, iteration, trials, trial, result, **info):
         if self.store_error and trial.trial_id not in self.state.trials:
             return  # no run to keep it for (the trial restarts from its checkpoint on resume)
-        entry = self.runs.trial_run(trial)
+        self.runs.trial_run(trial)
+        entry = self.state.trials[trial.trial_id]
         if self.epochs.log_result(entry, result) and self.progress:
             self.progress.trial_epoch(entry.get("name", trial.trial_id), entry["last_epoch"],
                                       planned_epochs(trial, self.static), result.get(self.metric), self._done())
@@ -227,7 +211,8 @@ class MlflowTracker(Callback):
         could not take stays ``pending`` there and ``resume`` applies it."""
         if self.store_error and trial.trial_id not in self.state.trials:
             return
-        entry = self.runs.trial_run(trial)
+        self.runs.trial_run(trial)
+        entry = self.state.trials[trial.trial_id]
         if entry.get("status") == status:
             return
         outcome = outcome_of(trial, entry, status, self.static)
@@ -256,10 +241,6 @@ class MlflowTracker(Callback):
     def on_experiment_end(self, trials, **info):
         if self.progress:
             self.progress.close()
-        error = self.writer.flush() if self.store_error is None else None  # every write handed over, done
-        self.writer.close()
-        if error is not None:
-            self.store_failed(error)
         if self.store_error:  # the sweep stopped for it: resume finishes what is left
             return
         self.runs.delete_orphans(trials)  # MLflow holds exactly one run per trial
