@@ -11,8 +11,9 @@ cache hit.
 
 Per size: the sweep's wall (Ray start to ``tune.run``'s return), the driver's seconds inside
 the MLflow tracker's Tune callbacks (``MlflowTracker`` hooks, timed by wrapping them in the
-child process) per trial, the driver process's CPU seconds per trial (and its MLflow writer
-thread's, ``contrasweep.tracking.writer``, where the checkout has one), the runs FINISHED, the MLflow store's size (database + artifact
+child process) per trial, the driver process's CPU seconds per trial (and those of the
+tracker's MLflow writer thread, ``contrasweep.tracking.writer``, in a checkout that has one:
+branch ``issue41-writer``), the runs FINISHED, the MLflow store's size (database + artifact
 folder), the models logged in it (``MLmodel`` files), the sweep folder's size and how many
 trial processes ran the trials (Tune hands a finished trial's process the next trial: the
 imports are paid once per process, not per trial). From the

@@ -4,8 +4,9 @@
 resume; ``executor``: what one trial runs (in process, or under ``TorchTrainer``);
 ``shipping``: what a cluster job ships to its workers; ``preflight``: services checked before
 Ray starts; ``recovery``: a dead driver's sweep set straight; ``sweep_plan``: what a sweep will
-cost before it runs (``contrasweep plan``), with ``fixed_costs`` measured where it will run; ``extend``: a sweep grown (``contrasweep extend``);
-``test_phase``: the test split after selection (``evaluation.test: reported``).
+cost before it runs (``contrasweep plan``), with ``fixed_costs`` measured where it will run;
+``extend``: a sweep grown (``contrasweep extend``); ``test_phase``: the test split after
+selection (``evaluation.test: reported``).
 
 May import every other room of ``contrasweep`` (not ``cli``), Ray, and ``trainables``
 (inside a trial, and ``trainables.calibration`` for a plan).

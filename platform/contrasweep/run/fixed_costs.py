@@ -14,8 +14,11 @@ One probe, in a fresh Python process as ``contrasweep run`` is one, measures:
   chain (the loop, its Tune session, the method) and reports one epoch. ``worker_start_s``:
   from the Tune run's start to a slot's first trial's end, less a later trial's time on that
   slot (its process, its imports, Tune's own start); ``trial_s``: the median time on its slot
-  of a trial after the first, start to next start (Tune's scheduling and saves, the tracker's writes); ``end_s``: from
-  the last trial's end to the Tune run's (the tracker's end: selection and registry).
+  of a trial after the first, start to next start (Tune's scheduling and saves, the tracker's
+  writes); ``end_s``: from the last trial's end to the Tune run's (the tracker's end).
+
+A GPU trial's CUDA start is not in the probe (its trials ask for CPUs only); the calibration's
+set-up holds the method's build on this machine.
 
 The result is kept for a day in the data cache's folder, per host, Ray address, slots and method
 (``contrasweep plan --remeasure`` measures again); the plan says when it was measured.
