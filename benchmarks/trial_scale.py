@@ -11,12 +11,11 @@ cache hit.
 
 Per size: the sweep's wall (Ray start to ``tune.run``'s return), the driver's seconds inside
 the MLflow tracker's Tune callbacks (``MlflowTracker`` hooks, timed by wrapping them in the
-child process) per trial, the driver process's CPU seconds per trial (and those of the
-tracker's MLflow writer thread, ``contrasweep.tracking.writer``, in a checkout that has one:
-branch ``issue41-writer``), the runs FINISHED, the MLflow store's size (database + artifact
-folder), the models logged in it (``MLmodel`` files), the sweep folder's size and how many
-trial processes ran the trials (Tune hands a finished trial's process the next trial: the
-imports are paid once per process, not per trial). From the
+child process) per trial, the driver process's CPU seconds per trial (its loop and every thread
+it runs), the runs FINISHED, the MLflow store's size (database + artifact folder), the models
+logged in it (``MLmodel`` files), the sweep folder's size and how many trial processes ran the
+trials (Tune hands a finished trial's process the next trial: the imports are paid once per
+process, not per trial). From the
 walls: the marginal wall per trial over 100–500 and 500–1,000, their ratio (flat = 1), and the
 fixed cost per sweep (wall at 100 − 100 × the 100–500 marginal).
 
@@ -91,19 +90,6 @@ def child(trials: int, model: str, work: Path) -> dict:
 
     for name in HOOKS:
         setattr(tracker.MlflowTracker, name, timed(name, getattr(tracker.MlflowTracker, name)))
-    writer_cpu = []  # the tracker's writer thread, where there is one (issue 41)
-    try:
-        from contrasweep.tracking import writer as writer_module
-
-        close = writer_module.StoreWriter.close
-
-        def closing(self):
-            close(self)
-            writer_cpu.append(self.cpu_s)
-
-        writer_module.StoreWriter.close = closing
-    except ImportError:
-        pass
     work.mkdir(parents=True, exist_ok=True)
     path = work / "spec.yaml"
     path.write_text(yaml.safe_dump(spec_dict(model, trials), sort_keys=False))
@@ -128,7 +114,7 @@ def child(trials: int, model: str, work: Path) -> dict:
             "trial_processes": len(pids),
             "runs": len(runs), "finished": sum(r.info.status == "FINISHED" for r in runs),
             "tracker_s": spent, "tracker_total_s": sum(spent.values()),
-            "driver_cpu_s": driver_cpu, "writer_cpu_s": sum(writer_cpu),
+            "driver_cpu_s": driver_cpu,
             "store_bytes": (work / "mlflow.db").stat().st_size + folder_bytes(artifacts),
             "db_bytes": (work / "mlflow.db").stat().st_size, "artifact_bytes": folder_bytes(artifacts),
             "models": sum(1 for _ in artifacts.rglob("MLmodel")) if artifacts.exists() else 0,
@@ -168,7 +154,6 @@ def summary(rows: list[dict]) -> dict:
         out["marginal_s"] = (by[c]["wall_s"] - by[sizes[0]]["wall_s"]) / (c - sizes[0])
     out["tracker_per_trial_s"] = {n: by[n]["tracker_total_s"] / n for n in sizes}
     out["driver_cpu_per_trial_s"] = {n: by[n]["driver_cpu_s"] / n for n in sizes}
-    out["writer_cpu_per_trial_s"] = {n: by[n]["writer_cpu_s"] / n for n in sizes}
     out["store_bytes"] = {n: by[n]["store_bytes"] for n in sizes}
     out["models"] = {n: by[n]["models"] for n in sizes}
     out["all_finished"] = all(by[n]["finished"] == by[n]["runs"] == n and not by[n]["errors"] for n in sizes)
@@ -215,7 +200,7 @@ def main() -> None:
             partial.write_text(json.dumps(rows, indent=1))
             print(f"{side:8s} {n:5d} trials: wall {row['wall_s']:7.1f} s (Ray start {row['ray_start_s']:.1f} s), tracker "
                   f"{row['tracker_total_s'] / n * 1000:6.1f} ms/trial on Tune's loop, driver CPU "
-                  f"{row['driver_cpu_s'] / n * 1000:6.1f} ms/trial (its writer thread {row['writer_cpu_s'] / n * 1000:.1f}), "
+                  f"{row['driver_cpu_s'] / n * 1000:6.1f} ms/trial, "
                   f"{row['finished']}/{n} FINISHED, store "
                   f"{row['store_bytes'] / 1e6:8.1f} MB, {row['models']} models, sweep folder "
                   f"{row['sweep_folder_bytes'] / 1e6:.1f} MB, {row['trial_processes']} trial processes", flush=True)

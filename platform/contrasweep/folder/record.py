@@ -5,8 +5,8 @@ The record is saved several times per trial, and a whole snapshot grows with the
 1 KB per trial): rewriting it each time made the driver's cost per trial grow with the sweep
 (issue 41, ``benchmarks/trial_scale.py``). A change to one trial's entry (or one
 configuration's run id) is therefore appended to ``tracking.journal`` (one JSON line); the
-snapshot is rewritten when the journal has grown as large as it, and by every ``save``. Each snapshot carries a generation number and the
-journal opens with the generation it extends, so a journal left from before the last snapshot
+snapshot is rewritten when the journal has grown as large as it, and by every ``save``. Each
+snapshot carries a generation number and the journal opens with the generation it extends, so a journal left from before the last snapshot
 (a driver killed between writing the two) is never replayed over it. Read the record with
 ``TrackingState(path).data`` (or ``read``), never the snapshot file alone.
 """

@@ -44,8 +44,6 @@ KEEP_S = 24 * 3600.0
 # what the driver imports before Ray starts (contrasweep.cli's run: the launcher and the tracker;
 # the summary and report: MLflow's client, Optuna's importance, matplotlib)
 DRIVER_IMPORTS = ("contrasweep.run.tune", "contrasweep.tracking.tracker", "mlflow", "optuna", "matplotlib.pyplot")
-TRIAL_CHAIN = ("from trainables.loop import train; from trainables.sessions import TuneSession; "
-               "from trainables.registry import get_method; get_method({method!r})")
 
 
 def cache_file() -> Path:
@@ -97,12 +95,16 @@ def probe(method: str, slots: int, address: str | None) -> dict:
 
 # -- the probe process --------------------------------------------------------------------------
 def _trial(config: dict) -> None:
-    import os as _os
-
+    """A trial that imports what a sweep's trial imports (``run.executor.run_trial``: the loop,
+    its Tune session, the method) and reports one epoch."""
     from ray import tune
 
-    exec(TRIAL_CHAIN.format(method=config["method"]), {})  # noqa: S102 - the trial's own import chain
-    tune.report({"epoch": 1, "val/accuracy": 0.5, "pid": _os.getpid()})
+    from trainables.loop import train  # noqa: F401 - imported for its cost
+    from trainables.registry import get_method
+    from trainables.sessions import TuneSession  # noqa: F401
+
+    get_method(config["method"])
+    tune.report({"epoch": 1, "val/accuracy": 0.5, "pid": os.getpid()})
 
 
 def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict:

@@ -253,7 +253,7 @@ def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
     return min(trials, configurations * max(1, sweep.repeats) * settings)
 
 
-def overheads(fixed: dict | None) -> dict:
+def fixed_overheads(fixed: dict | None) -> dict:
     """(sweep, worker start, per trial) seconds: measured (``contrasweep.run.fixed_costs``) or the defaults."""
     if not fixed:
         return {"sweep_s": SWEEP_OVERHEAD_S, "worker_start_s": WORKER_START_S, "trial_s": TRIAL_OVERHEAD_S}
@@ -264,7 +264,7 @@ def overheads(fixed: dict | None) -> dict:
 def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, float], tsne: bool = True,
          fixed: dict | None = None) -> SweepPlan:
     sizes = sizes_of(prepared)
-    over = overheads(fixed)
+    over = fixed_overheads(fixed)
     costs = cost_trials(sweep, sizes, calibration, trial_overhead=over["trial_s"])
     slots = concurrency(sweep, available)
     settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
@@ -340,7 +340,7 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
 
 
 def fixed_line(fixed: dict, where: str) -> str:
-    over = overheads(fixed)
+    over = fixed_overheads(fixed)
     what = (f"sweep {over['sweep_s']:.1f} s, a trial process's start {over['worker_start_s']:.1f} s, "
             f"{over['trial_s']:.2f} s per trial besides its loop")
     if not fixed:

@@ -25,6 +25,7 @@ from contrasweep.folder.relocation import here
 from contrasweep.tracking.aggregate import Group, best_groups
 from contrasweep.tracking.artifacts import Artifacts, logged_weights
 
+
 def kept_groups(chosen: list[Group], found: list[Group], metric: str, mode: str, keep_models: int | str) -> list[Group]:
     """The reported groups, then the ``keep_models`` best of each setting not among them."""
     out = {g.group: g for g in chosen}
