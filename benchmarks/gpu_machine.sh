@@ -53,7 +53,7 @@ save_file({k: (v.float() if v.is_floating_point() else v).contiguous() for k, v 
 PY
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$SITE"/wheels/*.whl
     nvidia-smi -L
-    # the four parts took 4 min on an H200 (2026-11-26); the limit leaves the device tool's 10 minutes room
+    # the four parts before slot took 4 min on an H200 (2026-11-26), slot about 1 more; the limit leaves the device tool's 10 minutes room
     timeout "${SUITE_TIMEOUT:-540}" python3 benchmarks/gpu_suite.py --out-dir "$OUT/gs" "$@" > "$OUT/gpu_suite.log" 2>&1 \
         || echo "gpu_suite exited $?"
     tail -c 5000 "$OUT/gpu_suite.log"

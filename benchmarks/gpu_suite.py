@@ -16,6 +16,9 @@ the bundled MiniLM and BBC News: ``benchmarks/gpu_machine.sh`` packs what a lent
 4. ``compile``: ``compile: true`` against eager for the same TrainStep at batch 32 (the compiled
    run of ``step_throughput.py``, which times an eager TrainStep in the same rotation of blocks:
    the ratio is paired, not against part 1 minutes earlier); goal >= 1.5× examples/s.
+5. ``slot``: one few-shot MiniLM trial (CE, 10 epochs) in a fresh process, twice, its slot split
+   into process start, data, set-up, training, evaluation, checkpoints, test, bookkeeping and
+   exit (``trial_slot.py``; issue 41). No goal: what a GPU trial's slot goes to.
 
 Each part runs in this process and writes its own JSON next to the suite's; a part that fails is
 recorded with its error and the others go on. The suite writes ``gpu_suite.json`` (every part's
@@ -42,6 +45,7 @@ for path in (str(ROOT / "benchmarks"), str(ROOT), str(ROOT / "platform")):
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "gpu_suite"
 STEP_METHODS = "ce,ce_scl"
+PARTS = ("step", "packing", "epochs", "compile", "slot")
 GOALS = {"step": 0.95, "packing": 3.0, "compile": 1.5}
 
 
@@ -72,6 +76,14 @@ def epochs_part(args, out: Path) -> dict:
     dry = [] if args.device == "cuda" else ["--k", "4", "--max-length", "32"]  # the mechanics, on fewer rows
     return epoch_costs.main(["--model", model, "--device", args.device, "--epochs", "1", "--sizes", "few_shot",
                              "--out", str(out / "epoch_costs.json"), *dry])
+
+
+def slot_part(args, out: Path) -> dict:
+    import trial_slot
+
+    model = "tiny" if args.model == "tiny" else "default"
+    dry = [] if args.device == "cuda" else ["--k", "4", "--max-length", "32", "--epochs", "1", "--runs", "1"]
+    return trial_slot.main(["--model", model, "--device", args.device, "--out", str(out / "trial_slot.json"), *dry])
 
 
 def run_part(name: str, fn, *fn_args) -> dict:
@@ -137,6 +149,16 @@ def markdown(record: dict) -> str:
                          f"{a['eval_s']:.2f} | {a['checkpoint_s']:.2f} | {r['test_s']:.2f} |")
     elif "error" in epochs:
         lines += ["", f"One epoch per method: not measured ({epochs['error']})"]
+    slot = record["parts"]["slot"]
+    if slot.get("runs"):
+        parts = list(slot["runs"][0]["split_s"])
+        lines += ["", f"One trial's slot ({slot['method']}, {slot['epochs']} epochs, few-shot BBC News; seconds, "
+                  "each run a fresh process):", "",
+                  "| run | slot | " + " | ".join(parts) + " |", "|---|---|" + "---|" * len(parts)]
+        for run in slot["runs"]:
+            lines.append(f"| {run['run']} | {run['slot_s']:.2f} | " + " | ".join(f"{run['split_s'][p]:.2f}" for p in parts) + " |")
+    elif "error" in slot:
+        lines += ["", f"One trial's slot: not measured ({slot['error']})"]
     return "\n".join(lines) + "\n"
 
 
@@ -147,8 +169,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--steps", type=int, default=None, help="timed steps per side and part (GPU 100)")
     parser.add_argument("--model", choices=("base", "default", "tiny"), default=None,
                         help="the step, packing and compile parts' encoder (default: base on a GPU, tiny on CPU)")
-    parser.add_argument("--parts", default="step,packing,epochs,compile",
-                        help="which parts, comma-separated (default: all four: step, packing, epochs, compile)")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help="which parts, comma-separated (default: all five: step, packing, epochs, compile, slot)")
     parser.add_argument("--out-dir", default=str(DEFAULT_OUT))
     args = parser.parse_args(argv)
 
@@ -160,16 +182,17 @@ def main(argv: list[str] | None = None) -> dict:
     args.steps = args.steps or (100 if args.device == "cuda" else 2)
     args.model = args.model or ("base" if args.device == "cuda" else "tiny")
     wanted = [p.strip() for p in args.parts.split(",") if p.strip()]
-    unknown = sorted(set(wanted) - {"step", "packing", "epochs", "compile"})
+    unknown = sorted(set(wanted) - set(PARTS))
     if unknown:
-        parser.error(f"--parts: {unknown[0]!r}; allowed: step, packing, epochs, compile")
+        parser.error(f"--parts: {unknown[0]!r}; allowed: {', '.join(PARTS)}")
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
     builders = {"step": lambda: step_part(args, out, False), "packing": lambda: packing_part(args, out),
-                "epochs": lambda: epochs_part(args, out), "compile": lambda: step_part(args, out, True)}
+                "epochs": lambda: epochs_part(args, out), "compile": lambda: step_part(args, out, True),
+                "slot": lambda: slot_part(args, out)}
     parts = {name: (run_part(name, builders[name]) if name in wanted else {"error": "not run (--parts)"})
-             for name in ("step", "packing", "epochs", "compile")}
+             for name in PARTS}
     imported = sorted({m.split(".")[0] for m in sys.modules} & {"ray", "mlflow", "optuna"})
     record = {
         "benchmark": "gpu_suite",

@@ -20,7 +20,7 @@ def test_help_names_every_part():
     done = subprocess.run([sys.executable, str(SUITE), "--help"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0
     text = " ".join(done.stdout.split())  # argparse wraps the lines
-    assert "--device" in text and "step, packing, epochs, compile" in text, text
+    assert "--device" in text and "step, packing, epochs, compile, slot" in text, text
 
 
 @pytest.mark.slow
@@ -41,3 +41,7 @@ def test_a_cpu_dry_run_runs_every_part(tmp_path, cache_dir):
         assert len(result["compile_block_ratios"]) == len(result["block_steps"]) and result["compile_ratio"] > 0
     table = (tmp_path / "gpu_suite.md").read_text()
     assert "| compile / eager TrainStep, batch 32 (ce) |" in table and "| abalone/bce |" in table
+    (run,) = record["parts"]["slot"]["runs"]  # one trial's slot, split (issue 41): the parts add up to it
+    assert run["epochs"] == 1 and run["split_s"]["start"] > 0 and run["split_s"]["train"] > 0
+    assert abs(run["unaccounted_s"]) < 0.05 * run["slot_s"], run
+    assert "One trial's slot (ce, 1 epochs" in table
