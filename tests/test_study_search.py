@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import math
 import pickle
+from pathlib import Path
+from types import SimpleNamespace
 
 import optuna
 import pytest
@@ -66,6 +68,30 @@ def test_a_suggestion_runs_once_per_repeat_and_is_told_the_mean_once(tmp_path):
     c, d = s.suggest("c"), s.suggest("d")
     assert c["__suggestion__"] == d["__suggestion__"] == 1 and c["lr"] != a["lr"]
     assert s.suggest("e") == Searcher.FINISHED  # num_samples suggestions made
+
+
+def test_the_budget_is_counted_in_the_study_once_per_driver_not_per_suggestion(tmp_path):
+    """``asked`` reads every study trial once (then counts its own asks), and a suggestion's
+    storage id is looked up once: the searcher's cost per trial does not grow with the sweep."""
+    s = make(tmp_path, repeats=1, num_samples=5)
+    reads, lookups = [], []
+    study_type = type(s.study)
+    real_get, real_id = study_type.get_trials, s.storage.get_trial_id_from_study_id_trial_number
+    study_type.get_trials = lambda self, *a, **k: reads.append(1) or real_get(self, *a, **k)
+    s.storage.get_trial_id_from_study_id_trial_number = lambda *a: lookups.append(a[-1]) or real_id(*a)
+    try:
+        first = None
+        for i in range(5):
+            assert s.suggest(f"t{i}")["__suggestion__"] == i
+            s.on_trial_complete(f"t{i}", done(0.1 * i))
+            first = first or len(reads)
+        assert s.suggest("t5") == Searcher.FINISHED
+    finally:
+        study_type.get_trials = real_get
+    assert len(reads) == first <= 3 and sorted(lookups) == [0, 1, 2, 3, 4]  # read when the driver starts, not per trial
+    assert [t.state for t in study(tmp_path).trials] == [TrialState.COMPLETE] * 5
+    again = restored(snapshot(s, tmp_path), tmp_path)  # a new driver counts the study again
+    assert again.asked() == 5 and again.suggest("t6") == Searcher.FINISHED
 
 
 def test_concurrency_counts_live_trials(tmp_path):
@@ -155,6 +181,10 @@ class FakeTrial:
     def __init__(self, trial_id, config, status=Trial.PENDING):
         self.trial_id, self.config, self.status = trial_id, config, status
         self.last_result = {}
+        self.relative_logdir, self.storage = None, SimpleNamespace(storage_fs_path=str(Path.cwd()))
+
+    def init_local_path(self):  # Tune's naming of the trial's folder: a name once given is kept
+        self.relative_logdir = self.relative_logdir or f"trial_{self.trial_id}"
 
     def update_last_result(self, result):
         self.last_result = result
@@ -185,8 +215,9 @@ class FakeController:
 def test_settle_ends_trials_the_record_says_finished_and_saves_new_trials(tmp_path):
     """Tune's copy calls trials 0 and 1 PENDING (restored), but the sweep's record says 0 ended
     FINISHED (with its final result) and 1 FAILED: 0 is ended with that result, never run; 1
-    runs again (resume retries failures); a new trial is saved before anything starts."""
-    configs = [{"hp": {"lr": 1.0e-3, "seed": s}} for s in (0, 1, 2)]
+    runs again (resume retries failures); a new trial is saved before anything starts, once,
+    with its folder's name when it is the trial chosen to start."""
+    configs = [{"hp": {"lr": 1.0e-3, "seed": s}} for s in (0, 1, 2, 3)]
     record = {"trials": {
         "old0": {"config_key": key_of(configs[0]), "status": "FINISHED", "final": {"epoch": 3, METRIC: 0.75}},
         "old1": {"config_key": key_of(configs[1]), "status": "FAILED"}}}
@@ -196,17 +227,26 @@ def test_settle_ends_trials_the_record_says_finished_and_saves_new_trials(tmp_pa
     ctl = FakeController([t0, t1])
     for trial in (t0, t1):
         scheduler.on_trial_add(ctl, trial)
-    scheduler.settle(ctl)
+    assert scheduler.choose_trial_to_run(ctl) is t1
     assert ctl.stopped == ["t0"] and t0.last_result[METRIC] == 0.75 and t0.last_result["config"] == configs[0]
-    assert ctl.marked == ["t0"]  # Tune's saved state learns it ended (stop_trial alone marks live trials only)
-    assert t1.status == Trial.PENDING and ctl.saves == 1
-    scheduler.settle(ctl)
-    assert ctl.saves == 1  # nothing new since
+    # Tune's saved state learns t0 ended (stop_trial alone marks live trials only) and t1's folder
+    assert ctl.marked == ["t0", "t1"] and t1.relative_logdir == "trial_t1" and t0.relative_logdir is None
+    assert t1.status == Trial.PENDING and ctl.saves == 1  # one save: t1 added and named
+    assert scheduler.choose_trial_to_run(ctl) is t1 and ctl.saves == 1  # nothing new since
     t2 = FakeTrial("t2", configs[2])
     ctl.trials.append(t2)
     scheduler.on_trial_add(ctl, t2)
-    scheduler.settle(ctl)
-    assert ctl.saves == 2 and ctl.stopped == ["t0"]
+    assert scheduler.choose_trial_to_run(ctl) is t1  # t2 waits: saved as added, not yet named
+    assert ctl.saves == 2 and ctl.stopped == ["t0"] and t2.relative_logdir is None
+    t2.init_local_path()  # Tune names a trial it schedules by itself: saved before the next start
+    scheduler.choose_trial_to_run(ctl)
+    assert ctl.saves == 3 and ctl.marked[-1] == "t2"
+    t1.status = Trial.RUNNING
+    t3 = FakeTrial("t3", configs[3])
+    ctl.trials.append(t3)
+    scheduler.on_trial_add(ctl, t3)
+    assert scheduler.choose_trial_to_run(ctl) is t2 and scheduler.choose_trial_to_run(ctl) is t2
+    assert ctl.saves == 4  # t3 added: saved once; t2 already named
 
 
 def test_the_record_is_rebuilt_from_mlflow_with_final_results(tmp_path):

@@ -84,9 +84,10 @@ class MovableFIFO(FIFOScheduler):
 
     ``settle`` runs before Tune starts any trial (``choose_trial_to_run`` opens every step of
     Tune's loop that starts trials, docs/architecture.md, "Resume"):
-    - a new trial is saved in Tune's experiment state before it can start, and again once Tune
-      has named its folder (when it schedules the trial's process, before any training): forced
-      saves, so a driver killed at any moment restores every trial that ran, with its folder;
+    - a new trial is saved in Tune's experiment state before it can start, with its folder's
+      name (the trial chosen to start is named here, as Tune would name it next; one Tune
+      schedules by itself is saved once Tune has named it, before any training): forced saves,
+      so a driver killed at any moment restores every trial that ran, with its folder;
     - a PENDING trial that the sweep's own record (``contrasweep.tracking.ledger``, ``tracking_file``)
       says finished (it ended after Tune's last save) is ended at once with its recorded final
       result, never trained again.
@@ -134,7 +135,8 @@ class MovableFIFO(FIFOScheduler):
         super().on_trial_add(tune_controller, trial)
 
     def settle(self, tune_controller) -> None:
-        """Before any trial starts: end the finished ones, save the new ones."""
+        """Before any trial starts: end the finished ones, mark the new ones for Tune's save
+        (``save_if_unsaved`` makes it, once the trial to start is chosen and named)."""
         from contrasweep.tracking import ledger
 
         if self._finished is None:
@@ -154,15 +156,37 @@ class MovableFIFO(FIFOScheduler):
             if final:
                 trial.update_last_result({**final, "trial_id": trial.trial_id, "config": trial.config, "done": True})
             stop_waiting(tune_controller, trial)
+
+    def save_if_unsaved(self, tune_controller) -> None:
         if self._unsaved:
             self._unsaved = False
             # Tune's own save (a few kB of trial states and the searcher's), forced now rather
             # than at its next period (TUNE_GLOBAL_CHECKPOINT_S), so no trial runs unsaved.
             getattr(tune_controller, "_tune_controller", tune_controller).checkpoint(force=True)
 
+    def name_chosen(self, tune_controller, trial: Trial | None) -> None:
+        """Name the folder of the trial about to be started, as Tune does next
+        (``Trial.init_local_path``, which keeps a name once given), so that the save before it
+        starts holds its folder too: one forced save per new trial, not one when it is added
+        and another when Tune names it (each save writes every trial's state: twice per
+        trial made a sweep's bookkeeping grow with the square of its trials)."""
+        if trial is None or getattr(trial, "relative_logdir", None) or getattr(trial, "storage", None) is None:
+            return
+        trial.init_local_path()
+        self._named.add(trial.trial_id)
+        mark_for_save(tune_controller, trial)
+        self._unsaved = True
+
+    def choose(self, tune_controller) -> Trial | None:
+        """The trial to start (the subclass's rule; FIFO's here)."""
+        return super().choose_trial_to_run(tune_controller)
+
     def choose_trial_to_run(self, tune_controller) -> Trial | None:
         self.settle(tune_controller)
-        return super().choose_trial_to_run(tune_controller)
+        trial = self.choose(tune_controller)
+        self.name_chosen(tune_controller, trial)
+        self.save_if_unsaved(tune_controller)
+        return trial
 
 
 class GroupASHA(MovableFIFO):
@@ -280,8 +304,7 @@ class GroupASHA(MovableFIFO):
             if other is not trial and other.status == Trial.PAUSED and self.waiting(other):
                 stop_waiting(tune_controller, other)
 
-    def choose_trial_to_run(self, tune_controller) -> Trial | None:
-        self.settle(tune_controller)
+    def choose(self, tune_controller) -> Trial | None:
         trials = tune_controller.get_trials()
         if sum(t.status == Trial.RUNNING for t in trials) >= self.max_running:
             return None

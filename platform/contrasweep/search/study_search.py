@@ -72,16 +72,19 @@ class StudySearcher(Searcher):
         self.live: dict[str, tuple[int, int]] = {}  # Tune trial id -> (suggestion number, repeat)
         self._study = self._storage = None
         self._queue: list[tuple[int, int]] | None = None  # repeats to issue; None: not reconciled yet
+        self._ids: dict[int, int] = {}  # suggestion number -> the storage's trial id (never changes)
+        self._asked: int | None = None  # suggestions made so far: counted once, then at each ask
 
     # -- pickling: Tune keeps this object in tuner.pkl and its state in the experiment state --
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.update(_study=None, _storage=None, _queue=None)  # the study is re-opened and re-read after a restore
+        state.update(_study=None, _storage=None, _queue=None, _ids={}, _asked=None)  # re-read after a restore
         return state
 
     def __setstate__(self, state):
         state["storage_url"] = here_uri(state["storage_url"])  # the sweep folder may have moved
         state.setdefault("warm", [])  # pickled before warm starts
+        state.update(_ids={}, _asked=None)  # pickled before these were kept
         self.__dict__.update(state)
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -95,7 +98,8 @@ class StudySearcher(Searcher):
         with open(checkpoint_path, "rb") as fh:
             state = pickle.load(fh)
         self.live, self.sampler = state["live"], state["sampler"]
-        self._study = self._storage = self._queue = None
+        self._study = self._storage = self._queue = self._asked = None
+        self._ids = {}
 
     # -- the study ---------------------------------------------------------------------
     @property
@@ -122,8 +126,12 @@ class StudySearcher(Searcher):
                                           directions=directions, load_if_exists=True)
 
     def trial_id(self, number: int) -> int:
-        storage = self.storage
-        return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(self.study_name), number)
+        """The storage's id of suggestion ``number`` (fixed once the trial exists: looked up once)."""
+        if number not in self._ids:
+            storage = self.storage
+            self._ids[number] = storage.get_trial_id_from_study_id_trial_number(
+                storage.get_study_id_from_name(self.study_name), number)
+        return self._ids[number]
 
     def frozen(self, number: int):
         """The stored state of suggestion ``number`` (read from optuna.db, never cached)."""
@@ -155,11 +163,15 @@ class StudySearcher(Searcher):
             logger.info("resuming %d repeats of %d open suggestions", len(self._queue), len({n for n, _ in self._queue}))
 
     def asked(self) -> int:
-        """Suggestions made so far (an enqueued point counts once it is asked; warm points never)."""
+        """Suggestions made so far (an enqueued point counts once it is asked; warm points never):
+        counted in the study once per driver, then one more at each ``ask`` (a count of every
+        study trial per suggestion made a sweep's searcher cost grow with the square of its trials)."""
         from optuna.trial import TrialState
 
-        return sum(t.state != TrialState.WAITING and WARM_ATTR not in t.user_attrs
-                   for t in self.study.get_trials(deepcopy=False))
+        if self._asked is None:
+            self._asked = sum(t.state != TrialState.WAITING and WARM_ATTR not in t.user_attrs
+                              for t in self.study.get_trials(deepcopy=False))
+        return self._asked
 
     # -- Searcher API ------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict | str | None:
@@ -171,6 +183,7 @@ class StudySearcher(Searcher):
             if self.asked() >= self.num_samples:
                 return Searcher.FINISHED
             trial = self.study.ask(self.space)
+            self._asked += 1  # counted above, before this ask
             self._queue = [(trial.number, r) for r in range(self.repeats)]
         number, repeat = self._queue.pop(0)
         self.live[trial_id] = (number, repeat)
@@ -189,7 +202,7 @@ class StudySearcher(Searcher):
         if frozen.state.is_finished() or key in frozen.user_attrs:
             return  # told already, or this repeat's outcome is recorded (a replay after a restore)
         self.storage.set_trial_user_attr(self.trial_id(number), key, self._record(result, error, frozen.params))
-        if len(_recorded(self.frozen(number))) >= self.repeats:
+        if len(_recorded(frozen)) + 1 >= self.repeats:  # the repeats recorded before and this one
             self._tell(number)
 
     def _record(self, result: dict | None, error: bool, params: dict) -> dict:
