@@ -48,10 +48,9 @@ LOOP_PHASES = ("setup", "train", "stage2", "eval", "checkpoint", "test")
 def child(job_path: str) -> None:
     """The trial process: import the chain, read the splits, train, write the loop's phase times."""
     job = json.loads(Path(job_path).read_text())
-    sys.path[:0] = [str(ROOT / "platform"), str(ROOT)]
+    sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "benchmarks")]
     from trainables.loop import train
     from trainables.registry import get_method
-    from trainables.sessions import LocalSession
 
     get_method(job["config"]["method"])  # the method's module, as the trial's first call imports it
     imported = time.time()
@@ -59,9 +58,7 @@ def child(job_path: str) -> None:
 
     data = {"tables": load_splits(job["data_path"]), "num_labels": job["num_labels"], "label_names": job["label_names"]}
     loaded = time.time()
-
-    class PruningSession(LocalSession):
-        prune = True
+    from epoch_costs import PruningSession  # Tune's pruning of superseded states (after the timed imports)
 
     session = PruningSession(job["folder"], use_gpu=job["device"] == "cuda")
     started = time.perf_counter()

@@ -160,8 +160,9 @@ class MovableFIFO(FIFOScheduler):
     def save_if_unsaved(self, tune_controller) -> None:
         if self._unsaved:
             self._unsaved = False
-            # Tune's own save (a few kB of trial states and the searcher's), forced now rather
-            # than at its next period (TUNE_GLOBAL_CHECKPOINT_S), so no trial runs unsaved.
+            # Tune's own save (every trial's state, the searcher's, then a copy of the driver's
+            # staging folder to storage), forced now rather than at its next period
+            # (TUNE_GLOBAL_CHECKPOINT_S), so no trial runs unsaved.
             getattr(tune_controller, "_tune_controller", tune_controller).checkpoint(force=True)
 
     def name_chosen(self, tune_controller, trial: Trial | None) -> None:
@@ -170,7 +171,7 @@ class MovableFIFO(FIFOScheduler):
         starts holds its folder too: one forced save per new trial, not one when it is added
         and another when Tune names it (each save writes every trial's state: twice per
         trial made a sweep's bookkeeping grow with the square of its trials)."""
-        if trial is None or getattr(trial, "relative_logdir", None) or getattr(trial, "storage", None) is None:
+        if trial is None or trial.relative_logdir:
             return
         trial.init_local_path()
         self._named.add(trial.trial_id)
