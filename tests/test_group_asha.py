@@ -13,14 +13,21 @@ from contrasweep.search.group_asha import GroupASHA, rungs, survives
 class FakeTrial:
     def __init__(self, trial_id, group):
         self.trial_id, self.config, self.status = trial_id, {"group": group}, Trial.PENDING
+        self.relative_logdir = None
+
+    def init_local_path(self):  # Tune's naming of the trial's folder: a name once given is kept
+        self.relative_logdir = self.relative_logdir or f"trial_{self.trial_id}"
 
 
 class FakeController:
     def __init__(self, trials):
-        self.trials, self.stopped = trials, []
+        self.trials, self.stopped, self.saves = trials, [], 0
 
     def get_trials(self):
         return self.trials
+
+    def checkpoint(self, force=False):  # Tune's experiment-state save
+        self.saves += 1
 
     def stop_trial(self, trial):
         self.stopped.append(trial.trial_id)
@@ -53,6 +60,7 @@ def test_group_waits_then_continues_or_stops_together(tmp_path):
     assert s.on_trial_result(ctl, a1, result(1, 0.9)) == TrialScheduler.PAUSE  # a2 has not reached rung 1
     a1.status = Trial.PAUSED
     assert s.waiting(a1) and s.choose_trial_to_run(ctl) is b1  # a1 waits; a free slot goes to a PENDING trial
+    assert b1.relative_logdir == "trial_b1" and ctl.saves == 1  # named, then saved once before it starts
     assert s.on_trial_result(ctl, a2, result(1, 0.7)) == TrialScheduler.CONTINUE  # A's mean 0.8 passes
     assert not s.waiting(a1)
     b1.status = Trial.RUNNING
