@@ -105,9 +105,10 @@ def write_spec(path: Path, args, model: str) -> Path:
 def loop_configs(sweep, num_labels: int) -> list[dict]:
     """What ``contrasweep.run.executor.run_trial`` hands the loop, for every grid trial."""
     from contrasweep.search.registry import pause_epochs
+    from contrasweep.spec.static import SweepStatic
     from contrasweep.spec.trial import trial_hp
 
-    static = {"seeds": sweep.seeds, "resources": sweep.resources}
+    static = SweepStatic.of(sweep)
     out = []
     for trial in sweep.grid_trials():
         config = {"method": sweep.method, "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},

@@ -67,7 +67,9 @@ def test_bad_axes_are_one_line_errors(data, fragment):
 
 
 def test_searcher_repeat_index_counts_seeds_then_variants():
-    static = {"seeds": [7, 8], "variants": [{}, {}, {}], "resources": {"cpu": 1}}
+    from contrasweep.spec.static import SweepStatic, VariantStatic
+
+    static = SweepStatic(method="ce", seeds=(7, 8), variants=(VariantStatic(0), VariantStatic(1), VariantStatic(2)))
     pairs = [(trial_hp({TRIAL_INDEX: i, "lr": 1e-5}, static)["seed"], trial_variant({TRIAL_INDEX: i}, static)) for i in range(6)]
     assert pairs == [(7, 0), (8, 0), (7, 1), (8, 1), (7, 2), (8, 2)]
     grid = {"hp": {"lr": 1e-5, DATA_KEY: 2, "seed": 8}}
@@ -116,22 +118,23 @@ def test_few_shot_n_total_draws_n_rows_in_all(tiny_model_dir, cache_dir, tmp_pat
 def test_run_name_tags_and_groups():
     sweep = validate({"method": "lacon", "data": {"source": "bbc_news", "protocol": "few_shot", "k": [5, 20], "seed": [0, 3]},
                       "grid": {"temperature": [0.1, 0.3], "lam": [0.5]}, "sweep": {"seeds": [0, 1]}})
-    from contrasweep.run.inputs import static_config
+    from contrasweep.run.inputs import sweep_static
 
-    class Prepared:  # what static_config reads of a PreparedData
+    class Prepared:  # what the sweep's fixed part reads of a PreparedData
         num_labels, key, label_names, is_pair = 5, "abc", ["a", "b", "c", "d", "e"], False
         stats = {"train": {"n": 10}, "validation": {"n": 10}, "test": {"n": 20}}
 
     class Folder:
         train_location = tune_location = "/tmp/unused"
 
-    static = static_config(sweep, Folder(), [Prepared()] * len(sweep.variants))
+    static = sweep_static(sweep, Folder(), [Prepared()] * len(sweep.variants))
+    assert static.variants[3].label_names == ("a", "b", "c", "d", "e") and static.variants[3].sizes["test"] == 20
     by_index = {}
     for trial in sweep.grid_trials():
         ident = identify({"hp": trial}, static)
         by_index[(trial["temperature"], trial[DATA_KEY], trial["seed"])] = ident
     one = by_index[(0.1, 3, 1)]  # k=20, split seed 3, training seed 1
-    assert run_name(one, "lacon", sweep.varied) == "lacon τ=0.1 λ=0.5 · k=20 split=3 seed=1"
+    assert run_name(one, static) == "lacon τ=0.1 λ=0.5 · k=20 split=3 seed=1"
     t = tags(one, "lacon")
     assert t["contrasweep.k"] == "20" and t["contrasweep.data_seed"] == "3" and t["contrasweep.seed"] == "1"
     assert t["contrasweep.method"] == "lacon" and t["contrasweep.dataset"] == "bbc_news" and t["contrasweep.protocol"] == "few_shot"

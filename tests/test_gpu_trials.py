@@ -10,6 +10,7 @@ from test_spec import base
 from contrasweep.errors import UserError
 from contrasweep.run.executor import trial_resources
 from contrasweep.spec.load import apply_override, validate
+from contrasweep.spec.static import SweepStatic
 from trainables.sessions import TuneSession
 
 
@@ -28,7 +29,7 @@ def sweep_with(resources: str):
 def test_one_worker_trains_in_the_trial_process_with_its_gpu_share(resources, distributed, asked):
     sweep = sweep_with(resources)
     assert sweep.distributed is distributed
-    static = {"resources": sweep.resources, "distributed": sweep.distributed}
+    static = SweepStatic.of(sweep)
     assert trial_resources(static) == asked
 
 

@@ -218,9 +218,9 @@ def test_the_encoder_folder_has_the_fast_tokenizer_only(tmp_path):
 
 
 def test_a_model_that_cannot_be_built_is_one_line_and_the_weights_stay_logged(tmp_path, capsys):
-    """A sweep recorded before models (no label names in its record) resumed by this version:
-    the trial's weights are logged as plain files as before, the run says why it has no model,
-    the summary says it in one line, and the registry still finds the weights."""
+    """A model that cannot be built (here: its data variant has no label names): the trial's
+    weights are logged as plain files, the run says why it has no model, the summary says it in
+    one line, and the registry still finds the weights."""
     from contrasweep.console.summary import model_errors
     from contrasweep.tracking.artifacts import Artifacts, logged_weights
     from contrasweep.folder.record import TrackingState
@@ -234,15 +234,15 @@ def test_a_model_that_cannot_be_built_is_one_line_and_the_weights_stay_logged(tm
     (best / "meta.json").write_text("{}")
     state = TrackingState(tmp_path / "tracking.json")
     entry = state.data["trials"]["t0"] = {"run_id": run_id, "name": "ce lr=0.001 · seed=0", "variant": 0}
-    old_static = {"method": "ce", "encoder": {"name": "default"}, "variants": [{"index": 0, "data": {}}]}
+    from contrasweep.spec.static import SweepStatic
 
-    Artifacts(client, state, old_static).log_checkpoint(entry, best)
+    Artifacts(client, state, SweepStatic(method="ce")).log_checkpoint(entry, best)
     state.save()
 
     assert {a.path for a in client.list_artifacts(run_id, "best_checkpoint")} == {
         "best_checkpoint/model.safetensors", "best_checkpoint/meta.json"}
     assert not client.list_artifacts(run_id, "model") and logged_weights(client, run_id) == "best_checkpoint"
-    assert entry["model_error"].startswith("ValueError: the sweep was started by a contrasweep without MLflow models")
+    assert entry["model_error"] == "ValueError: data variant 0 has no label names in the sweep's fixed part"
     assert model_errors(tmp_path) == [entry["model_error"]]
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[contrasweep]")]
     assert lines == [f"[contrasweep] ce lr=0.001 · seed=0: no MLflow model ({entry['model_error']}); its best weights "

@@ -94,10 +94,13 @@ def test_the_reported_point_outside_a_one_point_grid_is_named_and_inside_it_runs
     names = outside.reported_names()
     assert names == {"config": {"epochs": 2, "lr": 2.0e-5},
                      "defaults": {"batch_size": hp_defaults("ce")["batch_size"]}}
-    variant = {"label": "", "data": {}, "setting": {}, "repeat": {}}
+    from contrasweep.spec.static import SweepStatic, VariantStatic
+
+    static = SweepStatic.of(outside)
+    assert static.varied == tuple(outside.varied) and static.reported == names
 
     def name(config: dict) -> str:
-        return run_name(TrialIdentity({**config, "seed": 0}, variant, 0, "c", ""), "ce", outside.varied, names)
+        return run_name(TrialIdentity({**config, "seed": 0}, VariantStatic(), 0, "c", ""), static)
 
     first, second = outside.grid_points()
     assert name(first) == f"ce lr=2e-05 batch_size={hp_defaults('ce')['batch_size']} (reported) · seed=0"

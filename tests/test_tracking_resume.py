@@ -8,6 +8,7 @@ from __future__ import annotations
 import pickle
 from dataclasses import dataclass
 
+from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.tracker import MlflowTracker
 from dashboards.trials import history, parent_runs, trial_runs
 
@@ -29,7 +30,7 @@ def result(epoch: int, value: float) -> dict:
 
 def make(tmp_path):
     return MlflowTracker(tmp_path / "sweep", f"sqlite:///{tmp_path / 'mlflow.db'}", "tests", "swp", {"method": "ce"},
-                         {"method": "ce"}, "val/accuracy", "max", static={"seeds": [0], "resources": {"cpu": 1}, "method": "ce"})
+                         {"method": "ce"}, "val/accuracy", "max", static=SweepStatic(method="ce"))
 
 
 def done_and_cut(tmp_path):

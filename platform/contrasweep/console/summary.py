@@ -19,10 +19,11 @@ LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local stor
 def best_groups(results, sweep, metric: str, mode: str) -> dict:
     """setting -> the best configuration's ``Group`` of Tune results (complete groups only)."""
     from contrasweep.search.registry import group_sizes
-    from contrasweep.spec.identity import group_static, identify
+    from contrasweep.spec.identity import identify
+    from contrasweep.spec.static import SweepStatic
     from contrasweep.tracking.aggregate import Group, ran_every_epoch, select
 
-    static, sizes = group_static(sweep), group_sizes(sweep)
+    static, sizes = SweepStatic.of(sweep), group_sizes(sweep)
     found: dict[str, Group] = {}
     for result in results:
         if result.error is not None or not result.metrics or not result.config:
@@ -205,12 +206,13 @@ def _meta(folder: Path) -> dict:
 
 def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep, root) -> tuple[list[str], int]:
     """The summary's lines, and how many trials failed."""
-    from contrasweep.spec.identity import group_static, identify
+    from contrasweep.spec.identity import identify
+    from contrasweep.spec.static import SweepStatic
     from contrasweep.tracking.aggregate import ran_every_epoch
     from contrasweep.tracking.store import error_line
 
     failed = [r for r in results if r.error is not None]
-    static = group_static(sweep) if sweep is not None else None
+    static = SweepStatic.of(sweep) if sweep is not None else None
     # a trial stopped before it ever ran (its group stopped while it waited) has no config
     complete = sum(1 for r in results if r.error is None and r.metrics and r.config and static is not None
                    and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp))

@@ -18,10 +18,11 @@ from typing import Any
 import ray
 from ray import tune
 
+from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.trial import plan_of
 
 
-def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> None:
+def run_trial(config: dict[str, Any], data: list, static: SweepStatic) -> None:
     """The Tune function trainable. ``data`` is ``[ObjectRef, ...]``, one per data variant:
     wrapped in a list so that ``tune.with_parameters`` hands over the references, not a copy
     per trial."""
@@ -31,39 +32,41 @@ def run_trial(config: dict[str, Any], data: list, static: dict[str, Any]) -> Non
 
     set_trial(tune.get_context().get_trial_id())  # its progress lines name it (contrasweep.console.progress)
     plan = plan_of(config, static)
-    variant, hp, encoder = plan.variant, dict(plan.hp), dict(static["encoder"])
+    variant, hp = plan.variant, dict(plan.hp)
+    encoder = {"name": static.encoder, "pooling": static.pooling}
     # files the job shipped (contrasweep.run.shipping): read where the worker has them
-    paths = static.get("paths") or {}
+    paths = static.paths
     if encoder["name"] in paths:  # the driver's name stays in "origin", for load_trained on the driver
         encoder["origin"], encoder["name"] = encoder["name"], paths[encoder["name"]]
     if isinstance(hp.get("init_from"), str):
         hp["init_from"] = paths.get(hp["init_from"], hp["init_from"])
+    # the loop's own config (trainables.loop): plain values, as Ray Train hands them to each rank
     loop_config = {
-        "method": static["method"],
+        "method": static.method,
         "encoder": encoder,
         "hp": hp,
-        "metric": static["metric"],
-        "mode": static["mode"],
-        "num_labels": static["variants"][variant]["num_labels"] if static.get("variants") else static["num_labels"],
+        "metric": static.metric,
+        "mode": static.mode,
+        "num_labels": static.variants[variant].num_labels,
+        # evaluation.test: reported = the sweep evaluates the test split after selection (run.test_phase)
+        "evaluate_test": static.tests_in_trials,
     }
-    # evaluation.test: reported = the sweep evaluates the test split after selection (run.test_phase)
-    loop_config["evaluate_test"] = static.get("test", "all") == "all"
-    if static.get("checkpoint_at"):
-        loop_config["checkpoint_at"] = static["checkpoint_at"]
-    if not static["distributed"]:
-        train(loop_config, ray.get(data[variant]), TuneSession(state_dir(static), use_gpu=static["resources"]["gpu"] > 0))
+    if static.checkpoint_at:
+        loop_config["checkpoint_at"] = list(static.checkpoint_at)
+    if not static.distributed:
+        train(loop_config, ray.get(data[variant]), TuneSession(state_dir(static), use_gpu=static.resources.gpu > 0))
         return
     run_distributed(loop_config, data[variant], static, tune.get_context().get_trial_id(), state_dir(static))
 
 
-def state_dir(static: dict[str, Any]) -> str:
+def state_dir(static: SweepStatic) -> str:
     """The trial's state folder (``trainables.checkpoints``) in the trial's folder on the sweep's
     storage. Not ``get_trial_dir()`` itself: that is a driver-side staging folder whose files
     Tune copies to storage again."""
     from trainables.checkpoints import STATE_DIR
     from trainables.storage import join
 
-    return join(static["trial_storage"], os.path.basename(tune.get_context().get_trial_dir()), STATE_DIR)
+    return join(static.trial_storage, os.path.basename(tune.get_context().get_trial_dir()), STATE_DIR)
 
 
 def train_worker(loop_config: dict[str, Any], data_ref=None, state_dir: str = "") -> None:
@@ -76,25 +79,24 @@ def train_worker(loop_config: dict[str, Any], data_ref=None, state_dir: str = ""
     train(loop_config, ray.get(data_ref), TrainSession(state_dir))
 
 
-def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str, state_dir: str) -> None:
+def run_distributed(loop_config: dict, data_ref, static: SweepStatic, trial_id: str, state_dir: str) -> None:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
 
-    res = static["resources"]
-    workers = int(res["workers"])
+    res = static.resources
     trainer = TorchTrainer(
         functools.partial(train_worker, data_ref=data_ref, state_dir=state_dir),
         train_loop_config=loop_config,
         scaling_config=ScalingConfig(
-            num_workers=workers,
-            use_gpu=res["gpu"] > 0,
-            resources_per_worker={"CPU": res["cpu"], **({"GPU": res["gpu"]} if res["gpu"] > 0 else {})},
+            num_workers=res.workers,
+            use_gpu=res.gpu > 0,
+            resources_per_worker={"CPU": res.cpu, **({"GPU": res.gpu} if res.gpu > 0 else {})},
         ),
         run_config=RunConfig(
             # A stable name: a restarted trial resumes its Train run from its checkpoints.
             name=f"train-{trial_id}",
-            storage_path=static["train_storage"],
+            storage_path=static.train_storage,
             # Tune owns retries (sweep.max_failures); a finite controller limit keeps a trial
             # that cannot get resources from retrying forever (docs/architecture.md, "Facts about the stack").
             failure_config=FailureConfig(max_failures=0, controller_failure_limit=3),
@@ -106,17 +108,17 @@ def run_distributed(loop_config: dict, data_ref, static: dict, trial_id: str, st
     trainer.fit()
 
 
-def trial_resources(static: dict[str, Any]) -> dict[str, float]:
+def trial_resources(static: SweepStatic) -> dict[str, float]:
     """What Tune reserves for the trial process: almost nothing when it only drives a Train
     worker group; otherwise the worker's CPUs and its GPU share (``gpu: 0.25``: four trials
     on one GPU)."""
-    res = static["resources"]
-    if static["distributed"]:
+    res = static.resources
+    if static.distributed:
         return {"CPU": 0.01}
-    return {"CPU": float(res["cpu"]), **({"GPU": float(res["gpu"])} if res["gpu"] > 0 else {})}
+    return {"CPU": res.cpu, **({"GPU": res.gpu} if res.gpu > 0 else {})}
 
 
-def make_trainable(static: dict[str, Any], data_refs: list):
+def make_trainable(static: SweepStatic, data_refs: list):
     fn = tune.with_parameters(run_trial, data=list(data_refs), static=static)
     return tune.with_resources(fn, trial_resources(static))
 

@@ -24,7 +24,8 @@ from collections import Counter
 from contrasweep.errors import UserError
 from contrasweep.folder import sweeps
 from contrasweep.spec.axes import REPEAT_AXES, keep_order
-from contrasweep.spec.identity import GroupKey, group_static, key_of
+from contrasweep.spec.identity import GroupKey, key_of
+from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.text import counted
 
@@ -139,7 +140,7 @@ def new_grid_trials(new: Sweep, state: dict, found: list, top: int | None, reope
     from contrasweep.tracking.aggregate import best_groups
 
     ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again
-    group_of = GroupKey(group_static(new))
+    group_of = GroupKey(SweepStatic.of(new))
     existing = set(state.get("configs", {}))
     # best first; ties by group key, as the selection breaks them (aggregate.select)
     keep = {g.group for g in best_groups(found, new.objective.metric, new.objective.mode, top or None)}
@@ -244,7 +245,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     from contrasweep.run import test_phase, tune
     from contrasweep.run.checks import check_services
     from contrasweep.run.executor import make_trainable, torch_threads_env
-    from contrasweep.run.inputs import static_config
+    from contrasweep.run.inputs import sweep_static
     from contrasweep.search.registry import group_sizes, num_samples, scheduler_of, search_alg, total_trials
     from contrasweep.tracking.aggregate import groups_of
     from contrasweep.folder.record import TrackingState
@@ -269,7 +270,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
             raise UserError(f"sweep {sweep_dir.name!r} has nothing new to train: every trial of the grown grid ran"
                             + (f" or belongs to a configuration outside the --top {top}" if top else "")
                             + " (stopped or failed configurations get no new repeats); " + ALLOWED)
-        group_of = GroupKey(group_static(new))
+        group_of = GroupKey(SweepStatic.of(new))
         sizes = dict(Counter(e["group"] for e in ended) + Counter(group_of({"hp": t}) for t in trials))
         total, entry["trials"] = len(ended) + len(trials), entry.get("trials", len(trials))
         space = {"hp": ray_tune.grid_search(trials)}
@@ -292,7 +293,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
               f"{f'; --top {top}' if top else ''}): "
               f"{counted(entry['trials'], 'new trial' if trials is not None else 'new suggestion')}{regrown}; "
               f"its extension {len(extensions)}", file=sys.stderr, flush=True)
-        static = static_config(new, sweep_dir, prepared, files)
+        static = sweep_static(new, sweep_dir, prepared, files)
         tuner = ray_tune.Tuner(
             make_trainable(static, refs), param_space=space,
             tune_config=ray_tune.TuneConfig(search_alg=search_alg(new, sweep_dir),

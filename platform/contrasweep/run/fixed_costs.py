@@ -121,6 +121,7 @@ def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict
     from contrasweep.run.ray_start import init_ray
     from contrasweep.search.group_asha import MovableFIFO
     from contrasweep.tracking.tracker import MlflowTracker
+    from contrasweep.spec.static import SweepStatic
 
     started = time.perf_counter()
     init_ray(address, num_cpus=None if address else max(1, slots), dashboard=False)
@@ -138,7 +139,7 @@ def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict
     (work / "sweep").mkdir()
     tracker = MlflowTracker(work / "sweep", f"sqlite:///{work / 'mlflow.db'}", "probe", "probe", {"method": method},
                             {"method": method}, "val/accuracy", "max",
-                            static={"seeds": [0], "resources": {"cpu": 1}, "method": method})
+                            static=SweepStatic(method=method))
     trials = 4 * slots
     began = time.perf_counter()
     tuner = tune.Tuner(

@@ -8,11 +8,10 @@ May import: ``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.search.reg
 
 from __future__ import annotations
 
-from typing import Any
-
 from contrasweep.folder import sweeps
 from contrasweep.search.registry import pause_epochs
 from contrasweep.spec.axes import expand, keep_order
+from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 
 
@@ -98,39 +97,10 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
     return refs
 
 
-def static_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> dict[str, Any]:
-    """What every trial shares; ``paths``: where a worker reads each shipped local file."""
+def sweep_static(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> SweepStatic:
+    """The sweep's fixed part (``contrasweep.spec.static``), built once per driver; ``shipped``:
+    the local files a cluster's workers get (``paths``: where a worker reads each)."""
     from contrasweep.run.shipping import worker_path
 
-    variants = sweep.variants or expand(sweep.data)
-    return {
-        "paths": {value: worker_path(value) for value in shipped},
-        "method": sweep.method,
-        "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
-        "metric": sweep.objective.metric,
-        "mode": sweep.objective.mode,
-        "num_labels": prepared[0].num_labels,
-        "variants": [
-            {"index": v.index, "label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat,
-             "num_labels": p.num_labels, "cache_key": p.key, "sizes": {s: v["n"] for s, v in p.stats.items() if isinstance(v, dict) and "n" in v},
-             # what a trial's MLflow model is described by (contrasweep.tracking.model_flavor)
-             "label_names": [str(n) for n in p.label_names], "is_pair": p.is_pair}
-            for v, p in zip(variants, prepared)
-        ],
-        "max_length": sweep.encoder["max_length"],
-        "varied": sweep.varied,
-        "reported": sweep.reported_names(),  # the reported point's run name (spec.identity)
-        "seeds": sweep.seeds,
-        "resources": sweep.resources,
-        "distributed": sweep.distributed,
-        "train_storage": sweep_dir.train_location,
-        "trial_storage": sweep_dir.tune_location,  # where Tune keeps each trial's folder
-        "checkpoint_at": pause_epochs(sweep),
-        # in each trial (evaluation.test: all, or every configuration reported), or after selection (run.test_phase)
-        "test": "all" if sweep.tests_in_trials else "reported",
-        # which complete trials keep an MLflow model (contrasweep.tracking.kept): all, as they end, or
-        # after selection what a report shows plus the best keep_models configurations of each setting
-        "keep_models": sweep.keep_models,
-    }
-
-
+    return SweepStatic.of(sweep, prepared, sweep_dir, checkpoint_at=pause_epochs(sweep),
+                          paths={value: worker_path(value) for value in shipped})

@@ -51,6 +51,7 @@ import time
 from dataclasses import dataclass, field
 
 from contrasweep.search.registry import candidate_configs, pause_epochs, total_trials
+from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, TRIAL_INDEX, plan_of
 from trainables.params import LOOP_PARAMS
@@ -115,11 +116,6 @@ def trial_configs(sweep: Sweep) -> list[dict]:
         return [{"hp": trial} for trial in sweep.grid_trials()]
     base = {k: v for k, v in candidate_configs(sweep)[0][0].items() if k != "seed"}
     return [{**base, TRIAL_INDEX: i % sweep.repeats} for i in range(total_trials(sweep))]
-
-
-def static_of(sweep: Sweep) -> dict:
-    """What ``plan_of`` reads of a sweep's static configuration."""
-    return {"seeds": sweep.seeds, "resources": sweep.resources, "variants": sweep.variants or [None]}
 
 
 def hp_of(sweep: Sweep, hp: dict, key: str):
@@ -193,7 +189,7 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
                 trial_overhead: float = TRIAL_OVERHEAD_S) -> list[TrialCost]:
     """``sizes``: rows per split of each data variant (``sizes_of``); ``trial_overhead``: a
     trial's seconds besides its loop (``overheads``)."""
-    static = static_of(sweep)
+    static = SweepStatic.of(sweep)
     pauses = pause_epochs(sweep)
     workers = int(sweep.resources["workers"])
     tests = 1 if sweep.tests_in_trials else 0  # else after selection (test_costs)
@@ -301,7 +297,7 @@ def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
     from trainables.calibration import calibrate
 
     config = trial_configs(sweep)[0]
-    trial = plan_of(config, static_of(sweep))
+    trial = plan_of(config, SweepStatic.of(sweep))
     hp = {k: v for k, v in trial.hp.items() if k != DATA_KEY}
     for key in ("epochs", "batch_size"):
         hp[key] = hp_of(sweep, hp, key)

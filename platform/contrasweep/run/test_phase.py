@@ -26,6 +26,7 @@ import sys
 from contrasweep.folder import sweeps
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
+from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking.selection import Selection
 from contrasweep.tracking.store import get_client
@@ -39,12 +40,12 @@ def evaluate_task(state_dir: str | None, best_epoch: int | None, files: dict | N
     return evaluate_trial(state_dir, best_epoch, files, data, use_gpu)
 
 
-def after_tune(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list):
+def after_tune(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: SweepStatic, refs: list):
     """What ``run.tune.fit`` calls once Tune has ended every trial."""
     return lambda: run_phase(sweep, sweep_dir, static, refs)
 
 
-def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list) -> int:
+def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: SweepStatic, refs: list) -> int:
     """Evaluate what is due and bring MLflow up to date; returns how many evaluations ran."""
     state = TrackingState(sweep_dir.path / "tracking.json")
     if not state.data.get("parent_run_id"):
@@ -55,7 +56,7 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list
     evaluate = not sweep.tests_in_trials
     caught_up = record.catch_up()
     chosen, due = record.plan(sweep.varied, slices=sweep.exact_grid, evaluate=evaluate)
-    selection = Selection(client, state, sweep_dir.name, static.get("variants"), sweep.objective.metric,
+    selection = Selection(client, state, sweep_dir.name, static.variants, sweep.objective.metric,
                           sweep.objective.mode)
     keep(record, static, sweep, chosen)
     if not evaluate:  # the registry's version points at a model the keeping may just have logged
@@ -74,7 +75,7 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: dict, refs: list
     return ran
 
 
-def keep(record: TestRecord, static: dict, sweep: Sweep, chosen: list) -> None:
+def keep(record: TestRecord, static: SweepStatic, sweep: Sweep, chosen: list) -> None:
     """The MLflow models of what a report shows and of the ``tracking.keep_models`` best
     configurations of each setting (``contrasweep.tracking.kept``), over the groups the plan read;
     the summary says how many were kept and which weights were gone."""
@@ -82,18 +83,18 @@ def keep(record: TestRecord, static: dict, sweep: Sweep, chosen: list) -> None:
     from contrasweep.tracking.kept import keep_models, kept_groups
 
     groups = kept_groups(chosen, record.found, sweep.objective.metric, sweep.objective.mode,
-                         static.get("keep_models", "all"))
+                         static.keep_models)
     keep_models(Artifacts(record.client, record.state, static), record.state, groups)
 
 
-def evaluate_due(record: TestRecord, due: list[Due], static: dict, refs: list, uri: str, configurations: int) -> int:
+def evaluate_due(record: TestRecord, due: list[Due], static: SweepStatic, refs: list, uri: str, configurations: int) -> int:
     """Run the evaluations as Ray tasks, recording each result as it returns."""
     import ray
 
     if not due:
         return 0
-    res = static["resources"]
-    task = ray.remote(evaluate_task).options(num_cpus=float(res["cpu"]), num_gpus=float(res["gpu"]), max_retries=1)
+    res = static.resources
+    task = ray.remote(evaluate_task).options(num_cpus=res.cpu, num_gpus=res.gpu, max_retries=1)
     from contrasweep.spec.text import counted
 
     print(f"[contrasweep] evaluating the test split: {counted(len(due), 'repeat')} of "
@@ -107,7 +108,7 @@ def evaluate_due(record: TestRecord, due: list[Due], static: dict, refs: list, u
                   "folder nor in MLflow", file=sys.stderr, flush=True)
             continue
         ref = task.remote(source, item.best_epoch, ray.put(files) if files is not None else None,
-                          refs[min(item.variant, len(refs) - 1)], res["gpu"] > 0)
+                          refs[min(item.variant, len(refs) - 1)], res.gpu > 0)
         pending[ref] = item
     done = 0
     try:

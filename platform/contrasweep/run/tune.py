@@ -26,10 +26,11 @@ from contrasweep.run import recovery, sweep_plan, test_phase
 from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
 from contrasweep.run.inputs import (data_notes, load_sweep, prepare_data, prepare_sts, put_data, reported_line, rows_line,
-                                    static_config)
+                                    sweep_static)
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.search.warm_start import warm_points
+from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking.store import default_tracking_uri
 from contrasweep.tracking.tracker import MlflowTracker
@@ -71,7 +72,7 @@ def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
     )
 
 
-def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: dict, tracking_uri: str,
+def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: SweepStatic, tracking_uri: str,
             sizes: dict | None = None, total: int | None = None) -> MlflowTracker:
     """The sweep's MLflow callback. An extension (``contrasweep.run.extend``) gives the repeat
     groups' sizes (``sizes``: what ran plus what it adds) and the trials in all (``total``)."""
@@ -90,7 +91,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
     if len(prepared) == 1:
         stats = with_dropped(prepared[0])
     else:  # one entry per data variant, named by its axis values
-        stats = {v["label"]: with_dropped(p) for v, p in zip(static["variants"], prepared)}
+        stats = {v.label: with_dropped(p) for v, p in zip(static.variants, prepared)}
     import ray
 
     # the status line's ETA: the plan's cost model (contrasweep plan) scaled by the trials that end;
@@ -102,12 +103,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: di
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.objective.metric, sweep.objective.mode, progress=progress,
-        static={"seeds": sweep.seeds, "resources": sweep.resources, "method": sweep.method,
-                "variants": static["variants"], "varied": static["varied"], "reported": static.get("reported"),
-                "group_sizes": sizes if sizes is not None else group_sizes(sweep),
-                "trial_storage": static["trial_storage"],
-                # what each kept trial's MLflow model is built from (tracking.model_flavor), and which are kept
-                "encoder": static["encoder"], "max_length": static["max_length"], "keep_models": static["keep_models"]},
+        static=static, group_sizes=sizes if sizes is not None else group_sizes(sweep),
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
         texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )
@@ -159,7 +155,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         if line:  # a user's grid replaced the paper's: say what the extra first trial is
             print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
         sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
-        static = static_config(sweep, sweep_dir, prepared, files)
+        static = sweep_static(sweep, sweep_dir, prepared, files)
         tuner = tune.Tuner(
             make_trainable(static, refs),
             param_space=param_space(sweep),
@@ -202,7 +198,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     torch_threads_env()
     check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
     prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
-    static = static_config(sweep, sweep_dir, prepared, files)
+    static = sweep_static(sweep, sweep_dir, prepared, files)
     console.attach_log(sweep_dir.path)
     from contrasweep.console.summary import resume_line
 

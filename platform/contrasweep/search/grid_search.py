@@ -40,7 +40,8 @@ class GridSearch:
 
     def group_sizes(self, sweep) -> dict[str, int]:
         """Trials per repeat group, counted on the grid (a ``--smoke-test`` grid may cut a group short)."""
-        from contrasweep.spec.identity import GroupKey, group_static
+        from contrasweep.spec.identity import GroupKey
+        from contrasweep.spec.static import SweepStatic
 
-        key = GroupKey(group_static(sweep))
+        key = GroupKey(SweepStatic.of(sweep))
         return dict(Counter(key({"hp": trial}) for trial in sweep.grid_trials()))

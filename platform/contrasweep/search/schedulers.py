@@ -37,7 +37,8 @@ class GroupAshaScheduler:
 
     def build(self, sweep, sweep_dir, group_sizes):
         from contrasweep.search.group_asha import GroupASHA
-        from contrasweep.spec.identity import GroupKey, group_static
+        from contrasweep.spec.identity import GroupKey
+        from contrasweep.spec.static import SweepStatic
 
         return GroupASHA(
             metric=sweep.objective.metric,
@@ -45,7 +46,7 @@ class GroupAshaScheduler:
             max_t=sweep.max_epochs,
             grace_period=self.grace_period(sweep),
             reduction_factor=sweep.asha["reduction_factor"],
-            group_of=GroupKey(group_static(sweep)),
+            group_of=GroupKey(SweepStatic.of(sweep)),
             group_sizes=group_sizes,
             max_running=sweep.max_concurrent,
             state_path=sweep_dir.path / "group_asha.json",

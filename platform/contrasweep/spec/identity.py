@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from contrasweep.spec.axes import short_value
+from contrasweep.spec.static import SweepStatic, VariantStatic
 from contrasweep.spec.text import hp_text
-from contrasweep.spec.trial import SUGGESTION, plan_of
+from contrasweep.spec.trial import SUGGESTION, TrialPlan, plan_of
 
 # Short names of hyperparameters in run names (the papers' symbols where they have one).
 SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
@@ -27,11 +28,12 @@ AXIS_NAMES = {"seed": "split", "split_seed": "split_seed"}
 @dataclass(frozen=True)
 class TrialIdentity:
     hp: dict  # every hyperparameter the trial sets (seed included)
-    variant: dict  # static["variants"][i]: label, data, setting, repeat, num_labels
+    variant: VariantStatic  # the data variant it trains on
     seed: int
     config: str  # key of the configuration: the hyperparameters without the seed
     setting: str  # the setting's label ("" when the sweep varies no setting axis)
     suggestion: int | None = None  # a searcher's suggestion (the Optuna study's trial number)
+    plan: TrialPlan | None = None  # the decoded Tune config it came from (torch threads included)
 
     @property
     def group(self) -> str:
@@ -43,38 +45,38 @@ def key_of(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def identify(config: dict, static: dict) -> TrialIdentity:
+def identify(config: dict, static: SweepStatic) -> TrialIdentity:
     plan = plan_of(config, static)
     hp = {k: v for k, v in plan.hp.items() if k != "torch_threads"}  # threads: a resource, not a hyperparameter
-    variants = static.get("variants") or [{"label": "", "data": {}, "setting": {}, "repeat": {}}]
-    variant = variants[plan.variant]
-    setting = " ".join(f"{k}={short_value(v)}" for k, v in variant["setting"].items())
+    variant = static.variants[plan.variant]
+    setting = " ".join(f"{k}={short_value(v)}" for k, v in variant.setting.items())
     shared = {k: v for k, v in hp.items() if k != "seed"}
     if plan.suggestion is not None:  # a searcher's suggestion is its own configuration, even where two draw the same values
         shared[SUGGESTION] = plan.suggestion
     return TrialIdentity(hp=hp, variant=variant, seed=plan.seed, config=key_of(shared), setting=setting,
-                         suggestion=plan.suggestion)
+                         suggestion=plan.suggestion, plan=plan)
 
 
-def run_name(identity: TrialIdentity, method: str, varied: list[str], reported: dict | None = None) -> str:
+def run_name(identity: TrialIdentity, static: SweepStatic) -> str:
     """``lacon τ=0.1 λ=0.5 · k=20 split=3 seed=1``: the method, the hyperparameters that vary
-    between configurations, the data axes, the training seed (``reported``: ``_described``)."""
-    data = [f"{k}={short_value(v)}" for k, v in identity.variant["setting"].items()]
-    data += [f"{AXIS_NAMES.get(k, k)}={v}" for k, v in identity.variant["repeat"].items()]
-    return _described(identity, method, varied, reported) + " · " + " ".join(data + [f"seed={identity.seed}"])
+    between configurations, the data axes, the training seed (the reported point: ``_described``)."""
+    data = [f"{k}={short_value(v)}" for k, v in identity.variant.setting.items()]
+    data += [f"{AXIS_NAMES.get(k, k)}={v}" for k, v in identity.variant.repeat.items()]
+    return _described(identity, static) + " · " + " ".join(data + [f"seed={identity.seed}"])
 
 
-def config_run_name(identity: TrialIdentity, method: str, varied: list[str], reported: dict | None = None) -> str:
+def config_run_name(identity: TrialIdentity, static: SweepStatic) -> str:
     """``lacon τ=0.1 λ=0.5 · k=20``: a configuration in one setting (its repeats' runs nest under it)."""
-    data = [f"{k}={short_value(v)}" for k, v in identity.variant["setting"].items()]
-    return _described(identity, method, varied, reported) + (" · " + " ".join(data) if data else "")
+    data = [f"{k}={short_value(v)}" for k, v in identity.variant.setting.items()]
+    return _described(identity, static) + (" · " + " ".join(data) if data else "")
 
 
-def _described(identity: TrialIdentity, method: str, varied: list[str], reported: dict | None) -> str:
+def _described(identity: TrialIdentity, static: SweepStatic) -> str:
     """The method and the varied hyperparameters' values. The paper's reported point of a grid
     (``reported``: ``Sweep.reported_names``, its configuration and the defaults it trains with
     where it sets no value) is named "(reported)" with every varied value, the defaults too:
     where it lies outside the user's grid, its name says how it differs."""
+    method, varied, reported = static.method, static.varied, static.reported
     hp = identity.hp
     mark = ""
     if reported and {k: v for k, v in hp.items() if k != "seed"} == reported["config"]:
@@ -84,7 +86,7 @@ def _described(identity: TrialIdentity, method: str, varied: list[str], reported
 
 def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
     """Tags the MLflow UI can group and filter trial runs by."""
-    data = identity.variant["data"]
+    data = identity.variant.data
     out = {
         "contrasweep.method": method,
         "contrasweep.dataset": short_value(data.get("source", "")),
@@ -104,20 +106,11 @@ def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
 
 
 class GroupKey:
-    """``config -> repeat group`` for a sweep's static config (picklable: the scheduler that
+    """``config -> repeat group`` for a sweep's fixed part (picklable: the scheduler that
     holds it is saved with the Tuner)."""
 
-    def __init__(self, static: dict):
+    def __init__(self, static: SweepStatic):
         self.static = static
 
     def __call__(self, config: dict) -> str:
         return identify(config, self.static).group
-
-
-def group_static(sweep) -> dict:
-    """What ``contrasweep.spec.identity`` needs to name a trial's repeat group (no prepared data)."""
-    from contrasweep.spec.axes import expand
-
-    variants = sweep.variants or expand(sweep.data)
-    return {"seeds": sweep.seeds, "resources": sweep.resources,
-            "variants": [{"label": v.label, "data": v.data, "setting": v.setting, "repeat": v.repeat} for v in variants]}

@@ -10,8 +10,8 @@ without ``config.json``) is one line, and the weights are logged as plain files 
 ``best_checkpoint/`` as before.
 
 May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
-``contrasweep.tracking.store``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``, ``trainables`` (the
-state folder's helpers).
+``contrasweep.tracking.store``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``,
+``contrasweep.spec.static``, ``trainables`` (the state folder's helpers).
 """
 
 from __future__ import annotations
@@ -22,19 +22,20 @@ from pathlib import Path
 
 from contrasweep.folder.relocation import here
 from contrasweep.folder.record import MODEL_LOGGED, TrackingState
+from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
 
 
 class Artifacts:
-    """``static``: the sweep's static trial config (``trial_storage``: the root the trials'
-    folders are under, a path or a URI, or None; the method, encoder, data variants and
-    ``max_length`` a model is described by)."""
+    """``static``: the sweep's fixed part (``contrasweep.spec.static``: ``trial_storage``, the root
+    the trials' folders are under, a path or a URI, or None; the method, encoder, data variants
+    and ``max_length`` a model is described by; ``keep_models``)."""
 
-    def __init__(self, client, state: TrackingState, static: dict | None):
-        self.client, self.state, self.static = client, state, static or {}
-        self.trial_storage = self.static.get("trial_storage")
-        self.keep_models = self.static.get("keep_models", "all")  # a sweep started before keep_models: all
+    def __init__(self, client, state: TrackingState, static: SweepStatic):
+        self.client, self.state, self.static = client, state, static
+        self.trial_storage = static.trial_storage
+        self.keep_models = static.keep_models
 
     def state_dir(self, trial) -> str | None:
         """The trial's state folder on the sweep's storage (a path or a URI: Tune's ``trial.path``
@@ -78,8 +79,8 @@ class Artifacts:
             return
         with tempfile.TemporaryDirectory(prefix="contrasweep-model-") as tmp:
             try:
-                model = build_model(Path(tmp), Path(path), self.model_info(entry), self.static["encoder"]["name"],
-                                    self.static["method"])
+                model = build_model(Path(tmp), Path(path), self.model_info(entry), self.static.encoder,
+                                    self.static.method)
             except Exception as exc:  # noqa: BLE001 - the sweep goes on; the weights are logged as files
                 model = None
                 entry["model_error"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
@@ -95,14 +96,12 @@ class Artifacts:
 
     def model_info(self, entry: dict) -> dict:
         """What a model needs besides the weights: the variant's label names and pair flag and
-        the sweep's ``max_length`` (a sweep started before models were lacks them: ValueError)."""
-        variants = self.static.get("variants") or [{}]
-        variant = next((v for v in variants if v.get("index", 0) == entry.get("variant", 0)), variants[0])
-        if "label_names" not in variant or "max_length" not in self.static:
-            raise ValueError("the sweep was started by a contrasweep without MLflow models: its record has no label "
-                             "names and max length")
-        return {"label_names": variant["label_names"], "is_pair": variant["is_pair"],
-                "max_length": self.static["max_length"]}
+        the sweep's ``max_length`` (a variant without prepared data has no label names: ValueError)."""
+        variant = self.static.variant(entry.get("variant", 0))
+        if not variant.label_names:
+            raise ValueError(f"data variant {variant.index} has no label names in the sweep's fixed part")
+        return {"label_names": list(variant.label_names), "is_pair": variant.is_pair,
+                "max_length": self.static.max_length}
 
     def repair(self, parent_run_id: str, spec: dict, texts: dict[str, str]) -> int:
         """Re-log the parent's files and each complete trial's best checkpoint where the

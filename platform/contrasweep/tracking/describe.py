@@ -23,15 +23,15 @@ def dataset_name(data: dict) -> str:
     return " ".join(p for p in parts if p)
 
 
-def dataset_input(variant: dict):
-    """The MLflow ``DatasetInput`` of one data variant (``static["variants"][i]``): the digest is
+def dataset_input(variant):
+    """The MLflow ``DatasetInput`` of one data variant (``contrasweep.spec.static.VariantStatic``): the digest is
     the content hash of the tokenised cache, so two runs share a digest exactly when they
     trained and were evaluated on the same rows."""
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
-    profile = {"num_rows": variant.get("sizes", {}), "num_labels": variant.get("num_labels")}
-    dataset = Dataset(name=dataset_name(variant["data"]), digest=str(variant.get("cache_key", ""))[:36],
-                      source_type="contrasweep", source=json.dumps(variant["data"], sort_keys=True, default=str),
+    profile = {"num_rows": variant.sizes, "num_labels": variant.num_labels}
+    dataset = Dataset(name=dataset_name(variant.data), digest=variant.cache_key[:36],
+                      source_type="contrasweep", source=json.dumps(variant.data, sort_keys=True, default=str),
                       profile=json.dumps(profile, sort_keys=True))
     return DatasetInput(dataset, [InputTag("mlflow.data.context", "train")])
 

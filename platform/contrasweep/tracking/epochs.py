@@ -83,7 +83,7 @@ class EpochLog:
         self.client.log_batch(parent_run_id, metrics=metrics)
 
 
-def outcome(trial, entry: dict, status: str, static: dict | None) -> str:
+def outcome(trial, entry: dict, status: str, static) -> str:
     """complete (trained every epoch: a repeat aggregates may count), stopped (the scheduler
     ended it early: never counted as a finished repeat) or failed."""
     if status != "FINISHED":
@@ -94,9 +94,9 @@ def outcome(trial, entry: dict, status: str, static: dict | None) -> str:
     return "complete" if ran_every_epoch(entry.get("last_epoch", 0), plan_of(trial.config, static).hp) else "stopped"
 
 
-def planned_epochs(trial, static: dict | None) -> int | None:
+def planned_epochs(trial, static) -> int | None:
     """The epochs a trial trains when not stopped (its own ``epochs`` or the loop's default)."""
     from contrasweep.spec.trial import plan_of
     from trainables.params import LOOP_PARAMS
 
-    return plan_of(trial.config, static).hp.get("epochs", LOOP_PARAMS["epochs"].default) if static else None
+    return plan_of(trial.config, static).hp.get("epochs", LOOP_PARAMS["epochs"].default)

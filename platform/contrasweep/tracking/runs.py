@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from contrasweep.spec.identity import key_of
+from contrasweep.spec.static import SweepStatic
 from contrasweep.folder.record import TrackingState
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
 from contrasweep.tracking.store import CONFIG_KEY_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG
@@ -29,15 +30,17 @@ CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.pro
 
 class RunTree:
     """Sweep → configuration → trial runs, over one MLflow client and the sweep's record.
-    ``static``: the sweep's seeds, resources, method, data variants, varied keys and
-    repeat-group sizes (to name and tag a trial's real hyperparameters); ``provenance``: which
+    ``static``: the sweep's fixed part (``contrasweep.spec.static``: to name and tag a trial's
+    real hyperparameters); ``group_sizes``: trials per repeat group (``{group: n}``, or one
+    number for every group); ``provenance``: which
     code made the runs (``contrasweep.tracking.provenance``), once on the sweep run; a
     configuration or trial run carries only the MLflow UI's user and source columns and what
     differs from the sweep run's (a resume by other code or on another host)."""
 
-    def __init__(self, client, state: TrackingState, sweep_name: str, static: dict | None,
-                 provenance: dict[str, str] | None = None):
-        self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static or {}
+    def __init__(self, client, state: TrackingState, sweep_name: str, static: SweepStatic,
+                 group_sizes: dict[str, int] | int = 1, provenance: dict[str, str] | None = None):
+        self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static
+        self.group_sizes = group_sizes
         self.provenance = provenance or {}
         self.run_provenance = dict(self.provenance)  # set by open_parent / reopen
 
@@ -121,8 +124,8 @@ class RunTree:
         from contrasweep.spec.identity import identify, run_name, tags
         from contrasweep.tracking.describe import dataset_input
 
-        identity = identify(trial.config, self.static)
-        name = run_name(identity, self.static["method"], self.static.get("varied", []), self.static.get("reported"))
+        identity = identify(trial.config, self.static)  # the one decoding of the trial's config
+        name = run_name(identity, self.static)
         run = self.client.create_run(
             self.state.data["experiment_id"],
             run_name=name,
@@ -130,17 +133,17 @@ class RunTree:
                   KIND_TAG: "trial",
                   "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
                   "contrasweep.group_size": str(self.group_size(identity.group)), CONFIG_KEY_TAG: key,
-                  VARIANT_TAG: str(identity.variant.get("index", 0)), **tags(identity, self.static["method"])},
+                  VARIANT_TAG: str(identity.variant.index), **tags(identity, self.static.method)},
         )
         entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
-                 "variant": identity.variant.get("index", 0), "name": name,
+                 "variant": identity.variant.index, "name": name,
                  "group_size": self.group_size(identity.group)}  # `contrasweep list` judges complete groups by it
-        self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(trial.config)))
+        self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(identity)))
         self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
         return entry
 
     def group_size(self, group: str) -> int:
-        sizes = self.static.get("group_sizes", 1)
+        sizes = self.group_sizes
         return sizes if isinstance(sizes, int) else sizes.get(group, 1)
 
     def _config_run(self, identity) -> str:
@@ -149,31 +152,26 @@ class RunTree:
 
         configs = self.state.data.setdefault("configs", {})
         if identity.group not in configs:
-            method = self.static["method"]
-            own = {k: v for k, v in tags(identity, method).items() if k in CONFIG_RUN_TAGS}
+            own = {k: v for k, v in tags(identity, self.static.method).items() if k in CONFIG_RUN_TAGS}
             run = self.client.create_run(
-                self.state.data["experiment_id"], run_name=config_run_name(identity, method, self.static.get("varied", []),
-                                                                                  self.static.get("reported")),
+                self.state.data["experiment_id"], run_name=config_run_name(identity, self.static),
                 tags={**self.run_provenance, PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration",
                       "contrasweep.sweep": self.sweep_name,
                       "contrasweep.group_size": str(self.group_size(identity.group)), **own},
             )
             configs[identity.group] = run.info.run_id
             hp = {k: v for k, v in identity.hp.items() if k != "seed"}
-            self.client.log_batch(run.info.run_id, params=param_entities({"hp": hp, "data": identity.variant.get("setting", {})}))
+            self.client.log_batch(run.info.run_id, params=param_entities({"hp": hp, "data": identity.variant.setting}))
             self.state.save_key("configs", identity.group)
         return configs[identity.group]
 
-    def _trial_params(self, config: dict) -> dict:
-        """Every value the trial trains with (defaults and the repeat's seed included) and its data."""
+    def _trial_params(self, identity) -> dict:
+        """Every value the trial trains with (defaults, the repeat's seed and its torch threads
+        included) and its data."""
         from contrasweep.spec.sweep import hp_defaults
-        from contrasweep.spec.trial import plan_of
 
-        plan = plan_of(config, self.static)
-        out = {"method": self.static["method"], "hp": {**hp_defaults(self.static["method"]), **plan.hp}}
-        if self.static.get("variants"):
-            out["data"] = self.static["variants"][plan.variant]["data"]
-        return out
+        method = self.static.method
+        return {"method": method, "hp": {**hp_defaults(method), **identity.plan.hp}, "data": identity.variant.data}
 
     # -- groups and the end --------------------------------------------------------------
     def end_trial(self, entry: dict, state_dir: str | None) -> None:

@@ -17,7 +17,8 @@ from contrasweep.tracking.store import trial_runs
 
 
 class Selection:
-    def __init__(self, client, state: TrackingState, sweep_name: str, variants: list | None, metric: str, mode: str):
+    def __init__(self, client, state: TrackingState, sweep_name: str, variants: tuple, metric: str, mode: str):
+        """``variants``: the sweep's data variants (``contrasweep.spec.static.VariantStatic``)."""
         self.client, self.state, self.sweep_name = client, state, sweep_name
         self.variants, self.metric, self.mode = variants, metric, mode
 
@@ -58,8 +59,7 @@ class Selection:
         if done.get(setting, {}).get("run_id") == best["run_id"] or not has_checkpoint(self.client, best["run_id"]):
             return
         entry = next((e for e in self.state.trials.values() if e["run_id"] == best["run_id"]), {})
-        variants = self.variants or [{"data": {}}]
-        data = variants[min(entry.get("variant", 0), len(variants) - 1)]["data"]
+        data = self.variants[min(entry.get("variant", 0), len(self.variants) - 1)].data
         version = register(self.client, self.sweep_name, best["run_id"], setting, data,
                            f"{metric}={best['metrics'][metric]:.4f}; configuration mean over "
                            f"{len(group.repeats)} repeats: {group.stats(metric)['mean']:.4f}")

@@ -29,6 +29,7 @@ from contrasweep.tracking.epochs import EpochLog, planned_epochs
 from contrasweep.tracking.epochs import outcome as outcome_of
 from contrasweep.tracking.provenance import provenance_tags
 from contrasweep.folder.record import TrackingState
+from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.selection import Selection
@@ -59,8 +60,10 @@ class MlflowTracker(Callback):
 
     def __init__(self, sweep_dir: Path, tracking_uri: str, experiment: str, sweep_name: str,
                  spec: dict, params: dict, metric: str, mode: str, artifact_root: str | None = None,
-                 progress=None, static: dict | None = None, texts: dict[str, str] | None = None):
-        # static: {"seeds", "resources", "method", ...} of the sweep, to log each trial's real hp;
+                 progress=None, static: SweepStatic | None = None, group_sizes: dict[str, int] | int = 1,
+                 texts: dict[str, str] | None = None):
+        # static: the sweep's fixed part (contrasweep.spec.static), to name and log each trial's
+        # real hp; group_sizes: trials per repeat group (runs.RunTree);
         # texts: extra files for the parent run (e.g. the data's label statistics)
         self.sweep_dir = Path(sweep_dir)
         self.tracking_uri = tracking_uri
@@ -72,6 +75,7 @@ class MlflowTracker(Callback):
         self.artifact_root = artifact_root if artifact_root is not None else artifact_root_for(tracking_uri)
         self.progress = progress
         self.static = static
+        self.group_sizes = group_sizes
         self.texts = texts or {}
         self.state: TrackingState | None = None
         self.client = None
@@ -91,8 +95,8 @@ class MlflowTracker(Callback):
         from contrasweep.folder.relocation import here
 
         state["sweep_dir"] = Path(here(state["sweep_dir"]))  # the sweep folder may have moved
-        if (state.get("static") or {}).get("trial_storage"):
-            state["static"] = {**state["static"], "trial_storage": here(state["static"]["trial_storage"])}
+        if state["static"] is not None and state["static"].trial_storage:
+            state["static"] = state["static"].moved(here(state["static"].trial_storage))
         self.__dict__.update(state)
 
     # -- the sweep run ----------------------------------------------------------------------
@@ -115,13 +119,13 @@ class MlflowTracker(Callback):
     def _setup(self) -> None:
         from contrasweep.tracking.runs_view import metric_columns, publish
 
-        static = self.static or {}
         self.client = get_client(self.tracking_uri)
-        self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, provenance_tags(self.spec))
-        self.artifacts = Artifacts(self.client, self.state, static)
+        self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
+                            provenance_tags(self.spec))
+        self.artifacts = Artifacts(self.client, self.state, self.static)
         self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
                                self.store_failed)
-        self.selection = Selection(self.client, self.state, self.sweep_name, static.get("variants"), self.metric, self.mode)
+        self.selection = Selection(self.client, self.state, self.sweep_name, self.static.variants, self.metric, self.mode)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
         publish(self.client, exp_id, metric_columns(self.metric))
         if self.state.data.get("parent_run_id") is None:
