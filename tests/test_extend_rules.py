@@ -25,31 +25,40 @@ def _grown(**changes) -> dict:
     return raw
 
 
+def grown(**changes):
+    return validate(_grown(**changes))
+
+
 def test_unset_repeat_axes_grow_from_their_defaults():
     ran = validate(RAW)
     assert ran.seeds == [0]
-    assert check_growth(RAW, _grown(sweep__seeds=[0, 3]), ran) == ["sweep.seeds"]
-    assert check_growth(RAW, _grown(data__seed=[0, 1], data__k=[5, 20, 50]), ran) == ["data.k", "data.seed"]
+    assert check_growth(ran, grown(sweep__seeds=[0, 3])) == ["sweep.seeds"]
+    assert check_growth(ran, grown(data__seed=[0, 1], data__k=[5, 20, 50])) == ["data.k", "data.seed"]
     with pytest.raises(UserError, match=r"sweep.seeds=\[1, 2\] leaves out \[0\] that the sweep ran"):
-        check_growth(RAW, _grown(sweep__seeds=[1, 2]), ran)
+        check_growth(ran, grown(sweep__seeds=[1, 2]))
     with pytest.raises(UserError, match=r"data.split_seed=\[3\] leaves out \[0\]"):
-        check_growth(RAW, _grown(data__split_seed=[3]), ran)
-    with pytest.raises(UserError, match="extend cannot change data.protocol"):
-        check_growth(RAW, _grown(data__protocol="full"), ran)
-    with pytest.raises(UserError, match="data.n_total=unset ran as one value"):
-        check_growth(RAW, _grown(data__n_total=[100, 200]), ran)
+        check_growth(ran, grown(data__split_seed=[3]))
+    with pytest.raises(UserError, match="extend cannot change encoder.max_length"):
+        check_growth(ran, grown(encoder__max_length=64))
+    with pytest.raises(UserError, match="data.k=5 ran as one value"):
+        check_growth(validate(_grown(data__k=5)), grown(data__k=[5, 20]))
+    with pytest.raises(UserError, match="extend cannot change fixed.epochs"):
+        check_growth(ran, grown(fixed__epochs=2))
+    # the grown spec is compared as validated: a default written out changes nothing
+    with pytest.raises(UserError, match="nothing to extend"):
+        check_growth(ran, grown(sweep__max_concurrent=1))
 
 
 def test_a_searchers_budget_grows_from_what_it_ran():
     raw = {**copy.deepcopy(RAW), "grid": None, "search": {"lr": {"loguniform": [1.0e-5, 1.0e-3]}},
-           "sweep": {"searcher": "optuna"}}
+           "sweep": {"searcher": "optuna", "num_samples": 3}}
     ran = validate(raw)
     more = copy.deepcopy(raw)
-    more["sweep"]["num_samples"] = ran.num_samples  # the default, written out: no growth
-    with pytest.raises(UserError, match=f"is not larger than the {ran.num_samples} the sweep ran"):
-        check_growth(raw, more, ran)
-    more["sweep"]["num_samples"] = ran.num_samples + 1
-    assert check_growth(raw, more, ran) == ["sweep.num_samples"]
+    more["sweep"]["num_samples"] = 2
+    with pytest.raises(UserError, match="sweep.num_samples=2 is not larger than the 3 the sweep ran"):
+        check_growth(ran, validate(more))
+    more["sweep"]["num_samples"] = 4
+    assert check_growth(ran, validate(more)) == ["sweep.num_samples"]
 
 
 def test_variants_that_ran_keep_their_indices():

@@ -139,7 +139,7 @@ def test_no_import_circle_among_the_projects_modules():
 # platform/contrasweep's rooms, lowest first (docs/architecture.md, "The rooms of
 # platform/contrasweep/"): a room imports only rooms before it in this list, and its own.
 ROOMS = ["errors", "data", "spec", "folder", "tracking", "search", "console", "run", "cli"]
-OUTSIDE_ROOMS = {"contrasweep", "contrasweep._moved", "contrasweep.__main__"}
+OUTSIDE_ROOMS = {"contrasweep", "contrasweep.__main__"}
 
 
 def _room(module: str) -> str:
@@ -161,28 +161,3 @@ def test_the_top_level_holds_at_most_fifteen_modules():
         if package.is_dir() and any(package.glob("*.py")):  # a sub-package (not a cache folder)
             doc = (package / "__init__.py").read_text()
             assert doc.startswith('"""') and "May import" in doc.split('"""')[1], package.name
-
-
-def test_what_older_sweeps_pickled_under_the_flat_layout_still_loads():
-    """Tune's tuner.pkl and saved searcher/scheduler/tracker states of a sweep started before
-    the rooms name classes by their old modules; resume unpickles them (contrasweep._moved)."""
-    import pickle
-
-    from contrasweep.run.executor import run_trial
-    from contrasweep.search.group_asha import GroupASHA
-    from contrasweep.spec.identity import GroupKey
-    from contrasweep.spec.sweep import Sweep
-    from contrasweep.tracking.tracker import MlflowTracker
-
-    def old(module: str, name: str):
-        return pickle.loads(f"c{module}\n{name}\n.".encode())
-
-    assert old("contrasweep.group_asha", "GroupASHA") is GroupASHA
-    assert old("contrasweep.identity", "GroupKey") is GroupKey
-    assert old("contrasweep.tracking", "MlflowTracker") is MlflowTracker
-    assert old("contrasweep.spec", "Sweep") is Sweep
-    assert old("contrasweep.executor", "run_trial") is run_trial
-    import pytest
-
-    with pytest.raises(AttributeError):
-        old("contrasweep.tune", "no_such_name")

@@ -450,13 +450,6 @@ def test_a_tab_in_a_spec_is_named(tmp_path):
         load_spec(path)
 
 
-def test_a_spec_saved_with_exponents_as_text_compares_equal_to_one_read_now():
-    from contrasweep.spec.load import yaml12_numbers
-
-    assert yaml12_numbers({"grid": {"lr": ["1e-4", "3e-5"], "name": "e5"}, "n": "12"}) == {
-        "grid": {"lr": [1.0e-4, 3.0e-5], "name": "e5"}, "n": "12"}
-
-
 @pytest.mark.parametrize("value, fragment", [(-1, "got -1"), ("some", "got 'some'"), (True, "got True"), (1.5, "got 1.5")])
 def test_keep_models_is_a_whole_number_or_all(value, fragment):
     """tracking.keep_models: how many configurations of each setting keep an MLflow model

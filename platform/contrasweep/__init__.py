@@ -17,7 +17,3 @@ imports only the rooms above it in this list (and ``trainables``), never one bel
 """
 
 __version__ = "0.1.0"
-
-from contrasweep import _moved  # noqa: E402  (old module names still unpickle: see _moved)
-
-_moved.install()

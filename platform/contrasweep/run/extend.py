@@ -38,13 +38,25 @@ EXTENSION_TAG = "contrasweep.extension.{}"  # on the sweep run: when, the overri
 EXTENDED_TAG = "contrasweep.extended"  # on the sweep run: how many extensions
 
 
-def _flat(raw: dict, prefix: str = "") -> dict:
+# The spec key of each ``Sweep`` field an extension compares (``_spec_values``); the fields left
+# out are derived from these (grid blocks, domains, variants, the raw spec) or set by the CLI.
+SPEC_KEYS = {**{f: f for f in ("method", "name", "paper", "data", "encoder", "evaluation", "reported", "grid", "search",
+                               "fixed")},
+             **{f: f"sweep.{f}" for f in ("searcher", "metric", "mode", "num_samples", "max_concurrent", "max_failures",
+                                          "scheduler", "asha", "seeds", "warm_start", "resources", "storage", "ship")},
+             "experiment": "tracking.experiment", "keep_models": "tracking.keep_models"}
+
+
+def _spec_values(sweep: Sweep) -> dict:
+    """The validated sweep as spec keys and values, a section's entries one level down
+    (``data.k``, ``fixed.epochs``); what an unset key reads as is the validated default."""
     out = {}
-    for key, value in raw.items():
-        if isinstance(value, dict) and value and prefix.count(".") < 1:
-            out.update(_flat(value, f"{prefix}{key}."))
+    for name, key in SPEC_KEYS.items():
+        value = getattr(sweep, name)
+        if isinstance(value, dict) and value and "." not in key:
+            out.update({f"{key}.{k}": v for k, v in value.items()})
         else:
-            out[f"{prefix}{key}"] = value
+            out[key] = value
     return out
 
 
@@ -55,12 +67,11 @@ def _default(key: str):
     return DataConfig.__dataclass_fields__[key.split(".", 1)[1]].default
 
 
-def check_growth(old: dict, new: dict, ran: Sweep) -> list[str]:
-    """The keys an extension grows, from the sweep's spec (``old``) and the spec with the
-    overrides applied (``new``); any change outside what may grow is one ``UserError``.
-    ``ran``: the sweep as it ran (the values of keys its spec left unset)."""
+def check_growth(ran: Sweep, new: Sweep) -> list[str]:
+    """The keys an extension grows, from the sweep as it ran (``ran``) and the grown spec,
+    validated (``new``); any change outside what may grow is one ``UserError``."""
     searcher, ran_samples = ran.searcher, ran.num_samples
-    before, after = _flat(old), _flat(new)
+    before, after = _spec_values(ran), _spec_values(new)
     grown = []
     for key in dict.fromkeys([*before, *after]):
         was, now = before.get(key), after.get(key)
@@ -104,15 +115,14 @@ def _show(value) -> str:
 def grown_sweep(sweep_dir: sweeps.SweepDir, overrides: list[str]) -> tuple[Sweep, Sweep, list[str]]:
     """(the sweep as it ran, the sweep extended, the keys that grow); refused growth is one line."""
     from contrasweep.run.inputs import load_sweep
-    from contrasweep.spec.load import apply_override, yaml12_numbers
+    from contrasweep.spec.load import apply_override
 
-    raw = yaml12_numbers(sweep_dir.spec())  # a spec saved before 1e-4 read as a number held the text "1e-4"
     old = load_sweep(sweep_dir)
-    new_raw = copy.deepcopy(raw)
+    new_raw = copy.deepcopy(sweep_dir.spec())
     for item in overrides:
         apply_override(new_raw, item)
-    grown = check_growth(raw, new_raw, old)
-    new = load_sweep(sweep_dir, new_raw)
+    new = load_sweep(sweep_dir, new_raw)  # the grown spec, validated: a bad override is the spec's one line
+    grown = check_growth(old, new)
     new.variants = keep_order(new.variants, ran_variants(old, new))
     return old, new, grown
 
@@ -241,12 +251,11 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     from ray import tune as ray_tune
 
     from contrasweep import console
-    from contrasweep.folder import driver, sweep_storage
+    from contrasweep.folder import driver
     from contrasweep.run import test_phase, tune
     from contrasweep.run.checks import check_services
-    from contrasweep.run.executor import make_trainable, torch_threads_env
-    from contrasweep.run.inputs import sweep_static
-    from contrasweep.search.registry import group_sizes, num_samples, scheduler_of, search_alg, total_trials
+    from contrasweep.run.executor import torch_threads_env
+    from contrasweep.search.registry import total_trials
     from contrasweep.tracking.aggregate import groups_of
     from contrasweep.folder.record import TrackingState
     from contrasweep.tracking.rows import spec_yaml
@@ -293,14 +302,5 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
               f"{f'; --top {top}' if top else ''}): "
               f"{counted(entry['trials'], 'new trial' if trials is not None else 'new suggestion')}{regrown}; "
               f"its extension {len(extensions)}", file=sys.stderr, flush=True)
-        static = sweep_static(new, sweep_dir, prepared, files)
-        tuner = ray_tune.Tuner(
-            make_trainable(static, refs), param_space=space,
-            tune_config=ray_tune.TuneConfig(search_alg=search_alg(new, sweep_dir),
-                                            scheduler=scheduler_of(new).build(new, sweep_dir, sizes or group_sizes(new)),
-                                            num_samples=num_samples(new), reuse_actors=not new.distributed),
-            run_config=tune.run_config(new, sweep_dir, [tune.tracker(new, sweep_dir, prepared, static, tracking_uri,
-                                                                     sizes=sizes, total=total),
-                                                        sweep_storage.StorageMirror(new.storage, sweep_dir.path)]),
-        )
+        tuner, static = tune.build_tuner(new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total)
         return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs))

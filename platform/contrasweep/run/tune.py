@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from contrasweep import console
-from contrasweep.console.progress import Progress  # also the name sweeps made before 0.3 pickled it under
+from contrasweep.console.progress import Progress
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_state
 from contrasweep.run import recovery, sweep_plan, test_phase
@@ -46,8 +46,7 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 # Tune's own per-trial logs, named in the run config so that its automatic loggers stay off
 # (``fit``): the third of those, TensorBoard's, imported torch into the driver (tensorboardX;
 # ~2.5 s of CPU at each start of a sweep here) for event files nothing reads: MLflow holds the
-# metrics. A sweep's meta says it was made so; sweeps made before resume with Tune's defaults.
-TUNE_LOGGERS = "csv,json"
+# metrics.
 
 
 def tune_loggers() -> list:
@@ -124,13 +123,34 @@ def start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: 
     return prepared, put_data(prepared, sts), files
 
 
+def build_tuner(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, refs: list, files: list[str], tracking_uri: str,
+                space: dict | None = None, sizes: dict[str, int] | None = None, total: int | None = None):
+    """The sweep's Tuner and its fixed part (``contrasweep.spec.static``, built here once), for
+    ``run`` and for an extension (``contrasweep.run.extend``: ``space``, the new trials;
+    ``sizes``, the repeat groups' sizes with them; ``total``, the trials in all)."""
+    from ray import tune
+
+    static = sweep_static(sweep, sweep_dir, prepared, files)
+    tuner = tune.Tuner(
+        make_trainable(static, refs),
+        param_space=param_space(sweep) if space is None else space,
+        # reuse_actors: a finished trial's process (its imports, its CUDA context) runs the next
+        # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py).
+        # Not for distributed trials: a reused process whose Train run ASHA stopped keeps that
+        # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
+        tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep, sweep_dir, static, sizes),
+                                    num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
+        run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri, sizes, total),
+                                                 sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
+    )
+    return tuner, static
+
+
 def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None,
         ray_dashboard: bool = False, ray_bind_all: bool = False, overwrite: bool = False):
     """Start a new sweep; returns the Tune ``ResultGrid``. ``ray_dashboard``: start the local
     Ray's dashboard even where no trial needs it (``wants_dashboard``); ``ray_bind_all``: let
     the local Ray listen on every interface, not 127.0.0.1 only (``init_ray``)."""
-    from ray import tune
-
     tracking_uri = tracking_uri or default_tracking_uri()
     torch_threads_env()
     sweeps.ensure_new(root, name, overwrite)  # before any work
@@ -142,7 +162,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     if overwrite:
         sweeps.replace(root, name)
     sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage,
-                                                      "total": total_trials(sweep), "tune_loggers": TUNE_LOGGERS})
+                                                      "total": total_trials(sweep)})
     console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         sweep_storage.mirror(sweep.storage, sweep_dir.path)
@@ -155,19 +175,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         if line:  # a user's grid replaced the paper's: say what the extra first trial is
             print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
         sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
-        static = sweep_static(sweep, sweep_dir, prepared, files)
-        tuner = tune.Tuner(
-            make_trainable(static, refs),
-            param_space=param_space(sweep),
-            # reuse_actors: a finished trial's process (its imports, its CUDA context) runs the next
-            # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py).
-            # Not for distributed trials: a reused process whose Train run ASHA stopped keeps that
-            # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
-            tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep, sweep_dir),
-                                        num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
-            run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri),
-                                                     sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
-        )
+        tuner, static = build_tuner(sweep, sweep_dir, prepared, refs, files, tracking_uri)
         return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
 
 
@@ -225,9 +233,8 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
     from contrasweep.folder.record import TrackingState
     from contrasweep.tracking.store import store_errors, store_line
 
-    own_loggers = sweep_dir.meta().get("tune_loggers") == TUNE_LOGGERS  # in its pickled run config
-    try:
-        with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"} if own_loggers else {}):
+    try:  # its run config names Tune's loggers (run_config): Tune's automatic ones stay off
+        with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}):
             results = tuner.fit()
     except BaseException:
         sweep_dir.update_meta(status="interrupted")

@@ -46,8 +46,10 @@ def search_alg(sweep, sweep_dir):
     return searcher_of(sweep).search_alg(sweep, sweep_dir, live_limit(sweep))
 
 
-def scheduler(sweep, sweep_dir):
-    return scheduler_of(sweep).build(sweep, sweep_dir, group_sizes(sweep))
+def scheduler(sweep, sweep_dir, static, sizes: dict[str, int] | int | None = None):
+    """The Tune scheduler over the sweep's fixed part (``static``: its repeat groups' key);
+    ``sizes``: the repeat groups' sizes where they are not the spec's (an extension's)."""
+    return scheduler_of(sweep).build(sweep, sweep_dir, group_sizes(sweep) if sizes is None else sizes, static)
 
 
 def num_samples(sweep) -> int:

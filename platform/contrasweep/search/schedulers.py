@@ -15,7 +15,7 @@ from __future__ import annotations
 class NoScheduler:
     name = "none"
 
-    def build(self, sweep, sweep_dir, group_sizes):
+    def build(self, sweep, sweep_dir, group_sizes, static):
         from contrasweep.search.group_asha import MovableFIFO
 
         return MovableFIFO(sweep_dir.path / "tracking.json")  # what finished (contrasweep.tracking.ledger)
@@ -35,10 +35,10 @@ class GroupAshaScheduler:
     def grace_period(self, sweep) -> int:
         return min(sweep.asha["grace_period"], sweep.max_epochs)
 
-    def build(self, sweep, sweep_dir, group_sizes):
+    def build(self, sweep, sweep_dir, group_sizes, static):
+        """``static``: the sweep's fixed part (``contrasweep.spec.static``), whose repeat groups it ranks."""
         from contrasweep.search.group_asha import GroupASHA
         from contrasweep.spec.identity import GroupKey
-        from contrasweep.spec.static import SweepStatic
 
         return GroupASHA(
             metric=sweep.objective.metric,
@@ -46,7 +46,7 @@ class GroupAshaScheduler:
             max_t=sweep.max_epochs,
             grace_period=self.grace_period(sweep),
             reduction_factor=sweep.asha["reduction_factor"],
-            group_of=GroupKey(SweepStatic.of(sweep)),
+            group_of=GroupKey(static),
             group_sizes=group_sizes,
             max_running=sweep.max_concurrent,
             state_path=sweep_dir.path / "group_asha.json",

@@ -83,8 +83,6 @@ class StudySearcher(Searcher):
 
     def __setstate__(self, state):
         state["storage_url"] = here_uri(state["storage_url"])  # the sweep folder may have moved
-        state.setdefault("warm", [])  # pickled before warm starts
-        state.update(_ids={}, _asked=None)  # pickled before these were kept
         self.__dict__.update(state)
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:

@@ -12,8 +12,3 @@ declarations, params and registry). Never Ray, MLflow or torch; Optuna only insi
 ``distribution()``, which the searcher calls.
 """
 
-
-def __getattr__(name):  # the names of the old ``contrasweep.spec`` module (pickles, old imports)
-    from contrasweep._moved import attribute
-
-    return attribute(__name__, name)

@@ -73,16 +73,6 @@ EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, list("-+0123456789"))
 
 
-def yaml12_numbers(value):
-    """``value`` with every text that YAML 1.2 reads as a float (``"1e-4"``) made that float:
-    a spec saved before ``UniqueKeyLoader`` read them so compares equal to one read now."""
-    if isinstance(value, dict):
-        return {k: yaml12_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [yaml12_numbers(v) for v in value]
-    return float(value.replace("_", "")) if isinstance(value, str) and EXPONENT_FLOAT.match(value) else value
-
-
 def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke: bool = False) -> Sweep:
     """The spec at ``path`` with its ``--set`` overrides, validated; ``smoke``: cut to one epoch
     and two trials after the overrides (``--smoke-test``, ``contrasweep.spec.smoke``)."""

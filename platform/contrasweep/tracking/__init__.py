@@ -17,8 +17,3 @@ the method declarations, ``inference`` inside an MLflow model), GitPython (prove
 ``contrasweep.search``, ``run``, ``console`` or ``cli``.
 """
 
-
-def __getattr__(name):  # the names of the old ``contrasweep.tracking`` module (pickles, old imports)
-    from contrasweep._moved import attribute
-
-    return attribute(__name__, name)

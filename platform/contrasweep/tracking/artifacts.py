@@ -5,8 +5,7 @@ state goes and its best weights stay, to be logged as its MLflow model ``model/`
 ``tracking.keep_models: all`` they are logged now; a stopped trial's folder goes, it is never
 selected nor resumed), and the repair of artifacts the store lost (the parent's files, each
 logged model, re-logged from the folders the sweep keeps). A model that cannot be built (a
-sweep started before models were, whose record lacks the label names; an encoder folder
-without ``config.json``) is one line, and the weights are logged as plain files under
+data variant without label names; an encoder folder without ``config.json``) is one line, and the weights are logged as plain files under
 ``best_checkpoint/`` as before.
 
 May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
