@@ -4,7 +4,8 @@ Wilcoxon tests over matched repeats, Pareto and SCL-MOO fronts, figures, the t-S
 registered model, and the paper-style report (``report``: HTML, CSV, Markdown, PNG, logged to
 the sweep run).
 
-May import: ``contrasweep`` (``tracking``: the store, aggregation, the registry; ``data``: a
-checkpoint's test split; ``spec.text``: how numbers read; ``errors``), ``trainables`` (to load a checkpoint), MLflow, scipy,
-Optuna, matplotlib, scikit-learn. Nothing in ``contrasweep`` imports this package except the CLI.
+May import: ``contrasweep.tracking`` (the store, aggregation, the registry), ``contrasweep.data``
+(a checkpoint's test split), ``contrasweep.spec`` (how numbers read, objectives),
+``contrasweep.errors``, ``trainables.loop``, ``trainables.sessions``, ``trainables.gather`` (to
+load a checkpoint and embed), MLflow, scipy, Optuna, matplotlib, scikit-learn. Nothing in ``contrasweep`` imports this package except the CLI.
 """

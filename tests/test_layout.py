@@ -161,3 +161,67 @@ def test_the_top_level_holds_at_most_fifteen_modules():
         if package.is_dir() and any(package.glob("*.py")):  # a sub-package (not a cache folder)
             doc = (package / "__init__.py").read_text()
             assert doc.startswith('"""') and "May import" in doc.split('"""')[1], package.name
+
+
+PROJECT = ("contrasweep", "trainables", "dashboards")
+
+
+def may_import(doc: str) -> set[str] | None:
+    """The project modules a docstring's ``May import:`` sentence names (the double-backticked
+    ``contrasweep.*``, ``trainables.*`` and ``dashboards`` names before its first full stop or
+    its "Never"); None without one."""
+    import re
+
+    found = re.search(r"May import:(.*?)(?:\.\s|\.$|Never|\Z)", doc, re.S)
+    if found is None:
+        return None
+    return {n for n in re.findall(r"``([\w.]+)``", found.group(1)) if n.split(".")[0] in PROJECT}
+
+
+def room_of(module: str) -> str:
+    """A module's room: a sub-package (or module) of ``contrasweep``, or ``trainables`` or ``dashboards``."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "contrasweep" else parts[0]
+
+
+def covered(target: str, allowed: set[str]) -> bool:
+    """``target`` is an allowed module, inside one, or a package above one (importing a package
+    runs only its ``__init__``, which holds no code besides its docstring and names)."""
+    return target == "contrasweep" or any(target == a or target.startswith(a + ".") or a.startswith(target + ".")
+                                          for a in allowed)
+
+
+def test_may_import_reads_the_sentence_before_never():
+    doc = "Rooms.\n\nMay import: ``contrasweep.errors``, ``trainables.params`` (its\ndefaults), numpy. Never ``run``."
+    assert may_import(doc) == {"contrasweep.errors", "trainables.params"}
+    assert may_import("No statement here.") is None
+
+
+def test_each_rooms_docstring_says_exactly_what_it_imports():
+    """Every room (a sub-package of ``contrasweep``, ``contrasweep.errors``, ``trainables``,
+    ``dashboards``) states in its docstring what it may import of the project's other rooms; the
+    imports of its modules (lazy ones included) stay inside that, and each name it states is
+    used. A module that states its own ``May import:`` is held to it too (its own room aside)."""
+    import ast
+
+    modules = _project_modules([(ROOT / "platform", ["contrasweep"]), (ROOT, ["trainables", "dashboards"])])
+    edges = _import_edges(modules)
+    rooms = {room_of(m) for m in modules if m not in OUTSIDE_ROOMS}
+    assert rooms >= {"contrasweep.spec", "contrasweep.run", "contrasweep.errors", "trainables", "dashboards"}
+    wrong = []
+    for room in sorted(rooms):
+        stated = may_import(ast.get_docstring(ast.parse(modules[room].read_text())) or "")
+        if stated is None:
+            wrong.append(f"{room}: no 'May import:' in its docstring")
+            continue
+        members = [m for m in modules if room_of(m) == room and m not in OUTSIDE_ROOMS]
+        outside = {t for m in members for t in edges[m] if room_of(t) != room}
+        wrong += [f"{room} imports {t}, not stated" for t in sorted(outside) if not covered(t, stated)]
+        wrong += [f"{room} states {a}, never imported" for a in sorted(stated) if room_of(a) != room
+                  if not any(t == a or t.startswith(a + ".") for t in outside)]
+        for m in members:
+            own = may_import(ast.get_docstring(ast.parse(modules[m].read_text())) or "") if m != room else None
+            if own is not None:
+                wrong += [f"{m} imports {t}, not in its own docstring" for t in sorted(edges[m])
+                          if room_of(t) != room and not covered(t, own)]
+    assert wrong == []

@@ -4,7 +4,8 @@ User errors print one line (``contrasweep: error: ...``) and exit with status 2,
 traceback; a sweep interrupted that way loses nothing already finished (resume it).
 ``parser``: the arguments; ``ui``: the MLflow UI command.
 
-May import: every room of ``contrasweep``; ``dashboards`` (the report after a sweep).
+May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
+``contrasweep.console``, ``contrasweep.run``, ``dashboards`` (the report after a sweep).
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ before the sweep folder exists is kept in memory and written to the log once it 
 (``attach_log``).
 
 The room also holds ``progress`` (a sweep's progress lines) and ``summary`` (the final summary
-and ``list``'s rows). May import: ``contrasweep.tracking``, ``contrasweep.spec``; never
-``search``, ``run`` or ``cli``.
+and ``list``'s rows). May import: ``contrasweep.spec``,
+``contrasweep.folder`` (the sweep's record), ``contrasweep.tracking``, ``contrasweep.search`` (the
+repeat groups' sizes), ``trainables.phase_progress`` (a trial's phase lines). Never ``run`` or ``cli``.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ splits = load_splits(prep.path)                  # {"train", "validation", "test
 batch = collate_numpy(splits["train"], [0, 1, 2])  # numpy int64, padded to the longest row
 ```
 
-May import: ``contrasweep.errors``, ``trainables`` (collation, encoder names), datasets, pyarrow,
-numpy. Never another room of ``contrasweep``.
+May import: ``contrasweep.errors``, ``trainables.collate``, ``trainables.encoder``,
+``trainables.encoder_names`` (the tokeniser), ``trainables.evaluation`` (multi-label statistics),
+datasets, pyarrow, numpy. Never another room of ``contrasweep``.
 """
 
 from contrasweep.data.cache import FORMAT_VERSION, cache_root

@@ -6,6 +6,7 @@ drives a sweep (``driver.json``) and whether it lives; ``sweep_storage``: the sw
 old → new for the paths Tune pickled; ``cleanup``: disk a sweep no longer needs; ``record``:
 the sweep's record of its MLflow runs (``tracking.json`` and its journal).
 
-May import: ``contrasweep.errors``, ``trainables.storage``, pyarrow, Ray Tune's ``Callback``
-(the storage mirror runs as one). Never MLflow or any other room of ``contrasweep``.
+May import: ``contrasweep.errors``, ``trainables.storage``, ``trainables.checkpoints`` (clean-up
+reads a state folder's files), pyarrow, Ray Tune's ``Callback`` (the storage mirror runs as one).
+Never MLflow or any other room of ``contrasweep``.
 """

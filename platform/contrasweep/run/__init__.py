@@ -8,6 +8,7 @@ cost before it runs (``contrasweep plan``), with ``fixed_costs`` measured where 
 ``extend``: a sweep grown (``contrasweep extend``); ``test_phase``: the test split after
 selection (``evaluation.test: reported``).
 
-May import every other room of ``contrasweep`` (not ``cli``), Ray, and ``trainables``
-(inside a trial, and ``trainables.calibration`` for a plan).
+May import: ``contrasweep.errors``, ``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.folder``,
+``contrasweep.tracking``, ``contrasweep.search``, ``contrasweep.console``, ``trainables`` (inside a
+trial, and ``trainables.calibration`` for a plan), Ray. Never ``cli``.
 """

@@ -3,7 +3,7 @@ tracking server and the Ray address answer, one trial fits the local machine, an
 the searcher may give suits the encoder (docs/architecture.md, "The method interface": ``check``).
 
 May import: ``contrasweep.run.preflight``, ``contrasweep.search.registry``, ``contrasweep.errors``,
-``trainables`` (the methods' torch-free declarations and encoder names; transformers only for a
+``contrasweep.spec`` (the ``Sweep``), ``trainables`` (the methods' torch-free declarations and encoder names; transformers only for a
 plugin method's check).
 """
 

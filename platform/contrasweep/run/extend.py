@@ -10,7 +10,9 @@ runs: the trials that ran are identified by their configuration key, as ``resume
 them, so nothing that finished trains again. A searcher's study continues with the larger
 budget (it has been told every earlier suggestion).
 
-May import: ``contrasweep.run.tune``, ``contrasweep.run.inputs``, and the rooms below ``run``.
+May import: ``contrasweep.run`` (the Tuner's assembly, the sweep's inputs), ``contrasweep.errors``,
+``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
+``contrasweep.search``, ``contrasweep.console``; Ray Tune.
 """
 
 from __future__ import annotations

@@ -24,7 +24,8 @@ The result is kept for a day in the data cache's folder, per host, Ray address, 
 (``contrasweep plan --remeasure`` measures again); the plan says when it was measured.
 
 May import: ``contrasweep.run.ray_start``, ``contrasweep.search.group_asha``,
-``contrasweep.tracking.tracker``, ``contrasweep.data.cache`` (the cache's folder); Ray;
+``contrasweep.tracking.tracker``, ``contrasweep.spec.static``, ``contrasweep.data.cache`` (the
+cache's folder); Ray;
 ``trainables`` (inside the probe's trials).
 """
 

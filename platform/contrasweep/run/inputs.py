@@ -3,7 +3,7 @@ put once into Ray's object store, and the static configuration the trials share
 (docs/architecture.md, "Data flow").
 
 May import: ``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.search.registry``,
-``contrasweep.run.shipping``; Ray (inside ``put_data``).
+``contrasweep.run.shipping``, ``contrasweep.folder`` (the sweep's folder); Ray (inside ``put_data``).
 """
 
 from __future__ import annotations

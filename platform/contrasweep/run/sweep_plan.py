@@ -39,7 +39,9 @@ report shows and the ``tracking.keep_models`` best configurations of each settin
 every trial; ``contrasweep.tracking.kept``), in the store.
 
 May import: ``contrasweep.spec``, ``contrasweep.search.registry``, ``contrasweep.run.inputs``,
-``contrasweep.run.ray_start``; ``trainables`` (the calibration); Ray (``--address``).
+``contrasweep.run.ray_start``, ``contrasweep.data`` (the data a plan prepares),
+``contrasweep.console.summary`` (its number format); ``trainables`` (the calibration); Ray
+(``--address``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ A named sweep that does not exist, that ran something else, or that has no point
 space is one line (exit 2) before Ray starts.
 
 May import: ``contrasweep.folder`` (sweep folders), ``contrasweep.tracking`` (the store,
-aggregation), ``contrasweep.spec``; Optuna.
+aggregation), ``contrasweep.spec``, ``contrasweep.errors``, ``trainables.params``; Optuna.
 """
 
 from __future__ import annotations

@@ -11,9 +11,12 @@ description and a data variant as a dataset input. ``models``: the model registr
 ``model_flavor``: a trial's MLflow Model (pyfunc over ``trainables.inference``).
 ``provenance``: which code, versions, spec, user and host made the runs.
 
-May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder`` (moved
-folders, Tune's uploads), MLflow, Ray Tune's ``Callback``, ``trainables`` (the state folder's readers,
-the method declarations, ``inference`` inside an MLflow model), GitPython (provenance). Never
+May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder`` (the record, moved
+folders, Tune's uploads), ``trainables.checkpoints`` and ``trainables.storage`` (the state folder),
+``trainables.params``, ``trainables.registry``, ``trainables.encoder_names``, ``trainables.outputs``,
+``trainables.errors``, ``trainables.loop`` (the registry's loader), ``trainables.phase_progress``,
+``trainables.inference`` (inside an MLflow model), MLflow, Ray Tune's ``Callback``, GitPython
+(provenance). Never
 ``contrasweep.search``, ``run``, ``console`` or ``cli``.
 """
 

@@ -4,7 +4,8 @@ per-step series at step = optimiser step), the trial's best value and best epoch
 in the sweep's record (``unlogged``) and ``catch_up`` logs them on resume.
 
 May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
-``contrasweep.tracking.store``, ``contrasweep.tracking.aggregate``, ``contrasweep.spec``.
+``contrasweep.tracking.store``, ``contrasweep.tracking.aggregate``, ``contrasweep.spec``,
+``trainables.params``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ at the end, so MLflow holds exactly one run per repeat.
 
 May import: ``contrasweep.tracking.store``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.describe``,
-``contrasweep.tracking.reattach``, ``contrasweep.spec``.
+``contrasweep.tracking.reattach``, ``contrasweep.spec``, ``contrasweep.folder.record``.
 """
 
 from __future__ import annotations

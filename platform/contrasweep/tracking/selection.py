@@ -5,7 +5,8 @@ tag naming its configuration run), and that configuration's best repeat in the m
 (``contrasweep.tracking.models``), once per setting and run.
 
 May import: ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.models``,
-``contrasweep.tracking.runs_view``, ``contrasweep.tracking.rows``, ``contrasweep.tracking.store``.
+``contrasweep.tracking.runs_view``, ``contrasweep.tracking.rows``, ``contrasweep.tracking.store``,
+``contrasweep.folder.record``, ``contrasweep.spec``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ The runs then hold the numbers a trial that tested in its last epoch would hold:
 the trial run (at its last epoch's step), the configuration run's ``mean/``/``std/`` over its
 repeats again, the sweep run's ``best_config/...`` again.
 
-May import: ``contrasweep.tracking.aggregate``, ``record``, ``rows``, ``store``, ``artifacts``; MLflow.
+May import: ``contrasweep.tracking``, ``contrasweep.folder.record``; MLflow.
 """
 
 from __future__ import annotations
