@@ -14,6 +14,9 @@ import json
 
 import numpy as np
 
+from contrasweep.data import DataConfig, load_splits, prepare
+from contrasweep.tracking.models import DATA_TAG, SETTING_TAG, download, registered_versions, resolve
+from contrasweep.tracking.store import get_client
 from dashboards.plots import embedding
 from dashboards.source import SweepRecord
 
@@ -21,8 +24,6 @@ from dashboards.source import SweepRecord
 def tsne_map(record: SweepRecord, path: str, version: str | None = None, max_points: int = 500,
              seed: int = 0) -> tuple[str | None, str]:
     """(PNG path or None, a one-line caption saying what was drawn or why nothing was)."""
-    from contrasweep.tracking.models import DATA_TAG, SETTING_TAG, download, registered_versions, resolve
-    from contrasweep.tracking.store import get_client
 
     client = get_client(record.tracking_uri)
     if not registered_versions(client, record.name):
@@ -31,7 +32,7 @@ def tsne_map(record: SweepRecord, path: str, version: str | None = None, max_poi
     data = json.loads(chosen.tags.get(DATA_TAG, "{}"))
     if data.get("task") == "multilabel":
         return None, "t-SNE is drawn for single-label data only (a multi-label instance has no one colour)"
-    from trainables.loop import load_trained
+    from trainables.loop import load_trained  # torch and transformers: only where embeddings are drawn
 
     method = load_trained(download(record.tracking_uri, chosen))
     table, names = _test_split(record, data, max_points, seed)
@@ -46,8 +47,6 @@ def tsne_map(record: SweepRecord, path: str, version: str | None = None, max_poi
 
 
 def _test_split(record: SweepRecord, data: dict, max_points: int, seed: int):
-    from contrasweep.data import DataConfig, load_splits, prepare
-
     encoder = record.spec.get("encoder", {})
     prepared = prepare(DataConfig.from_dict(data), tokenizer=encoder.get("name", "default"),
                        max_length=int(encoder.get("max_length", 128)))

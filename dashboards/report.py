@@ -30,8 +30,11 @@ from pathlib import Path
 from contrasweep.errors import UserError
 from contrasweep.spec.text import counted, hp_text
 from contrasweep.tracking.aggregate import Group, on_slice, selection_key
+from contrasweep.tracking.store import get_client
 from dashboards import plots, tables
+from dashboards.embeddings import tsne_map
 from dashboards.importance import importances, log_importances
+from dashboards.moo import write_fronts
 from dashboards.pareto import pareto_front
 from dashboards.source import SweepRecord, load
 
@@ -75,8 +78,6 @@ def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str,
     path = out / "report.html"
     path.write_text(render(records, sections), encoding="utf-8")
     if log:
-        from contrasweep.tracking.store import get_client
-
         client = get_client(tracking_uri)
         log_importances(client, records[0].parent.info.run_id, found[records[0].name])
         client.log_artifacts(records[0].parent.info.run_id, str(out), ARTIFACT_PATH)
@@ -216,8 +217,6 @@ def pareto_sections(records: list[SweepRecord], out: Path) -> list[Section]:
 
 def moo_sections(records: list[SweepRecord], out: Path) -> list[Section]:
     """SCL-MOO sweeps that report ℓ1 and ℓ2: LS and EPO fronts across preferences r (Eq. 6-7)."""
-    from dashboards.moo import write_fronts
-
     sections = []
     for record in (r for r in records if r.method == "scl_moo"):
         for setting in dict.fromkeys(g.setting for g in record.groups):
@@ -266,8 +265,6 @@ def importance_sections(records: list[SweepRecord], found: dict[str, dict[str, d
 
 
 def tsne_section(record: SweepRecord, out: Path) -> Section:
-    from dashboards.embeddings import tsne_map
-
     path, caption = tsne_map(record, str(out / "tsne.png"))
     section = Section(f"{record.name}: t-SNE of the registered model")
     if path is None:

@@ -71,7 +71,7 @@ def calibrate(config: dict[str, Any], data: dict[str, Any], steps: int = STEPS, 
     ``data`` are a trial's (``loop.train``'s arguments)."""
     import torch
 
-    from trainables.loop import build_method, train
+    from trainables.loop import build_method, train  # transformers: plan imports this module before it calibrates
     from trainables.sessions import LocalSession
 
     tables = data["tables"]

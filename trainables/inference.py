@@ -42,7 +42,7 @@ def _similarities(method, batch, names) -> dict:
 
 
 def _multilabel(method, batch, names) -> dict:
-    from trainables.evaluation.multilabel import threshold_predictions  # the rule evaluation uses
+    from trainables.evaluation.multilabel import threshold_predictions  # evaluation's rule; scikit-learn
 
     scores = method.predict(batch).float().cpu().numpy()
     threshold = float(method.hp["threshold"])

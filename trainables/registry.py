@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from trainables.errors import SpecError
+from trainables.methods.declarations import DECLARATIONS
 
 _METHODS: dict[str, str] = {
     "abalone": "trainables.methods.abalone:MultiLabelContrastive",
@@ -34,8 +35,6 @@ def method_names() -> list[str]:
 def declaration(name: str):
     """What the spec checks of a method (its params, label kind and metric names), without
     importing its module where ``trainables.methods.declarations`` declares it (no torch)."""
-    from trainables.methods.declarations import DECLARATIONS
-
     if name in DECLARATIONS and _METHODS.get(name, "").startswith("trainables."):
         return DECLARATIONS[name]
     return get_method(name)

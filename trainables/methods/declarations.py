@@ -197,7 +197,7 @@ def check_abalone(hp: dict[str, Any], hidden_size: int) -> None:
     for that file)."""
     check_abalone_combination(hp)
     if hp.get("init_from", ""):
-        from trainables.warm_start import check_model_file
+        from trainables.warm_start import check_model_file  # torch: the declarations are torch-free
 
         check_model_file(hp["init_from"], "init_from")
 

@@ -31,6 +31,7 @@ import torch
 from trainables.base import Method
 from trainables.methods.declarations import DECLARATIONS, PROBE_KS, REPRESENTATION, REPRESENTATION_METRICS
 from trainables.evaluation import few_shot_probe, kmeans_scores, sts_spearman
+from trainables.gather import split_outputs
 
 
 class RepresentationMethod(Method):
@@ -74,8 +75,6 @@ class RepresentationMethod(Method):
     def sts_score(self, context, sts: dict) -> float:
         """Spearman correlation of cosine(e(sentence1), e(sentence2)) with the gold scores
         (Sec. 4.2.1, footnote 3: all pairs at once)."""
-        from trainables.gather import split_outputs
-
         a, rows = split_outputs(self, sts["a"], context.eval_batch_size, context.session, self.representation)
         b, _ = split_outputs(self, sts["b"], context.eval_batch_size, context.session, self.representation)
         return float(sts_spearman(a, b, sts["scores"][rows]))

@@ -37,11 +37,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from trainables.batches import to_device, train_batches
+from trainables.global_batch import global_batch
+from trainables.losses import scl_moo_objectives
 from trainables.methods.ce import CrossEntropy
 from trainables.methods.declarations import DECLARATIONS, SCL_MOO
 from trainables.methods.epo import epo_alpha
-from trainables.global_batch import global_batch
-from trainables.losses import scl_moo_objectives
+from trainables.metrics import classification_metrics
 from trainables.params import LOOP_PARAMS
 
 log = logging.getLogger("contrasweep.scl_moo")
@@ -112,8 +113,6 @@ class SCLMOO(CrossEntropy):
         first row to the empty ranks (``train_batches``); those copies are left out of the
         classification metrics.
         """
-        from trainables.metrics import classification_metrics
-
         found = self.objective_means(context.tables[split], context.session)
         metrics = classification_metrics(found.pop("y_true"), found.pop("y_pred"), context.num_labels)
         return {**metrics, **found}

@@ -12,18 +12,19 @@ import sys
 from pathlib import Path
 
 from contrasweep.errors import UserError
+from contrasweep.folder import sweeps
+from contrasweep.folder.record import read as read_record
+from contrasweep.run.preflight import is_loopback, local_port
+from contrasweep.spec.load import _name
+from contrasweep.tracking.runs_view import runs_url
+from contrasweep.tracking.store import artifact_root_for, default_tracking_uri
 
 
 def cmd_ui(args) -> int:
-    from contrasweep.run.preflight import is_loopback, local_port
-    from contrasweep.tracking.store import artifact_root_for, default_tracking_uri
-
     sweep = _ui_sweep(args)
     uri = args.tracking_uri or (sweep.meta().get("tracking_uri") if sweep else None) or default_tracking_uri()
     experiment = _experiment_of(sweep, uri)
     if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
-        from contrasweep.tracking.runs_view import runs_url
-
         print(f"[contrasweep] {uri} is a tracking server with its own UI: "
               f"{runs_url(uri.rstrip('/'), experiment) if experiment else uri}", flush=True)
         return 0
@@ -40,8 +41,6 @@ def cmd_ui(args) -> int:
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"[contrasweep] MLflow UI on http://{shown}:{args.port} ({uri})", file=sys.stderr, flush=True)
     if experiment:
-        from contrasweep.tracking.runs_view import runs_url
-
         print(f"[contrasweep] runs of {sweep.name!r} and the other sweeps of its experiment: "
               f"{runs_url(f'http://{shown}:{args.port}', experiment)}", file=sys.stderr, flush=True)
     return serve(command, _log_path(uri, sweep))
@@ -60,10 +59,6 @@ def _log_path(uri: str, sweep) -> Path:
 def _ui_sweep(args):
     """The sweep ``ui`` shows: the one named, else the newest sweep under the root tracked in
     the store served (None: no such sweep, the UI opens on its experiments list)."""
-    from contrasweep.folder import sweeps
-    from contrasweep.spec.load import _name
-    from contrasweep.tracking.store import default_tracking_uri
-
     root = sweeps.sweeps_root(args.root)
     if args.name is not None:
         return sweeps.open_existing(root, _name(args.name))
@@ -82,8 +77,6 @@ def _experiment_of(sweep, uri: str) -> str | None:
     if sweep is None or sweep.meta().get("tracking_uri") != uri:
         return None
     try:
-        from contrasweep.folder.record import read as read_record
-
         return read_record(sweep.path / "tracking.json").get("experiment_id")
     except (OSError, ValueError, AttributeError):
         return None

@@ -24,6 +24,8 @@ import logging
 import sys
 from pathlib import Path
 
+from trainables.phase_progress import parse
+
 OURS = ("[contrasweep]", "contrasweep:")
 PROGRESS_MARK = "[contrasweep-progress]"  # trainables.phase_progress.PREFIX (no torch import here)
 LOG_FILE = "driver.log"
@@ -113,7 +115,6 @@ class Console:
         progress display, never printed as it is."""
         if PROGRESS_MARK not in line:
             return False
-        from trainables.phase_progress import parse
 
         parsed = parse(line)
         if parsed is not None and self.progress is not None:

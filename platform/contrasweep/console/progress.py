@@ -16,6 +16,8 @@ import shutil
 import sys
 import time
 
+from contrasweep import console
+
 EVERY_S = 30.0
 
 
@@ -110,8 +112,6 @@ class Progress:
 
     # -- output ------------------------------------------------------------------------
     def _stream(self):
-        from contrasweep import console
-
         active = console.active()
         if active is not None:
             active.progress = self  # the trials' progress lines come through the console
@@ -122,7 +122,6 @@ class Progress:
 
     def _line(self, text: str) -> None:
         self._clear()
-        from contrasweep import console
 
         if console.active() is not None:
             console.active().log_write(text + "\n")

@@ -12,17 +12,19 @@ from pathlib import Path
 
 from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
+from contrasweep.search.registry import group_sizes
+from contrasweep.spec.identity import identify
+from contrasweep.spec.static import SweepStatic
+from contrasweep.spec.text import counted, hp_text, mean_std
+from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
+from contrasweep.tracking.runs_view import base_url, run_url, runs_url
+from contrasweep.tracking.store import error_line
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local store (contrasweep.tracking.runs_view)
 
 
 def best_groups(results, sweep, metric: str, mode: str) -> dict:
     """setting -> the best configuration's ``Group`` of Tune results (complete groups only)."""
-    from contrasweep.search.registry import group_sizes
-    from contrasweep.spec.identity import identify
-    from contrasweep.spec.static import SweepStatic
-    from contrasweep.tracking.aggregate import Group, ran_every_epoch, select
-
     static, sizes = SweepStatic.of(sweep), group_sizes(sweep)
     found: dict[str, Group] = {}
     for result in results:
@@ -41,8 +43,6 @@ def best_groups(results, sweep, metric: str, mode: str) -> dict:
 def recorded_best(folder: Path, metric: str, mode: str) -> dict:
     """setting -> the best configuration's ``Group``, read from MLflow: an extended sweep's
     (``contrasweep extend``) Tune results hold only its newest trials."""
-    from contrasweep.tracking.aggregate import groups, select
-
     state = read_record(folder / "tracking.json")
     uri = _meta(folder)["tracking_uri"]
     return select(groups(uri, state["parent_run_id"]), metric, mode)
@@ -53,8 +53,6 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
     """One line per setting: the best configuration's values, its validation metric (the
     selection key) and test metric as mean ± std over its repeats, then its MLflow link.
     ``best``: the groups to show (default: the best of ``results``)."""
-    from contrasweep.spec.text import counted, hp_text, mean_std
-    from contrasweep.tracking.aggregate import selection_key
 
     test = "test/" + metric.removeprefix("val/") if metric.startswith("val/") else None
     lines = []
@@ -95,8 +93,6 @@ def run_links(folder: Path) -> dict[str, str]:
     """repeat group -> the MLflow UI address of its configuration run (``contrasweep ui``'s
     address for a local store, the server's own for a tracking server); key ``""``: the
     experiment's runs table (``contrasweep.tracking.runs_view``)."""
-    from contrasweep.tracking.runs_view import base_url, run_url, runs_url
-
     try:
         state = read_record(folder / "tracking.json")
         uri = json.loads((folder / "sweep.json").read_text()).get("tracking_uri", "")
@@ -121,8 +117,6 @@ def model_errors(folder: Path) -> list[str]:
 def model_lines(folder: Path, keep_models) -> list[str]:
     """How many complete trials keep an MLflow model, and the kept ones whose weights were gone
     (``tracking.json``'s ``model``: contrasweep.tracking.kept)."""
-    from contrasweep.spec.text import counted
-
     try:
         trials = read_record(Path(folder) / "tracking.json").get("trials", {})
     except (OSError, ValueError):
@@ -206,11 +200,6 @@ def _meta(folder: Path) -> dict:
 
 def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep, root) -> tuple[list[str], int]:
     """The summary's lines, and how many trials failed."""
-    from contrasweep.spec.identity import identify
-    from contrasweep.spec.static import SweepStatic
-    from contrasweep.tracking.aggregate import ran_every_epoch
-    from contrasweep.tracking.store import error_line
-
     failed = [r for r in results if r.error is not None]
     static = SweepStatic.of(sweep) if sweep is not None else None
     # a trial stopped before it ever ran (its group stopped while it waited) has no config
@@ -279,8 +268,6 @@ def selected_values(trials: dict, mode: str) -> list[float]:
 def _mean_std(values: list[float]) -> str:
     """``0.7500 ± 0.3536 (2 repeats)``; one repeat: no ± (no spread to show)."""
     import statistics
-
-    from contrasweep.spec.text import counted, mean_std
 
     std = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{mean_std(sum(values) / len(values), std, len(values))} ({counted(len(values), 'repeat')})"

@@ -71,7 +71,7 @@ def prepare(
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     _check_nonempty(meta["stats"])
-    from trainables.encoder import load_tokenizer
+    from trainables.encoder import load_tokenizer  # transformers: only on a cache miss
 
     tokenised = tokenize_splits(splits, load_tokenizer(tokenizer), max_length, cfg.is_pair, key)
     path = write_entry(final.parent, key, tokenised, meta)

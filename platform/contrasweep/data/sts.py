@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from contrasweep.data.config import FILE_SUFFIXES, HUB_PREFIX
 from contrasweep.data.sources import load_hub, read_file
+from contrasweep.data.tokens import tokenize_splits
 from contrasweep.errors import DataError
 
 COLUMNS = ("sentence1", "sentence2", "score")
@@ -66,8 +67,7 @@ def load_pairs(source: str) -> pa.Table:
 def prepare_sts(source: str, tokenizer: str, max_length: int) -> dict:
     """``{"a": table, "b": table, "scores": float64 [N]}``: each side tokenised like a split
     (``labels`` holds the pair's row index, so gathered embeddings line up with ``scores``)."""
-    from contrasweep.data.tokens import tokenize_splits
-    from trainables.encoder import load_tokenizer
+    from trainables.encoder import load_tokenizer  # transformers: only where pairs are tokenised
 
     pairs = load_pairs(source)
     index = pa.array(np.arange(pairs.num_rows, dtype=np.int64))

@@ -6,6 +6,7 @@ import hashlib
 import os
 
 import pyarrow as pa
+from trainables.encoder_names import resolve_model_path
 
 # Files that define what a Hugging Face tokenizer produces; hashed for the cache key.
 TOKENIZER_FILES = (
@@ -22,8 +23,6 @@ def tokenizer_identity(name: str | None) -> str:
     the name plus whichever of its files are already in the local Hugging Face cache. The
     ``tokenizers``/``transformers`` versions are included: an upgrade may change the ids.
     """
-    from trainables.encoder_names import resolve_model_path
-
     path = resolve_model_path(name)
     digest = hashlib.sha256(_versions().encode())
     if os.path.isdir(path):

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import shutil
 
-from contrasweep.folder.sweeps import SweepDir
 from contrasweep.folder.record import MODEL_LOGGED
 from contrasweep.folder.record import read as read_record
+from contrasweep.folder.sweeps import SweepDir
+from trainables.checkpoints import STATE_DIR, drop_resume_states, remove_state
 from trainables.storage import filesystem, join
 
 
@@ -26,8 +27,6 @@ def state_dirs(sweep: SweepDir) -> list[str]:
     """Each trial's state folder on the sweep's storage (``tune/<trial>/state``, and
     ``tune-extN/<trial>/state`` for the trials of its extensions)."""
     from pyarrow import fs
-
-    from trainables.checkpoints import STATE_DIR
 
     out = []
     for location in sweep.tune_locations:
@@ -41,8 +40,6 @@ def state_dirs(sweep: SweepDir) -> list[str]:
 
 def reclaim(sweep: SweepDir) -> int:
     """Remove what ``sweep`` can no longer use; returns how many folders went."""
-    from trainables.checkpoints import STATE_DIR, drop_resume_states, remove_state
-
     finished = sweep.status() == "finished"
     stopped, unreported = _trials_to_drop(sweep)
     removed = 0

@@ -26,6 +26,7 @@ from pathlib import Path
 from ray.tune import Callback
 
 from contrasweep.errors import UserError
+from contrasweep.folder.relocation import here
 from trainables.storage import display, filesystem, is_uri, join, local_path
 
 TIMEOUT_S = 20.0
@@ -143,8 +144,6 @@ class StorageMirror(Callback):
         self._last = 0.0
 
     def __setstate__(self, state):
-        from contrasweep.folder.relocation import here
-
         state["sweep_path"] = Path(here(state["sweep_path"]))  # the sweep folder may have moved
         self.__dict__.update(state)
 

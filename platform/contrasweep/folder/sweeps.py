@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from contrasweep.errors import UserError
+from contrasweep.folder import driver
 from trainables.storage import join
 
 
@@ -137,8 +138,6 @@ class SweepDir:
 
     def driver(self) -> tuple[str, str]:
         """(``alive`` | ``dead`` | ``none``, who): the process that drives this sweep."""
-        from contrasweep.folder import driver
-
         return driver.state(self.path)
 
 
@@ -182,7 +181,6 @@ def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
     sweep = SweepDir(root / name)
     sweep.path.mkdir(parents=True)
     sweep.spec_file.write_text(yaml.safe_dump(spec, sort_keys=False))
-    from contrasweep.folder import driver
 
     driver.write(sweep.path)  # before the status says running: a dead driver is always seen
     # folder: where the sweep was made; resume maps the paths Tune pickled when it moved (contrasweep.folder.relocation)

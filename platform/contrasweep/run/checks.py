@@ -3,8 +3,8 @@ tracking server and the Ray address answer, one trial fits the local machine, an
 the searcher may give suits the encoder (docs/architecture.md, "The method interface": ``check``).
 
 May import: ``contrasweep.run.preflight``, ``contrasweep.search.registry``, ``contrasweep.errors``,
-``contrasweep.spec`` (the ``Sweep``), ``trainables`` (the methods' torch-free declarations and encoder names; transformers only for a
-plugin method's check).
+``contrasweep.spec`` (the ``Sweep``), ``trainables`` (the methods' torch-free declarations and encoder
+names; transformers only for a plugin method's check).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from contrasweep.errors import UserError
 from contrasweep.run import preflight
 from contrasweep.search.registry import candidate_configs
 from contrasweep.spec.sweep import Sweep
+from trainables.encoder_names import config_width, resolve_model_path
+from trainables.registry import declaration, get_method
 
 
 def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
@@ -63,9 +65,6 @@ def check_against_encoder(sweep: Sweep) -> None:
     (``trainables.methods.declarations``) and the width comes from the model's config.json, so
     the driver imports neither transformers nor torch for it (they took about 4 s here); a
     plugin method's class is imported and given the width ``AutoConfig`` reads."""
-    from trainables.encoder_names import config_width
-    from trainables.registry import declaration, get_method
-
     declared = declaration(sweep.method)
     check, reads_width = getattr(declared, "check", None), getattr(declared, "reads_width", None)
     if reads_width is None:  # a plugin class: its own check, with the width
@@ -86,8 +85,6 @@ def check_against_encoder(sweep: Sweep) -> None:
 
 def _auto_config_width(name: str) -> int | None:
     from transformers import AutoConfig
-
-    from trainables.encoder_names import resolve_model_path
 
     try:
         return int(AutoConfig.from_pretrained(resolve_model_path(name)).hidden_size)

@@ -20,6 +20,9 @@ from ray import tune
 
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.trial import plan_of
+from trainables.checkpoints import STATE_DIR
+from trainables.phase_progress import set_trial
+from trainables.storage import join
 
 
 def run_trial(config: dict[str, Any], data: list, static: SweepStatic) -> None:
@@ -27,7 +30,6 @@ def run_trial(config: dict[str, Any], data: list, static: SweepStatic) -> None:
     wrapped in a list so that ``tune.with_parameters`` hands over the references, not a copy
     per trial."""
     from trainables.loop import train  # here, not at the top: the driver imports this module,
-    from trainables.phase_progress import set_trial  # and never needs torch to start a sweep
     from trainables.sessions import TuneSession
 
     set_trial(tune.get_context().get_trial_id())  # its progress lines name it (contrasweep.console.progress)
@@ -63,9 +65,6 @@ def state_dir(static: SweepStatic) -> str:
     """The trial's state folder (``trainables.checkpoints``) in the trial's folder on the sweep's
     storage. Not ``get_trial_dir()`` itself: that is a driver-side staging folder whose files
     Tune copies to storage again."""
-    from trainables.checkpoints import STATE_DIR
-    from trainables.storage import join
-
     return join(static.trial_storage, os.path.basename(tune.get_context().get_trial_dir()), STATE_DIR)
 
 

@@ -23,13 +23,24 @@ import sys
 import time
 from collections import Counter
 
+from contrasweep import console
+from contrasweep.data.config import DataConfig
 from contrasweep.errors import UserError
-from contrasweep.folder import sweeps
+from contrasweep.folder import driver, sweeps
+from contrasweep.folder.record import TrackingState
+from contrasweep.run import recovery
+from contrasweep.run.checks import check_services
+from contrasweep.run.inputs import load_sweep
+from contrasweep.search.registry import total_trials
 from contrasweep.spec.axes import REPEAT_AXES, keep_order
 from contrasweep.spec.identity import GroupKey, key_of
+from contrasweep.spec.load import apply_override
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.text import counted
+from contrasweep.tracking.aggregate import best_groups, groups_of
+from contrasweep.tracking.rows import spec_yaml
+from contrasweep.tracking.store import OUTCOME_TAG, get_client, trial_runs
 
 SETTING_GROWTH = ("data.k", "data.n_total", "data.rho", "data.num_classes")
 REPEAT_GROWTH = ("sweep.seeds", "data.seed", "data.split_seed")
@@ -64,8 +75,6 @@ def _spec_values(sweep: Sweep) -> dict:
 
 def _default(key: str):
     """The value an unset repeat axis has (``contrasweep.data.config.DataConfig``)."""
-    from contrasweep.data.config import DataConfig
-
     return DataConfig.__dataclass_fields__[key.split(".", 1)[1]].default
 
 
@@ -116,9 +125,6 @@ def _show(value) -> str:
 
 def grown_sweep(sweep_dir: sweeps.SweepDir, overrides: list[str]) -> tuple[Sweep, Sweep, list[str]]:
     """(the sweep as it ran, the sweep extended, the keys that grow); refused growth is one line."""
-    from contrasweep.run.inputs import load_sweep
-    from contrasweep.spec.load import apply_override
-
     old = load_sweep(sweep_dir)
     new_raw = copy.deepcopy(sweep_dir.spec())
     for item in overrides:
@@ -149,7 +155,6 @@ def new_grid_trials(new: Sweep, state: dict, found: list, top: int | None, reope
     or failed get none), and every configuration of a new setting. ``reopened``: the groups an
     earlier try of the same extension reopened (``grow_again``): they, and no others, get repeats
     (their group size grew, so they no longer count as complete)."""
-    from contrasweep.tracking.aggregate import best_groups
 
     ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again
     group_of = GroupKey(SweepStatic.of(new))
@@ -168,8 +173,6 @@ def reopen_groups(client, state: dict, sizes: dict) -> list[str]:
     """The configuration runs that get new repeats run again: their group size grows on them
     and on their trial runs (``aggregate.Group.complete`` reads it), their outcome goes until
     the new repeats have ended (``runs.RunTree.close_group``)."""
-    from contrasweep.tracking.store import OUTCOME_TAG
-
     reopened = []
     for group, run_id in state.get("configs", {}).items():
         members = [e for e in state["trials"].values() if e.get("group") == group]
@@ -187,8 +190,6 @@ def reopen_groups(client, state: dict, sizes: dict) -> list[str]:
 
 def open_groups(client, state: dict) -> set[str]:
     """Groups whose configuration run has no outcome: reopened for new repeats (or never closed)."""
-    from contrasweep.tracking.store import OUTCOME_TAG
-
     return {group for group, run_id in state.get("configs", {}).items()
             if OUTCOME_TAG not in client.get_run(run_id).data.tags}
 
@@ -197,7 +198,7 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
            ray_bind_all: bool = False):
     """Grow the sweep ``name``; returns Tune's results of the new trials (or of the resume, when
     the sweep was unfinished and did not finish). An unfinished sweep is resumed first."""
-    from contrasweep.run import tune
+    from contrasweep.run import tune  # Ray: only once the growth was checked
 
     sweep_dir = sweeps.open_existing(root, name)
     status = sweep_dir.status()
@@ -234,9 +235,6 @@ def grow_again(name: str, root, address: str | None, ray_dashboard: bool = False
     """``resume`` of an extension whose Tune experiment has no saved state: the same extension
     (``sweep.json``'s last entry, ``spec.yaml`` already grown) runs again; what ended is kept,
     unfinished trials are created again and re-attached to their runs by configuration key."""
-    from contrasweep.run import recovery
-    from contrasweep.run.inputs import load_sweep
-
     sweep_dir = sweeps.open_existing(root, name)
     alive, who = sweep_dir.driver()
     if alive == "alive":
@@ -252,21 +250,12 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     import yaml
     from ray import tune as ray_tune
 
-    from contrasweep import console
-    from contrasweep.folder import driver
-    from contrasweep.run import test_phase, tune
-    from contrasweep.run.checks import check_services
-    from contrasweep.run.executor import torch_threads_env
-    from contrasweep.search.registry import total_trials
-    from contrasweep.tracking.aggregate import groups_of
-    from contrasweep.folder.record import TrackingState
-    from contrasweep.tracking.rows import spec_yaml
-    from contrasweep.tracking.store import get_client, trial_runs
+    from contrasweep.run import executor, test_phase, tune  # Ray's side: after the growth was checked
 
     meta = sweep_dir.meta()
     tracking_uri = meta["tracking_uri"]
     check_services(new, tracking_uri, address, "the sweep's tracking URI (sweep.json)")
-    torch_threads_env()
+    executor.torch_threads_env()
     record = TrackingState(sweep_dir.path / "tracking.json")
     client = get_client(tracking_uri)
     parent = record.data["parent_run_id"]

@@ -41,6 +41,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from contrasweep.data.cache import cache_root
+from contrasweep.run.ray_start import init_ray
+from contrasweep.spec.static import SweepStatic
+from trainables.registry import get_method
+
 KEEP_S = 24 * 3600.0
 # what the driver imports before Ray starts (contrasweep.cli's run: the launcher and the tracker;
 # the summary and report: MLflow's client, Optuna's importance, matplotlib)
@@ -48,8 +53,6 @@ DRIVER_IMPORTS = ("contrasweep.run.tune", "contrasweep.tracking.tracker", "mlflo
 
 
 def cache_file() -> Path:
-    from contrasweep.data.cache import cache_root
-
     return Path(cache_root()) / "fixed_costs.json"
 
 
@@ -101,7 +104,6 @@ def _trial(config: dict) -> None:
     from ray import tune
 
     from trainables.loop import train  # noqa: F401 - imported for its cost
-    from trainables.registry import get_method
     from trainables.sessions import TuneSession  # noqa: F401
 
     get_method(config["method"])
@@ -119,10 +121,8 @@ def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict
     import ray
     from ray import tune
 
-    from contrasweep.run.ray_start import init_ray
     from contrasweep.search.group_asha import MovableFIFO
     from contrasweep.tracking.tracker import MlflowTracker
-    from contrasweep.spec.static import SweepStatic
 
     started = time.perf_counter()
     init_ray(address, num_cpus=None if address else max(1, slots), dashboard=False)

@@ -8,19 +8,24 @@ May import: ``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.search.reg
 
 from __future__ import annotations
 
+from contrasweep.data import DataConfig, load_splits, prepare
+from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
+from contrasweep.data.prepare import data_notes as notes_of
+from contrasweep.data.sts import prepare_sts as tokenise_pairs
 from contrasweep.folder import sweeps
+from contrasweep.run.shipping import worker_path
 from contrasweep.search.registry import pause_epochs
 from contrasweep.spec.axes import expand, keep_order
+from contrasweep.spec.load import validate
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
+from contrasweep.spec.text import hp_text
 
 
 def load_sweep(sweep_dir: sweeps.SweepDir, raw: dict | None = None) -> Sweep:
     """The sweep a folder holds (its ``spec.yaml``, or ``raw``), validated, with its data
     variants in the order its trials ran them (``sweep.json``'s ``variant_order``, written by
     ``contrasweep extend``: new variants come after those that ran)."""
-    from contrasweep.spec.load import validate
-
     sweep = validate(sweep_dir.spec() if raw is None else raw)
     order = sweep_dir.meta().get("variant_order")
     if order and sweep.variants:
@@ -32,9 +37,6 @@ def prepare_data(sweep: Sweep) -> list:
     """Tokenise every data variant once into the content-hashed cache (no Ray needed: bad
     data fails before any process starts or any sweep folder is made). One ``PreparedData``
     per variant, in ``sweep.variants`` order."""
-    from contrasweep.data import DataConfig, prepare
-    from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
-
     out = []
     for variant in sweep.variants or expand(sweep.data, is_multilabel(sweep.data)):
         if is_multilabel(sweep.data):
@@ -54,16 +56,12 @@ def rows_line(prepared: list) -> str:
 
 def data_notes(prepared: list) -> list[str]:
     """Every variant's notes on its data (``contrasweep.data.prepare.data_notes``), each once."""
-    from contrasweep.data.prepare import data_notes as notes_of
-
     return list(dict.fromkeys(note for one in prepared for note in notes_of(one.stats, one.dropped)))
 
 
 def reported_line(sweep: Sweep) -> str | None:
     """The console's line for a reported point outside the user's grid (``Sweep.reported_names``):
     the values it trains with for the swept keys, as run names show them; None inside the grid."""
-    from contrasweep.spec.text import hp_text
-
     outside = sweep.reported_names()
     if not outside:
         return None
@@ -75,8 +73,6 @@ def reported_line(sweep: Sweep) -> str | None:
 
 def prepare_sts(sweep: Sweep) -> dict | None:
     """STS pairs of ``evaluation.sts``, tokenised once on the driver (None without one)."""
-    from contrasweep.data.sts import prepare_sts as tokenise_pairs
-
     source = sweep.evaluation.get("sts")
     return tokenise_pairs(source, sweep.encoder["name"], sweep.encoder["max_length"]) if source else None
 
@@ -85,8 +81,6 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
     """One copy of each variant's tokenised splits (and the STS pairs) in the object store,
     shared by every trial of that variant."""
     import ray
-
-    from contrasweep.data import load_splits
 
     refs = []
     for one in prepared:
@@ -100,7 +94,5 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
 def sweep_static(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> SweepStatic:
     """The sweep's fixed part (``contrasweep.spec.static``), built once per driver; ``shipped``:
     the local files a cluster's workers get (``paths``: where a worker reads each)."""
-    from contrasweep.run.shipping import worker_path
-
     return SweepStatic.of(sweep, prepared, sweep_dir, checkpoint_at=pause_epochs(sweep),
                           paths={value: worker_path(value) for value in shipped})

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from contrasweep import __version__
+from contrasweep.run import shipping
 from contrasweep.run.preflight import free_port
 from contrasweep.run.shipping import worker_env
 
@@ -37,13 +39,9 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         return
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        from contrasweep.run import shipping
-
         env = shipping.runtime_env(ship, local_files)  # a one-line error before connecting, when too large
         ray.init(address=address, runtime_env=env, log_to_driver=True)
         if ship == "installed":
-            from contrasweep import __version__
-
             shipping.check_worker_versions(__version__)
         return
     options: dict = {"include_dashboard": False}

@@ -8,7 +8,10 @@ Tune's own saved state that the kill cut off mid-write: ``contrasweep.folder.tun
 from __future__ import annotations
 
 from contrasweep.errors import UserError
+from contrasweep.folder.record import TrackingState
 from contrasweep.folder.sweeps import SweepDir
+from contrasweep.tracking.reattach import children_of, parent_of, sweep_runs
+from contrasweep.tracking.store import error_line, get_client
 
 
 def settle(sweep: SweepDir) -> str | None:
@@ -25,8 +28,6 @@ def settle(sweep: SweepDir) -> str | None:
     try:
         closed = close_runs(sweep, meta)
     except Exception as exc:  # noqa: BLE001 - list goes on with the other sweeps whatever the store says
-        from contrasweep.tracking.store import error_line
-
         return (f"{sweep.name}: its driver is gone ({who}) but its MLflow runs could not be closed "
                 f"({type(exc).__name__}: {error_line(str(exc))[:200]})")
     sweep.update_meta(status="interrupted", stopped="the driver died")
@@ -35,10 +36,6 @@ def settle(sweep: SweepDir) -> str | None:
 
 def close_runs(sweep: SweepDir, meta: dict) -> int:
     """End the sweep's RUNNING runs KILLED; the closed ones are remembered for resume."""
-    from contrasweep.tracking.reattach import children_of, parent_of, sweep_runs
-    from contrasweep.folder.record import TrackingState
-    from contrasweep.tracking.store import get_client
-
     uri = meta.get("tracking_uri")
     if not uri:
         return 0

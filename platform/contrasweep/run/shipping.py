@@ -37,6 +37,9 @@ from typing import Iterable, Sequence
 from contrasweep.errors import UserError
 from contrasweep.spec.domains import Choice
 from contrasweep.spec.sweep import SHIP_MODES  # the spec's allowed values
+from trainables.checkpoints import best_folder, read_meta
+from trainables.encoder_names import DEFAULT_ENCODER
+from trainables.storage import is_uri, local_path
 
 PACKAGES = ("contrasweep", "trainables")  # what a trial process imports; dashboards never runs there
 FILES_DIR = "contrasweep_files"  # folder of the working_dir that holds the shipped local files
@@ -75,7 +78,6 @@ def runtime_env(ship: str, local_files: Sequence[str | Path] = (), limit: int | 
     ``local_files``: the spec's values that name local files or folders workers read
     (``local_files_of``); with ``ship == "installed"`` they must already be where the value
     says on every node. ``limit``: bytes per shipped package (default: Ray's own limit)."""
-
     env = {"env_vars": worker_env()}
     if check_ship(ship) == "installed":
         return env
@@ -110,8 +112,6 @@ def source_of(value: str | Path) -> Path:
     """The driver file or folder behind a spec value. A reported checkpoint (a pointer whose
     meta.json names a best folder) stands for that best folder when the pointer's state folder
     is on this machine only; on a URI or a network file system workers follow the pointer."""
-    from trainables.checkpoints import best_folder, read_meta
-
     path = Path(os.path.expanduser(str(value))).resolve()
     try:
         state_dir = str(read_meta(path).get("state_dir") or "") if path.is_dir() else ""
@@ -126,8 +126,7 @@ def source_of(value: str | Path) -> Path:
 def visible_everywhere(location: str) -> bool:
     """A URI (S3, GCS, ...) or a path on a network file system: every node reads it itself
     (the storage preflight's test, ``sweep_storage.shared_path``)."""
-    from contrasweep.folder.sweep_storage import shared_path
-    from trainables.storage import is_uri, local_path
+    from contrasweep.folder.sweep_storage import shared_path  # Ray Tune: only where a location is checked
 
     return is_uri(location) or shared_path(local_path(os.path.expanduser(location)))
 
@@ -197,8 +196,6 @@ def local_files_of(sweep) -> list[str]:
     """The spec's values (as written) that name files on this machine that a worker reads: a
     local encoder folder and every ``init_from``. Data files are not among them (read on the
     driver), nor URIs and paths on a network file system (every node reads those itself)."""
-    from trainables.encoder_names import DEFAULT_ENCODER
-
     name = sweep.encoder.get("name") or DEFAULT_ENCODER
     values = [name] if name != DEFAULT_ENCODER and os.path.isdir(os.path.expanduser(name)) else []
     values += [v for v in values_of(sweep, "init_from") if isinstance(v, str) and v]

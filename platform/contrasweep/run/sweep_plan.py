@@ -7,7 +7,6 @@ sizes (the data is tokenised into the cache, which the sweep then reuses), its e
 batch size, the resume states its scheduler and ``checkpoint_every`` make it write. Time and disk
 come from one calibration on this machine (``trainables.calibration``: the real loop for a few
 steps of the sweep's first trial on a slice of its data, at most about 20 s):
-
     trial_s = set-up + epochs × (train rows × (train + second stage) + an evaluation of the
               validation rows) [+ an evaluation of the test rows: evaluation.test all]
               + bytes written × write speed + the per-trial overhead
@@ -52,10 +51,15 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from contrasweep.console.summary import human
+from contrasweep.data import load_splits
+from contrasweep.run.checks import _local_gpus
+from contrasweep.run.ray_start import init_ray
 from contrasweep.search.registry import candidate_configs, pause_epochs, total_trials
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, TRIAL_INDEX, plan_of
+from trainables.calibration import calibrate
 from trainables.params import LOOP_PARAMS
 
 # Fixed costs where none were measured on this machine (contrasweep.run.fixed_costs measures them
@@ -141,8 +145,6 @@ def concurrency(sweep: Sweep, available: dict[str, float]) -> int:
 def available_resources(address: str | None) -> dict[str, float]:
     """This machine's CPUs and GPUs as a local sweep's Ray gets them, or the cluster's."""
     if address:
-        from contrasweep.run.ray_start import init_ray
-
         import ray
 
         was_up = ray.is_initialized()  # a Ray this process had before is its owner's to end
@@ -152,7 +154,6 @@ def available_resources(address: str | None) -> dict[str, float]:
         finally:
             if not was_up:
                 ray.shutdown()
-    from contrasweep.run.checks import _local_gpus
 
     return {"CPU": float(os.cpu_count() or 1), "GPU": float(_local_gpus())}
 
@@ -295,9 +296,6 @@ def quiet() -> None:
 
 def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
     """``trainables.calibration`` on the sweep's first trial and its data variant."""
-    from contrasweep.data import load_splits
-    from trainables.calibration import calibrate
-
     config = trial_configs(sweep)[0]
     trial = plan_of(config, SweepStatic.of(sweep))
     hp = {k: v for k, v in trial.hp.items() if k != DATA_KEY}
@@ -313,8 +311,6 @@ def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
 
 def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where: str) -> list[str]:
     """The plan as the console prints it."""
-    from contrasweep.console.summary import human
-
     c = found.calibration
     resources = ", ".join(f"{v:g} {k}" for k, v in available.items() if v) or "no resources"
     return [

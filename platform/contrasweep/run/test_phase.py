@@ -28,14 +28,18 @@ from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
+from contrasweep.spec.text import counted
+from contrasweep.tracking.artifacts import Artifacts
+from contrasweep.tracking.kept import keep_models, kept_groups
 from contrasweep.tracking.selection import Selection
 from contrasweep.tracking.store import get_client
 from contrasweep.tracking.tested import Due, TestRecord
+from trainables.checkpoints import StateFolder, best_name
 
 
 def evaluate_task(state_dir: str | None, best_epoch: int | None, files: dict | None, data: dict, use_gpu: bool) -> dict:
     """In a Ray worker: one repeat's ``test/*`` (``trainables.test_split.evaluate_trial``)."""
-    from trainables.test_split import evaluate_trial
+    from trainables.test_split import evaluate_trial  # torch: in the evaluation task only
 
     return evaluate_trial(state_dir, best_epoch, files, data, use_gpu)
 
@@ -79,9 +83,6 @@ def keep(record: TestRecord, static: SweepStatic, sweep: Sweep, chosen: list) ->
     """The MLflow models of what a report shows and of the ``tracking.keep_models`` best
     configurations of each setting (``contrasweep.tracking.kept``), over the groups the plan read;
     the summary says how many were kept and which weights were gone."""
-    from contrasweep.tracking.artifacts import Artifacts
-    from contrasweep.tracking.kept import keep_models, kept_groups
-
     groups = kept_groups(chosen, record.found, sweep.objective.metric, sweep.objective.mode,
                          static.keep_models)
     keep_models(Artifacts(record.client, record.state, static), record.state, groups)
@@ -95,7 +96,6 @@ def evaluate_due(record: TestRecord, due: list[Due], static: SweepStatic, refs: 
         return 0
     res = static.resources
     task = ray.remote(evaluate_task).options(num_cpus=res.cpu, num_gpus=res.gpu, max_retries=1)
-    from contrasweep.spec.text import counted
 
     print(f"[contrasweep] evaluating the test split: {counted(len(due), 'repeat')} of "
           f"{counted(configurations, 'configuration')} (each setting's selected one and its sensitivity slices; "
@@ -136,8 +136,6 @@ def evaluate_due(record: TestRecord, due: list[Due], static: SweepStatic, refs: 
 def weights_of(record: TestRecord, item: Due, uri: str) -> tuple[str | None, dict | None]:
     """(the state folder holding the repeat's best folder, None), or (None, its weights as the
     MLflow model keeps them), or (None, None)."""
-    from trainables.checkpoints import StateFolder, best_name
-
     folder = here(item.state_dir) if item.state_dir else None
     if folder and item.best_epoch and StateFolder(folder).has(best_name(int(item.best_epoch))):
         return folder, None

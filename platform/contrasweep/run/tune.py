@@ -20,19 +20,23 @@ from pathlib import Path
 
 from contrasweep import console
 from contrasweep.console.progress import Progress
+from contrasweep.console.summary import resume_line
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_state
+from contrasweep.folder.cleanup import reclaim
+from contrasweep.folder.record import TrackingState
 from contrasweep.run import recovery, sweep_plan, test_phase
 from contrasweep.run.checks import check_against_encoder, check_services
 from contrasweep.run.executor import make_trainable, torch_threads_env
 from contrasweep.run.inputs import (data_notes, load_sweep, prepare_data, prepare_sts, put_data, reported_line, rows_line,
                                     sweep_static)
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
+from contrasweep.run.shipping import local_files_of
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
-from contrasweep.tracking.store import default_tracking_uri
+from contrasweep.tracking.store import default_tracking_uri, store_errors, store_line
 from contrasweep.tracking.tracker import MlflowTracker
 from trainables.storage import display
 
@@ -208,7 +212,6 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
     static = sweep_static(sweep, sweep_dir, prepared, files)
     console.attach_log(sweep_dir.path)
-    from contrasweep.console.summary import resume_line
 
     print(resume_line(sweep_dir.path, name), file=sys.stderr, flush=True)  # what is done, what goes on from where
     recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
@@ -230,9 +233,6 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
     ended every trial, then record how the sweep ended: ``finished`` only after both. An MLflow
     failure mid-sweep (the tracker stopped Tune for it) is one line: the sweep is interrupted
     and resumable."""
-    from contrasweep.folder.record import TrackingState
-    from contrasweep.tracking.store import store_errors, store_line
-
     try:  # its run config names Tune's loggers (run_config): Tune's automatic ones stay off
         with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}):
             results = tuner.fit()
@@ -254,8 +254,6 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
             raise
     sweep_dir.update_meta(status=status, trials=len(results), errors=len(errors))
     if status == "finished":  # nothing resumes it any more: its resume states go (contrasweep.folder.cleanup)
-        from contrasweep.folder.cleanup import reclaim
-
         reclaim(sweep_dir)
     sweep_storage.mirror(sweep_dir.storage, sweep_dir.path)
     if store_error:
@@ -297,7 +295,6 @@ def shipped_files(sweep: Sweep, address: str | None) -> list[str]:
     workers have the project installed)."""
     if not (address or os.environ.get("RAY_ADDRESS")) or sweep.ship != "code":
         return []
-    from contrasweep.run.shipping import local_files_of
 
     return local_files_of(sweep)
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from contrasweep.spec.identity import GroupKey
+from contrasweep.spec.static import SweepStatic
+
 
 class GridSearch:
     name = "grid"
@@ -40,8 +43,5 @@ class GridSearch:
 
     def group_sizes(self, sweep) -> dict[str, int]:
         """Trials per repeat group, counted on the grid (a ``--smoke-test`` grid may cut a group short)."""
-        from contrasweep.spec.identity import GroupKey
-        from contrasweep.spec.static import SweepStatic
-
         key = GroupKey(SweepStatic.of(sweep))
         return dict(Counter(key({"hp": trial}) for trial in sweep.grid_trials()))

@@ -35,7 +35,9 @@ import numpy as np
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from contrasweep.folder.relocation import here
 from contrasweep.spec.objective import Objective
+from contrasweep.tracking import ledger
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +116,6 @@ class MovableFIFO(FIFOScheduler):
         return state
 
     def __setstate__(self, state):
-        from contrasweep.folder.relocation import here
-
         if state.get("tracking_file"):
             state["tracking_file"] = here(state["tracking_file"])  # the sweep folder may have moved
         self.__dict__.update(state)
@@ -123,8 +123,6 @@ class MovableFIFO(FIFOScheduler):
 
     def on_trial_add(self, tune_controller, trial: Trial):
         import copy
-
-        from contrasweep.folder.relocation import here
 
         storage = getattr(trial, "storage", None)
         if storage is not None and here(storage.storage_fs_path) != storage.storage_fs_path:
@@ -137,8 +135,6 @@ class MovableFIFO(FIFOScheduler):
     def settle(self, tune_controller) -> None:
         """Before any trial starts: end the finished ones, mark the new ones for Tune's save
         (``save_if_unsaved`` makes it, once the trial to start is chosen and named)."""
-        from contrasweep.tracking import ledger
-
         if self._finished is None:
             self._finished = ledger.finished(getattr(self, "tracking_file", None))
         for trial in tune_controller.get_trials():
@@ -227,8 +223,6 @@ class GroupASHA(MovableFIFO):
         return state
 
     def __setstate__(self, state):
-        from contrasweep.folder.relocation import here
-
         state["state_path"] = here(state["state_path"])  # the sweep folder may have moved
         super().__setstate__(state)
 

@@ -12,6 +12,9 @@ Optuna (inside its methods).
 """
 
 from __future__ import annotations
+from contrasweep.search.warm_start import startup_trials, warm_points
+from contrasweep.spec.domains import as_spec
+from contrasweep.spec.sweep import reported_point
 
 
 EXTENSION_SEED_STEP = 7919  # a sampler's seed moves by this much per extension of its sweep
@@ -28,8 +31,6 @@ class OptunaSearch:
         the sweep's first start-up suggestions a second time."""
         import optuna
 
-        from contrasweep.search.warm_start import startup_trials
-
         seed = sweep.seeds[0] + EXTENSION_SEED_STEP * extension
         if len(sweep.metric) > 1:
             return optuna.samplers.NSGAIISampler(seed=seed)
@@ -40,8 +41,7 @@ class OptunaSearch:
         return dict(sweep.fixed)
 
     def search_alg(self, sweep, sweep_dir, live: int):
-        from contrasweep.search.study_search import build
-        from contrasweep.search.warm_start import warm_points
+        from contrasweep.search.study_search import build  # Ray Tune: plan and the console count without it
 
         warm = warm_points(sweep, sweep_dir.path.parent) if sweep.warm_start else []
         extension = len(sweep_dir.meta().get("extensions", []))
@@ -58,9 +58,6 @@ class OptunaSearch:
         the fixed and reported values, then each searched key's values (a choice's options,
         every integer of a ``randint`` or ``quniform`` range, a continuous domain's bounds) with
         the others at that base."""
-        from contrasweep.spec.domains import as_spec
-        from contrasweep.spec.sweep import reported_point
-
         # a searched key not reported starts at its first value, never at the method's default
         # (which the searcher may never suggest)
         first = {key: domain.first() for key, domain in sweep.domains.items()}

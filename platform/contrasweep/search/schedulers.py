@@ -10,13 +10,14 @@ May import: ``contrasweep.search.group_asha``, ``contrasweep.spec``.
 """
 
 from __future__ import annotations
+from contrasweep.spec.identity import GroupKey
 
 
 class NoScheduler:
     name = "none"
 
     def build(self, sweep, sweep_dir, group_sizes, static):
-        from contrasweep.search.group_asha import MovableFIFO
+        from contrasweep.search.group_asha import MovableFIFO  # Ray Tune: plan and the console never need it
 
         return MovableFIFO(sweep_dir.path / "tracking.json")  # what finished (contrasweep.tracking.ledger)
 
@@ -38,7 +39,6 @@ class GroupAshaScheduler:
     def build(self, sweep, sweep_dir, group_sizes, static):
         """``static``: the sweep's fixed part (``contrasweep.spec.static``), whose repeat groups it ranks."""
         from contrasweep.search.group_asha import GroupASHA
-        from contrasweep.spec.identity import GroupKey
 
         return GroupASHA(
             metric=sweep.objective.metric,

@@ -39,7 +39,9 @@ from ray.tune.search import Searcher
 from contrasweep.folder.relocation import here_uri
 from contrasweep.search.warm_start import WARM_ATTR, warm_trials
 from contrasweep.spec.objective import objectives
+from contrasweep.spec.sweep import reported_point
 from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
+from trainables.params import LOOP_PARAMS, as_text
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +118,7 @@ class StudySearcher(Searcher):
     def _open(self) -> None:
         import optuna
 
-        from contrasweep.search.study_storage import StudyStorage
+        from contrasweep.search.study_storage import StudyStorage  # Optuna: once, where the study opens
 
         directions = [o.direction for o in objectives(self.metrics, self.modes)]
         self._storage = StudyStorage(self.storage_url)
@@ -251,9 +253,6 @@ def _nanmean(values: list) -> float:
 
 def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | None = None) -> StudySearcher:
     """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.search.optuna_search``)."""
-    from contrasweep.spec.sweep import reported_point
-    from trainables.params import LOOP_PARAMS, as_text
-
     reported = reported_point(sweep)
     return StudySearcher(
         distributions(sweep.domains), sweep.metric, sweep.mode, sampler,

@@ -30,7 +30,10 @@ from pathlib import Path
 
 from contrasweep.errors import UserError
 from contrasweep.folder import sweeps
+from contrasweep.folder.record import TrackingState
 from contrasweep.spec.sweep import Sweep
+from contrasweep.tracking.aggregate import groups
+from contrasweep.tracking.store import default_tracking_uri
 from trainables.params import as_text
 
 WARM_ATTR = "warm_start"  # a study trial's user attribute: the sweep it was taken from
@@ -99,10 +102,6 @@ def points(sweep: Sweep, groups: list, name: str) -> list[dict]:
 
 def warm_points(sweep: Sweep, root: Path) -> list[dict]:
     """The points of every sweep ``sweep.warm_start`` names (see the module docstring)."""
-    from contrasweep.tracking.aggregate import groups
-    from contrasweep.folder.record import TrackingState
-    from contrasweep.tracking.store import default_tracking_uri
-
     out = []
     for name in sweep.warm_start:
         other = sweeps.open_existing(root, name)

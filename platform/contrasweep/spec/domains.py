@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from contrasweep.errors import SpecError
-from trainables.params import Param
+from trainables.params import Param, as_text
 
 # a domain with at most this many values is checked value by value, a larger one at its bounds
 CHECKED_VALUES = 1000
@@ -48,7 +48,6 @@ class Range:
 
     def check(self, where: str, key: str, args: list, param: Param) -> None:
         """What this kind of range asks beyond ``low < high`` (none here)."""
-
     def args(self) -> list:
         return [self.low, self.high]
 
@@ -162,8 +161,6 @@ class Choice:
 
     def distribution(self):
         from optuna.distributions import CategoricalDistribution
-
-        from trainables.params import as_text
 
         return CategoricalDistribution([as_text(v) for v in self.options])
 

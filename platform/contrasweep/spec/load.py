@@ -3,7 +3,6 @@ validated into a ``Sweep``. Every number is coerced and range-checked here, wher
 and every error is one line naming the bad value and what is allowed.
 
 Layout of a spec::
-
     name: ce-demo                   # optional: the sweep's name (default: file stem + time)
     method: ce                      # a name in trainables.registry
     paper: {title: ..., where: ...} # provenance, logged with the sweep
@@ -31,8 +30,14 @@ from pathlib import Path
 
 import yaml
 
+from contrasweep.data import DataConfig
+from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel
+from contrasweep.data.sts import check_source
 from contrasweep.errors import SpecError
+from contrasweep.spec.axes import expand
 from contrasweep.spec.domains import Domain, as_spec, parse_domain
+from contrasweep.spec.paths import absolute_paths
+from contrasweep.spec.smoke import TRIALS, smoke_raw
 from contrasweep.spec.sweep import (
     ASHA_PARAMS, ENCODER_PARAMS, MODES, NAME_RE, RESOURCE_PARAMS, SCHEDULERS, SEARCHERS, SHIP_MODES, SWEEP_PARAMS,
     TEST_MODES, TOP_KEYS, Sweep, all_params,
@@ -98,7 +103,6 @@ def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke
         raise SpecError(f"spec file {str(path)!r} is not valid YAML{where}; allowed: a YAML mapping") from None
     if not isinstance(raw, dict):
         raise SpecError(f"spec file {str(path)!r} must hold a YAML mapping with keys {', '.join(TOP_KEYS)}")
-    from contrasweep.spec.paths import absolute_paths
 
     absolute_paths(raw, path.parent)  # the spec's own relative paths: from its folder
     for item in overrides or []:
@@ -106,7 +110,6 @@ def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke
     absolute_paths(raw, Path.cwd())  # --set ones: from the working directory, as the shell's
     if not smoke:
         return validate(raw)
-    from contrasweep.spec.smoke import TRIALS, smoke_raw
 
     smoke_raw(raw)
     sweep = validate(raw)
@@ -186,10 +189,6 @@ def _mapping(raw: dict, key: str) -> dict:
 def _data(section: dict, method_cls) -> tuple[dict, list]:
     """The data section and its variants (one per combination of list-valued axes, each
     validated on its own: a bad combination is a one-line error before anything runs)."""
-    from contrasweep.data import DataConfig
-    from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel
-    from contrasweep.spec.axes import expand
-
     kind = "multi" if is_multilabel(section) else "single"
     if kind != method_cls.label_kind:
         takes = [n for n in method_names() if declaration(n).label_kind == kind]
@@ -209,8 +208,6 @@ def _evaluation(section: dict) -> dict:
     """``sts``: STS pairs; ``test``: which trials evaluate the test split (``TEST_MODES``:
     ``reported``, the default, after selection for what the report shows; ``all``, every
     complete trial after its last epoch)."""
-    from contrasweep.data.sts import check_source
-
     unknown = sorted(set(section) - {"sts", "test"})
     if unknown:
         raise SpecError(f"unknown key evaluation.{unknown[0]}; allowed: evaluation.sts, evaluation.test")

@@ -33,6 +33,7 @@ import numpy as np
 
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking.store import GROUP_TAG, OUTCOME_TAG, get_client, trial_runs
+from trainables.params import LOOP_PARAMS
 
 
 @dataclass
@@ -96,8 +97,6 @@ def groups_of(runs: list) -> list[Group]:
 
 def ran_every_epoch(last_epoch: int, hp: dict) -> bool:
     """Whether a trial that reached ``last_epoch`` trained its whole budget (``hp["epochs"]``)."""
-    from trainables.params import LOOP_PARAMS
-
     return int(last_epoch) >= int(hp.get("epochs", LOOP_PARAMS["epochs"].default))
 
 

@@ -5,8 +5,8 @@ state goes and its best weights stay, to be logged as its MLflow model ``model/`
 ``tracking.keep_models: all`` they are logged now; a stopped trial's folder goes, it is never
 selected nor resumed), and the repair of artifacts the store lost (the parent's files, each
 logged model, re-logged from the folders the sweep keeps). A model that cannot be built (a
-data variant without label names; an encoder folder without ``config.json``) is one line, and the weights are logged as plain files under
-``best_checkpoint/`` as before.
+data variant without label names; an encoder folder without ``config.json``) is one line, and
+the weights are logged as plain files under ``best_checkpoint/``.
 
 May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.store``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``,
@@ -19,11 +19,14 @@ import os
 import sys
 from pathlib import Path
 
-from contrasweep.folder.relocation import here
 from contrasweep.folder.record import MODEL_LOGGED, TrackingState
+from contrasweep.folder.relocation import here
 from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
+from trainables.checkpoints import (
+    LEGACY_WEIGHTS_FILE, META_FILE, STATE_DIR, WEIGHTS_FILE, best_of_trial, finish_state, remove_state)
+from trainables.storage import join
 
 
 class Artifacts:
@@ -39,9 +42,6 @@ class Artifacts:
     def state_dir(self, trial) -> str | None:
         """The trial's state folder on the sweep's storage (a path or a URI: Tune's ``trial.path``
         is a path inside the storage's file system, without its scheme)."""
-        from trainables.checkpoints import STATE_DIR
-        from trainables.storage import join
-
         folder = getattr(trial, "path", None)
         if not folder:
             return None
@@ -53,16 +53,12 @@ class Artifacts:
         folder = entry.get("state_dir")
         folder = here(folder) if folder else None
         if folder and entry["outcome"] == "complete":
-            from trainables.checkpoints import best_of_trial, finish_state
-
             best = best_of_trial(folder, entry["best_epoch"]) if entry.get("best_epoch") else None
             if best is not None and self.keep_models == "all":
                 self.log_checkpoint(entry, best)
                 entry["model"] = MODEL_LOGGED  # contrasweep.tracking.kept
             finish_state(folder)  # the older resume state is never restored now
         if folder and entry["outcome"] == "stopped":  # never selected, never resumed: its weights and states go
-            from trainables.checkpoints import remove_state
-
             remove_state(folder)
         return folder
 
@@ -71,8 +67,7 @@ class Artifacts:
         plain files (``best_checkpoint/``) where no model can be built."""
         import tempfile
 
-        from contrasweep.tracking.model_flavor import build_model
-        from trainables.checkpoints import META_FILE, WEIGHTS_FILE
+        from contrasweep.tracking.model_flavor import build_model  # MLflow models, pandas: only where one is logged
 
         if path is None:
             return
@@ -105,8 +100,6 @@ class Artifacts:
     def repair(self, parent_run_id: str, spec: dict, texts: dict[str, str]) -> int:
         """Re-log the parent's files and each complete trial's best checkpoint where the
         artifact store lost them (e.g. ``mlartifacts/`` removed); returns how many files."""
-        from trainables.checkpoints import best_of_trial
-
         repaired = 0
         have = {f.path for f in self.client.list_artifacts(parent_run_id)}
         for name, text in {"spec.yaml": spec_yaml(spec), **texts}.items():
@@ -131,8 +124,6 @@ class Artifacts:
 def logged_weights(client, run_id: str) -> str | None:
     """The artifact folder holding the run's best weights: its model's checkpoint, or the plain
     files of a run without a model; None when neither is in the store."""
-    from trainables.checkpoints import LEGACY_WEIGHTS_FILE, WEIGHTS_FILE
-
     for folder in (CHECKPOINT_IN_MODEL, CHECKPOINT_PATH):
         if any(f.path.endswith((WEIGHTS_FILE, LEGACY_WEIGHTS_FILE)) for f in client.list_artifacts(run_id, folder)):
             return folder

@@ -10,6 +10,7 @@ from typing import Any
 
 from contrasweep.spec.axes import short_value
 from contrasweep.spec.sweep import GRID, exact_grid
+from contrasweep.tracking.store import KIND_TAG
 
 NOTE_TAG = "mlflow.note.content"
 
@@ -38,8 +39,6 @@ def dataset_input(variant):
 
 def sweep_tags(spec: dict, sweep_name: str) -> dict[str, str]:
     """Tags of the parent run, so the experiment's run list can be filtered by them."""
-    from contrasweep.tracking.store import KIND_TAG
-
     data, sweep = spec.get("data", {}), spec.get("sweep", {})
     metric = sweep.get("metric", "")
     return {

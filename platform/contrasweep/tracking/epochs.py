@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from contrasweep.spec.objective import Objective
 from contrasweep.folder.record import TrackingState
+from contrasweep.spec.objective import Objective
+from contrasweep.spec.trial import plan_of
+from contrasweep.tracking.aggregate import ran_every_epoch
 from contrasweep.tracking.rows import metric_entity, numeric, step_series
+from contrasweep.tracking.runs_view import BEST_TRIAL_PREFIX, ENDED_KEY
 from contrasweep.tracking.store import store_errors
+from trainables.params import LOOP_PARAMS
 
 BATCH = 1000  # MLflow takes at most 1000 metrics a batch
 
@@ -74,8 +78,6 @@ class EpochLog:
         """The sweep run's live numbers, so that its row in the runs table means something
         before the sweep ends: trials ended so far and the best trial's value of the objective
         (step: trials ended)."""
-        from contrasweep.tracking.runs_view import BEST_TRIAL_PREFIX, ENDED_KEY
-
         metrics = [metric_entity(ENDED_KEY, len(ended), step=len(ended))]
         values = [e["best_value"] for e in ended if e.get("best_value") is not None]
         if values:
@@ -89,15 +91,10 @@ def outcome(trial, entry: dict, status: str, static) -> str:
     ended it early: never counted as a finished repeat) or failed."""
     if status != "FINISHED":
         return "failed"
-    from contrasweep.spec.trial import plan_of
-    from contrasweep.tracking.aggregate import ran_every_epoch
 
     return "complete" if ran_every_epoch(entry.get("last_epoch", 0), plan_of(trial.config, static).hp) else "stopped"
 
 
 def planned_epochs(trial, static) -> int | None:
     """The epochs a trial trains when not stopped (its own ``epochs`` or the loop's default)."""
-    from contrasweep.spec.trial import plan_of
-    from trainables.params import LOOP_PARAMS
-
     return plan_of(trial.config, static).hp.get("epochs", LOOP_PARAMS["epochs"].default)

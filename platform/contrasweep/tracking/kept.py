@@ -24,6 +24,7 @@ from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING, TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.tracking.aggregate import Group, best_groups
 from contrasweep.tracking.artifacts import Artifacts, logged_weights
+from trainables.checkpoints import best_of_trial
 
 
 def kept_groups(chosen: list[Group], found: list[Group], metric: str, mode: str, keep_models: int | str) -> list[Group]:
@@ -37,8 +38,6 @@ def kept_groups(chosen: list[Group], found: list[Group], metric: str, mode: str,
 def keep_models(artifacts: Artifacts, state: TrackingState, groups: list[Group]) -> None:
     """Every complete repeat of ``groups`` with an MLflow model: logged from its state folder
     where it has none yet, marked missing where its weights are gone (the summary counts both)."""
-    from trainables.checkpoints import best_of_trial
-
     by_run = {e["run_id"]: (tid, e) for tid, e in state.trials.items()}
     kept = []
     for group in groups:

@@ -29,6 +29,10 @@ import mlflow.pyfunc
 import pandas as pd
 
 from contrasweep.tracking.store import MODEL_PATH
+from trainables.checkpoints import META_FILE, UNREAD_WEIGHTS, WEIGHTS_FILE
+from trainables.encoder_names import resolve_model_path
+from trainables.outputs import output_columns
+from trainables.registry import declaration
 
 SENTENCE_TRANSFORMER = "sentence_transformer"  # in a representation method's model: artifacts/<this>
 # the encoder folder's files a model needs besides the weights: its architecture and tokenizer
@@ -45,7 +49,7 @@ class ContrasweepModel(mlflow.pyfunc.PythonModel):
     """``predict(DataFrame[text(, text_pair)])`` → one row per input (see the module docstring)."""
 
     def load_context(self, context):
-        from trainables.inference import Predictor
+        from trainables.inference import Predictor  # torch: in the serving process only
 
         info = json.loads(Path(context.artifacts["info"]).read_text())
         self.predictor = Predictor(context.artifacts["checkpoint"], context.artifacts["encoder"], info)
@@ -59,8 +63,6 @@ class ContrasweepModel(mlflow.pyfunc.PythonModel):
 def signature(info: dict, kind: str):
     from mlflow.models import ModelSignature
     from mlflow.types.schema import Array, ColSpec, DataType, Schema
-
-    from trainables.outputs import output_columns  # torch-free: the driver writes every signature
 
     types = {"string": DataType.string, "double": DataType.double, "list<string>": Array(DataType.string),
              "list<float>": Array(DataType.float)}
@@ -84,8 +86,6 @@ def requirements() -> list[str]:
 def encoder_files(source: str, into: Path) -> Path:
     """The encoder folder's architecture and tokenizer files (never its weights; the fast
     tokenizer's ``tokenizer.json`` without the slow one's vocabulary) in ``into``."""
-    from trainables.encoder_names import resolve_model_path
-
     folder = Path(resolve_model_path(source))
     into.mkdir(parents=True)
     fast = (folder / "tokenizer.json").is_file()
@@ -111,8 +111,6 @@ def served_weights(source: Path, target: Path) -> None:
     or numpy cannot hold its dtype (bf16): every weight is kept then."""
     from safetensors.numpy import load_file, save_file
 
-    from trainables.checkpoints import UNREAD_WEIGHTS
-
     try:
         weights = load_file(str(source))
     except (TypeError, ValueError, KeyError):
@@ -127,9 +125,6 @@ def served_weights(source: Path, target: Path) -> None:
 def build_model(tmp: Path, best: Path, info: dict, encoder: str, method: str) -> Path:
     """An MLflow pyfunc model of the best folder ``best`` in ``tmp/model`` (logged by the
     caller as the trial run's ``model/``)."""
-    from trainables.checkpoints import META_FILE, WEIGHTS_FILE
-    from trainables.registry import declaration
-
     kind = declaration(method).serving_output  # torch-free for the built-in methods
     staged = tmp / "checkpoint"
     staged.mkdir(parents=True)
@@ -161,8 +156,6 @@ def sentence_transformer(best: Path, encoder_dir: Path, into: Path, max_length: 
     ``mean``, trainables.encoder.pool) and truncation at ``max_length``. The weights are read and
     written with safetensors' numpy API (the driver never imports torch for this)."""
     from safetensors.numpy import load_file, save_file
-
-    from trainables.checkpoints import META_FILE, WEIGHTS_FILE
 
     pooling = json.loads((best / META_FILE).read_text())["config"].get("encoder", {}).get("pooling", "mean")
     prefix = "encoder.backbone."

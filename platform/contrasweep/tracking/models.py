@@ -16,7 +16,7 @@ import json
 import re
 
 from contrasweep.tracking.artifacts import logged_weights
-from contrasweep.tracking.store import CHECKPOINT_PATH, MODEL_PATH
+from contrasweep.tracking.store import CHECKPOINT_PATH, MODEL_PATH, get_client
 from trainables.errors import UserError
 
 SETTING_TAG = "contrasweep.setting"
@@ -83,8 +83,6 @@ def download(tracking_uri: str, model_version) -> str:
     registry client would look the model up under the global registry URI, not ``tracking_uri``)."""
     import mlflow
 
-    from contrasweep.tracking.store import get_client
-
     folder = logged_weights(get_client(tracking_uri), model_version.run_id) or CHECKPOINT_PATH
     return mlflow.artifacts.download_artifacts(run_id=model_version.run_id, artifact_path=folder,
                                                tracking_uri=tracking_uri)
@@ -92,13 +90,11 @@ def download(tracking_uri: str, model_version) -> str:
 
 def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> str:
     """A local folder holding the checkpoint of ``name`` at ``version`` (see ``resolve``)."""
-    from contrasweep.tracking.store import get_client
-
     return download(tracking_uri, resolve(get_client(tracking_uri), name, version))
 
 
 def load_registered(tracking_uri: str, name: str, version: str | None = None):
     """The registered method, rebuilt by ``trainables.loop.load_trained`` (eval mode, CPU)."""
-    from trainables.loop import load_trained
+    from trainables.loop import load_trained  # torch and transformers: only where a model is loaded
 
     return load_trained(checkpoint_dir(tracking_uri, name, version))

@@ -24,6 +24,9 @@ import socket
 from importlib import metadata
 from pathlib import Path
 
+import contrasweep
+from contrasweep.tracking.rows import spec_yaml
+
 PACKAGES = ("torch", "transformers", "ray", "mlflow", "optuna", "contrasweep")
 VERSION_TAG = "contrasweep.version."  # + python or a package name
 SPEC_SHA_TAG = "contrasweep.spec_sha256"
@@ -43,8 +46,6 @@ def versions() -> dict[str, str]:
 
 
 def source_tree() -> Path:
-    import contrasweep
-
     return Path(contrasweep.__file__).resolve().parent
 
 
@@ -74,8 +75,6 @@ def provenance_tags(spec: dict) -> dict[str, str]:
     """The tags every run of a sweep started by this process carries."""
     from mlflow.tracking.context.git_context import GitRunContext
     from mlflow.tracking.context.registry import resolve_tags
-
-    from contrasweep.tracking.rows import spec_yaml
 
     tags = dict(resolve_tags(ignore=[GitRunContext]))
     tags.update(git_tags(source_tree()))

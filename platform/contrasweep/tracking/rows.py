@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from contrasweep.tracking.store import error_line
+from trainables.phase_progress import STEP_METRICS
+from trainables.storage import display
 
 
 def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
@@ -35,8 +37,6 @@ def numeric(result: dict) -> dict[str, float]:
 
 
 def step_series(result: dict) -> dict[str, list]:
-    from trainables.phase_progress import STEP_METRICS
-
     nested = result.get(STEP_METRICS)
     if isinstance(nested, dict):
         return nested
@@ -85,8 +85,6 @@ def failure_tags(trial) -> dict[str, str]:
 def spec_yaml(spec: dict) -> str:
     """The spec as logged to MLflow: a secret key in ``sweep.storage`` masked."""
     import yaml
-
-    from trainables.storage import display
 
     storage = (spec.get("sweep") or {}).get("storage")
     if isinstance(storage, str) and display(storage) != storage.partition("?")[0]:

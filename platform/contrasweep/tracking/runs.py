@@ -16,9 +16,14 @@ import json
 import sys
 from pathlib import Path
 
-from contrasweep.spec.identity import key_of
-from contrasweep.spec.static import SweepStatic
 from contrasweep.folder.record import TrackingState
+from contrasweep.spec.identity import config_run_name, identify, key_of, run_name, tags
+from contrasweep.spec.static import SweepStatic
+from contrasweep.spec.sweep import hp_defaults
+from contrasweep.tracking.aggregate import groups_of, summary
+from contrasweep.tracking.describe import NOTE_TAG, dataset_input, sweep_description, sweep_tags
+from contrasweep.tracking.provenance import UI_TAGS
+from contrasweep.tracking.reattach import rebuild
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
 from contrasweep.tracking.store import CONFIG_KEY_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG
 
@@ -45,8 +50,6 @@ class RunTree:
         self.run_provenance = dict(self.provenance)  # set by open_parent / reopen
 
     def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
-        from contrasweep.tracking.provenance import UI_TAGS
-
         self.run_provenance = {k: v for k, v in self.provenance.items() if k in UI_TAGS or sweep_run_tags.get(k) != v}
 
     @property
@@ -56,8 +59,6 @@ class RunTree:
     # -- the sweep run ------------------------------------------------------------------
     def open_parent(self, experiment_id: str, spec: dict, params: dict, texts: dict[str, str]) -> str:
         """The sweep's run: created with its description, params, spec and data statistics."""
-        from contrasweep.tracking.describe import NOTE_TAG, sweep_description, sweep_tags
-
         run = self.client.create_run(experiment_id, run_name=self.sweep_name, tags={
             **self.provenance, **sweep_tags(spec, self.sweep_name), NOTE_TAG: sweep_description(spec, self.sweep_name)})
         parent = run.info.run_id
@@ -85,8 +86,6 @@ class RunTree:
     def reattach(self, experiment_id: str, sweep_dir: Path, metric: str, mode: str) -> None:
         """No ``tracking.json`` (deleted, or lost with a disk): the sweep's runs in MLflow, found
         by their tags, become its content again (``contrasweep.tracking.reattach``)."""
-        from contrasweep.tracking.reattach import rebuild
-
         created = None
         meta_file = Path(sweep_dir) / "sweep.json"
         if meta_file.exists():
@@ -121,9 +120,6 @@ class RunTree:
         return entry["run_id"]
 
     def _new_trial_run(self, trial, key: str) -> dict:
-        from contrasweep.spec.identity import identify, run_name, tags
-        from contrasweep.tracking.describe import dataset_input
-
         identity = identify(trial.config, self.static)  # the one decoding of the trial's config
         name = run_name(identity, self.static)
         run = self.client.create_run(
@@ -148,8 +144,6 @@ class RunTree:
 
     def _config_run(self, identity) -> str:
         """The configuration run of a repeat group, made when its first repeat starts."""
-        from contrasweep.spec.identity import config_run_name, tags
-
         configs = self.state.data.setdefault("configs", {})
         if identity.group not in configs:
             own = {k: v for k, v in tags(identity, self.static.method).items() if k in CONFIG_RUN_TAGS}
@@ -168,8 +162,6 @@ class RunTree:
     def _trial_params(self, identity) -> dict:
         """Every value the trial trains with (defaults, the repeat's seed and its torch threads
         included) and its data."""
-        from contrasweep.spec.sweep import hp_defaults
-
         method = self.static.method
         return {"method": method, "hp": {**hp_defaults(method), **identity.plan.hp}, "data": identity.variant.data}
 
@@ -193,8 +185,6 @@ class RunTree:
 
     def close_group(self, group: str | None) -> None:
         """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
-        from contrasweep.tracking.aggregate import groups_of, summary
-
         config_run = self.state.data.get("configs", {}).get(group)
         members = [e for e in self.state.trials.values() if e.get("group") == group]
         if config_run is None or len(members) < self.group_size(group) or any("status" not in e for e in members):

@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import time
 
+from contrasweep.tracking.aggregate import selection_key
+
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 TRAINING_KIND = "custom_model_development"
 VIEW_PREFIX = "mlflow.sharedViewState."
@@ -57,8 +59,6 @@ def run_url(base: str, experiment_id: str, run_id: str) -> str:
 def _keys(metric: str) -> list[str]:
     """A trial's numbers for objective ``metric``: its selection key and, for a validation
     metric, the test metric of the same name (``contrasweep.tracking.aggregate``)."""
-    from contrasweep.tracking.aggregate import selection_key
-
     test = ["test/" + metric.removeprefix("val/")] if metric.startswith("val/") else []
     return [selection_key(metric)] + test
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from contrasweep.folder.record import TrackingState
 from contrasweep.spec.objective import Objective
+from contrasweep.tracking.aggregate import groups_of, select, selection_key, summary
+from contrasweep.tracking.models import has_checkpoint, register
 from contrasweep.tracking.rows import metric_entity, slug
+from contrasweep.tracking.runs_view import best_config_columns, publish
 from contrasweep.tracking.store import trial_runs
 
 
@@ -26,9 +29,6 @@ class Selection:
     def best_to_parent(self, parent_run_id: str) -> None:
         """The parent run holds each setting's best configuration: its aggregates, and a tag
         naming its run; its best repeat goes into the registry."""
-        from contrasweep.tracking.aggregate import groups_of, select, selection_key, summary
-        from contrasweep.tracking.runs_view import best_config_columns, publish
-
         found = groups_of(trial_runs(self.client, parent_run_id))
         metric = self.metric[len("best/"):] if self.metric.startswith("best/") else self.metric
         configs = self.state.data.get("configs", {})
@@ -49,8 +49,6 @@ class Selection:
         """The best repeat (by its own validation value) of a setting's best configuration into
         the model registry, under the sweep's name; once per setting and run, so a sweep resumed
         after its end registers nothing twice."""
-        from contrasweep.tracking.models import has_checkpoint, register
-
         candidates = [r for r in group.repeats if metric in r["metrics"]]
         if not candidates:
             return

@@ -25,8 +25,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from contrasweep.tracking.aggregate import Group, groups_of, reported, summary
 from contrasweep.folder.record import TrackingState
+from contrasweep.tracking.aggregate import Group, groups_of, reported, summary
+from contrasweep.tracking.artifacts import logged_weights
 from contrasweep.tracking.rows import metric_entity
 from contrasweep.tracking.store import trial_runs
 
@@ -132,8 +133,6 @@ class TestRecord:
         whose state folder no longer has them (dropped when the sweep first finished, before an
         extension chose it); None when the store has none either."""
         import mlflow
-
-        from contrasweep.tracking.artifacts import logged_weights
 
         folder = logged_weights(self.client, run_id)
         if folder is None:

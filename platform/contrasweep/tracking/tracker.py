@@ -23,15 +23,18 @@ from pathlib import Path
 
 from ray.tune import Callback
 
+from contrasweep.errors import UserError
+from contrasweep.folder.record import TrackingState
+from contrasweep.folder.relocation import here
 from contrasweep.folder.tune_state import own_session_uploads
+from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.artifacts import Artifacts
 from contrasweep.tracking.epochs import EpochLog, planned_epochs
 from contrasweep.tracking.epochs import outcome as outcome_of
 from contrasweep.tracking.provenance import provenance_tags
-from contrasweep.folder.record import TrackingState
-from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
+from contrasweep.tracking.runs_view import metric_columns, publish
 from contrasweep.tracking.selection import Selection
 from contrasweep.tracking.store import artifact_root_for, ensure_experiment, get_client, store_errors, store_line
 
@@ -92,8 +95,6 @@ class MlflowTracker(Callback):
         return state
 
     def __setstate__(self, state):
-        from contrasweep.folder.relocation import here
-
         state["sweep_dir"] = Path(here(state["sweep_dir"]))  # the sweep folder may have moved
         if state["static"] is not None and state["static"].trial_storage:
             state["static"] = state["static"].moved(here(state["static"].trial_storage))
@@ -102,8 +103,6 @@ class MlflowTracker(Callback):
     # -- the sweep run ----------------------------------------------------------------------
     def setup(self, **info) -> None:
         import logging
-
-        from contrasweep.errors import UserError
 
         # MLflow logs each database error with its traceback before raising it; store_failed
         # reports it in one line
@@ -117,8 +116,6 @@ class MlflowTracker(Callback):
                             f"{self.sweep_name}`)") from None
 
     def _setup(self) -> None:
-        from contrasweep.tracking.runs_view import metric_columns, publish
-
         self.client = get_client(self.tracking_uri)
         self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
                             provenance_tags(self.spec))

@@ -36,6 +36,7 @@ from contrasweep.data.multilabel.split import split_multilabel
 from contrasweep.data.multilabel.statistics import label_statistics
 from contrasweep.data.prepare import SPLITS, PreparedData, _check_max_length
 from contrasweep.data.sources import HubSource
+from contrasweep.data.tokens import tokenize_splits, tokenizer_identity
 from contrasweep.errors import DataError
 
 TASK = "multilabel"
@@ -109,7 +110,7 @@ def prepare_multilabel(cfg: MultiLabelConfig, tokenizer: str = "default", max_le
     meta = read_marker(final)
     if meta is None:
         splits, names, stats = _splits(cfg, hub)
-        from trainables.encoder import load_tokenizer
+        from trainables.encoder import load_tokenizer  # transformers: only on a cache miss
 
         tokenised = _tokenise(splits, names, load_tokenizer(tokenizer), max_length, key)
         meta = {"format": FORMAT_VERSION, "task": TASK, "label_names": names, "stats": stats, "is_pair": False,
@@ -151,8 +152,6 @@ def _tokenise(splits: dict[str, pa.Table], names: list[str], tokenizer, max_leng
     for the label), then store the labels as a fixed-size multi-hot list per row."""
     from datasets import Dataset, DatasetDict
 
-    from contrasweep.data.tokens import tokenize_splits
-
     plain = {s: pa.table({"text": t["text"], "label": pa.array(np.arange(t.num_rows, dtype=np.int64))}) for s, t in splits.items()}
     tokenised = tokenize_splits(plain, tokenizer, max_length, False, key)
     out = {}
@@ -173,8 +172,6 @@ def _fingerprint(cfg: MultiLabelConfig) -> str:
 
 
 def _tokenizer_identity(name: str) -> str:
-    from contrasweep.data.tokens import tokenizer_identity
-
     return tokenizer_identity(name)
 
 

@@ -41,7 +41,7 @@ def label_statistics(labels, label_names: Sequence[str], head_mass: float | None
     counts = y.sum(axis=0).astype(np.int64)
     per_doc = y.sum(axis=1)
     # imported here: the spec imports this package to check a data section, before torch is needed
-    from trainables.evaluation.multilabel import HEAD_MASS, head_label_mask
+    from trainables.evaluation.multilabel import HEAD_MASS, head_label_mask  # scikit-learn: only here
 
     head_mass = HEAD_MASS if head_mass is None else head_mass
     mask = head_label_mask(counts, head_mass)
