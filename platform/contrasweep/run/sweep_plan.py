@@ -63,7 +63,7 @@ from trainables.calibration import calibrate
 from trainables.params import LOOP_PARAMS
 
 # Fixed costs where none were measured on this machine (contrasweep.run.fixed_costs measures them
-# for `contrasweep plan`; these are its tests' and an earlier day's, README, Performance: "plan's
+# for `contrasweep plan`; these are its tests' and an earlier day's, docs/performance.md, "plan's
 # estimate"): a sweep's own seconds besides its trials (the command's imports, Ray's start, the
 # Tuner, the registry, the summary and the report without t-SNE), a trial process's start (Ray's
 # worker, importing torch and transformers: a slot's first trial), and a trial's own besides its

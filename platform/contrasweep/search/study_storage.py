@@ -1,5 +1,5 @@
 """The Optuna study's storage: ``optuna.db`` next to the sweep (docs/architecture.md,
-"Searchers")."""
+"Resume")."""
 
 from __future__ import annotations
 
