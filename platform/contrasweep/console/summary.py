@@ -12,7 +12,7 @@ from pathlib import Path
 
 from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
-from contrasweep.search.registry import group_sizes
+from contrasweep.search.registry import group_sizes, searcher_of
 from contrasweep.spec.identity import identify
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.text import counted, hp_text, mean_std
@@ -86,7 +86,7 @@ def test_lines(folder: Path, sweep) -> list[str]:
     evaluated, shown = int(tests.get("evaluated", 0)), len(tests.get("reported", []))
     return [f"[contrasweep] test split: {evaluated} evaluation{'' if evaluated == 1 else 's'} after selection, for the "
             f"{shown} repeat{'' if shown == 1 else 's'} a report shows (each setting's selected configuration"
-            f"{' and its sensitivity slices' if sweep.exact_grid else ''}; evaluation.test: reported)"]
+            f"{' and its sensitivity slices' if searcher_of(sweep).reports_slices else ''}; evaluation.test: reported)"]
 
 
 def run_links(folder: Path) -> dict[str, str]:

@@ -21,29 +21,23 @@ import copy
 import json
 import sys
 import time
-from collections import Counter
 
 from contrasweep import console
-from contrasweep.data.config import DataConfig
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, sweeps
 from contrasweep.folder.record import TrackingState
 from contrasweep.run import recovery
 from contrasweep.run.checks import check_services
 from contrasweep.run.inputs import load_sweep
-from contrasweep.search.registry import total_trials
+from contrasweep.search.grid_search import REPEAT_GROWTH, default_of
+from contrasweep.search.registry import SEARCHERS, searcher_of, total_trials
 from contrasweep.spec.axes import REPEAT_AXES, keep_order
-from contrasweep.spec.identity import GroupKey, key_of
 from contrasweep.spec.load import apply_override
-from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.text import counted
-from contrasweep.tracking.aggregate import best_groups, groups_of
 from contrasweep.tracking.rows import spec_yaml
-from contrasweep.tracking.store import OUTCOME_TAG, get_client, trial_runs
+from contrasweep.tracking.store import OUTCOME_TAG, get_client
 
-SETTING_GROWTH = ("data.k", "data.n_total", "data.rho", "data.num_classes")
-REPEAT_GROWTH = ("sweep.seeds", "data.seed", "data.split_seed")
 ALLOWED = ("allowed: supersets of sweep.seeds, data.seed, data.split_seed, data.k, data.n_total, data.rho, "
            "data.num_classes (grid sweeps) or a larger sweep.num_samples (optuna, random sweeps); anything else is a "
            "new sweep (`contrasweep run`)")
@@ -73,46 +67,24 @@ def _spec_values(sweep: Sweep) -> dict:
     return out
 
 
-def _default(key: str):
-    """The value an unset repeat axis has (``contrasweep.data.config.DataConfig``)."""
-    return DataConfig.__dataclass_fields__[key.split(".", 1)[1]].default
-
-
 def check_growth(ran: Sweep, new: Sweep) -> list[str]:
     """The keys an extension grows, from the sweep as it ran (``ran``) and the grown spec,
-    validated (``new``); any change outside what may grow is one ``UserError``."""
-    searcher, ran_samples = ran.searcher, ran.num_samples
+    validated (``new``): each judged by the sweep's searcher (``Searcher.check_growth``); any
+    other change is one ``UserError``."""
+    searcher = searcher_of(ran)
+    growable = {key for other in SEARCHERS.values() for key in other.growth}
     before, after = _spec_values(ran), _spec_values(new)
     grown = []
     for key in dict.fromkeys([*before, *after]):
         was, now = before.get(key), after.get(key)
         if was == now:
             continue
-        if key == "sweep.num_samples" and searcher != "grid":
-            if isinstance(now, bool) or not isinstance(now, int) or now <= ran_samples:
-                raise UserError(f"sweep.num_samples={now!r} is not larger than the {ran_samples} the sweep ran; "
-                                "allowed: a larger number of suggestions")
-            grown.append(key)
-            continue
-        if key in REPEAT_GROWTH + SETTING_GROWTH and searcher == "grid":
-            if key in SETTING_GROWTH and not isinstance(was, list):
-                raise UserError(f"{key}={_show(was)} ran as one value, not as a setting axis, so its trials carry no "
-                                f"setting to grow; allowed: grow sweep.seeds, data.seed or data.split_seed here, or a "
-                                f"new sweep with {key} as a list (`contrasweep run`)")
-            values = was if isinstance(was, list) else (
-                list(ran.seeds) if key == "sweep.seeds" else [_default(key)] if was is None else [was])
-            missing = [v for v in values if not isinstance(now, list) or v not in now]
-            if not isinstance(now, list) or missing:
-                raise UserError(f"{key}={now!r} leaves out {missing} that the sweep ran; allowed: a list holding "
-                                f"every value that ran ({values}) and the new ones")
-            if len(now) > len(values):
+        if key in searcher.growth:
+            if searcher.check_growth(key, was, now, ran):
                 grown.append(key)
             continue
-        if key in REPEAT_GROWTH + SETTING_GROWTH + ("sweep.num_samples",):
-            why = ("a grid runs its exact grid, whatever num_samples says" if key == "sweep.num_samples" else
-                   "its suggestions were told to the Optuna study as the mean over their repeats, and a finished "
-                   "study trial cannot be told again")
-            raise UserError(f"{key} cannot grow in a {searcher} sweep ({why}); {ALLOWED}")
+        if key in growable:
+            raise UserError(f"{key} cannot grow in a {ran.searcher} sweep ({searcher.cannot_grow}); {ALLOWED}")
         raise UserError(f"extend cannot change {key} ({_show(was)} -> {_show(now)}); {ALLOWED}")
     if not grown:
         raise UserError(f"nothing to extend: the overrides add no seed, data value or suggestion; {ALLOWED}")
@@ -143,29 +115,8 @@ def ran_variants(old: Sweep, new: Sweep) -> list[dict]:
         data = dict(variant.data)
         for axis in REPEAT_AXES:
             if axis not in data and axis in new.data:
-                data[axis] = _default(f"data.{axis}")
+                data[axis] = default_of(f"data.{axis}")
         out.append(data)
-    return out
-
-
-def new_grid_trials(new: Sweep, state: dict, found: list, top: int | None, reopened: set | frozenset = frozenset()
-                    ) -> list[dict]:
-    """The extended grid's trials that did not run: repeats of the complete configurations of
-    each setting that ran (``top``: of its ``top`` best by validation mean; groups stopped early
-    or failed get none), and every configuration of a new setting. ``reopened``: the groups an
-    earlier try of the same extension reopened (``grow_again``): they, and no others, get repeats
-    (their group size grew, so they no longer count as complete)."""
-
-    ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again
-    group_of = GroupKey(SweepStatic.of(new))
-    existing = set(state.get("configs", {}))
-    # best first; ties by group key, as the selection breaks them (aggregate.select)
-    keep = {g.group for g in best_groups(found, new.objective.metric, new.objective.mode, top or None)}
-    out = []
-    for trial in new.grid_trials():
-        group = group_of({"hp": trial})
-        if key_of({"hp": trial}) not in ran and (group not in existing or group in (reopened or keep)):
-            out.append(trial)
     return out
 
 
@@ -188,12 +139,6 @@ def reopen_groups(client, state: dict, sizes: dict) -> list[str]:
     return reopened
 
 
-def open_groups(client, state: dict) -> set[str]:
-    """Groups whose configuration run has no outcome: reopened for new repeats (or never closed)."""
-    return {group for group, run_id in state.get("configs", {}).items()
-            if OUTCOME_TAG not in client.get_run(run_id).data.tags}
-
-
 def extend(name: str, root, overrides: list[str], top: int | None, address: str | None, ray_dashboard: bool = False,
            ray_bind_all: bool = False):
     """Grow the sweep ``name``; returns Tune's results of the new trials (or of the resume, when
@@ -207,7 +152,7 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
     if top is not None and top < 1:
         raise UserError(f"--top {top} is not allowed; allowed: a whole number of configurations, 1 or more")
     old, new, grown = grown_sweep(sweep_dir, overrides)
-    if top is not None and not set(grown) & set(REPEAT_GROWTH):
+    if top is not None and not set(grown) & set(REPEAT_GROWTH):  # a grid's repeats
         raise UserError("--top chooses which configurations get new repeats; allowed with a larger sweep.seeds, "
                         "data.seed or data.split_seed")
     if status != "finished":
@@ -218,8 +163,9 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
                   "extend it once it has finished", file=sys.stderr, flush=True)
             return results
     entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "overrides": list(overrides), "top": top}
-    if new.searcher != "grid":
-        entry["trials"] = new.num_samples - old.num_samples  # suggestions
+    suggestions = searcher_of(new).new_suggestions(old, new)
+    if suggestions is not None:  # a study's larger budget: the searcher draws the new trials
+        entry["trials"] = suggestions
     return _grow(sweep_dir, new, entry, address, ray_dashboard, ray_bind_all)
 
 
@@ -248,7 +194,6 @@ def grow_again(name: str, root, address: str | None, ray_dashboard: bool = False
 def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray_bind_all):
     """Run the extension ``entry`` (None: the sweep's last one, again) as a new Tune experiment."""
     import yaml
-    from ray import tune as ray_tune
 
     from contrasweep.run import executor, test_phase, tune  # Ray's side: after the growth was checked
 
@@ -263,19 +208,15 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     entry = meta["extensions"][-1] if again else entry
     top = entry["top"]
     ended = [e for e in record.trials.values() if "status" in e]
-    if new.searcher == "grid":
-        trials = new_grid_trials(new, record.data, groups_of(trial_runs(client, parent)), top,
-                                 open_groups(client, record.data) if again else frozenset())
-        if not trials:
-            raise UserError(f"sweep {sweep_dir.name!r} has nothing new to train: every trial of the grown grid ran"
-                            + (f" or belongs to a configuration outside the --top {top}" if top else "")
-                            + " (stopped or failed configurations get no new repeats); " + ALLOWED)
-        group_of = GroupKey(SweepStatic.of(new))
-        sizes = dict(Counter(e["group"] for e in ended) + Counter(group_of({"hp": t}) for t in trials))
-        total, entry["trials"] = len(ended) + len(trials), entry.get("trials", len(trials))
-        space = {"hp": ray_tune.grid_search(trials)}
-    else:
-        trials, sizes, total, space = None, None, total_trials(new), tune.param_space(new)
+    growth = searcher_of(new).extension(new, client, record.data, parent, top, again)
+    if growth.trials == 0:
+        raise UserError(f"sweep {sweep_dir.name!r} has nothing new to train: every trial of the grown grid ran"
+                        + (f" or belongs to a configuration outside the --top {top}" if top else "")
+                        + " (stopped or failed configurations get no new repeats); " + ALLOWED)
+    sizes, space = growth.sizes, growth.space
+    total = len(ended) + growth.trials if growth.trials is not None else total_trials(new)
+    if growth.trials is not None:
+        entry["trials"] = entry.get("trials", growth.trials)
     prepared, refs, files = tune.start(new, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
     extensions = meta.get("extensions", []) if again else [*meta.get("extensions", []), entry]
     console.attach_log(sweep_dir.path)
@@ -291,7 +232,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
         regrown = f", {counted(len(reopened), 'configuration')} get new repeats" if reopened else ""
         print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(entry['overrides'])}"
               f"{f'; --top {top}' if top else ''}): "
-              f"{counted(entry['trials'], 'new trial' if trials is not None else 'new suggestion')}{regrown}; "
+              f"{counted(entry['trials'], growth.unit)}{regrown}; "
               f"its extension {len(extensions)}", file=sys.stderr, flush=True)
         tuner, static = tune.build_tuner(new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total)
         return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs))

@@ -12,7 +12,7 @@ steps of the sweep's first trial on a slice of its data, at most about 20 s):
               + bytes written × write speed + the per-trial overhead
               (an evaluation: fixed seconds + rows × seconds per row)
     test_s  = set-up + an evaluation of the test rows + TEST_TASK_OVERHEAD_S, for each repeat the
-              test phase evaluates (evaluation.test reported: ``tested_configurations`` per setting)
+              test phase evaluates (evaluation.test reported: ``reported_configurations`` per setting)
     sweep_s = sweep overhead + the makespan of the trials, in order, on ``concurrency`` slots
               whose processes start in the worker start (later trials reuse them)
               + the makespan of the test phase's evaluations on as many slots (new processes)
@@ -55,10 +55,10 @@ from contrasweep.console.summary import human
 from contrasweep.data import load_splits
 from contrasweep.run.checks import _local_gpus
 from contrasweep.run.ray_start import init_ray
-from contrasweep.search.registry import candidate_configs, pause_epochs, total_trials
+from contrasweep.search.registry import pause_epochs, reported_configurations, trial_configs
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
-from contrasweep.spec.trial import DATA_KEY, TRIAL_INDEX, plan_of
+from contrasweep.spec.trial import DATA_KEY, plan_of
 from trainables.calibration import calibrate
 from trainables.params import LOOP_PARAMS
 
@@ -112,16 +112,6 @@ class SweepPlan:
         keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
                 "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed")
         return {k: getattr(self, k) for k in keys}
-
-
-def trial_configs(sweep: Sweep) -> list[dict]:
-    """Every trial ``run`` will start, as a Tune config: a grid's exact list; for a searcher, its
-    suggestions × their repeats, each at the point it judges first (fixed, reported, each searched
-    key's first value: ``candidate_configs``)."""
-    if sweep.exact_grid:
-        return [{"hp": trial} for trial in sweep.grid_trials()]
-    base = {k: v for k, v in candidate_configs(sweep)[0][0].items() if k != "seed"}
-    return [{**base, TRIAL_INDEX: i % sweep.repeats} for i in range(total_trials(sweep))]
 
 
 def hp_of(sweep: Sweep, hp: dict, key: str):
@@ -214,32 +204,15 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
     return out
 
 
-def tested_configurations(sweep: Sweep) -> int:
-    """The most configurations per setting whose repeats a report shows (``tracking.aggregate.reported``):
-    a searcher's selected one; for a grid, the selected one and those on its sensitivity slices
-    (equal to it in every searched value but one), counted for the grid point that has the most."""
-    if not sweep.exact_grid:
-        return 1
-    keys = [k for k in sweep.varied if k != "seed"]
-    points = list({repr(sorted((k, repr(p.get(k))) for k in keys)): p for p in sweep.grid_points()}.values())
-    others = {k: {} for k in keys}  # key -> the other keys' values -> how many points share them
-    for p in points:
-        for k in keys:
-            sig = tuple(repr(p.get(o)) for o in keys if o != k)
-            others[k][sig] = others[k].get(sig, 0) + 1
-    return max((1 + sum(others[k][tuple(repr(p.get(o)) for o in keys if o != k)] - 1 for k in keys) for p in points),
-               default=1)
-
-
 def test_costs(sweep: Sweep, sizes: list[dict], calibration: dict, configurations: int) -> list[float]:
     """Seconds of each test-split evaluation the test phase runs (none for ``evaluation.test: all``:
-    the trials evaluate it), at most ``tested_configurations`` per setting × its repeats."""
+    the trials evaluate it), at most ``reported_configurations`` per setting × its repeats."""
     if sweep.tests_in_trials:
         return []
     c = calibration
     repeats = [rows["test"] for rows in sizes for _ in sweep.seeds]  # a configuration's repeats, every setting's
     return [c["setup_s"] + c["eval_fixed_s"] + test_rows * c["eval_row_s"] + TEST_TASK_OVERHEAD_S
-            for _ in range(min(tested_configurations(sweep), configurations)) for test_rows in repeats]
+            for _ in range(min(reported_configurations(sweep), configurations)) for test_rows in repeats]
 
 
 def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
@@ -248,7 +221,7 @@ def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
     best, selected, one is among both)."""
     if sweep.keep_models == "all":
         return trials
-    configurations = tested_configurations(sweep) + max(0, int(sweep.keep_models) - 1)
+    configurations = reported_configurations(sweep) + max(0, int(sweep.keep_models) - 1)
     return min(trials, configurations * max(1, sweep.repeats) * settings)
 
 
@@ -271,7 +244,7 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
     running = min(slots, len(costs))
     configurations = len(costs) // max(1, sweep.repeats)
     tests = test_costs(sweep, sizes, calibration, configurations)
-    shown = min(tested_configurations(sweep), configurations) * max(1, sweep.repeats)  # trials a report shows
+    shown = min(reported_configurations(sweep), configurations) * max(1, sweep.repeats)  # trials a report shows
     passes = len(costs) if sweep.tests_in_trials else shown
     return SweepPlan(
         trials=len(costs), configurations=configurations, settings=len(settings),

@@ -15,7 +15,8 @@ what is missing. The phase runs for ``all`` too, where it evaluates nothing and 
 reported (``contrasweep.folder.cleanup`` keeps those weights), and where the trials tested
 themselves because every configuration is reported (``Sweep.tests_in_trials``).
 
-May import: ``contrasweep.tracking``, ``contrasweep.folder``, ``contrasweep.spec``; Ray;
+May import: ``contrasweep.tracking``, ``contrasweep.folder``, ``contrasweep.spec``,
+``contrasweep.search`` (whether a report shows slices); Ray;
 ``trainables`` (inside the task, and the state folder's readers).
 """
 
@@ -26,6 +27,7 @@ import sys
 from contrasweep.folder import sweeps
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
+from contrasweep.search.registry import searcher_of
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.text import counted
@@ -59,7 +61,7 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: SweepStatic, ref
     record = TestRecord(client, state, sweep.objective.metric, sweep.objective.mode)
     evaluate = not sweep.tests_in_trials
     caught_up = record.catch_up()
-    chosen, due = record.plan(sweep.varied, slices=sweep.exact_grid, evaluate=evaluate)
+    chosen, due = record.plan(sweep.varied, slices=searcher_of(sweep).reports_slices, evaluate=evaluate)
     selection = Selection(client, state, sweep_dir.name, static.variants, sweep.objective.metric,
                           sweep.objective.mode)
     keep(record, static, sweep, chosen)

@@ -1,9 +1,11 @@
 """Searchers and schedulers (docs/architecture.md, "Resume: one rule for every searcher and
-scheduler"). ``study_search``: the ``optuna``/``random`` searcher, Optuna ask/tell over the
+scheduler"). ``base``: their contracts (``Searcher``, ``Scheduler``: what contrasweep asks of
+each, in the order it asks); ``registry``: one object per name the spec may give.
+``study_search``: the ``optuna``/``random`` searcher, Optuna ask/tell over the
 sweep's study (``study_storage``: that study's storage, following a moved folder);
 ``group_asha``: ASHA over repeat groups and the FIFO base both schedulers share (``settle``).
 
-May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``,
-``contrasweep.tracking`` (the ledger, warm starts' aggregates), ``trainables.params``, Ray Tune,
-Optuna. Never ``run``, ``console`` or ``cli``.
+May import: ``contrasweep.errors``, ``contrasweep.data`` (a data axis's default),
+``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking`` (the ledger, what ran, warm
+starts' aggregates), ``trainables.params``, Ray Tune, Optuna. Never ``run``, ``console`` or ``cli``.
 """

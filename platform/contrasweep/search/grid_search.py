@@ -6,19 +6,34 @@ How it resumes: Tune's generator state is in Tune's experiment state; a trial th
 record says finished is ended by the schedulers' ``settle`` (``group_asha.MovableFIFO``),
 never trained again. What it stores: nothing of its own.
 
-May import: ``contrasweep.spec``; Ray Tune (inside its methods).
+May import: ``contrasweep.spec``, ``contrasweep.data`` (an unset data axis's default),
+``contrasweep.errors``, ``contrasweep.tracking`` (an extension reads what ran); Ray Tune (inside its
+methods).
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
-from contrasweep.spec.identity import GroupKey
+from contrasweep.data.config import DataConfig
+from contrasweep.errors import UserError
+from contrasweep.search.base import Extension, Searcher
+from contrasweep.spec.identity import GroupKey, key_of
 from contrasweep.spec.static import SweepStatic
+from contrasweep.tracking.aggregate import best_groups, groups_of
+from contrasweep.tracking.store import OUTCOME_TAG, trial_runs
+
+SETTING_GROWTH = ("data.k", "data.n_total", "data.rho", "data.num_classes")
+REPEAT_GROWTH = ("sweep.seeds", "data.seed", "data.split_seed")
 
 
-class GridSearch:
+class GridSearch(Searcher):
     name = "grid"
+    reports_slices = True  # a grid's sensitivity slices through the selected point (LaCon Fig. 5)
+    growth = REPEAT_GROWTH + SETTING_GROWTH
+    resumes_from = "Tune's experiment state (the grid generator's position) and the sweep's record"
+    cannot_grow = "a grid runs its exact grid, whatever num_samples says"
 
     def param_space(self, sweep) -> dict:
         """Every trial as one value of Tune's ``grid_search`` (its hyperparameters, ``__data__``, seed)."""
@@ -45,3 +60,80 @@ class GridSearch:
         """Trials per repeat group, counted on the grid (a ``--smoke-test`` grid may cut a group short)."""
         key = GroupKey(SweepStatic.of(sweep))
         return dict(Counter(key({"hp": trial}) for trial in sweep.grid_trials()))
+
+    def trial_configs(self, sweep) -> list[dict]:
+        return [{"hp": trial} for trial in sweep.grid_trials()]
+
+    def reported_configurations(self, sweep) -> int:
+        """The selected configuration and those on its sensitivity slices (equal to it in every
+        searched value but one), counted for the grid point that has the most."""
+        keys = [k for k in sweep.varied if k != "seed"]
+        points = list({repr(sorted((k, repr(p.get(k))) for k in keys)): p for p in sweep.grid_points()}.values())
+        others = {k: {} for k in keys}  # key -> the other keys' values -> how many points share them
+        for p in points:
+            for k in keys:
+                sig = tuple(repr(p.get(o)) for o in keys if o != k)
+                others[k][sig] = others[k].get(sig, 0) + 1
+        return max((1 + sum(others[k][tuple(repr(p.get(o)) for o in keys if o != k)] - 1 for k in keys)
+                    for p in points), default=1)
+
+    def check_growth(self, key: str, was, now, ran) -> bool:
+        """A repeat or setting axis grows to a superset of what ran (an unset axis ran its default;
+        a setting axis must have run as a list: its trials carry the setting)."""
+        if key in SETTING_GROWTH and not isinstance(was, list):
+            raise UserError(f"{key}={_show(was)} ran as one value, not as a setting axis, so its trials carry no "
+                            f"setting to grow; allowed: grow sweep.seeds, data.seed or data.split_seed here, or a "
+                            f"new sweep with {key} as a list (`contrasweep run`)")
+        values = was if isinstance(was, list) else (
+            list(ran.seeds) if key == "sweep.seeds" else [default_of(key)] if was is None else [was])
+        missing = [v for v in values if not isinstance(now, list) or v not in now]
+        if not isinstance(now, list) or missing:
+            raise UserError(f"{key}={now!r} leaves out {missing} that the sweep ran; allowed: a list holding "
+                            f"every value that ran ({values}) and the new ones")
+        return len(now) > len(values)
+
+    def extension(self, new, client, state: dict, parent: str, top: int | None, again: bool) -> Extension:
+        """The grown grid's trials that did not run (``new_trials``) as one ``grid_search``, and
+        the repeat groups' sizes with them (what ran plus what it adds)."""
+        from ray import tune
+
+        found = groups_of(trial_runs(client, parent))
+        trials = new_trials(new, state, found, top, open_groups(client, state) if again else frozenset())
+        group_of = GroupKey(SweepStatic.of(new))
+        ended = [e for e in state["trials"].values() if "status" in e]
+        sizes = dict(Counter(e["group"] for e in ended) + Counter(group_of({"hp": t}) for t in trials))
+        return Extension(space={"hp": tune.grid_search(trials)}, trials=len(trials), sizes=sizes, unit="new trial")
+
+
+def new_trials(new, state: dict, found: list, top: int | None, reopened: set | frozenset = frozenset()) -> list[dict]:
+    """The extended grid's trials that did not run: repeats of the complete configurations of
+    each setting that ran (``top``: of its ``top`` best by validation mean; groups stopped early
+    or failed get none), and every configuration of a new setting. ``reopened``: the groups an
+    earlier try of the same extension reopened (``contrasweep.run.extend.grow_again``): they,
+    and no others, get repeats (their group size grew, so they no longer count as complete)."""
+    ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again
+    group_of = GroupKey(SweepStatic.of(new))
+    existing = set(state.get("configs", {}))
+    # best first; ties by group key, as the selection breaks them (aggregate.select)
+    keep = {g.group for g in best_groups(found, new.objective.metric, new.objective.mode, top or None)}
+    out = []
+    for trial in new.grid_trials():
+        group = group_of({"hp": trial})
+        if key_of({"hp": trial}) not in ran and (group not in existing or group in (reopened or keep)):
+            out.append(trial)
+    return out
+
+
+def open_groups(client, state: dict) -> set[str]:
+    """Groups whose configuration run has no outcome: reopened for new repeats (or never closed)."""
+    return {group for group, run_id in state.get("configs", {}).items()
+            if OUTCOME_TAG not in client.get_run(run_id).data.tags}
+
+
+def default_of(key: str):
+    """The value an unset repeat axis has (``contrasweep.data.config.DataConfig``)."""
+    return DataConfig.__dataclass_fields__[key.split(".", 1)[1]].default
+
+
+def _show(value) -> str:
+    return "unset" if value is None else json.dumps(value, default=str)

@@ -7,21 +7,28 @@ How it resumes: the Optuna study in ``<sweep>/optuna.db`` is its memory (suggest
 repeat's outcome, the tells); Tune's copy says only which repeats Tune holds. What it stores:
 the study.
 
-May import: ``contrasweep.spec``, ``contrasweep.search.study_search``, ``contrasweep.search.warm_start``;
-Optuna (inside its methods).
+May import: ``contrasweep.spec``, ``contrasweep.errors``, ``contrasweep.search.study_search``,
+``contrasweep.search.warm_start``; Optuna (inside its methods).
 """
 
 from __future__ import annotations
+
+from contrasweep.errors import UserError
+from contrasweep.search.base import Searcher
 from contrasweep.search.warm_start import startup_trials, warm_points
 from contrasweep.spec.domains import as_spec
 from contrasweep.spec.sweep import reported_point
-
+from contrasweep.spec.trial import TRIAL_INDEX
 
 EXTENSION_SEED_STEP = 7919  # a sampler's seed moves by this much per extension of its sweep
 
 
-class OptunaSearch:
+class OptunaSearch(Searcher):
     name = "optuna"
+    growth = ("sweep.num_samples",)
+    resumes_from = "the sweep's Optuna study (optuna.db: suggestions, each repeat's outcome, the tells)"
+    cannot_grow = ("its suggestions were told to the Optuna study as the mean over their repeats, and a finished "
+                   "study trial cannot be told again")
 
     def sampler(self, sweep, warm: int = 0, extension: int = 0):
         """TPE (NSGA-II for several metrics) seeded by the sweep's first seed; with ``warm``
@@ -75,3 +82,22 @@ class OptunaSearch:
         """The repeats of one suggestion in one setting."""
         settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
         return sweep.repeats // len(settings)
+
+    def trial_configs(self, sweep) -> list[dict]:
+        """Its suggestions × their repeats, each at the point it judges first (the fixed and
+        reported values, each searched key's first value: ``candidate_configs``)."""
+        base = {k: v for k, v in self.candidate_configs(sweep)[0][0].items() if k != "seed"}
+        return [{**base, TRIAL_INDEX: i % sweep.repeats} for i in range(self.total_trials(sweep))]
+
+    def reported_configurations(self, sweep) -> int:
+        return 1  # the selected suggestion
+
+    def check_growth(self, key: str, was, now, ran) -> bool:
+        """More suggestions: the study goes on with the larger budget."""
+        if isinstance(now, bool) or not isinstance(now, int) or now <= ran.num_samples:
+            raise UserError(f"sweep.num_samples={now!r} is not larger than the {ran.num_samples} the sweep ran; "
+                            "allowed: a larger number of suggestions")
+        return True
+
+    def new_suggestions(self, ran, new) -> int:
+        return new.num_samples - ran.num_samples

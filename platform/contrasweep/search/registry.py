@@ -67,3 +67,11 @@ def pause_epochs(sweep) -> list[int]:
 
 def candidate_configs(sweep) -> list[tuple[dict, str]]:
     return searcher_of(sweep).candidate_configs(sweep)
+
+
+def trial_configs(sweep) -> list[dict]:
+    return searcher_of(sweep).trial_configs(sweep)
+
+
+def reported_configurations(sweep) -> int:
+    return searcher_of(sweep).reported_configurations(sweep)

@@ -10,10 +10,12 @@ May import: ``contrasweep.search.group_asha``, ``contrasweep.spec``.
 """
 
 from __future__ import annotations
+
+from contrasweep.search.base import Scheduler
 from contrasweep.spec.identity import GroupKey
 
 
-class NoScheduler:
+class NoScheduler(Scheduler):
     name = "none"
 
     def build(self, sweep, sweep_dir, group_sizes, static):
@@ -28,7 +30,7 @@ class NoScheduler:
         return sweep.max_concurrent
 
 
-class GroupAshaScheduler:
+class GroupAshaScheduler(Scheduler):
     """A configuration's repeats continue or stop together, on their mean at each rung."""
 
     name = "asha"
