@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 from conftest import write_spec
+from contrasweep.search import registry
 from contrasweep.folder.record import read as read_record
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -267,10 +268,10 @@ def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
     units = trial_units(demo, _prepared(demo))
     # (a grid over one hyperparameter: a report shows every configuration, so each trial tests itself)
-    assert demo.tests_in_trials
+    assert registry.tests_in_trials(demo)
     assert len(units) == 4 and len(set(units)) == 1 and units[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40 + 200))
     # two searched hyperparameters: the trials leave the 200 test rows to the test phase, unless evaluation.test: all
     two = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), ["grid.weight_decay=[0.0, 0.1]"])
-    assert not two.tests_in_trials and trial_units(two, _prepared(two))[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40))
+    assert not registry.tests_in_trials(two) and trial_units(two, _prepared(two))[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40))
     every = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), ["grid.weight_decay=[0.0, 0.1]", "evaluation.test=all"])
     assert trial_units(every, _prepared(every))[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40 + 200))

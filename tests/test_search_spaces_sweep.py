@@ -77,7 +77,8 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     assert all(r.data.tags["contrasweep.last_epoch"] == "1" for r in runs)  # one epoch, wherever the spec sets them
     objective = sweep.metric[0].removeprefix("val/")
     # evaluation.test: reported: the selected configuration's runs, and those on its slices, hold test
-    # numbers (every run where its trial tested itself: Sweep.tests_in_trials)
+    # numbers (every run where its trial tested itself: Searcher.tests_in_trials)
+    from contrasweep.search.registry import tests_in_trials
     from contrasweep.tracking.aggregate import groups_of, reported
 
     shown = reported(groups_of(runs), sweep.objective.metric, sweep.objective.mode, sweep.varied)
@@ -85,7 +86,7 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     assert tested and all(r.data.tags["contrasweep.outcome"] == "complete" for r in runs)
     for run in runs:
         assert f"val/{objective}" in run.data.metrics
-        assert (f"test/{objective}" in run.data.metrics) == (sweep.tests_in_trials or run.info.run_id in tested)
+        assert (f"test/{objective}" in run.data.metrics) == (tests_in_trials(sweep) or run.info.run_id in tested)
         if sweep.evaluation.get("sts"):
             assert -1.0 <= run.data.metrics["val/sts_spearman"] <= 1.0
         if sweep.method == "supcl_seq":  # both stages' metrics

@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from contrasweep.errors import SpecError, UserError
-from contrasweep.spec.load import apply_override, load_spec, validate
+from contrasweep.search.registry import load_spec, reported_names, validate
+from contrasweep.spec.load import apply_override
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,15 +89,15 @@ def test_the_reported_point_outside_a_one_point_grid_is_named_and_inside_it_runs
     from contrasweep.spec.sweep import hp_defaults
 
     inside = validate(base(grid={"lr": [2.0e-5], "batch_size": [hp_defaults("ce")["batch_size"]]}, reported={"lr": 2.0e-5}))
-    assert len(inside.grid_points()) == 1 and inside.reported_names() is None
+    assert len(inside.grid_points()) == 1 and reported_names(inside) is None
     outside = validate(base(grid={"lr": [1.0e-4], "batch_size": [8]}, reported={"lr": 2.0e-5}))
     assert len(outside.grid_points()) == 2
-    names = outside.reported_names()
+    names = reported_names(outside)
     assert names == {"config": {"epochs": 2, "lr": 2.0e-5},
                      "defaults": {"batch_size": hp_defaults("ce")["batch_size"]}}
     from contrasweep.spec.static import SweepStatic, VariantStatic
 
-    static = SweepStatic.of(outside)
+    static = SweepStatic.of(outside, reported=names)
     assert static.varied == tuple(outside.varied) and static.reported == names
 
     def name(config: dict) -> str:
@@ -408,13 +409,13 @@ def test_search_domains_are_parsed_once_into_typed_objects():
 
 
 def test_every_searcher_and_scheduler_the_spec_allows_has_its_object():
-    """contrasweep.search.registry maps each name the spec validates against to the object
-    that builds its Tune part; a searcher's trial count and groups come from it."""
-    from contrasweep.search.registry import SCHEDULERS, SEARCHERS, group_sizes, live_limit, num_samples, total_trials
+    """contrasweep.search.registry maps each scheduler name the spec validates against to the
+    object that builds its Tune part (a searcher's name is the registry's own: ``searcher_of``);
+    a searcher's trial count and groups come from it."""
+    from contrasweep.search.registry import SCHEDULERS, group_sizes, live_limit, num_samples, total_trials
     from contrasweep.spec.sweep import SCHEDULERS as SCHEDULER_NAMES
-    from contrasweep.spec.sweep import SEARCHERS as SEARCHER_NAMES
 
-    assert sorted(SEARCHERS) == sorted(SEARCHER_NAMES) and sorted(SCHEDULERS) == sorted(SCHEDULER_NAMES)
+    assert sorted(SCHEDULERS) == sorted(SCHEDULER_NAMES)
     grid = validate(base())
     assert (num_samples(grid), total_trials(grid)) == (1, 4)  # 2 points x 2 seeds
     assert sorted(group_sizes(grid).values()) == [2, 2]

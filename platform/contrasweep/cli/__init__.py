@@ -7,7 +7,8 @@ A command's module is imported when that command runs (``COMMANDS``, as pip's co
 does), so ``--help`` and a bad argument answer without importing the data or tracking layers.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
-``contrasweep.console``, ``contrasweep.run``, ``dashboards`` (the report after a sweep).
+``contrasweep.console``, ``contrasweep.run``, ``contrasweep.search`` (a spec checked by its searcher),
+``dashboards`` (the report after a sweep).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ side (``contrasweep.run.tune``) only after their checks, so a bad name or spec a
 second; the report's module (scipy, matplotlib) only where a report is built.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
-``contrasweep.console``, ``contrasweep.run``, ``dashboards``.
+``contrasweep.console``, ``contrasweep.run``, ``contrasweep.search`` (a spec checked by its searcher),
+``dashboards``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from contrasweep.run.extend import extend, grow_again, never_started
 from contrasweep.run.inputs import load_sweep, prepare_data
 from contrasweep.run.preflight import services
 from contrasweep.run.recovery import settle
-from contrasweep.spec.load import _name, load_spec, storage_location
+from contrasweep.search.registry import load_spec
+from contrasweep.spec.load import _name, storage_location
 from contrasweep.tracking.store import default_tracking_uri
 
 

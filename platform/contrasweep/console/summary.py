@@ -77,7 +77,7 @@ def test_lines(folder: Path, sweep) -> list[str]:
         state = read_record(folder / "tracking.json")
     except (OSError, ValueError):
         return []
-    if sweep.tests_in_trials:
+    if searcher_of(sweep).tests_in_trials(sweep):
         complete = sum(1 for e in state.get("trials", {}).values() if e.get("outcome") == "complete")
         why = "" if sweep.test_split == "all" else ", where a report shows every configuration"
         return [f"[contrasweep] test split: evaluated in each of {complete} complete trial{'' if complete == 1 else 's'} "

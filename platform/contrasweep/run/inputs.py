@@ -14,7 +14,7 @@ from contrasweep.data.prepare import data_notes as notes_of
 from contrasweep.data.sts import prepare_sts as tokenise_pairs
 from contrasweep.folder import sweeps
 from contrasweep.run.shipping import worker_path
-from contrasweep.search.registry import pause_epochs
+from contrasweep.search.registry import check, pause_epochs, reported_names, tests_in_trials
 from contrasweep.spec.axes import expand, keep_order
 from contrasweep.spec.load import validate
 from contrasweep.spec.static import SweepStatic
@@ -26,7 +26,7 @@ def load_sweep(sweep_dir: sweeps.SweepDir, raw: dict | None = None) -> Sweep:
     """The sweep a folder holds (its ``spec.yaml``, or ``raw``), validated, with its data
     variants in the order its trials ran them (``sweep.json``'s ``variant_order``, written by
     ``contrasweep extend``: new variants come after those that ran)."""
-    sweep = validate(sweep_dir.spec() if raw is None else raw)
+    sweep = check(validate(sweep_dir.spec() if raw is None else raw))
     order = sweep_dir.meta().get("variant_order")
     if order and sweep.variants:
         sweep.variants = keep_order(sweep.variants, order)
@@ -60,9 +60,9 @@ def data_notes(prepared: list) -> list[str]:
 
 
 def reported_line(sweep: Sweep) -> str | None:
-    """The console's line for a reported point outside the user's grid (``Sweep.reported_names``):
+    """The console's line for a reported point outside the user's grid (``Sweep.outside_reported``):
     the values it trains with for the swept keys, as run names show them; None inside the grid."""
-    outside = sweep.reported_names()
+    outside = reported_names(sweep)
     if not outside:
         return None
     point = {**outside["defaults"], **outside["config"]}
@@ -95,4 +95,5 @@ def sweep_static(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipp
     """The sweep's fixed part (``contrasweep.spec.static``), built once per driver; ``shipped``:
     the local files a cluster's workers get (``paths``: where a worker reads each)."""
     return SweepStatic.of(sweep, prepared, sweep_dir, checkpoint_at=pause_epochs(sweep),
-                          paths={value: worker_path(value) for value in shipped})
+                          paths={value: worker_path(value) for value in shipped}, tests_in_trials=tests_in_trials(sweep),
+                          reported=reported_names(sweep))

@@ -55,7 +55,7 @@ from contrasweep.console.summary import human
 from contrasweep.data import load_splits
 from contrasweep.run.checks import _local_gpus
 from contrasweep.run.ray_start import init_ray
-from contrasweep.search.registry import pause_epochs, reported_configurations, trial_configs
+from contrasweep.search.registry import pause_epochs, reported_configurations, tests_in_trials, trial_configs
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, plan_of
@@ -185,7 +185,7 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
     static = SweepStatic.of(sweep)
     pauses = pause_epochs(sweep)
     workers = int(sweep.resources["workers"])
-    tests = 1 if sweep.tests_in_trials else 0  # else after selection (test_costs)
+    tests = 1 if tests_in_trials(sweep) else 0  # else after selection (test_costs)
     out = []
     for config in trial_configs(sweep):
         plan = plan_of(config, static)
@@ -207,7 +207,7 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
 def test_costs(sweep: Sweep, sizes: list[dict], calibration: dict, configurations: int) -> list[float]:
     """Seconds of each test-split evaluation the test phase runs (none for ``evaluation.test: all``:
     the trials evaluate it), at most ``reported_configurations`` per setting × its repeats."""
-    if sweep.tests_in_trials:
+    if tests_in_trials(sweep):
         return []
     c = calibration
     repeats = [rows["test"] for rows in sizes for _ in sweep.seeds]  # a configuration's repeats, every setting's
@@ -245,7 +245,7 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
     configurations = len(costs) // max(1, sweep.repeats)
     tests = test_costs(sweep, sizes, calibration, configurations)
     shown = min(reported_configurations(sweep), configurations) * max(1, sweep.repeats)  # trials a report shows
-    passes = len(costs) if sweep.tests_in_trials else shown
+    passes = len(costs) if tests_in_trials(sweep) else shown
     return SweepPlan(
         trials=len(costs), configurations=configurations, settings=len(settings),
         repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
@@ -291,7 +291,7 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"({found.settings} setting{'s' if found.settings != 1 else ''}); method {sweep.method}, searcher "
         f"{sweep.searcher}, scheduler {sweep.scheduler}",
         f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all; test split: "
-        + (f"once in each of the {found.test_passes} trials (evaluation.test: {sweep.test_split})" if sweep.tests_in_trials
+        + (f"once in each of the {found.test_passes} trials (evaluation.test: {sweep.test_split})" if tests_in_trials(sweep)
            else f"{found.test_passes} evaluations after selection, at most (evaluation.test: reported)"),
         f"disk: up to {human(found.disk_bytes)} in the sweep folder while it runs, {human(found.kept_bytes)} kept "
         f"when it has finished (best weights {human(c['weights_bytes'])} and a resume state "

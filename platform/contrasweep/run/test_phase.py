@@ -13,7 +13,7 @@ them, and the data variant from the object store (``trainables.test_split``). Re
 leaves the sweep ``interrupted``, and ``resume`` (Tune has nothing left to run) evaluates only
 what is missing. The phase runs for ``all`` too, where it evaluates nothing and records what is
 reported (``contrasweep.folder.cleanup`` keeps those weights), and where the trials tested
-themselves because every configuration is reported (``Sweep.tests_in_trials``).
+themselves because every configuration is reported (``contrasweep.search.base.Searcher.tests_in_trials``).
 
 May import: ``contrasweep.tracking``, ``contrasweep.folder``, ``contrasweep.spec``,
 ``contrasweep.search`` (whether a report shows slices); Ray;
@@ -59,7 +59,7 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: SweepStatic, ref
     uri = sweep_dir.meta()["tracking_uri"]
     client = get_client(uri)
     record = TestRecord(client, state, sweep.objective.metric, sweep.objective.mode)
-    evaluate = not sweep.tests_in_trials
+    evaluate = not searcher_of(sweep).tests_in_trials(sweep)
     caught_up = record.catch_up()
     chosen, due = record.plan(sweep.varied, slices=searcher_of(sweep).reports_slices, evaluate=evaluate)
     selection = Selection(client, state, sweep_dir.name, static.variants, sweep.objective.metric,

@@ -30,6 +30,9 @@ class Extension:
 class Searcher(ABC):
     """How a sweep chooses its configurations. contrasweep calls it in this order:
 
+    0. **Spec**: ``check`` says what it needs of the spec's sections, once they are read
+       (``contrasweep.search.registry.validate``); ``reported_names`` says which reported point
+       its run names mark.
     1. **Plan** (``contrasweep plan``, the pre-start checks, the console's progress):
        ``total_trials``, ``group_sizes`` (trials per repeat group), ``candidate_configs`` (the
        values a method's ``check`` judges before anything runs), ``trial_configs`` (every trial
@@ -41,7 +44,8 @@ class Searcher(ABC):
        the repeat groups' key): ``{"hp": {...}}`` for one value of Tune's ``grid_search``, or
        the suggestion's values flat, with ``__suggestion__`` and ``__trial_index__``.
     3. **Selection** (``contrasweep.tracking.aggregate``): ``reports_slices`` says whether a
-       report shows the selected configuration's sensitivity slices besides it.
+       report shows the selected configuration's sensitivity slices besides it, and
+       ``tests_in_trials`` whether the trials evaluate the test split themselves.
     4. **Resume** (``contrasweep resume``): what ``resumes_from`` says; a trial the sweep's
        record says finished is ended by the schedulers' ``settle`` and never trained again.
     5. **Extend** (``contrasweep extend``): ``growth`` names the spec keys it can grow (and
@@ -55,6 +59,24 @@ class Searcher(ABC):
     growth: tuple[str, ...] = ()
     cannot_grow: str = ""
     resumes_from: str = ""  # where its memory is, in a sentence (docs and errors quote it)
+
+    def check(self, sweep: Sweep) -> None:
+        """What it needs of the spec's sections; anything else is one ``SpecError``."""
+
+    def reported_names(self, sweep: Sweep) -> dict | None:
+        """The reported point its run names mark as "(reported)" (``Sweep.outside_reported``), or None."""
+        return None
+
+    def tests_in_trials(self, sweep: Sweep) -> bool:
+        """Whether each complete trial evaluates the test split after its last epoch: with
+        ``evaluation.test: all``, and with ``reported`` where a report shows every configuration
+        anyway (``every_configuration_reported``). Those trials give the numbers the test phase
+        would, without its tasks' processes afterwards."""
+        return sweep.test_split == "all" or self.every_configuration_reported(sweep)
+
+    @abstractmethod
+    def every_configuration_reported(self, sweep: Sweep) -> bool:
+        """Whether a report shows every configuration the sweep runs."""
 
     @abstractmethod
     def param_space(self, sweep: Sweep) -> dict:

@@ -17,7 +17,7 @@ import json
 from collections import Counter
 
 from contrasweep.data.config import DataConfig
-from contrasweep.errors import UserError
+from contrasweep.errors import SpecError, UserError
 from contrasweep.search.base import Extension, Searcher
 from contrasweep.spec.identity import GroupKey, key_of
 from contrasweep.spec.static import SweepStatic
@@ -60,6 +60,22 @@ class GridSearch(Searcher):
         """Trials per repeat group, counted on the grid (a ``--smoke-test`` grid may cut a group short)."""
         key = GroupKey(SweepStatic.of(sweep))
         return dict(Counter(key({"hp": trial}) for trial in sweep.grid_trials()))
+
+    def check(self, sweep) -> None:
+        if sweep.search and not sweep.grid:
+            raise SpecError("sweep.searcher=grid but the spec has only a 'search' section; allowed: searcher optuna "
+                            "or random, or add a 'grid'")
+        if sweep.warm_start:
+            raise SpecError("sweep.warm_start needs sweep.searcher optuna or random (a grid runs every point of its "
+                            "own); allowed: warm_start with a searcher, or no warm_start")
+
+    def reported_names(self, sweep) -> dict | None:
+        return sweep.outside_reported()
+
+    def every_configuration_reported(self, sweep) -> bool:
+        """At most one searched hyperparameter takes several values: every configuration lies on
+        the selected one's sensitivity slice."""
+        return sweep.on_one_slice()
 
     def trial_configs(self, sweep) -> list[dict]:
         return [{"hp": trial} for trial in sweep.grid_trials()]

@@ -13,7 +13,7 @@ May import: ``contrasweep.spec``, ``contrasweep.errors``, ``contrasweep.search.s
 
 from __future__ import annotations
 
-from contrasweep.errors import UserError
+from contrasweep.errors import SpecError, UserError
 from contrasweep.search.base import Searcher
 from contrasweep.search.warm_start import startup_trials, warm_points
 from contrasweep.spec.domains import as_spec
@@ -82,6 +82,14 @@ class OptunaSearch(Searcher):
         """The repeats of one suggestion in one setting."""
         settings = {tuple(sorted(v.setting.items(), key=str)) for v in sweep.variants} or {()}
         return sweep.repeats // len(settings)
+
+    def check(self, sweep) -> None:
+        if not sweep.search:
+            raise SpecError(f"sweep.searcher={sweep.searcher} needs a 'search' section of domains; allowed: searcher "
+                            "grid for exact grids")
+
+    def every_configuration_reported(self, sweep) -> bool:
+        return sweep.num_samples <= 1  # one suggestion
 
     def trial_configs(self, sweep) -> list[dict]:
         """Its suggestions × their repeats, each at the point it judges first (the fixed and

@@ -1,27 +1,59 @@
 """Searchers and schedulers by the name the spec gives them (``sweep.searcher``,
 ``sweep.scheduler``), in the manner of Ray Tune's ``tune/search`` and ``tune/schedulers``
-registries: a name maps to a small object that builds its Tune part. A new searcher is one
-module and one line here (its name also goes into ``contrasweep.spec.sweep.SEARCHERS``, which
-the spec validates against; ``tests/test_spec.py`` checks the two agree).
+registries: a name maps to a small object (``contrasweep.search.base``) that builds its Tune
+part. ``SEARCHERS`` is the one list of searcher names: a new searcher is one module and one line
+here. A spec is whole once its searcher has checked it: ``validate`` and ``load_spec`` are the
+spec's (``contrasweep.spec.load``) with that check.
 
 The functions below are what the Tuner asks of a sweep's searcher and scheduler.
 
-May import: the searcher and scheduler modules of this room, ``contrasweep.spec``.
+May import: the searcher and scheduler modules of this room, ``contrasweep.spec``, ``contrasweep.errors``.
 """
 
 from __future__ import annotations
 
+from contrasweep.errors import SpecError
+from contrasweep.search.base import Searcher
 from contrasweep.search.grid_search import GridSearch
 from contrasweep.search.optuna_search import OptunaSearch
 from contrasweep.search.random_search import RandomSearch
 from contrasweep.search.schedulers import GroupAshaScheduler, NoScheduler
+from contrasweep.spec import load as spec_load
+from contrasweep.spec.sweep import Sweep
 
 SEARCHERS = {s.name: s for s in (GridSearch(), OptunaSearch(), RandomSearch())}
 SCHEDULERS = {s.name: s for s in (NoScheduler(), GroupAshaScheduler())}
 
 
-def searcher_of(sweep):
-    return SEARCHERS[sweep.searcher]
+def searcher_of(sweep) -> Searcher:
+    name = sweep.searcher
+    if not isinstance(name, str) or name not in SEARCHERS:
+        raise SpecError(f"sweep.searcher={name!r} is not allowed; allowed: {', '.join(SEARCHERS)}")
+    return SEARCHERS[name]
+
+
+def check(sweep: Sweep) -> Sweep:
+    """The sweep, once its searcher has checked what it needs of the spec (one line otherwise)."""
+    searcher_of(sweep).check(sweep)
+    return sweep
+
+
+def validate(raw: dict) -> Sweep:
+    """A spec as a plain dict → a whole, validated ``Sweep`` (``contrasweep.spec.load.validate``, checked)."""
+    return check(spec_load.validate(raw))
+
+
+def load_spec(path, overrides: list[str] | None = None, smoke: bool = False) -> Sweep:
+    """A spec file and its ``--set`` overrides → a whole, validated ``Sweep`` (``contrasweep.spec.load.load_spec``, checked)."""
+    return check(spec_load.load_spec(path, overrides, smoke))
+
+
+def tests_in_trials(sweep: Sweep) -> bool:
+    return searcher_of(sweep).tests_in_trials(sweep)
+
+
+def reported_names(sweep: Sweep) -> dict | None:
+    return searcher_of(sweep).reported_names(sweep)
 
 
 def scheduler_of(sweep):

@@ -73,7 +73,7 @@ def config_run_name(identity: TrialIdentity, static: SweepStatic) -> str:
 
 def _described(identity: TrialIdentity, static: SweepStatic) -> str:
     """The method and the varied hyperparameters' values. The paper's reported point of a grid
-    (``reported``: ``Sweep.reported_names``, its configuration and the defaults it trains with
+    (``reported``: ``Sweep.outside_reported``, its configuration and the defaults it trains with
     where it sets no value) is named "(reported)" with every varied value, the defaults too:
     where it lies outside the user's grid, its name says how it differs."""
     method, varied, reported = static.method, static.varied, static.reported

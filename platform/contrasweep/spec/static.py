@@ -74,7 +74,7 @@ class SweepStatic:
     metric: Any = "val/accuracy"  # the objective's first metric and its mode (contrasweep.spec.objective)
     mode: Any = "max"
     varied: tuple[str, ...] = ()  # hyperparameters that differ between configurations (run names show them)
-    reported: dict | None = None  # the reported point's run name (Sweep.reported_names; spec.identity)
+    reported: dict | None = None  # a grid's reported point outside its own points (Sweep.outside_reported)
     distributed: bool = False
     train_storage: str | None = None  # where a distributed trial's Train run keeps its state
     trial_storage: str | None = None  # where Tune keeps each trial's folder
@@ -89,10 +89,13 @@ class SweepStatic:
 
     @classmethod
     def of(cls, sweep, prepared: list = (), folder=None, checkpoint_at: list[int] = (),
-           paths: dict[str, str] | None = None) -> SweepStatic:
+           paths: dict[str, str] | None = None, tests_in_trials: bool = True, reported: dict | None = None
+           ) -> SweepStatic:
         """``sweep``: a ``Sweep``; ``prepared``: its ``PreparedData``, one per variant in
         ``sweep.variants`` order (none: the variants carry no data facts); ``folder``: its
-        ``SweepDir`` (its storage locations); ``checkpoint_at``: the scheduler's pause epochs."""
+        ``SweepDir`` (its storage locations); ``checkpoint_at``: the scheduler's pause epochs;
+        ``tests_in_trials`` and ``reported``: what its searcher says of them
+        (``contrasweep.search.base.Searcher``)."""
         variants = sweep.variants or expand(sweep.data)
         facts = [_prepared_facts(p) for p in prepared] or [{}] * len(variants)
         return cls(
@@ -101,10 +104,10 @@ class SweepStatic:
                                          **f) for v, f in zip(variants, facts)),
             encoder=sweep.encoder["name"], pooling=sweep.encoder["pooling"], max_length=sweep.encoder["max_length"],
             metric=sweep.objective.metric, mode=sweep.objective.mode, varied=tuple(sweep.varied),
-            reported=sweep.reported_names(), distributed=sweep.distributed,
+            reported=reported, distributed=sweep.distributed,
             train_storage=folder.train_location if folder is not None else None,
             trial_storage=folder.tune_location if folder is not None else None,
-            checkpoint_at=tuple(checkpoint_at), tests_in_trials=sweep.tests_in_trials, keep_models=sweep.keep_models,
+            checkpoint_at=tuple(checkpoint_at), tests_in_trials=tests_in_trials, keep_models=sweep.keep_models,
             paths=dict(paths or {}),
         )
 

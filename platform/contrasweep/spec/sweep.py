@@ -20,8 +20,6 @@ SHIP_MODES = ("code", "installed")  # sweep.ship (contrasweep.run.shipping)
 # (docs/architecture.md, "Selection and the test split"), or in every complete trial
 TEST_MODES = ("reported", "all")
 TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
-SEARCHERS = ("grid", "optuna", "random")  # each built by its object in contrasweep.search.registry
-GRID = "grid"  # the searcher that runs the spec's exact grid (its "grid" section; the others take "search")
 SCHEDULERS = ("asha", "none")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -97,24 +95,6 @@ class Sweep:
         return self.evaluation.get("test", TEST_MODES[0])
 
     @property
-    def tests_in_trials(self) -> bool:
-        """Whether each complete trial evaluates the test split after its last epoch: with
-        ``evaluation.test: all``, and with ``reported`` where a report shows every configuration
-        anyway (a grid in which at most one searched hyperparameter takes several values: each
-        configuration is on the selected one's slice; a searcher with one suggestion). Those
-        trials give the numbers the test phase would, without its tasks' processes afterwards."""
-        if self.test_split == "all":
-            return True
-        if self.exact_grid:
-            points = self.grid_points()
-            return sum(len({repr(p.get(k)) for p in points}) > 1 for k in self.varied if k != "seed") <= 1
-        return self.num_samples <= 1
-
-    @property
-    def exact_grid(self) -> bool:
-        return exact_grid(self.searcher)
-
-    @property
     def max_epochs(self) -> int:
         """The most epochs a trial of this sweep may train (fixed, reported, grid and search values)."""
         candidates = [self.fixed.get("epochs"), self.reported.get("epochs"), *self.grid.get("epochs", [])]
@@ -138,12 +118,12 @@ class Sweep:
         return [dict(zip(block, values)) for block in (self.grids or [self.grid])
                 for values in itertools.product(*block.values())]
 
-    def reported_names(self) -> dict | None:
-        """For a grid whose reported point is not one of its own points (it runs first all the
-        same: a user's grid replaced the paper's): the point's configuration and the defaults it
-        trains with for varied hyperparameters it sets no value of, which its run name shows
-        (``contrasweep.spec.identity``). None otherwise."""
-        if not (self.exact_grid and self.reported):
+    def outside_reported(self) -> dict | None:
+        """The reported point where the grid's blocks do not hold it (it runs first all the same:
+        a user's grid replaced the paper's): its configuration and the defaults it trains with
+        for varied hyperparameters it sets no value of, which its run name shows
+        (``contrasweep.spec.identity``). None where it is one of the points, or none is reported."""
+        if not self.reported:
             return None
         config = {**self.fixed, **self.reported}
         same = self._with_defaults(config)
@@ -151,6 +131,12 @@ class Sweep:
             return None
         defaults = hp_defaults(self.method)
         return {"config": config, "defaults": {k: defaults[k] for k in self.varied if k not in config and k in defaults}}
+
+    def on_one_slice(self) -> bool:
+        """Whether at most one searched hyperparameter takes several values in the grid: every
+        configuration then lies on the selected one's sensitivity slice."""
+        points = self.grid_points()
+        return sum(len({repr(p.get(k)) for p in points}) > 1 for k in self.varied if k != "seed") <= 1
 
     def grid_trials(self) -> list[dict]:
         """Every trial of a grid sweep: configuration × data variant (``__data__``) × seed, the
@@ -179,12 +165,6 @@ class Sweep:
             if config not in unique:
                 unique.append(config)
         return unique or [reported]
-
-
-def exact_grid(searcher: str) -> bool:
-    """Whether a searcher runs the spec's exact grid (its ``grid`` section) rather than its
-    ``search`` domains."""
-    return searcher == GRID
 
 
 def reported_point(sweep: Sweep) -> dict | None:

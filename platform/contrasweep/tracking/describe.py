@@ -9,7 +9,6 @@ import json
 from typing import Any
 
 from contrasweep.spec.axes import short_value
-from contrasweep.spec.sweep import GRID, exact_grid
 from contrasweep.tracking.store import KIND_TAG
 
 NOTE_TAG = "mlflow.note.content"
@@ -64,9 +63,9 @@ def sweep_description(spec: dict, sweep_name: str) -> str:
     if paper:
         lines.append(f"Paper: *{paper.get('title', '?')}*" + (f" ({paper['where']})" if paper.get("where") else "") + ".")
     lines.append(f"Data: `{_inline(spec.get('data', {}))}`; encoder `{_inline(spec.get('encoder', {}))}`.")
-    searched = spec.get("grid") if exact_grid(sweep.get("searcher", GRID)) else spec.get("search")
+    searched = {section: spec[section] for section in ("grid", "search") if spec.get(section)}
     lines.append(f"Searcher `{sweep.get('searcher')}`, scheduler `{sweep.get('scheduler')}`, "
-                 f"training seeds {sweep.get('seeds')}; searched: `{_inline(searched or {})}`.")
+                 f"training seeds {sweep.get('seeds')}; searched: `{_inline(searched)}`.")
     lines.append("Selection: per data setting, the configuration with the best mean validation metric over "
                  "its complete repeat groups (`best_config/...` metrics below); test metrics are reported for it, "
                  "never used to choose it.")
