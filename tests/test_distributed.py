@@ -57,6 +57,7 @@ def test_every_method_runs_under_ddp(ray_session, tiny_model_dir, cache_dir, tmp
 
     from contrasweep.run.inputs import prepare_data, put_data
     from contrasweep.spec.load import load_spec
+    from contrasweep.spec.static import SweepStatic
     from contrasweep.spec.trial import trial_hp
 
     def _every_method(config: dict) -> None:
@@ -95,7 +96,7 @@ def test_every_method_runs_under_ddp(ray_session, tiny_model_dir, cache_dir, tmp
             spec.write_text(yaml.safe_dump(raw, sort_keys=False))
         sweep = load_spec(spec)
         prepared = prepare_data(sweep)
-        hp = trial_hp({"hp": sweep.grid_trials()[0]}, {"seeds": sweep.seeds, "resources": sweep.resources})
+        hp = trial_hp({"hp": sweep.grid_trials()[0]}, SweepStatic.of(sweep))
         loop_config = {"method": method, "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
                        "hp": hp, "metric": sweep.metric[0], "mode": sweep.mode[0], "num_labels": prepared[0].num_labels}
         methods.append((method, loop_config, put_data(prepared)[0]))
