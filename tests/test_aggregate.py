@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from contrasweep.tracking.aggregate import groups, select
-from contrasweep.tracking.store import PARENT_TAG, get_client
+from contrasweep.tracking.store import PARENT_TAG, SWEEP_RUN_TAG, get_client
 from dashboards.compare import seed_summary
 
 
@@ -19,7 +19,7 @@ def store(tmp_path):
 
     def trial(group, setting, lr, seed, best, test, outcome="complete", size=2):
         run = client.create_run(exp, tags={
-            PARENT_TAG: parent, "contrasweep.sweep": "s", "contrasweep.group": group, "contrasweep.setting": setting,
+            PARENT_TAG: parent, SWEEP_RUN_TAG: parent, "contrasweep.sweep": "s", "contrasweep.group": group, "contrasweep.setting": setting,
             "contrasweep.config": f"cfg-{lr}", "contrasweep.group_size": str(size), "contrasweep.outcome": outcome,
             "contrasweep.data_seed": str(seed)}).info.run_id
         client.log_param(run, "hp.lr", str(lr))

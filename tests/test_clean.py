@@ -28,10 +28,11 @@ def _sweep(root, name: str, status: str):
     (folder / "spec.yaml").write_text("method: ce\nsweep: {metric: val/accuracy, mode: max}\n")
     (folder / "sweep.json").write_text(json.dumps({"status": status, "created": "2026-11-25T01:00:00", "total": 3}))
     (folder / "tracking.json").write_text(json.dumps({"trials": {
-        "aaa": {"status": "FINISHED", "outcome": "complete", "best_value": 0.75},
-        "bbb": {"status": "FINISHED", "outcome": "stopped", "best_value": 0.5},
+        "aaa": {"status": "FINISHED", "outcome": "complete", "best_value": 0.75, "group": "a", "group_size": 1},
+        "bbb": {"status": "FINISHED", "outcome": "stopped", "best_value": 0.5, "group": "b", "group_size": 1},
         # kept, and its MLflow model holds its best weights (contrasweep.tracking.kept): one copy, MLflow's
-        "ccc": {"status": "FINISHED", "outcome": "complete", "best_value": 0.25, "model": "logged"}},
+        "ccc": {"status": "FINISHED", "outcome": "complete", "best_value": 0.25, "model": "logged", "group": "c",
+                "group_size": 1}},
         "tests": {"done": True, "reported": ["aaa"], "kept": ["aaa", "ccc"]}}))
     return folder
 

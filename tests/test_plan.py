@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 import subprocess
 import sys
 import time
@@ -261,8 +262,7 @@ def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended
     now[0] = 30.0
     resumed.trial_ended("c", "FINISHED", "complete", 0.5, 1, 3, 3)
     assert resumed.eta() == pytest.approx(2 * (20.0 / 2))  # 10 s per unit, 2 units left
-    restored = module.Progress.__new__(module.Progress)
-    restored.__setstate__({"total": 4, "metric": "val/accuracy"})
+    restored = pickle.loads(pickle.dumps(module.Progress(total=4, metric="val/accuracy")))  # as Tune keeps it
     assert restored.eta() is None and restored.units == []
     # the demo's units: its 4 trials cost alike (same epochs and data), training rows weigh most
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])

@@ -40,7 +40,6 @@ class Progress:
         return {"total": self.total, "metric": self.metric, "units": self.units, "slots": self.slots}
 
     def __setstate__(self, state):
-        state = {"units": [], "slots": 1, **state}  # pickled before the ETA: none
         self.__dict__.update(state)
         self.begun: dict[str, float] = {}  # running trial name -> when it started (this session)
         self.took: list[float] = []  # seconds of the trials that started and ended in this session

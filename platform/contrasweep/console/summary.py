@@ -246,17 +246,17 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
 def selected_values(trials: dict, mode: str) -> list[float]:
     """The best validation values of the repeats of the configuration the summary would select
     so far (``tracking.json``): the best mean over complete groups, every repeat of which
-    trained every epoch (``group_size`` of them; an older sweep's entries lack it: those seen)."""
+    trained every epoch (``group_size`` of them)."""
     import math
 
     groups: dict[str, list[dict]] = {}
-    for tid, entry in trials.items():  # an entry without a group (older sweeps): a group of its own
-        groups.setdefault(entry.get("group") or entry.get("config_key") or tid, []).append(entry)
+    for entry in trials.values():
+        groups.setdefault(entry["group"], []).append(entry)
     best, best_mean = [], None
     for entries in groups.values():
         values = [e["best_value"] for e in entries if e.get("outcome") == "complete"
                   and isinstance(e.get("best_value"), (int, float)) and not math.isnan(e["best_value"])]
-        size = max([int(e.get("group_size") or 0) for e in entries] + [len(entries)])
+        size = max([int(e["group_size"]) for e in entries] + [len(entries)])
         if len(values) < size:
             continue
         mean = sum(values) / len(values)

@@ -17,14 +17,10 @@ Rules (docs/architecture.md, "Repeat groups and early stopping"):
   group and, for a grid, the complete groups on its sensitivity slices, equal to the selected
   one in every searched hyperparameter but one (LaCon Fig. 5). With ``evaluation.test:
   reported`` only these repeats evaluate the test split (``contrasweep.run.test_phase``).
-
-Runs of sweeps made before repeat groups existed carry no group tags: they are grouped by
-their ``hp.*`` params without the seed, and a FINISHED run counts as complete.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,10 +75,10 @@ def groups_of(runs: list) -> list[Group]:
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):
         tags, params = run.data.tags, run.data.params
         hp = {k[3:]: v for k, v in params.items() if k.startswith("hp.") and k != "hp.seed"}
-        key = tags.get(GROUP_TAG) or json.dumps(hp, sort_keys=True)
+        key = tags[GROUP_TAG]
         group = out.setdefault(key, Group(
-            group=key, setting=tags.get("contrasweep.setting", ""), config=tags.get("contrasweep.config", key),
-            hp=hp, size=int(tags.get("contrasweep.group_size", 0)),
+            group=key, setting=tags.get("contrasweep.setting", ""), config=tags["contrasweep.config"],
+            hp=hp, size=int(tags["contrasweep.group_size"]),
             info={k: tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol") if f"contrasweep.{k}" in tags},
         ))
         outcome = tags.get(OUTCOME_TAG) or ("complete" if run.info.status == "FINISHED" else "failed")
@@ -90,8 +86,6 @@ def groups_of(runs: list) -> list[Group]:
             "run_id": run.info.run_id, "seed": params.get("hp.seed"), "data_seed": tags.get("contrasweep.data_seed"),
             "split_seed": tags.get("contrasweep.split_seed"), "metrics": dict(run.data.metrics),
         })
-    for group in out.values():
-        group.size = group.size or len(group.repeats)  # legacy runs: every run found is a repeat
     return list(out.values())
 
 

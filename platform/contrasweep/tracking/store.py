@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 PARENT_TAG = "mlflow.parentRunId"
-KIND_TAG = "contrasweep.kind"  # "sweep", "configuration" or "trial" (sweeps tracked before 0.2 tag none)
+KIND_TAG = "contrasweep.kind"  # "sweep", "configuration" or "trial"
 SWEEP_RUN_TAG = "contrasweep.sweep_run"  # a trial run's sweep (parent) run, two levels up
 CONFIG_KEY_TAG = "contrasweep.config_key"  # a trial run's config (re-attaching a trial Tune lost)
 VARIANT_TAG = "contrasweep.variant"  # a trial run's data variant index
@@ -32,13 +32,9 @@ def store_errors() -> tuple[type, ...]:
 
 
 def trial_runs(client, parent_run_id: str) -> list:
-    """The trial (repeat) runs of a sweep: nested under its configuration runs, or directly
-    under the sweep's run for sweeps tracked before configuration runs existed."""
+    """The trial (repeat) runs of a sweep (nested under its configuration runs: tagged with it)."""
     exp = client.get_run(parent_run_id).info.experiment_id
-    nested = client.search_runs([exp], filter_string=f"tags.`{SWEEP_RUN_TAG}` = '{parent_run_id}'", max_results=5000)
-    direct = client.search_runs([exp], filter_string=f"tags.`{PARENT_TAG}` = '{parent_run_id}'", max_results=5000)
-    seen = {r.info.run_id for r in nested}
-    return nested + [r for r in direct if KIND_TAG not in r.data.tags and r.info.run_id not in seen]
+    return client.search_runs([exp], filter_string=f"tags.`{SWEEP_RUN_TAG}` = '{parent_run_id}'", max_results=5000)
 
 
 def default_tracking_uri(workdir: str | os.PathLike | None = None) -> str:
