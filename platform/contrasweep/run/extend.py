@@ -29,7 +29,7 @@ from contrasweep.folder.record import TrackingState
 from contrasweep.run import recovery
 from contrasweep.run.checks import check_services
 from contrasweep.run.inputs import load_sweep
-from contrasweep.search.grid_search import REPEAT_GROWTH, default_of
+from contrasweep.search.grid_search import REPEAT_GROWTH, default_of, shown
 from contrasweep.search.registry import SEARCHERS, searcher_of, total_trials
 from contrasweep.spec.axes import REPEAT_AXES, keep_order
 from contrasweep.spec.load import apply_override
@@ -85,14 +85,10 @@ def check_growth(ran: Sweep, new: Sweep) -> list[str]:
             continue
         if key in growable:
             raise UserError(f"{key} cannot grow in a {ran.searcher} sweep ({searcher.cannot_grow}); {ALLOWED}")
-        raise UserError(f"extend cannot change {key} ({_show(was)} -> {_show(now)}); {ALLOWED}")
+        raise UserError(f"extend cannot change {key} ({shown(was)} -> {shown(now)}); {ALLOWED}")
     if not grown:
         raise UserError(f"nothing to extend: the overrides add no seed, data value or suggestion; {ALLOWED}")
     return grown
-
-
-def _show(value) -> str:
-    return "unset" if value is None else json.dumps(value, default=str)
 
 
 def grown_sweep(sweep_dir: sweeps.SweepDir, overrides: list[str]) -> tuple[Sweep, Sweep, list[str]]:

@@ -97,7 +97,7 @@ class GridSearch(Searcher):
         """A repeat or setting axis grows to a superset of what ran (an unset axis ran its default;
         a setting axis must have run as a list: its trials carry the setting)."""
         if key in SETTING_GROWTH and not isinstance(was, list):
-            raise UserError(f"{key}={_show(was)} ran as one value, not as a setting axis, so its trials carry no "
+            raise UserError(f"{key}={shown(was)} ran as one value, not as a setting axis, so its trials carry no "
                             f"setting to grow; allowed: grow sweep.seeds, data.seed or data.split_seed here, or a "
                             f"new sweep with {key} as a list (`contrasweep run`)")
         values = was if isinstance(was, list) else (
@@ -151,5 +151,6 @@ def default_of(key: str):
     return DataConfig.__dataclass_fields__[key.split(".", 1)[1]].default
 
 
-def _show(value) -> str:
+def shown(value) -> str:
+    """A spec value as an error line shows it (``unset`` for none)."""
     return "unset" if value is None else json.dumps(value, default=str)
