@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from contrasweep.folder import race_record
 from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
 from contrasweep.search.registry import group_sizes, searcher_of
@@ -103,6 +104,20 @@ def run_links(folder: Path) -> dict[str, str]:
         return {}
     links = {group: run_url(base, experiment, run_id) for group, run_id in state.get("configs", {}).items()}
     return {"": runs_url(base, experiment), **links}
+
+
+def race_lines(folder: Path, racing) -> list[str]:
+    """What the race did (``race.json``): the configurations it eliminated, and the trials it saved
+    against every repeat of every configuration."""
+    journal = race_record.read(folder / race_record.RACE_FILE)
+    if not journal or journal.get("total") is None:
+        return []
+    eliminated = sum(1 for o in journal["out"].values() if o["outcome"] == race_record.ELIMINATED)
+    ran, total = race_record.ran(journal), journal["total"]
+    saved = total - ran - (journal.get("needed") or 0)
+    return [f"[contrasweep] racing (min_repeats {racing.min_repeats}, alpha {racing.alpha:g}): {eliminated} "
+            f"configuration{'' if eliminated == 1 else 's'} eliminated; racing saved {saved} of {total} trials "
+            f"({ran} ran)"]
 
 
 def model_errors(folder: Path) -> list[str]:
@@ -223,6 +238,8 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
         recorded = folder is not None and status in ("finished", "failed") and (folder / "tracking.json").exists()
         lines += best_lines(results, sweep, metric, mode, links, recorded_best(folder, metric, mode) if recorded else None)
         lines += test_lines(folder, sweep) if recorded else []
+    if folder is not None and sweep is not None and sweep.racing:
+        lines += race_lines(folder, sweep.racing)
     if folder is not None and sweep is not None and status in ("finished", "failed"):
         lines += model_lines(folder, sweep.keep_models)
     errors = model_errors(folder) if folder is not None else []

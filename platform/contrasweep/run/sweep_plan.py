@@ -55,7 +55,8 @@ from contrasweep.console.summary import human
 from contrasweep.data import load_splits
 from contrasweep.run.checks import _local_gpus
 from contrasweep.run.ray_start import init_ray
-from contrasweep.search.registry import pause_epochs, reported_configurations, tests_in_trials, trial_configs
+from contrasweep.search.registry import (fewest_trials, pause_epochs, reported_configurations, tests_in_trials,
+                                        trial_configs)
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, plan_of
@@ -107,10 +108,11 @@ class SweepPlan:
     calibration: dict = field(default_factory=dict)
     costs: list[TrialCost] = field(default_factory=list)
     fixed: dict = field(default_factory=dict)  # the measured fixed costs ({} where the defaults were used)
+    fewest_trials: int | None = None  # a race's fewest (sweep.racing: its first rounds alone); None: every trial runs
 
     def as_json(self) -> dict:
         keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
-                "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed")
+                "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed", "fewest_trials")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -254,7 +256,8 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
         estimated_seconds=(over["sweep_s"] + makespan([c.seconds for c in costs], slots, over["worker_start_s"])
                            + makespan(tests, min(slots, len(tests)), over["worker_start_s"])
                            + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)),
-        concurrency=slots, test_passes=passes, calibration=calibration, costs=costs, fixed=fixed or {})
+        concurrency=slots, test_passes=passes, calibration=calibration, costs=costs, fixed=fixed or {},
+        fewest_trials=fewest_trials(sweep) if sweep.racing else None)
 
 
 def quiet() -> None:
@@ -290,6 +293,10 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"{found.trials} trials = {found.configurations} configurations × {found.repeats} repeats "
         f"({found.settings} setting{'s' if found.settings != 1 else ''}); method {sweep.method}, searcher "
         f"{sweep.searcher}, scheduler {sweep.scheduler}",
+        *([f"racing (min_repeats {sweep.racing.min_repeats}, alpha {sweep.racing.alpha:g}): between "
+           f"{found.fewest_trials} and {found.trials} trials (every configuration's first {sweep.racing.min_repeats} "
+           "repeats; more while a configuration is not significantly worse than the best); the figures below are "
+           "for all of them"] if found.fewest_trials is not None else []),
         f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all; test split: "
         + (f"once in each of the {found.test_passes} trials (evaluation.test: {sweep.test_split})" if tests_in_trials(sweep)
            else f"{found.test_passes} evaluations after selection, at most (evaluation.test: reported)"),

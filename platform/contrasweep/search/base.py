@@ -37,7 +37,8 @@ class Searcher(ABC):
        ``total_trials``, ``group_sizes`` (trials per repeat group), ``candidate_configs`` (the
        values a method's ``check`` judges before anything runs), ``trial_configs`` (every trial
        as the Tune config ``run`` will start), ``reported_configurations`` (how many
-       configurations per setting a report shows, so how many the test phase evaluates).
+       configurations per setting a report shows, so how many the test phase evaluates),
+       ``fewest_trials`` (where a race may end sooner: ``sweep.racing``).
     2. **Launch** (``contrasweep.run.tune.build_tuner``): ``param_space``, ``search_alg`` and
        ``num_samples`` make Tune's part. A trial's Tune config takes one of two forms, which
        ``contrasweep.spec.trial.plan_of`` decodes for every reader (the executor, the tracker,
@@ -93,6 +94,10 @@ class Searcher(ABC):
     @abstractmethod
     def total_trials(self, sweep: Sweep) -> int:
         """Every trial the sweep runs (all repeats of all configurations)."""
+
+    def fewest_trials(self, sweep: Sweep) -> int:
+        """The fewest trials the sweep may run (a race's first rounds alone); all of them without racing."""
+        return self.total_trials(sweep)
 
     @abstractmethod
     def group_sizes(self, sweep: Sweep) -> dict[str, int] | int:

@@ -36,21 +36,36 @@ class GridSearch(Searcher):
     cannot_grow = "a grid runs its exact grid, whatever num_samples says"
 
     def param_space(self, sweep) -> dict:
-        """Every trial as one value of Tune's ``grid_search`` (its hyperparameters, ``__data__``, seed)."""
+        """Every trial as one value of Tune's ``grid_search`` (its hyperparameters, ``__data__``,
+        seed); a racing grid's trials come from its search algorithm, one at a time."""
         from ray import tune
 
-        return {"hp": tune.grid_search(sweep.grid_trials())}
+        return {} if sweep.racing else {"hp": tune.grid_search(sweep.grid_trials())}
 
     def search_alg(self, sweep, sweep_dir, live: int):
+        """Tune's grid generator; a racing grid's race (``contrasweep.search.race_search``)."""
+        if sweep.racing:
+            from contrasweep.search.race_search import build  # Ray Tune: plan and the console never need it
+
+            return build(sweep, sweep_dir, live)
         from ray.tune.search.basic_variant import BasicVariantGenerator
 
         return BasicVariantGenerator(max_concurrent=live)
 
     def num_samples(self, sweep) -> int:
-        return 1  # the grid is the samples
+        """1: the grid is the samples; a race: at most every trial (it ends itself sooner)."""
+        return self.total_trials(sweep) if sweep.racing else 1
 
     def total_trials(self, sweep) -> int:
         return len(sweep.grid_trials())
+
+    def fewest_trials(self, sweep) -> int:
+        if not sweep.racing:
+            return self.total_trials(sweep)
+        from contrasweep.search.racing import Race, entries_of
+
+        entries = entries_of(sweep.grid_trials(), SweepStatic.of(sweep))
+        return Race(entries, sweep.racing.min_repeats, sweep.racing.alpha, sweep.objective.sign).fewest()
 
     def candidate_configs(self, sweep) -> list[tuple[dict, str]]:
         """The configurations a method's ``check`` judges before the sweep: every grid point."""

@@ -80,8 +80,14 @@ def search_alg(sweep, sweep_dir):
 
 def scheduler(sweep, sweep_dir, static, sizes: dict[str, int] | int | None = None):
     """The Tune scheduler over the sweep's fixed part (``static``: its repeat groups' key);
-    ``sizes``: the repeat groups' sizes where they are not the spec's (an extension's)."""
-    return scheduler_of(sweep).build(sweep, sweep_dir, group_sizes(sweep) if sizes is None else sizes, static)
+    ``sizes``: the repeat groups' sizes where they are not the spec's (an extension's). In a
+    race a group's repeats start a round at a time: group ASHA's rungs wait for the first
+    round's (``sweep.racing.min_repeats``); a later repeat meets rungs its group has passed."""
+    sizes = group_sizes(sweep) if sizes is None else sizes
+    if sweep.racing:
+        first = sweep.racing.min_repeats
+        sizes = min(sizes, first) if isinstance(sizes, int) else {g: min(n, first) for g, n in sizes.items()}
+    return scheduler_of(sweep).build(sweep, sweep_dir, sizes, static)
 
 
 def num_samples(sweep) -> int:
@@ -90,6 +96,10 @@ def num_samples(sweep) -> int:
 
 def total_trials(sweep) -> int:
     return searcher_of(sweep).total_trials(sweep)
+
+
+def fewest_trials(sweep) -> int:
+    return searcher_of(sweep).fewest_trials(sweep)
 
 
 def pause_epochs(sweep) -> list[int]:

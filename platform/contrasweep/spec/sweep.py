@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from contrasweep.spec.trial import DATA_KEY
 from contrasweep.spec.objective import MODES, Objective  # noqa: F401  (MODES: the spec's words, spec.load checks them)
+from contrasweep.spec.racing import Racing
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration
 
@@ -65,6 +66,7 @@ class Sweep:
     asha: dict = field(default_factory=lambda: {"grace_period": 1, "reduction_factor": 2.0})
     seeds: list = field(default_factory=lambda: [0])
     warm_start: list = field(default_factory=list)  # earlier sweeps whose results seed the study (search.warm_start)
+    racing: Racing | None = None  # sweep.racing (contrasweep.spec.racing): None, every configuration runs every repeat
     resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
     experiment: str = "contrasweep"
     keep_models: int | str = 2  # configurations of each setting that keep an MLflow model besides the reported ones, or "all"
@@ -107,6 +109,12 @@ class Sweep:
     def repeats(self) -> int:
         """Trials per configuration: data variants × training seeds."""
         return max(1, len(self.variants)) * len(self.seeds)
+
+    @property
+    def setting_repeats(self) -> int:
+        """Trials per configuration in one setting: its repeat variants × training seeds."""
+        settings = {tuple(sorted(v.setting.items(), key=str)) for v in self.variants} or {()}
+        return self.repeats // len(settings)
 
     @property
     def varied(self) -> list[str]:

@@ -7,7 +7,8 @@ at the end, so MLflow holds exactly one run per repeat.
 
 May import: ``contrasweep.tracking.store``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.describe``,
-``contrasweep.tracking.reattach``, ``contrasweep.spec``, ``contrasweep.folder.record``.
+``contrasweep.tracking.reattach``, ``contrasweep.spec``, ``contrasweep.folder.record``,
+``contrasweep.folder.race_record`` (a race's eliminations).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from contrasweep.folder import race_record
 from contrasweep.folder.record import TrackingState
 from contrasweep.spec.identity import config_run_name, identify, key_of, run_name, tags
 from contrasweep.spec.static import SweepStatic
@@ -43,11 +45,14 @@ class RunTree:
     differs from the sweep run's (a resume by other code or on another host)."""
 
     def __init__(self, client, state: TrackingState, sweep_name: str, static: SweepStatic,
-                 group_sizes: dict[str, int] | int = 1, provenance: dict[str, str] | None = None):
+                 group_sizes: dict[str, int] | int = 1, provenance: dict[str, str] | None = None,
+                 race_file: Path | None = None):
         self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static
         self.group_sizes = group_sizes
         self.provenance = provenance or {}
         self.run_provenance = dict(self.provenance)  # set by open_parent / reopen
+        self.race_file = race_file  # a racing sweep's journal (contrasweep.folder.race_record)
+        self._closed: set[str] = set()  # groups whose configuration run this process closed
 
     def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
         self.run_provenance = {k: v for k, v in self.provenance.items() if k in UI_TAGS or sweep_run_tags.get(k) != v}
@@ -181,28 +186,51 @@ class RunTree:
         self.client.set_terminated(entry["run_id"], status=entry["status"])
         del entry["pending"]
         self.state.save_trial(entry)
-        self.close_group(entry.get("group"))
+        out = self.race_out()
+        for group in dict.fromkeys([entry.get("group"), *(g for g in out if g not in self._closed)]):
+            self.close_group(group, out)
 
-    def close_group(self, group: str | None) -> None:
-        """Once every repeat of a group has ended: its mean, std and n on the configuration run."""
+    def race_out(self) -> dict[str, dict]:
+        """The configurations a race dropped, and why (``race.json``; none where the sweep does not race)."""
+        journal = race_record.read(self.race_file) if self.race_file else None
+        return journal["out"] if journal else {}
+
+    def expected(self, group: str, out: dict[str, dict]) -> int:
+        """The repeats a group runs: all of them, or those it had when its race dropped it."""
+        if group in out:
+            return len([e for e in self.state.trials.values() if e.get("group") == group])
+        return self.group_size(group)
+
+    def close_group(self, group: str | None, out: dict[str, dict] | None = None) -> None:
+        """Once every repeat of a group has ended: its mean, std and n on the configuration run;
+        a configuration the race eliminated says so, with the round and the p-value."""
+        out = self.race_out() if out is None else out
         config_run = self.state.data.get("configs", {}).get(group)
         members = [e for e in self.state.trials.values() if e.get("group") == group]
-        if config_run is None or len(members) < self.group_size(group) or any("status" not in e for e in members):
+        if config_run is None or len(members) < self.expected(group, out) or any("status" not in e for e in members):
             return
         from mlflow.entities import RunTag
 
         (found,) = groups_of([self.client.get_run(e["run_id"]) for e in members])
         outcome = "complete" if found.complete else ("stopped" if found.outcomes.get("stopped") else "failed")
+        tags = {}
+        if out.get(group, {}).get("outcome") == race_record.ELIMINATED:
+            left = out[group]
+            outcome = race_record.ELIMINATED
+            tags = {"contrasweep.race.round": str(left["round"]), "contrasweep.race.p_value": f"{left['p_value']:.3g}",
+                    "contrasweep.race.best": self.state.data["configs"].get(left["best"], left["best"])}
         self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in summary(found).items()],
-                              tags=[RunTag(OUTCOME_TAG, outcome)])
+                              tags=[RunTag(OUTCOME_TAG, outcome), *(RunTag(k, v) for k, v in tags.items())])
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
+        self._closed.add(group)
 
     def close_open_groups(self) -> None:
         """On resume: a group whose last repeat ended just before the stop gets its aggregates."""
+        out = self.race_out()
         for group, run_id in self.state.data.get("configs", {}).items():
             run = self.client.get_run(run_id)
             if run.info.status not in ("FINISHED", "FAILED") or OUTCOME_TAG not in run.data.tags:
-                self.close_group(group)
+                self.close_group(group, out)
 
     def delete_orphans(self, trials) -> None:
         """Runs never re-attached (their trial was lost and not regenerated) go, and the
@@ -220,9 +248,10 @@ class RunTree:
         runs of groups still open end KILLED, so that nothing in MLflow claims to be running;
         ``reopen`` on resume sets them RUNNING again."""
         killed = [e["run_id"] for e in self.state.trials.values() if "status" not in e]
+        out = self.race_out()
         for group, run_id in self.state.data.get("configs", {}).items():
             members = [e for e in self.state.trials.values() if e.get("group") == group]
-            if any("status" not in e for e in members) or len(members) < self.group_size(group):
+            if any("status" not in e for e in members) or len(members) < self.expected(group, out):
                 killed.append(run_id)
         for run_id in killed:
             self.client.set_terminated(run_id, status="KILLED")

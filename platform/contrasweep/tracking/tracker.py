@@ -24,6 +24,7 @@ from pathlib import Path
 from ray.tune import Callback
 
 from contrasweep.errors import UserError
+from contrasweep.folder import race_record
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.folder.tune_state import own_session_uploads
@@ -118,7 +119,7 @@ class MlflowTracker(Callback):
     def _setup(self) -> None:
         self.client = get_client(self.tracking_uri)
         self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
-                            provenance_tags(self.spec))
+                            provenance_tags(self.spec), self.sweep_dir / race_record.RACE_FILE)
         self.artifacts = Artifacts(self.client, self.state, self.static)
         self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
                                self.store_failed)
@@ -228,6 +229,9 @@ class MlflowTracker(Callback):
         self._apply_finish(entry)
         if not self.store_error:
             self.epochs.sweep_progress(self.parent_run_id, self._ended())
+        journal = race_record.read(self.sweep_dir / race_record.RACE_FILE)
+        if self.progress and journal and journal.get("needed") is not None:
+            self.progress.total = self._done() + journal["needed"]  # what the race may still run
         if self.progress:
             self.progress.trial_ended(entry.get("name", trial.trial_id), status, outcome, entry.get("best_value"),
                                       entry.get("best_epoch"), entry.get("last_epoch", 0), self._done())

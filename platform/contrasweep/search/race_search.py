@@ -1,0 +1,128 @@
+"""The search algorithm of a racing grid (``sweep.racing``; ``contrasweep.search.racing``): Tune
+asks it for trials one at a time, and it gives the grid's trials in the race's order, each
+configuration's repeats only while the configuration is still in the race.
+
+Why a ``Searcher`` and not Tune's grid generator: the generator makes every trial up front;
+a race decides a configuration's next repeat from the ones that ended.
+
+Memory: the race's journal (``race.json``, ``contrasweep.folder.race_record``) is written the
+moment a repeat ends, before the tracker records it (Tune tells the searcher first), so a
+driver killed at any moment resumes the race exactly: a repeat whose value is in the journal is
+never run again (the schedulers' ``settle`` ends a restored copy of it from the sweep's
+record), and no elimination is undone. Tune's copy of this object (``save``/``restore``) holds
+only which trials Tune has, as the study searcher's does.
+
+May import: Ray Tune's ``Searcher``, ``contrasweep.search.racing``, ``contrasweep.spec``,
+``contrasweep.folder`` (the journal, a moved folder), ``contrasweep.tracking.aggregate``.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+
+from ray.tune.search import Searcher
+
+from contrasweep.folder import race_record
+from contrasweep.folder.relocation import here
+from contrasweep.search.racing import Entry, Race, entries_of
+from contrasweep.spec.objective import Objective
+from contrasweep.spec.static import SweepStatic
+from contrasweep.tracking.aggregate import ran_every_epoch, selection_key
+
+logger = logging.getLogger(__name__)
+
+
+class RaceSearcher(Searcher):
+    """``trials``: the grid's trials (``Sweep.grid_trials``) and ``entries`` their race entries,
+    in the same order; ``metric``/``mode``: the sweep's objective (a repeat's value is its
+    ``selection_key``, as the selection judges it); ``path``: ``race.json``."""
+
+    def __init__(self, trials: list[dict], entries: list[Entry], min_repeats: int, alpha: float, metric: str, mode: str,
+                 path: str, max_concurrent: int):
+        super().__init__(metric=metric, mode=mode)
+        self.trials = {(e.group, e.repeat): t for e, t in zip(entries, trials)}
+        self.entries, self.min_repeats, self.alpha = entries, min_repeats, alpha
+        self.path, self.max_concurrent = str(path), max_concurrent
+        self.live: dict[str, tuple[str, str]] = {}  # Tune trial id -> (group, repeat)
+        self._race: Race | None = None
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_race"] = None  # re-read from race.json
+        return state
+
+    def __setstate__(self, state):
+        state["path"] = here(state["path"])  # the sweep folder may have moved
+        self.__dict__.update(state)
+
+    def set_search_properties(self, metric, mode, config, **spec) -> bool:
+        return True  # the objective and the trials are the spec's
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as fh:
+            pickle.dump({"live": self.live}, fh)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as fh:
+            self.live = pickle.load(fh)["live"]
+        self._race = None
+
+    @property
+    def race(self) -> Race:
+        if self._race is None:
+            journal = race_record.read(self.path)
+            self._race = Race(self.entries, self.min_repeats, self.alpha, Objective(self.metric, self.mode).sign, journal)
+            self._race.advance()  # a round due when the driver stopped (none: a round is judged with its last repeat)
+            self._write()
+        return self._race
+
+    def _write(self) -> None:
+        self._race.journal.update(needed=self._race.needed(), total=self._race.total())
+        race_record.write(self.path, self._race.journal)
+
+    # -- Searcher API ------------------------------------------------------------------
+    def suggest(self, trial_id: str) -> dict | str | None:
+        race = self.race
+        if len(self.live) >= self.max_concurrent:
+            return None
+        chosen = race.next(set(self.live.values()))
+        if chosen is None:
+            return Searcher.FINISHED if not self.live else None  # the next round waits for the running repeats
+        self.live[trial_id] = chosen
+        return {"hp": dict(self.trials[chosen])}
+
+    def on_trial_result(self, trial_id: str, result: dict) -> None:
+        pass  # stopping inside a repeat is the scheduler's (group ASHA)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        """A repeat ended: its value (its ``selection_key``) and outcome go into the journal, and
+        a round whose last repeat this was is judged. A trial removed without a result (the
+        scheduler stopped it while it waited) is not a repeat that ended: a configuration the
+        scheduler stops has a repeat that reported, and leaves the race with it."""
+        race = self.race
+        if trial_id not in self.live:
+            logger.debug("trial %s is not a repeat this race issued (or it ended before a restore)", trial_id)
+            return
+        group, repeat = self.live.pop(trial_id)
+        if result is None and not error:
+            return
+        result = result or {}
+        value = result.get(selection_key(self.metric), result.get(self.metric))
+        if error:
+            outcome = "failed"
+        else:
+            outcome = "complete" if ran_every_epoch(result.get("epoch", 0), self.trials[(group, repeat)]) else "stopped"
+        value = float(value) if isinstance(value, (int, float)) else None
+        if race.record(group, repeat, value, outcome):
+            for gone in race.advance():
+                logger.info("racing: configuration %s eliminated (%s)", gone, race.out()[gone])
+            self._write()
+
+
+def build(sweep, sweep_dir, live: int) -> RaceSearcher:
+    """The racing grid's search algorithm over ``sweep.grid_trials()``."""
+    trials = sweep.grid_trials()
+    objective = sweep.objective
+    return RaceSearcher(trials, entries_of(trials, SweepStatic.of(sweep)), sweep.racing.min_repeats, sweep.racing.alpha,
+                        objective.metric, objective.mode, str(sweep_dir.path / race_record.RACE_FILE), live)

@@ -1,0 +1,173 @@
+"""Racing over repeats (``sweep.racing``, issue 43): the paired test and Holm's correction
+recomputed by hand in float64, the race's rounds on made-up values, and the spec's one-line
+errors. The race on real Ray, MLflow and a killed driver: tests/test_racing_sweep.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from contrasweep.errors import SpecError
+from contrasweep.folder.race_record import ELIMINATED, new_journal
+from contrasweep.search.racing import Entry, Race, holm, judge, paired_p
+from contrasweep.search.registry import validate
+
+
+def test_paired_p_is_the_one_sided_t_test_of_the_differences():
+    a = [0.50, 0.55, 0.47, 0.52]
+    b = [0.61, 0.60, 0.66, 0.58]
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    n = d.size
+    t = d.mean() / (d.std(ddof=1) / math.sqrt(n))
+    by_hand = stats.t.cdf(t, df=n - 1)  # P(T <= t): "a is worse" is a negative mean difference
+    assert paired_p(a, b, +1.0) == pytest.approx(by_hand, rel=1e-12)
+    # lower is better: the same values now say b is the worse one
+    assert paired_p(a, b, -1.0) == pytest.approx(1 - by_hand, rel=1e-12)
+    assert paired_p(b, a, -1.0) == pytest.approx(by_hand, rel=1e-12)
+
+
+def test_paired_p_without_variance_and_with_too_few_repeats():
+    assert paired_p([0.2, 0.2, 0.2], [0.6, 0.6, 0.6], +1.0) == 0.0  # worse on every repeat by the same amount
+    assert paired_p([0.6, 0.6], [0.6, 0.6], +1.0) == 1.0
+    assert paired_p([0.7, 0.8], [0.6, 0.7], +1.0) == 1.0  # better by the same amount
+    assert paired_p([0.1], [0.9], +1.0) == 1.0  # one difference: no test
+    assert paired_p([0.1, float("nan")], [0.9, 0.8], +1.0) == 1.0
+
+
+def test_holm_step_down_by_hand():
+    adjusted = holm({"a": 0.01, "b": 0.04, "c": 0.03})
+    # sorted: a 0.01 x 3 = 0.03; c 0.03 x 2 = 0.06; b 0.04 x 1 = 0.04, kept monotone: 0.06
+    assert adjusted == pytest.approx({"a": 0.03, "c": 0.06, "b": 0.06})
+    assert holm({"a": 0.6, "b": 0.5}) == pytest.approx({"b": 1.0, "a": 1.0})
+    assert holm({}) == {}
+
+
+def test_judge_names_the_best_mean_and_ties_by_group_key():
+    best, p = judge({"g2": [0.5, 0.6, 0.55], "g1": [0.5, 0.6, 0.55], "g3": [0.1, 0.2, 0.15]}, +1.0)
+    assert best == "g1"  # equal means: the key that sorts first, as the selection breaks ties
+    assert set(p) == {"g2", "g3"} and p["g2"] == 1.0 and p["g3"] == 0.0
+    best, _ = judge({"x": [1.0, 2.0], "y": [0.5, 0.7]}, -1.0)  # lower is better
+    assert best == "y"
+
+
+def _entries(groups: dict[str, str], repeats: int) -> list[Entry]:
+    return [Entry(group=g, repeat=f"seed={s}", setting=setting) for g, setting in groups.items() for s in range(repeats)]
+
+
+def _run_round(race: Race, values: dict[str, list[float]], busy=frozenset()) -> list[tuple[str, str]]:
+    """Run what the race asks for next until it waits; each repeat's value from ``values``."""
+    ran = []
+    while (chosen := race.next(set(busy))) is not None:
+        group, repeat = chosen
+        race.record(group, repeat, values[group][int(repeat.split("=")[1])], "complete")
+        ran.append(chosen)
+        race.advance()
+    return ran
+
+
+def test_a_race_drops_the_clearly_worse_configuration_and_runs_the_rest_to_the_end():
+    values = {"good": [0.80, 0.82, 0.79, 0.81, 0.80], "near": [0.79, 0.83, 0.78, 0.80, 0.81],
+              "chance": [0.20, 0.25, 0.22, 0.21, 0.24]}
+    race = Race(_entries({g: "" for g in values}, 5), min_repeats=3, alpha=0.05, sign=+1.0)
+    assert race.needed() == 15 and race.total() == 15
+    first = []
+    while (chosen := race.next(set(first))) is not None:  # the first round: 3 repeats of each, nothing judged yet
+        first.append(chosen)
+    assert len(first) == 9 and all(int(r.split("=")[1]) < 3 for _, r in first)
+    for group, repeat in first:
+        race.record(group, repeat, values[group][int(repeat.split("=")[1])], "complete")
+    gone = race.advance()
+    assert gone == ["chance"]
+    out = race.out()["chance"]
+    assert out["outcome"] == ELIMINATED and out["round"] == 3 and out["best"] == "good" and out["p_value"] <= 0.05
+    # Holm over the round's two comparisons, recomputed from the t-tests
+    raw = {g: stats.ttest_rel(values[g][:3], values["good"][:3], alternative="less").pvalue for g in ("near", "chance")}
+    assert race.journal["rounds"][""][0]["p_values"] == pytest.approx(holm(raw))
+    rest = _run_round(race, values)
+    assert sorted(rest) == sorted([(g, f"seed={s}") for g in ("good", "near") for s in (3, 4)])
+    assert race.needed() == 0 and race.next(set()) is None
+    assert len(race.journal["rounds"][""]) == 2  # rounds 3 and 4; the last (5) is selection's
+    assert race.total() - len(first) - len(rest) == 2  # trials saved
+
+
+def test_a_race_resumes_from_its_journal_and_ignores_a_replayed_repeat():
+    values = {"a": [0.8, 0.82, 0.81, 0.8], "b": [0.3, 0.31, 0.29, 0.3]}
+    entries = _entries({"a": "k=2", "b": "k=2", "c": "k=3"}, 4)
+    values["c"] = [0.5] * 4
+    race = Race(entries, min_repeats=2, alpha=0.05, sign=+1.0)
+    for group in ("a", "b"):
+        for s in (0, 1):
+            assert race.record(group, f"seed={s}", values[group][s], "complete")
+    assert not race.record("a", "seed=0", 0.1, "complete")  # the same repeat again: kept as it was
+    assert race.journal["repeats"]["a"]["seed=0"]["value"] == 0.8
+    race.advance()
+    assert "b" in race.out()
+    again = Race(entries, min_repeats=2, alpha=0.05, sign=+1.0, journal=race.journal)
+    again.advance()
+    assert again.out() == race.out()  # nothing undone
+    # the lone survivor of k=2 runs its remaining repeats; k=3 races on its own
+    order = []
+    while (chosen := again.next(set(order))) is not None:
+        order.append(chosen)
+    assert ("a", "seed=2") in order and ("a", "seed=3") in order and not any(g == "b" for g, _ in order)
+    assert ("c", "seed=0") in order and ("c", "seed=1") in order and ("c", "seed=2") in order  # alone: all its repeats
+
+
+def test_a_stopped_or_failed_repeat_takes_its_configuration_out_of_the_race():
+    race = Race(_entries({"a": "", "b": "", "c": ""}, 4), min_repeats=2, alpha=0.05, sign=+1.0)
+    race.record("a", "seed=0", 0.4, "stopped")
+    race.record("b", "seed=0", None, "failed")
+    assert race.out()["a"]["outcome"] == "stopped" and race.out()["b"]["outcome"] == "failed"
+    assert race.needed() == 4  # c's repeats only
+    assert race.next(set()) == ("c", "seed=0")
+
+
+def test_the_journal_starts_empty():
+    assert new_journal() == {"repeats": {}, "out": {}, "targets": {}, "rounds": {}, "needed": None, "total": None}
+
+
+BASE = {"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4}, "grid": {"lr": [1e-3, 1e-4]},
+        "fixed": {"epochs": 1}}
+
+
+def _spec(sweep: dict, data: dict | None = None) -> dict:
+    return {**BASE, "data": {**BASE["data"], **(data or {})}, "sweep": sweep}
+
+
+@pytest.mark.parametrize("racing, seeds, data, message", [
+    ([3], [0, 1, 2], None, "sweep.racing=[3] must be a mapping; allowed keys: sweep.racing.min_repeats, sweep.racing.alpha"),
+    ({"min": 3}, [0, 1, 2], None, "unknown key sweep.racing.min; allowed"),
+    ({"min_repeats": 4}, [0, 1, 2], None, "sweep.racing.min_repeats=4 is above the 3 repeats each configuration runs"),
+    ({"min_repeats": 1}, [0, 1, 2], None, "sweep.racing.min_repeats=1 is not allowed; allowed: an integer in [2,"),
+    ({"alpha": 0}, [0, 1, 2], None, "sweep.racing.alpha=0 is not allowed; allowed: a number in (0, 0.5]"),
+    ({}, [0], None, "sweep.racing needs at least 2 repeats per configuration, and this sweep runs 1"),
+    ({"min_repeats": 5}, [0, 1], {"seed": [0, 1], "k": [2, 4]}, "is above the 4 repeats each configuration runs"),
+])
+def test_a_malformed_racing_section_is_one_line(racing, seeds, data, message):
+    with pytest.raises(SpecError) as err:
+        validate(_spec({"seeds": seeds, "racing": racing}, data))
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_racing_reads_its_defaults_and_counts_repeats_per_setting():
+    sweep = validate(_spec({"seeds": [0, 1], "racing": {}}, {"seed": [0, 1], "k": [2, 4]}))
+    assert (sweep.racing.min_repeats, sweep.racing.alpha) == (3, 0.05)
+    assert sweep.setting_repeats == 4 and sweep.repeats == 8
+    assert validate(_spec({"seeds": [0, 1]})).racing is None
+
+
+def test_the_fewest_trials_a_race_can_run():
+    # k=2: three configurations of 5 repeats (first round 3 each, one left runs 5); k=3: one alone runs all 5
+    race = Race(_entries({"a": "k=2", "b": "k=2", "c": "k=2", "d": "k=3"}, 5), min_repeats=3, alpha=0.05, sign=+1.0)
+    assert race.fewest() == 3 + 3 + 5 + 5 and race.total() == 20
+
+
+def test_plan_gives_a_racing_grid_its_range():
+    from contrasweep.search.registry import fewest_trials, total_trials
+
+    sweep = validate(_spec({"seeds": [0, 1, 2, 3], "racing": {"min_repeats": 2}}))
+    assert (fewest_trials(sweep), total_trials(sweep)) == (2 + 4, 8)
+    assert fewest_trials(validate(_spec({"seeds": [0, 1, 2, 3]}))) == 8

@@ -1,0 +1,116 @@
+"""Racing on real Ray, MLflow and the tiny BERT (``sweep.racing``, issue 43): a configuration
+at chance (lr 1e-7) leaves the race before its last repeat while a learning one (lr 1e-2) runs
+every repeat; a racing driver SIGKILLed mid-race and resumed trains no repeat twice and ends
+with the same eliminations. Assertions read MLflow, the sweep's race journal (``race.json``)
+and its record, not the console alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import write_spec
+from contrasweep.folder.race_record import ELIMINATED, RACE_FILE
+from contrasweep.tracking.store import KIND_TAG, OUTCOME_TAG, get_client
+
+pytestmark = pytest.mark.slow
+
+SEEDS = [0, 1, 2, 3]
+
+
+def _spec(tmp_path: Path, model_dir: str, **sweep) -> Path:
+    return write_spec(tmp_path / "race.yaml", model_dir, data={"k": 4}, reported={"lr": 1.0e-2}, grid={"lr": [1.0e-2, 1.0e-7]},
+                      fixed={"epochs": 3, "batch_size": 8, "warmup_ratio": 0.0, "checkpoint_every": 1},
+                      sweep={"seeds": SEEDS, "scheduler": "none", "max_concurrent": 2,
+                             "racing": {"min_repeats": 3, "alpha": 0.05}, **sweep})
+
+
+def _runs(uri: str, kind: str) -> list:
+    client = get_client(uri)
+    exp = client.get_experiment_by_name("tests")
+    return client.search_runs([exp.experiment_id], filter_string=f"tags.`{KIND_TAG}` = '{kind}'", max_results=500)
+
+
+def _by_lr(runs) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for run in runs:
+        out.setdefault(run.data.params["hp.lr"], []).append(run)
+    return out
+
+
+def _check_race(uri: str, folder: Path) -> dict:
+    """What a finished race holds: the chance configuration eliminated after 3 repeats with its
+    round and p-value, the learning one complete over all 4, every run FINISHED."""
+    journal = json.loads((folder / RACE_FILE).read_text())
+    configs = _by_lr(_runs(uri, "configuration"))
+    trials = _by_lr(_runs(uri, "trial"))
+    assert {lr: len(runs) for lr, runs in trials.items()} == {"0.01": 4, "1e-07": 3}
+    assert all(r.info.status == "FINISHED" for rs in trials.values() for r in rs)
+    (chance,), (learner,) = configs["1e-07"], configs["0.01"]
+    assert chance.data.tags[OUTCOME_TAG] == ELIMINATED and chance.data.tags["contrasweep.race.round"] == "3"
+    assert float(chance.data.tags["contrasweep.race.p_value"]) <= 0.05
+    assert chance.data.tags["contrasweep.race.best"] == learner.info.run_id
+    assert chance.data.metrics["n_repeats"] == 3 and chance.info.status == "FINISHED"
+    assert learner.data.tags[OUTCOME_TAG] == "complete" and learner.data.metrics["n_repeats"] == 4
+    assert journal["needed"] == 0 and len(journal["out"]) == 1
+    return journal
+
+
+def test_a_configuration_at_chance_leaves_the_race_and_a_learning_one_runs_every_repeat(
+        ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
+    from contrasweep.cli import main
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spec = _spec(tmp_path, tiny_model_dir)
+    assert main(["--root", str(tmp_path / "sweeps"), "run", str(spec), "--name", "race", "--tracking-uri", uri]) == 0
+    journal = _check_race(uri, tmp_path / "sweeps" / "race")
+    (round3,) = [r for r in journal["rounds"][""] if r["round"] == 3]
+    assert list(round3["p_values"].values())[0] <= 0.05
+    out = capsys.readouterr()
+    assert "[contrasweep] racing (min_repeats 3, alpha 0.05): 1 configuration eliminated; racing saved 1 of 8 trials " \
+           "(7 ran)" in out.out + out.err
+    assert "7/7 ce lr=0.01 · seed=3" in out.err  # the progress counts what the race still needs
+
+
+def test_a_race_killed_mid_race_resumes_without_running_a_repeat_twice(ray_address, tiny_model_dir, tmp_path, cache_dir):
+    """A real driver attached to the suite's Ray, SIGKILLed the moment its race has eliminated
+    the chance configuration (the learning one's last repeat still to run), then resumed."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    folder = tmp_path / "sweeps" / "race"
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
+    spec = _spec(tmp_path, tiny_model_dir, max_concurrent=1)
+    proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "run", str(spec), "--name", "race", "--tracking-uri", uri,
+                             "--no-tsne", "--address", ray_address], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline, journal = time.time() + 300, {}
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            journal = json.loads((folder / RACE_FILE).read_text())
+        except (OSError, ValueError):
+            journal = {}
+        if journal.get("out"):
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, proc.stdout.read()[-3000:]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=120)
+    before = journal["out"]
+    assert sum(len(r) for r in journal["repeats"].values()) == 6  # both first rounds; the fourth repeat not ended
+    done = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "race", "--no-tsne", "--address", ray_address],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    after = _check_race(uri, folder)
+    assert after["out"] == before  # no elimination undone or redone
+    # seven repeats, each a trial of its own that trained each epoch once
+    assert len(list((folder / "tune").glob("run_trial_*"))) == 7
+    client = get_client(uri)
+    for run in _runs(uri, "trial"):
+        assert [m.step for m in client.get_metric_history(run.info.run_id, "val/accuracy")] == [1, 2, 3]
