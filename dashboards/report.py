@@ -13,6 +13,7 @@ Sections (each present only when the sweeps hold what it needs):
   selected configuration's values (Fig. 5);
 * Pareto fronts of configuration means for multi-metric sweeps; SCL-MOO's LS and EPO fronts
   in the (ℓ1, ℓ2) plane with the preference rays;
+* a racing sweep's race: the repeats each configuration ran, and where the eliminated left;
 * hyperparameter importance (Optuna's fANOVA over the configuration means of the selection
   objective) for sweeps with two or more varied hyperparameters, also as ``importance/*``
   metrics on the sweep run;
@@ -70,7 +71,7 @@ def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str,
     sections += [table_section(f"Configurations of {r.name}", tables.configurations_table(r),
                                out / f"configurations_{_slug(r.name)}") for r in records]
     sections += curve_sections(records, out) + sensitivity_sections(records, out)
-    sections += pareto_sections(records, out) + moo_sections(records, out)
+    sections += pareto_sections(records, out) + moo_sections(records, out) + race_sections(records, out)
     found = {r.name: importances(r) for r in records}
     sections += importance_sections(records, found, out)
     if tsne:
@@ -232,6 +233,27 @@ def moo_sections(records: list[SweepRecord], out: Path) -> list[Section]:
                                     images=[(str(_file(stem, ".png")), f"{count} (solver, r) points; final val ℓ1, ℓ2 "
                                              "means over repeats; dotted: preference rays (Eq. 7)")],
                                     files=[str(_file(stem, ".csv"))]))
+    return sections
+
+
+def race_sections(records: list[SweepRecord], out: Path) -> list[Section]:
+    """Per racing sweep (``sweep.racing``) and setting: how many repeats each configuration ran,
+    the eliminated ones ending at the round they left (the configurations table gives the p-values)."""
+    sections = []
+    for record in (r for r in records if (r.spec.get("sweep") or {}).get("racing") is not None):
+        for setting in dict.fromkeys(g.setting for g in record.groups):
+            found = [g for g in record.groups if g.setting == setting]
+            names = {g.group: _hp_text(g, record) or g.config for g in found}
+            kept = {names[g.group]: float(len(g.repeats)) for g in found if g.group not in record.race}
+            left = {names[g.group]: float(len(g.repeats)) for g in found if g.group in record.race}
+            title = f"{record.name}{' ' + setting if setting else ''}: the race"
+            stem = out / f"race_{_slug(record.name + '_' + setting)}"
+            path = str(_file(stem, ".png"))
+            plots.bars({"kept to the end": kept, "eliminated": left}, "repeats run (the round it left)", title, path)
+            saved = sum(g.size - len(g.repeats) for g in found)
+            sections.append(Section(title, body=f"<p>{counted(len(left), 'configuration')} eliminated, "
+                                                f"{counted(saved, 'repeat')} not run.</p>",
+                                    images=[(path, "repeats each configuration ran; eliminated: where it left")]))
     return sections
 
 

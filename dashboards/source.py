@@ -4,14 +4,16 @@ setting's selected configuration (``contrasweep.tracking.aggregate``: best mean 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import yaml
 
 from contrasweep.errors import UserError
 from contrasweep.tracking.aggregate import Group, groups, select, selection_key
-from contrasweep.tracking.store import PARENT_TAG, get_client
+from contrasweep.tracking.store import GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, get_client
+
+ELIMINATED = "eliminated"  # a configuration run's outcome when a race dropped it (contrasweep.folder.race_record)
 
 
 @dataclass
@@ -21,6 +23,7 @@ class SweepRecord:
     parent: object  # mlflow Run
     spec: dict
     groups: list[Group]
+    race: dict = field(default_factory=dict)  # group -> {"round", "p_value"}: the configurations a race eliminated
 
     @property
     def method(self) -> str:
@@ -105,4 +108,13 @@ def load(tracking_uri: str, name: str) -> SweepRecord:
     with open(path, encoding="utf-8") as fh:
         spec = yaml.safe_load(fh) or {}
     return SweepRecord(name=name, tracking_uri=tracking_uri, parent=parent, spec=spec,
-                       groups=groups(tracking_uri, parent.info.run_id))
+                       groups=groups(tracking_uri, parent.info.run_id), race=eliminated(client, parent))
+
+
+def eliminated(client, parent) -> dict[str, dict]:
+    """The configurations a race dropped (``sweep.racing``): their configuration runs' round and p-value."""
+    runs = client.search_runs([parent.info.experiment_id], max_results=5000, filter_string=(
+        f"tags.`{PARENT_TAG}` = '{parent.info.run_id}' and tags.`{KIND_TAG}` = 'configuration' and "
+        f"tags.`{OUTCOME_TAG}` = '{ELIMINATED}'"))
+    return {r.data.tags[GROUP_TAG]: {"round": int(r.data.tags["contrasweep.race.round"]),
+                                     "p_value": float(r.data.tags["contrasweep.race.p_value"])} for r in runs}

@@ -139,6 +139,9 @@ def configurations_table(record: SweepRecord) -> Table:
         v, t = group.stats(val), group.stats(test)
         # an incomplete group says what its repeats did: "1 complete, 2 stopped" (never averaged as complete)
         outcome = "complete" if group.complete else ", ".join(f"{n} {k}" for k, n in sorted(group.outcomes.items()))
+        if group.group in record.race:  # a race dropped it: after which round, on what p-value (Holm)
+            left = record.race[group.group]
+            outcome = f"eliminated at round {left['round']} (p {left['p_value']:.3g})"
         hp = [hp_text(group.hp[k]) if k in group.hp else "" for k in varied]
         rows.append([group.setting or "–", *hp, outcome, f"{len(group.repeats)}/{group.size}",
                      Cell(val, v["mean"], v["std"], v["n"]).text(), Cell(test, t["mean"], t["std"], t["n"]).text(),

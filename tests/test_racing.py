@@ -171,3 +171,18 @@ def test_plan_gives_a_racing_grid_its_range():
     sweep = validate(_spec({"seeds": [0, 1, 2, 3], "racing": {"min_repeats": 2}}))
     assert (fewest_trials(sweep), total_trials(sweep)) == (2 + 4, 8)
     assert fewest_trials(validate(_spec({"seeds": [0, 1, 2, 3]}))) == 8
+
+
+def test_more_repeats_continue_a_race_whose_repeats_had_run_out():
+    values = {"a": [0.80, 0.82, 0.79, 0.81, 0.80, 0.82], "b": [0.70, 0.74, 0.69, 0.71, 0.70, 0.72],
+              "c": [0.81, 0.79, 0.80, 0.83, 0.79, 0.81]}
+    race = Race(_entries({g: "" for g in values}, 3), min_repeats=2, alpha=0.01, sign=+1.0)
+    _run_round(race, values)
+    assert race.out() == {} and race.needed() == 0  # nothing significant at round 2; round 3 is the last: not judged
+    grown = Race(_entries({g: "" for g in values}, 6), min_repeats=2, alpha=0.01, sign=+1.0, journal=race.journal)
+    assert grown.needed() == 9
+    grown.advance()  # as the race's searcher does when it opens the journal
+    ran = _run_round(grown, values)
+    rounds = [r["round"] for r in grown.journal["rounds"][""]]
+    assert rounds[:2] == [2, 3] and "b" in grown.out() and grown.out()["b"]["round"] == 3  # judged once repeats came
+    assert not any(g == "b" for g, _ in ran)  # the race dropped it before its new repeats

@@ -45,31 +45,34 @@ def _by_lr(runs) -> dict[str, list]:
     return out
 
 
-def _check_race(uri: str, folder: Path) -> dict:
+def _check_race(uri: str, folder: Path, repeats: int = len(SEEDS)) -> dict:
     """What a finished race holds: the chance configuration eliminated after 3 repeats with its
-    round and p-value, the learning one complete over all 4, every run FINISHED."""
+    round and p-value, the learning one complete over all its repeats, every run FINISHED."""
     journal = json.loads((folder / RACE_FILE).read_text())
     configs = _by_lr(_runs(uri, "configuration"))
     trials = _by_lr(_runs(uri, "trial"))
-    assert {lr: len(runs) for lr, runs in trials.items()} == {"0.01": 4, "1e-07": 3}
+    assert {lr: len(runs) for lr, runs in trials.items()} == {"0.01": repeats, "1e-07": 3}
     assert all(r.info.status == "FINISHED" for rs in trials.values() for r in rs)
     (chance,), (learner,) = configs["1e-07"], configs["0.01"]
     assert chance.data.tags[OUTCOME_TAG] == ELIMINATED and chance.data.tags["contrasweep.race.round"] == "3"
     assert float(chance.data.tags["contrasweep.race.p_value"]) <= 0.05
     assert chance.data.tags["contrasweep.race.best"] == learner.info.run_id
     assert chance.data.metrics["n_repeats"] == 3 and chance.info.status == "FINISHED"
-    assert learner.data.tags[OUTCOME_TAG] == "complete" and learner.data.metrics["n_repeats"] == 4
+    assert learner.data.tags[OUTCOME_TAG] == "complete" and learner.data.metrics["n_repeats"] == repeats
     assert journal["needed"] == 0 and len(journal["out"]) == 1
     return journal
 
 
 def test_a_configuration_at_chance_leaves_the_race_and_a_learning_one_runs_every_repeat(
         ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
+    """Then ``extend`` with two more seeds continues the race: the learning configuration gets
+    them, the eliminated one none."""
     from contrasweep.cli import main
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     spec = _spec(tmp_path, tiny_model_dir)
-    assert main(["--root", str(tmp_path / "sweeps"), "run", str(spec), "--name", "race", "--tracking-uri", uri]) == 0
+    assert main(["--root", str(tmp_path / "sweeps"), "run", str(spec), "--name", "race", "--tracking-uri", uri,
+                 "--no-tsne"]) == 0
     journal = _check_race(uri, tmp_path / "sweeps" / "race")
     (round3,) = [r for r in journal["rounds"][""] if r["round"] == 3]
     assert list(round3["p_values"].values())[0] <= 0.05
@@ -77,6 +80,26 @@ def test_a_configuration_at_chance_leaves_the_race_and_a_learning_one_runs_every
     assert "[contrasweep] racing (min_repeats 3, alpha 0.05): 1 configuration eliminated; racing saved 1 of 8 trials " \
            "(7 ran)" in out.out + out.err
     assert "7/7 ce lr=0.01 · seed=3" in out.err  # the progress counts what the race still needs
+
+    # the report draws the race, and its table says where the eliminated configuration left
+    report = (tmp_path / "sweeps" / "race" / "report" / "report.html").read_text()
+    assert "race: the race" in report and "1 configuration eliminated, 1 repeat not run." in report
+    table = (tmp_path / "sweeps" / "race" / "report" / "configurations_race.csv").read_text()
+    assert "eliminated at round 3 (p " in table and "3,4," in table  # n of the 4 repeats per configuration
+
+    root = tmp_path / "sweeps"
+    assert main(["--root", str(root), "extend", "race", "--set", "sweep.seeds=[0, 1, 2, 3, 4, 5]", "--no-tsne"]) == 0
+    grown = _check_race(uri, root / "race", repeats=6)
+    assert grown["out"] == journal["out"] and sorted(grown["repeats"][learner_group(grown)]) == [
+        f"seed={s}" for s in range(6)]
+    assert len(list((root / "race" / "tune-ext1").glob("run_trial_*"))) == 2  # the two new seeds of the learning one
+    assert main(["--root", str(root), "extend", "race", "--set", "sweep.seeds=[0, 1, 2, 3, 4, 5, 6]", "--top", "1"]) == 2
+    assert "--top 1 with sweep.racing: the race chooses" in capsys.readouterr().err
+
+
+def learner_group(journal: dict) -> str:
+    (group,) = [g for g in journal["repeats"] if g not in journal["out"]]
+    return group
 
 
 def test_a_race_killed_mid_race_resumes_without_running_a_repeat_twice(ray_address, tiny_model_dir, tmp_path, cache_dir):

@@ -50,7 +50,8 @@ EXTENDED_TAG = "contrasweep.extended"  # on the sweep run: how many extensions
 SPEC_KEYS = {**{f: f for f in ("method", "name", "paper", "data", "encoder", "evaluation", "reported", "grid", "search",
                                "fixed")},
              **{f: f"sweep.{f}" for f in ("searcher", "metric", "mode", "num_samples", "max_concurrent", "max_failures",
-                                          "scheduler", "asha", "seeds", "warm_start", "resources", "storage", "ship")},
+                                          "scheduler", "asha", "seeds", "warm_start", "resources", "storage", "ship",
+                                          "racing")},
              "experiment": "tracking.experiment", "keep_models": "tracking.keep_models"}
 
 
@@ -204,7 +205,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     entry = meta["extensions"][-1] if again else entry
     top = entry["top"]
     ended = [e for e in record.trials.values() if "status" in e]
-    growth = searcher_of(new).extension(new, client, record.data, parent, top, again)
+    growth = searcher_of(new).extension(new, client, record.data, parent, top, again, sweep_dir.path)
     if growth.trials == 0:
         raise UserError(f"sweep {sweep_dir.name!r} has nothing new to train: every trial of the grown grid ran"
                         + (f" or belongs to a configuration outside the --top {top}" if top else "")

@@ -125,11 +125,13 @@ class Searcher(ABC):
         """The suggestions a larger budget adds (None: the extension lists its own trials)."""
         return None
 
-    def extension(self, new: Sweep, client, state: dict, parent: str, top: int | None, again: bool) -> Extension:
+    def extension(self, new: Sweep, client, state: dict, parent: str, top: int | None, again: bool,
+                  folder=None) -> Extension:
         """The grown sweep's Tune experiment: by default the search algorithm goes on with the
         larger budget (its memory has every earlier suggestion). ``client``, ``state`` and
         ``parent``: the sweep's MLflow client, its record and its sweep run; ``top``: only the
-        ``top`` best configurations get new repeats; ``again``: the same extension, run again."""
+        ``top`` best configurations get new repeats; ``again``: the same extension, run again;
+        ``folder``: the sweep's folder (a race's journal)."""
         return Extension(space=self.param_space(new))
 
 

@@ -7,18 +7,21 @@ record says finished is ended by the schedulers' ``settle`` (``group_asha.Movabl
 never trained again. What it stores: nothing of its own.
 
 May import: ``contrasweep.spec``, ``contrasweep.data`` (an unset data axis's default),
-``contrasweep.errors``, ``contrasweep.tracking`` (an extension reads what ran); Ray Tune (inside its
-methods).
+``contrasweep.errors``, ``contrasweep.tracking`` (an extension reads what ran), ``contrasweep.folder``
+(a race's journal); Ray Tune (inside its methods).
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 from contrasweep.data.config import DataConfig
 from contrasweep.errors import SpecError, UserError
+from contrasweep.folder import race_record
 from contrasweep.search.base import Extension, Searcher
+from contrasweep.search.racing import Race, entries_of
 from contrasweep.spec.identity import GroupKey, key_of
 from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.aggregate import best_groups, groups_of
@@ -62,8 +65,6 @@ class GridSearch(Searcher):
     def fewest_trials(self, sweep) -> int:
         if not sweep.racing:
             return self.total_trials(sweep)
-        from contrasweep.search.racing import Race, entries_of
-
         entries = entries_of(sweep.grid_trials(), SweepStatic.of(sweep))
         return Race(entries, sweep.racing.min_repeats, sweep.racing.alpha, sweep.objective.sign).fewest()
 
@@ -123,17 +124,38 @@ class GridSearch(Searcher):
                             f"every value that ran ({values}) and the new ones")
         return len(now) > len(values)
 
-    def extension(self, new, client, state: dict, parent: str, top: int | None, again: bool) -> Extension:
+    def extension(self, new, client, state: dict, parent: str, top: int | None, again: bool,
+                  folder=None) -> Extension:
         """The grown grid's trials that did not run (``new_trials``) as one ``grid_search``, and
-        the repeat groups' sizes with them (what ran plus what it adds)."""
+        the repeat groups' sizes with them (what ran plus what it adds). A race goes on instead
+        (``race_extension``)."""
         from ray import tune
 
+        if new.racing:
+            return race_extension(new, state, top, folder)
         found = groups_of(trial_runs(client, parent))
         trials = new_trials(new, state, found, top, open_groups(client, state) if again else frozenset())
         group_of = GroupKey(SweepStatic.of(new))
         ended = [e for e in state["trials"].values() if "status" in e]
         sizes = dict(Counter(e["group"] for e in ended) + Counter(group_of({"hp": t}) for t in trials))
         return Extension(space={"hp": tune.grid_search(trials)}, trials=len(trials), sizes=sizes, unit="new trial")
+
+
+def race_extension(new, state: dict, top: int | None, folder) -> Extension:
+    """A racing grid grown (more repeats, more settings): the race goes on from its journal.
+    Configurations still racing get the new repeats round by round (a round not judged because
+    the repeats had run out is judged now); those it dropped, or that the scheduler stopped or a
+    failure took out, get none; a new setting races from its first round. Its trials come from
+    the race's search algorithm (``contrasweep.search.race_search``); ``trials``: the most it runs."""
+    if top is not None:
+        raise UserError(f"--top {top} with sweep.racing: the race chooses which configurations get new repeats; "
+                        "allowed: extend without --top")
+    journal = race_record.read(Path(folder) / race_record.RACE_FILE) if folder else None
+    race = Race(entries_of(new.grid_trials(), SweepStatic.of(new)), new.racing.min_repeats, new.racing.alpha,
+                new.objective.sign, journal)
+    ran = Counter(e["group"] for e in state["trials"].values() if "status" in e)
+    sizes = {g: ran[g] if g in race.out() else n for g, n in GridSearch().group_sizes(new).items()}
+    return Extension(space={}, trials=race.needed(), sizes=sizes, unit="new trial at most")
 
 
 def new_trials(new, state: dict, found: list, top: int | None, reopened: set | frozenset = frozenset()) -> list[dict]:

@@ -1,0 +1,120 @@
+"""Racing over repeats against every repeat (issue 43): the tweet-sentiment CE grid (lr {1e-5,
+2e-5, 3e-5} × batch size {16, 32}, ``benchmarks/tweet_sentiment_ce.yaml``) with 5 training
+seeds, run with every repeat and with ``sweep.racing: {min_repeats: 3, alpha: 0.05}``, side by
+side in one run.
+
+Both sweeps run in this process through ``contrasweep.run.tune.run`` (what ``contrasweep run``
+does, without the report), on the same local Ray (started once, before either runs), the same
+tokenised data (the cache, filled first) and a fresh MLflow store each; the full sweep first.
+
+Per sweep: its trials, wall time, the selected configuration and its validation mean ± std over
+its repeats (the configuration run's ``mean/best/val/accuracy``). Then the goal: racing's trials
+/ the full sweep's trials ≤ 0.6, and racing selects the full sweep's configuration, or one
+whose mean *in the full sweep* lies inside the full sweep's 95 % t-interval of its best
+configuration's mean. Not a test; run it as
+
+    flock /tmp/contrasweep-ray.lock python benchmarks/racing.py
+    flock /tmp/contrasweep-ray.lock python benchmarks/racing.py --set fixed.epochs=1   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "platform"), str(ROOT)]
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+SEEDS = "sweep.seeds=[0, 1, 2, 3, 4]"
+RACING = "sweep.racing={min_repeats: 3, alpha: 0.05}"
+
+
+def one_sweep(spec: str, overrides: list[str], name: str, work: Path) -> dict:
+    from contrasweep.folder import sweeps
+    from contrasweep.folder.record import read
+    from contrasweep.run import tune
+    from contrasweep.spec.load import load_spec
+    from contrasweep.tracking.store import KIND_TAG, get_client
+
+    sweep = load_spec(spec, overrides)
+    uri = f"sqlite:///{work / name / 'mlflow.db'}"
+    (work / name).mkdir(parents=True)
+    root = sweeps.sweeps_root(str(work / name / "sweeps"))
+    started = time.perf_counter()
+    results = tune.run(sweep, name, root, uri, None)
+    wall = time.perf_counter() - started
+    state = read(root / name / "tracking.json")
+    client = get_client(uri)
+    parent = client.get_run(state["parent_run_id"])
+    key = "best/" + sweep.objective.metric
+    configs = {}
+    for run in client.search_runs([parent.info.experiment_id], filter_string=f"tags.`{KIND_TAG}` = 'configuration'"):
+        hp = {k[3:]: v for k, v in run.data.params.items() if k.startswith("hp.") and k[3:] in sweep.varied}
+        configs[json.dumps(hp, sort_keys=True)] = {
+            "mean": run.data.metrics.get(f"mean/{key}"), "std": run.data.metrics.get(f"std/{key}"),
+            "n": int(run.data.metrics.get("n_repeats", 0)), "outcome": run.data.tags.get("contrasweep.outcome"),
+            "round": run.data.tags.get("contrasweep.race.round"), "p_value": run.data.tags.get("contrasweep.race.p_value")}
+    chosen = client.get_run(parent.data.tags["contrasweep.best_config"])
+    selected = {k[3:]: v for k, v in chosen.data.params.items() if k.startswith("hp.") and k[3:] in sweep.varied}
+    return {"name": name, "wall_s": wall, "trials": len(results), "selected": json.dumps(selected, sort_keys=True),
+            "configurations": configs}
+
+
+def interval(mean: float, std: float, n: int) -> tuple[float, float]:
+    """The 95 % t-interval of a mean over ``n`` repeats."""
+    from scipy import stats
+
+    half = stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", default=str(ROOT / "benchmarks" / "tweet_sentiment_ce.yaml"))
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--out", default="racing.json")
+    args = parser.parse_args()
+
+    from contrasweep.run.inputs import prepare_data
+    from contrasweep.run.ray_start import init_ray
+    from contrasweep.spec.load import load_spec
+
+    full_overrides = [*args.overrides, SEEDS]
+    prepare_data(load_spec(args.spec, full_overrides))  # the cache both sweeps hit
+    init_ray(None, num_cpus=os.cpu_count())
+    work = Path(tempfile.mkdtemp(prefix="racing-"))
+    try:
+        full = one_sweep(args.spec, full_overrides, "full", work)
+        race = one_sweep(args.spec, [*full_overrides, RACING], "racing", work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    best = full["configurations"][full["selected"]]
+    low, high = interval(best["mean"], best["std"], best["n"])
+    in_full = full["configurations"][race["selected"]]["mean"]
+    out = {"spec": args.spec, "overrides": full_overrides, "racing": RACING, "full": full, "race": race,
+           "trial_ratio": race["trials"] / full["trials"], "wall_ratio": race["wall_s"] / full["wall_s"],
+           "same_selection": race["selected"] == full["selected"], "full_best_interval": [low, high],
+           "race_selection_mean_in_full": in_full, "within_interval": low <= in_full <= high}
+    out["goal_met"] = out["trial_ratio"] <= 0.6 and (out["same_selection"] or out["within_interval"])
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    for r in (full, race):
+        print(f"{r['name']:7}: {r['trials']} trials, {r['wall_s']:.0f} s; selected {r['selected']}")
+        for hp, c in sorted(r["configurations"].items()):
+            left = f", eliminated at round {c['round']} (p {c['p_value']})" if c["outcome"] == "eliminated" else ""
+            print(f"    {hp}: {c['mean']:.4f} ± {c['std'] or 0.0:.4f} (n={c['n']}){left}")
+    print(f"trials racing / full: {out['trial_ratio']:.3f} (goal <= 0.6); wall time {out['wall_ratio']:.3f}; same "
+          f"selection: {out['same_selection']}; racing's choice has mean {in_full:.4f} in the full sweep, whose best's "
+          f"95 % interval is [{low:.4f}, {high:.4f}]; goal met: {out['goal_met']}")
+
+
+if __name__ == "__main__":
+    main()
