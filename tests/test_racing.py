@@ -186,3 +186,27 @@ def test_more_repeats_continue_a_race_whose_repeats_had_run_out():
     rounds = [r["round"] for r in grown.journal["rounds"][""]]
     assert rounds[:2] == [2, 3] and "b" in grown.out() and grown.out()["b"]["round"] == 3  # judged once repeats came
     assert not any(g == "b" for g, _ in ran)  # the race dropped it before its new repeats
+
+
+def test_the_race_searcher_never_issues_again_a_repeat_the_scheduler_stopped_while_it_waited(tmp_path):
+    """Group ASHA stops a group's waiting repeats before its deciding repeat reports: such a
+    repeat ends without a result, and its configuration leaves the race then (issued once)."""
+    from contrasweep.folder import race_record
+    from contrasweep.search.race_search import build
+
+    sweep = validate(_spec({"seeds": [0, 1, 2], "racing": {"min_repeats": 2}}))
+
+    class Folder:
+        path = tmp_path
+
+    searcher = build(sweep, Folder(), live=4)
+    issued = {f"t{i}": searcher.suggest(f"t{i}") for i in range(4)}  # the first round: 2 repeats of 2 configurations
+    assert all(isinstance(c, dict) for c in issued.values()) and searcher.suggest("t4") is None
+    first = issued["t0"]["hp"]
+    searcher.on_trial_complete("t0")  # stopped while it waited at a rung
+    again = searcher.suggest("t5")
+    assert again is None or again["hp"]["lr"] != first["lr"]
+    journal = race_record.read(tmp_path / race_record.RACE_FILE)
+    assert list(journal["out"].values()) == [{"outcome": "stopped", "round": 1}]
+    searcher.on_trial_complete("t1", {"epoch": 1, "best/val/accuracy": 0.2})  # its deciding repeat, stopped too
+    assert race_record.ran(race_record.read(tmp_path / race_record.RACE_FILE)) == 2

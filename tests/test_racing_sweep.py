@@ -137,3 +137,28 @@ def test_a_race_killed_mid_race_resumes_without_running_a_repeat_twice(ray_addre
     client = get_client(uri)
     for run in _runs(uri, "trial"):
         assert [m.step for m in client.get_metric_history(run.info.run_id, "val/accuracy")] == [1, 2, 3]
+
+
+def test_group_asha_inside_a_race_stops_a_configuration_at_a_rung_of_its_first_round(
+        ray_session, tiny_model_dir, tmp_path, cache_dir):
+    """ASHA's rungs wait for a configuration's first round (2 repeats here), not for all 4: the
+    configuration at chance stops at rung 1 and leaves the race as stopped, its waiting repeat
+    with it (never issued again); of the two that learn, the race drops the worse after round 2."""
+    from contrasweep.cli import main
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spec = write_spec(tmp_path / "asha.yaml", tiny_model_dir, data={"k": 4}, reported={"lr": 1.0e-2},
+                      grid={"lr": [1.0e-2, 3.0e-3, 1.0e-7]}, fixed={"epochs": 3, "batch_size": 8, "warmup_ratio": 0.0},
+                      sweep={"seeds": SEEDS, "scheduler": "asha", "asha": {"grace_period": 1, "reduction_factor": 1.5},
+                             "max_concurrent": 2, "racing": {"min_repeats": 2, "alpha": 0.2}})
+    assert main(["--root", str(tmp_path / "sweeps"), "run", str(spec), "--name", "asha", "--tracking-uri", uri,
+                 "--no-tsne"]) == 0
+    trials = _by_lr(_runs(uri, "trial"))
+    assert {lr: len(runs) for lr, runs in trials.items()} == {"0.01": 4, "0.003": 2, "1e-07": 2}
+    outcomes = {lr: sorted(r.data.tags[OUTCOME_TAG] for r in runs) for lr, runs in trials.items()}
+    assert outcomes["1e-07"] == ["stopped", "stopped"] and outcomes["0.003"] == ["complete", "complete"]
+    configs = {lr: runs[0].data.tags[OUTCOME_TAG] for lr, runs in _by_lr(_runs(uri, "configuration")).items()}
+    assert configs == {"0.01": "complete", "0.003": ELIMINATED, "1e-07": "stopped"}
+    journal = json.loads((tmp_path / "sweeps" / "asha" / RACE_FILE).read_text())
+    assert sorted(o["outcome"] for o in journal["out"].values()) == [ELIMINATED, "stopped"]
+    assert len(list((tmp_path / "sweeps" / "asha" / "tune").glob("run_trial_*"))) == 8  # no repeat issued twice

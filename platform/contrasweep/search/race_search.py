@@ -78,7 +78,9 @@ class RaceSearcher(Searcher):
         return self._race
 
     def _write(self) -> None:
-        self._race.journal.update(needed=self._race.needed(), total=self._race.total())
+        race = self._race
+        ending = sum(1 for g, r in self.live.values() if g in race.out() and r not in race.ended(g))  # out, still running
+        race.journal.update(needed=race.needed() + ending, total=race.total())
         race_record.write(self.path, self._race.journal)
 
     # -- Searcher API ------------------------------------------------------------------
@@ -97,22 +99,23 @@ class RaceSearcher(Searcher):
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         """A repeat ended: its value (its ``selection_key``) and outcome go into the journal, and
-        a round whose last repeat this was is judged. A trial removed without a result (the
-        scheduler stopped it while it waited) is not a repeat that ended: a configuration the
-        scheduler stops has a repeat that reported, and leaves the race with it."""
+        a round whose last repeat this was is judged. Tune ends a trial without a result only
+        when it was waiting: the schedulers end a restored copy of a repeat the journal already
+        holds (nothing new), and group ASHA stops the waiting repeats of a group it stopped, or
+        of one whose repeat failed: ``stopped``, and the configuration leaves the race (never
+        issued again: the group's deciding repeat reports only after its waiting ones end)."""
         race = self.race
         if trial_id not in self.live:
             logger.debug("trial %s is not a repeat this race issued (or it ended before a restore)", trial_id)
             return
         group, repeat = self.live.pop(trial_id)
-        if result is None and not error:
-            return
         result = result or {}
         value = result.get(selection_key(self.metric), result.get(self.metric))
         if error:
             outcome = "failed"
         else:
-            outcome = "complete" if ran_every_epoch(result.get("epoch", 0), self.trials[(group, repeat)]) else "stopped"
+            budget = ran_every_epoch(result.get("epoch", 0), self.trials[(group, repeat)])
+            outcome = "complete" if result and budget else "stopped"
         value = float(value) if isinstance(value, (int, float)) else None
         if race.record(group, repeat, value, outcome):
             for gone in race.advance():
