@@ -11,7 +11,14 @@ Per sweep: its trials, wall time, the selected configuration and its validation 
 its repeats (the configuration run's ``mean/best/val/accuracy``). Then the goal: racing's trials
 / the full sweep's trials ≤ 0.6, and racing selects the full sweep's configuration, or one
 whose mean *in the full sweep* lies inside the full sweep's 95 % t-interval of its best
-configuration's mean. Not a test; run it as
+configuration's mean.
+
+The bound: every configuration runs ``min_repeats`` first, so racing runs at least
+``configurations × min_repeats`` trials (+ the last one's remaining repeats): 6 × 3 + 2 = 20 of
+30 here (0.667), above 0.6 whatever the test says. So the full sweep's per-repeat values are
+also replayed through the race (``contrasweep.search.racing.Race``) for other ``min_repeats``
+and ``alpha`` (training is deterministic per seed: ``values_match`` checks that the racing
+sweep's repeats got the full sweep's values). Not a test; run it as
 
     flock /tmp/contrasweep-ray.lock python benchmarks/racing.py
     flock /tmp/contrasweep-ray.lock python benchmarks/racing.py --set fixed.epochs=1   # a quick look
@@ -63,10 +70,33 @@ def one_sweep(spec: str, overrides: list[str], name: str, work: Path) -> dict:
             "mean": run.data.metrics.get(f"mean/{key}"), "std": run.data.metrics.get(f"std/{key}"),
             "n": int(run.data.metrics.get("n_repeats", 0)), "outcome": run.data.tags.get("contrasweep.outcome"),
             "round": run.data.tags.get("contrasweep.race.round"), "p_value": run.data.tags.get("contrasweep.race.p_value")}
+    from contrasweep.tracking.aggregate import groups_of
+    from contrasweep.tracking.store import trial_runs
+
+    values = {g.group: {repeat_key(r): r["metrics"].get(key) for r in g.repeats}
+              for g in groups_of(trial_runs(client, parent.info.run_id))}
     chosen = client.get_run(parent.data.tags["contrasweep.best_config"])
     selected = {k[3:]: v for k, v in chosen.data.params.items() if k.startswith("hp.") and k[3:] in sweep.varied}
     return {"name": name, "wall_s": wall, "trials": len(results), "selected": json.dumps(selected, sort_keys=True),
-            "configurations": configs}
+            "configurations": configs, "values": values}
+
+
+def repeat_key(repeat: dict) -> str:
+    return f"data_seed={repeat.get('data_seed')} split_seed={repeat.get('split_seed')} seed={repeat.get('seed')}"
+
+
+def replay(values: dict[str, dict[str, float]], min_repeats: int, alpha: float) -> dict:
+    """The race run on recorded per-repeat values (group -> repeat -> value): trials, survivors."""
+    from contrasweep.search.racing import Entry, Race
+
+    race = Race([Entry(g, r, "") for g, repeats in values.items() for r in sorted(repeats)], min_repeats, alpha, 1.0)
+    ran = 0
+    while (chosen := race.next(set())) is not None:
+        race.record(*chosen, values[chosen[0]][chosen[1]], "complete")
+        ran += 1
+        race.advance()
+    return {"min_repeats": min_repeats, "alpha": alpha, "trials": ran, "ratio": ran / race.total(),
+            "fewest": race.fewest(), "kept": sorted(g for g in values if g not in race.out())}
 
 
 def interval(mean: float, std: float, n: int) -> tuple[float, float]:
@@ -105,6 +135,8 @@ def main() -> None:
            "same_selection": race["selected"] == full["selected"], "full_best_interval": [low, high],
            "race_selection_mean_in_full": in_full, "within_interval": low <= in_full <= high}
     out["goal_met"] = out["trial_ratio"] <= 0.6 and (out["same_selection"] or out["within_interval"])
+    out["values_match"] = all(full["values"][g][r] == v for g, rs in race["values"].items() for r, v in rs.items())
+    out["replays"] = [replay(full["values"], m, a) for m in (2, 3, 4) for a in (0.05, 0.1)]
     Path(args.out).write_text(json.dumps(out, indent=1))
     for r in (full, race):
         print(f"{r['name']:7}: {r['trials']} trials, {r['wall_s']:.0f} s; selected {r['selected']}")
@@ -114,6 +146,10 @@ def main() -> None:
     print(f"trials racing / full: {out['trial_ratio']:.3f} (goal <= 0.6); wall time {out['wall_ratio']:.3f}; same "
           f"selection: {out['same_selection']}; racing's choice has mean {in_full:.4f} in the full sweep, whose best's "
           f"95 % interval is [{low:.4f}, {high:.4f}]; goal met: {out['goal_met']}")
+    print(f"the full sweep's values replayed through the race (values match: {out['values_match']}):")
+    for r in out["replays"]:
+        print(f"    min_repeats {r['min_repeats']}, alpha {r['alpha']}: {r['trials']} trials ({r['ratio']:.3f}; fewest "
+              f"{r['fewest']}), kept {len(r['kept'])}")
 
 
 if __name__ == "__main__":

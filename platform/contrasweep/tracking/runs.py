@@ -231,6 +231,8 @@ class RunTree:
             run = self.client.get_run(run_id)
             if run.info.status not in ("FINISHED", "FAILED") or OUTCOME_TAG not in run.data.tags:
                 self.close_group(group, out)
+            else:
+                self._closed.add(group)  # closed before the stop: a race's trial ends need not close it again
 
     def delete_orphans(self, trials) -> None:
         """Runs never re-attached (their trial was lost and not regenerated) go, and the
