@@ -103,8 +103,8 @@ def interval(mean: float, std: float, n: int) -> tuple[float, float]:
     """The 95 % t-interval of a mean over ``n`` repeats."""
     from scipy import stats
 
-    half = stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)
-    return mean - half, mean + half
+    half = float(stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
+    return float(mean - half), float(mean + half)
 
 
 def main() -> None:
@@ -127,17 +127,36 @@ def main() -> None:
         race = one_sweep(args.spec, [*full_overrides, RACING], "racing", work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    out = summarise(full, race, args.spec, full_overrides)
+    Path(args.out).write_text(json.dumps(out, indent=1, default=_plain))
+    show(out)
+
+
+def _plain(value):
+    """numpy's scalars (a bool of float comparisons) as JSON's own."""
+    return value.item() if hasattr(value, "item") else str(value)
+
+
+def summarise(full: dict, race: dict, spec: str, overrides: list[str]) -> dict:
+    """The two sweeps side by side: ratios, the goal, the replays."""
     best = full["configurations"][full["selected"]]
     low, high = interval(best["mean"], best["std"], best["n"])
     in_full = full["configurations"][race["selected"]]["mean"]
-    out = {"spec": args.spec, "overrides": full_overrides, "racing": RACING, "full": full, "race": race,
+    out = {"spec": spec, "overrides": overrides, "racing": RACING, "full": full, "race": race,
            "trial_ratio": race["trials"] / full["trials"], "wall_ratio": race["wall_s"] / full["wall_s"],
            "same_selection": race["selected"] == full["selected"], "full_best_interval": [low, high],
            "race_selection_mean_in_full": in_full, "within_interval": low <= in_full <= high}
+    out["within_interval"] = bool(out["within_interval"])
     out["goal_met"] = out["trial_ratio"] <= 0.6 and (out["same_selection"] or out["within_interval"])
     out["values_match"] = all(full["values"][g][r] == v for g, rs in race["values"].items() for r, v in rs.items())
     out["replays"] = [replay(full["values"], m, a) for m in (2, 3, 4) for a in (0.05, 0.1)]
-    Path(args.out).write_text(json.dumps(out, indent=1))
+    return out
+
+
+def show(out: dict) -> None:
+    full, race = out["full"], out["race"]
+    low, high = out["full_best_interval"]
+    in_full = out["race_selection_mean_in_full"]
     for r in (full, race):
         print(f"{r['name']:7}: {r['trials']} trials, {r['wall_s']:.0f} s; selected {r['selected']}")
         for hp, c in sorted(r["configurations"].items()):
