@@ -210,3 +210,16 @@ def test_the_race_searcher_never_issues_again_a_repeat_the_scheduler_stopped_whi
     assert list(journal["out"].values()) == [{"outcome": "stopped", "round": 1}]
     searcher.on_trial_complete("t1", {"epoch": 1, "best/val/accuracy": 0.2})  # its deciding repeat, stopped too
     assert race_record.ran(race_record.read(tmp_path / race_record.RACE_FILE)) == 2
+
+
+def test_plan_says_a_race_runs_between_its_fewest_trials_and_all():
+    from contrasweep.run.sweep_plan import SweepPlan, describe
+
+    sweep = validate(_spec({"seeds": [0, 1, 2, 3], "racing": {"min_repeats": 2}}))
+    calibration = {"weights_bytes": 1, "resume_bytes": 1, "measured_s": 1.0, "steps": 3, "train_row_s": 0.01,
+                   "eval_row_s": 0.01, "eval_fixed_s": 0.1, "setup_s": 1.0}
+    found = SweepPlan(trials=8, configurations=2, settings=1, repeats=4, epochs_total=8, steps_total=8, disk_bytes=1,
+                      kept_bytes=1, estimated_seconds=60.0, concurrency=1, calibration=calibration, fewest_trials=6)
+    lines = describe(sweep, found, {"CPU": 2.0}, "this machine")
+    assert lines[1].startswith("racing (min_repeats 2, alpha 0.05): between 6 and 8 trials")
+    assert "fewest_trials" in found.as_json() and found.as_json()["fewest_trials"] == 6
