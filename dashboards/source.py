@@ -11,9 +11,8 @@ import yaml
 
 from contrasweep.errors import UserError
 from contrasweep.tracking.aggregate import Group, groups, select, selection_key
-from contrasweep.tracking.store import GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, get_client
-
-ELIMINATED = "eliminated"  # a configuration run's outcome when a race dropped it (contrasweep.folder.race_record)
+from contrasweep.tracking.store import (ELIMINATED, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, RACE_P_VALUE_TAG,
+                                       RACE_ROUND_TAG, get_client)
 
 
 @dataclass
@@ -116,5 +115,5 @@ def eliminated(client, parent) -> dict[str, dict]:
     runs = client.search_runs([parent.info.experiment_id], max_results=5000, filter_string=(
         f"tags.`{PARENT_TAG}` = '{parent.info.run_id}' and tags.`{KIND_TAG}` = 'configuration' and "
         f"tags.`{OUTCOME_TAG}` = '{ELIMINATED}'"))
-    return {r.data.tags[GROUP_TAG]: {"round": int(r.data.tags["contrasweep.race.round"]),
-                                     "p_value": float(r.data.tags["contrasweep.race.p_value"])} for r in runs}
+    return {r.data.tags[GROUP_TAG]: {"round": int(r.data.tags[RACE_ROUND_TAG]),
+                                     "p_value": float(r.data.tags[RACE_P_VALUE_TAG])} for r in runs}

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from contrasweep.errors import SpecError
-from contrasweep.folder.race_record import ELIMINATED, new_journal
+from contrasweep.tracking.store import ELIMINATED
 from contrasweep.search.racing import Entry, Race, holm, judge, paired_p
 from contrasweep.search.registry import validate
 
@@ -125,10 +125,6 @@ def test_a_stopped_or_failed_repeat_takes_its_configuration_out_of_the_race():
     assert race.next(set()) == ("c", "seed=0")
 
 
-def test_the_journal_starts_empty():
-    assert new_journal() == {"repeats": {}, "out": {}, "targets": {}, "rounds": {}, "needed": None, "total": None}
-
-
 BASE = {"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4}, "grid": {"lr": [1e-3, 1e-4]},
         "fixed": {"epochs": 1}}
 
@@ -204,10 +200,13 @@ def test_the_race_searcher_never_issues_again_a_repeat_the_scheduler_stopped_whi
     assert all(isinstance(c, dict) for c in issued.values()) and searcher.suggest("t4") is None
     first = issued["t0"]["hp"]
     searcher.on_trial_complete("t0")  # stopped while it waited at a rung
-    again = searcher.suggest("t5")
-    assert again is None or again["hp"]["lr"] != first["lr"]
+    # its configuration is out, and the one left runs all its repeats: its third, never the stopped one's again
+    assert searcher.suggest("t5")["hp"] == {**issued["t2"]["hp"], "seed": 2} != {**first, "seed": 2}
     journal = race_record.read(tmp_path / race_record.RACE_FILE)
     assert list(journal["out"].values()) == [{"outcome": "stopped", "round": 1}]
+    # the sweep's 6 trials; still to run: the other configuration's 3 and the stopped one's running repeat
+    assert (journal["total"], journal["needed"]) == (6, 4)
+    assert first["lr"] == issued["t1"]["hp"]["lr"]  # t1: the same configuration's other repeat
     searcher.on_trial_complete("t1", {"epoch": 1, "best/val/accuracy": 0.2})  # its deciding repeat, stopped too
     assert race_record.ran(race_record.read(tmp_path / race_record.RACE_FILE)) == 2
 

@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import write_spec
-from contrasweep.folder.race_record import ELIMINATED, RACE_FILE
-from contrasweep.tracking.store import KIND_TAG, OUTCOME_TAG, get_client
+from contrasweep.folder.race_record import RACE_FILE
+from contrasweep.tracking.store import (ELIMINATED, KIND_TAG, OUTCOME_TAG, RACE_BEST_TAG, RACE_P_VALUE_TAG, RACE_ROUND_TAG,
+                                        get_client)
 
 pytestmark = pytest.mark.slow
 
@@ -54,9 +55,9 @@ def _check_race(uri: str, folder: Path, repeats: int = len(SEEDS)) -> dict:
     assert {lr: len(runs) for lr, runs in trials.items()} == {"0.01": repeats, "1e-07": 3}
     assert all(r.info.status == "FINISHED" for rs in trials.values() for r in rs)
     (chance,), (learner,) = configs["1e-07"], configs["0.01"]
-    assert chance.data.tags[OUTCOME_TAG] == ELIMINATED and chance.data.tags["contrasweep.race.round"] == "3"
-    assert float(chance.data.tags["contrasweep.race.p_value"]) <= 0.05
-    assert chance.data.tags["contrasweep.race.best"] == learner.info.run_id
+    assert chance.data.tags[OUTCOME_TAG] == ELIMINATED and chance.data.tags[RACE_ROUND_TAG] == "3"
+    assert float(chance.data.tags[RACE_P_VALUE_TAG]) <= 0.05
+    assert chance.data.tags[RACE_BEST_TAG] == learner.info.run_id
     assert chance.data.metrics["n_repeats"] == 3 and chance.info.status == "FINISHED"
     assert learner.data.tags[OUTCOME_TAG] == "complete" and learner.data.metrics["n_repeats"] == repeats
     assert journal["needed"] == 0 and len(journal["out"]) == 1

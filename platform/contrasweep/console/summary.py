@@ -19,7 +19,7 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.text import counted, hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
 from contrasweep.tracking.runs_view import base_url, run_url, runs_url
-from contrasweep.tracking.store import error_line
+from contrasweep.tracking.store import ELIMINATED, error_line
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local store (contrasweep.tracking.runs_view)
 
@@ -112,7 +112,7 @@ def race_lines(folder: Path, racing) -> list[str]:
     journal = race_record.read(folder / race_record.RACE_FILE)
     if not journal or journal.get("total") is None:
         return []
-    eliminated = sum(1 for o in journal["out"].values() if o["outcome"] == race_record.ELIMINATED)
+    eliminated = sum(1 for o in journal["out"].values() if o["outcome"] == ELIMINATED)
     ran, total = race_record.ran(journal), journal["total"]
     saved = total - ran - (journal.get("needed") or 0)
     return [f"[contrasweep] racing (min_repeats {racing.min_repeats}, alpha {racing.alpha:g}): {eliminated} "

@@ -5,7 +5,7 @@ at any moment resumes the race where it was: every repeat that ended keeps its v
 elimination is undone. The tracker reads it to close an eliminated configuration's run.
 
 Content: ``repeats`` (group -> repeat id -> its value and outcome), ``out`` (group -> why it
-left the race: ``eliminated`` with the round, the Holm-adjusted p-value and the round's best,
+left the race: ``eliminated`` (``contrasweep.tracking.store.ELIMINATED``) with the round, the Holm-adjusted p-value and the round's best,
 or ``stopped``/``failed`` with the repeats it had), ``targets`` (setting -> repeats every
 configuration still racing runs before the next round), ``rounds`` (setting -> each judged
 round: its best, every p-value, who left), ``needed`` (trials the race may still run) and
@@ -22,7 +22,6 @@ import tempfile
 from pathlib import Path
 
 RACE_FILE = "race.json"
-ELIMINATED = "eliminated"  # a configuration's outcome when the race dropped it
 
 
 def new_journal() -> dict:

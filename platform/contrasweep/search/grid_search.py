@@ -132,7 +132,7 @@ class GridSearch(Searcher):
         from ray import tune
 
         if new.racing:
-            return race_extension(new, state, top, folder)
+            return race_extension(new, state, top, folder, self.group_sizes(new))
         found = groups_of(trial_runs(client, parent))
         trials = new_trials(new, state, found, top, open_groups(client, state) if again else frozenset())
         group_of = GroupKey(SweepStatic.of(new))
@@ -141,12 +141,13 @@ class GridSearch(Searcher):
         return Extension(space={"hp": tune.grid_search(trials)}, trials=len(trials), sizes=sizes, unit="new trial")
 
 
-def race_extension(new, state: dict, top: int | None, folder) -> Extension:
+def race_extension(new, state: dict, top: int | None, folder, sizes: dict[str, int]) -> Extension:
     """A racing grid grown (more repeats, more settings): the race goes on from its journal.
     Configurations still racing get the new repeats round by round (a round not judged because
     the repeats had run out is judged now); those it dropped, or that the scheduler stopped or a
     failure took out, get none; a new setting races from its first round. Its trials come from
-    the race's search algorithm (``contrasweep.search.race_search``); ``trials``: the most it runs."""
+    the race's search algorithm (``contrasweep.search.race_search``); ``trials``: the most it runs;
+    ``sizes``: the grown grid's repeat groups (an eliminated group keeps the repeats it ran)."""
     if top is not None:
         raise UserError(f"--top {top} with sweep.racing: the race chooses which configurations get new repeats; "
                         "allowed: extend without --top")
@@ -154,8 +155,8 @@ def race_extension(new, state: dict, top: int | None, folder) -> Extension:
     race = Race(entries_of(new.grid_trials(), SweepStatic.of(new)), new.racing.min_repeats, new.racing.alpha,
                 new.objective.sign, journal)
     ran = Counter(e["group"] for e in state["trials"].values() if "status" in e)
-    sizes = {g: ran[g] if g in race.out() else n for g, n in GridSearch().group_sizes(new).items()}
-    return Extension(space={}, trials=race.needed(), sizes=sizes, unit="new trial at most")
+    return Extension(space={}, trials=race.needed(), sizes={g: ran[g] if g in race.out() else n for g, n in sizes.items()},
+                     unit="new trial at most")
 
 
 def new_trials(new, state: dict, found: list, top: int | None, reopened: set | frozenset = frozenset()) -> list[dict]:

@@ -114,8 +114,8 @@ class RaceSearcher(Searcher):
         if error:
             outcome = "failed"
         else:
-            budget = ran_every_epoch(result.get("epoch", 0), self.trials[(group, repeat)])
-            outcome = "complete" if result and budget else "stopped"
+            every_epoch = ran_every_epoch(result.get("epoch", 0), self.trials[(group, repeat)])
+            outcome = "complete" if result and every_epoch else "stopped"
         value = float(value) if isinstance(value, (int, float)) else None
         if race.record(group, repeat, value, outcome):
             for gone in race.advance():

@@ -32,7 +32,7 @@ Settings race apart. A configuration whose repeat the scheduler stopped (group A
 failed for good leaves the race with that outcome, as it would leave the selection.
 
 May import: numpy, scipy (inside ``paired_p``), ``contrasweep.tracking.aggregate`` (the
-selection's tie rule), ``contrasweep.folder.race_record`` (the journal's words),
+selection's tie rule), ``contrasweep.tracking.store`` (the outcome's word), ``contrasweep.folder.race_record`` (the journal's words),
 ``contrasweep.spec`` (a trial's repeat group and repeat).
 """
 
@@ -43,10 +43,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contrasweep.folder.race_record import ELIMINATED, new_journal
+from contrasweep.folder.race_record import new_journal
 from contrasweep.spec.identity import identify
 from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.aggregate import rank
+from contrasweep.tracking.store import ELIMINATED
 
 
 def paired_p(candidate: list[float], best: list[float], sign: float) -> float:

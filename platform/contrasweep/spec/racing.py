@@ -29,9 +29,6 @@ class Racing:
     min_repeats: int = 3
     alpha: float = 0.05
 
-    def as_spec(self) -> dict:
-        return {"min_repeats": self.min_repeats, "alpha": self.alpha}
-
 
 def parse_racing(section, repeats: int) -> Racing | None:
     """``sweep.racing`` as written → a ``Racing`` (None where absent); ``repeats``: a

@@ -27,7 +27,8 @@ from contrasweep.tracking.describe import NOTE_TAG, dataset_input, sweep_descrip
 from contrasweep.tracking.provenance import UI_TAGS
 from contrasweep.tracking.reattach import rebuild
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
-from contrasweep.tracking.store import CONFIG_KEY_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG
+from contrasweep.tracking.store import (CONFIG_KEY_TAG, ELIMINATED, KIND_TAG, OUTCOME_TAG, PARENT_TAG, RACE_BEST_TAG,
+                                       RACE_P_VALUE_TAG, RACE_ROUND_TAG, SWEEP_RUN_TAG, VARIANT_TAG)
 
 # the identity tags a configuration run carries (a trial run carries them all)
 CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.protocol", "contrasweep.k",
@@ -171,7 +172,7 @@ class RunTree:
         return {"method": method, "hp": {**hp_defaults(method), **identity.plan.hp}, "data": identity.variant.data}
 
     # -- groups and the end --------------------------------------------------------------
-    def end_trial(self, entry: dict, state_dir: str | None) -> None:
+    def end_trial(self, entry: dict, state_dir: str | None, out: dict[str, dict] | None = None) -> None:
         """A trial's run ends as the record says (outcome, last epoch, why it failed, where its
         state folder is), then its group closes if it was the last repeat."""
         tags = {OUTCOME_TAG: entry["outcome"], "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
@@ -186,7 +187,7 @@ class RunTree:
         self.client.set_terminated(entry["run_id"], status=entry["status"])
         del entry["pending"]
         self.state.save_trial(entry)
-        out = self.race_out()
+        out = self.race_out() if out is None else out
         for group in dict.fromkeys([entry.get("group"), *(g for g in out if g not in self._closed)]):
             self.close_group(group, out)
 
@@ -214,11 +215,11 @@ class RunTree:
         (found,) = groups_of([self.client.get_run(e["run_id"]) for e in members])
         outcome = "complete" if found.complete else ("stopped" if found.outcomes.get("stopped") else "failed")
         tags = {}
-        if out.get(group, {}).get("outcome") == race_record.ELIMINATED:
+        if out.get(group, {}).get("outcome") == ELIMINATED:
             left = out[group]
-            outcome = race_record.ELIMINATED
-            tags = {"contrasweep.race.round": str(left["round"]), "contrasweep.race.p_value": f"{left['p_value']:.3g}",
-                    "contrasweep.race.best": self.state.data["configs"].get(left["best"], left["best"])}
+            outcome = ELIMINATED
+            tags = {RACE_ROUND_TAG: str(left["round"]), RACE_P_VALUE_TAG: f"{left['p_value']:.3g}",
+                    RACE_BEST_TAG: self.state.data["configs"].get(left["best"], left["best"])}
         self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in summary(found).items()],
                               tags=[RunTag(OUTCOME_TAG, outcome), *(RunTag(k, v) for k, v in tags.items())])
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")

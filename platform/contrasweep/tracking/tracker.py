@@ -226,20 +226,21 @@ class MlflowTracker(Callback):
             entry["state_dir"] = folder
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
         self.state.save_trial(entry)
-        self._apply_finish(entry)
+        journal = race_record.read(self.sweep_dir / race_record.RACE_FILE)  # a race's (once per trial end)
+        self._apply_finish(entry, journal["out"] if journal else {})
         if not self.store_error:
             self.epochs.sweep_progress(self.parent_run_id, self._ended())
-        journal = race_record.read(self.sweep_dir / race_record.RACE_FILE)
         if self.progress and journal and journal.get("needed") is not None:
             self.progress.total = self._done() + journal["needed"]  # what the race may still run
         if self.progress:
             self.progress.trial_ended(entry.get("name", trial.trial_id), status, outcome, entry.get("best_value"),
                                       entry.get("best_epoch"), entry.get("last_epoch", 0), self._done())
 
-    def _apply_finish(self, entry: dict) -> None:
+    def _apply_finish(self, entry: dict, race_out: dict | None = None) -> None:
+        """``race_out``: the configurations a race dropped (``race.json``), where the caller has read it."""
         if self.store_error:
             return
-        self.runs.end_trial(entry, self.artifacts.settle(entry))
+        self.runs.end_trial(entry, self.artifacts.settle(entry), race_out)
 
     # -- the end ----------------------------------------------------------------------------
     @guarded
