@@ -10,10 +10,11 @@ import json
 import os
 from pathlib import Path
 
-from contrasweep.folder import race_record
+from contrasweep.folder import budget_record, race_record
 from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
 from contrasweep.search.registry import group_sizes, searcher_of
+from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.identity import identify
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.text import counted, hp_text, mean_std
@@ -120,6 +121,35 @@ def race_lines(folder: Path, racing) -> list[str]:
             f"({ran} ran)"]
 
 
+def budget_lines(folder: Path, budget, unit: str) -> list[str]:
+    """What the budget allowed (``budget.json``): the slot time spent, and where it ended the
+    sweep, the trials that did not run and how to go on."""
+    journal = budget_record.read(folder / budget_record.BUDGET_FILE)
+    if not journal:
+        return []
+    spent = f"{journal['spent_s'] / 3600:.3g} of {budget.slot_hours:g} {unit}-hours spent"
+    ended = journal.get("ended")
+    if not ended:
+        return [f"[contrasweep] budget: {spent}"]
+    started = len(read_record(folder / "tracking.json").get("trials", {}))
+    race = race_record.read(folder / race_record.RACE_FILE)
+    not_run = race["needed"] if race and race.get("needed") is not None else max(_meta(folder).get("total", 0) - started, 0)
+    cut = len(ended["cut"])
+    return [f"[contrasweep] budget: {spent}; it ended the sweep: {counted(not_run, 'trial')} did not run"
+            + (f", {counted(cut, 'configuration')} cut short (outcome {budget_record.BUDGET_CUT}, never selected)" if cut else "")
+            + f"; the selection is from what completed; to go on: contrasweep extend {folder.name} "
+            f"--set sweep.budget.slot_hours=<more than {budget.slot_hours:g}>"]
+
+
+def not_run(results, folder: Path | None) -> int:
+    """Tune's trials the budget ended before they started (``budget.json``, by their folders' names)."""
+    journal = budget_record.read(folder / budget_record.BUDGET_FILE) if folder is not None else None
+    if not journal or not journal.get("ended"):
+        return 0
+    names = set(journal["ended"]["not_run"])
+    return sum(1 for r in results if str(r.path).rstrip("/").rsplit("/", 1)[-1] in names)
+
+
 def model_errors(folder: Path) -> list[str]:
     """Why complete trials got no MLflow model (``tracking.json``; contrasweep.tracking.artifacts)."""
     try:
@@ -220,15 +250,17 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     # a trial stopped before it ever ran (its group stopped while it waited) has no config
     complete = sum(1 for r in results if r.error is None and r.metrics and r.config and static is not None
                    and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp))
-    stopped = len(results) - len(failed) - complete
     folder = Path(root) / name if root is not None else None
+    unrun = not_run(results, folder)
+    stopped = len(results) - len(failed) - complete - unrun
     extensions = len(_meta(folder).get("extensions", [])) if folder else 0
     where = f" (its extension {extensions}, contrasweep extend)" if extensions else ""
     counts = f"{complete} complete, {stopped} stopped early"
     if status == "interrupted":  # a trial the interruption cut is "interrupted"; the scheduler's stops are "stopped early"
         early = min(stopped, _scheduler_stops(folder))
         counts = f"{complete} complete, {early} stopped early, {stopped - early} interrupted"
-    lines = [f"[contrasweep] sweep {name!r} {status}: {len(results)} trial{'' if len(results) == 1 else 's'}{where}: "
+    ran = len(results) - unrun  # the budget's unrun trials: its own line (budget_lines)
+    lines = [f"[contrasweep] sweep {name!r} {status}: {ran} trial{'' if ran == 1 else 's'}{where}: "
              f"{counts}, {len(failed)} failed"]
     for result in failed:  # one line each: which trial and why (e.g. a divergence and its step)
         trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
@@ -240,6 +272,8 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
         lines += test_lines(folder, sweep) if recorded else []
     if folder is not None and sweep is not None and sweep.racing:
         lines += race_lines(folder, sweep.racing)
+    if folder is not None and sweep is not None and sweep.budget:
+        lines += budget_lines(folder, sweep.budget, trial_slots(sweep.resources["cpu"], sweep.resources["gpu"], 1)[1])
     if folder is not None and sweep is not None and status in ("finished", "failed"):
         lines += model_lines(folder, sweep.keep_models)
     errors = model_errors(folder) if folder is not None else []

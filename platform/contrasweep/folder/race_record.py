@@ -37,8 +37,10 @@ def read(path: str | os.PathLike) -> dict | None:
 
 
 def write(path: str | os.PathLike, journal: dict) -> None:
+    """The journal, whole and atomically (a reader never sees half of it); the budget's too
+    (``contrasweep.folder.budget_record``)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".race-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
     with os.fdopen(fd, "w") as fh:
         json.dump(journal, fh, indent=1, sort_keys=True)
     os.replace(tmp, path)

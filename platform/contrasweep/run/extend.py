@@ -3,8 +3,9 @@
 
 What may grow: a grid sweep's repeat axes (``sweep.seeds``, ``data.seed``, ``data.split_seed``)
 and setting axes (``data.k``, ``data.n_total``, ``data.rho``, ``data.num_classes``) as supersets
-of what ran; an ``optuna``/``random`` sweep's ``sweep.num_samples``, larger. Anything else is a
-new sweep. The extension is a new Tune experiment in the sweep's folder (``tune-extN/``) that
+of what ran; an ``optuna``/``random`` sweep's ``sweep.num_samples``, larger; any sweep's
+``sweep.budget.slot_hours``, larger (or the budget removed): the trials the budget left run.
+Anything else is a new sweep. The extension is a new Tune experiment in the sweep's folder (``tune-extN/``) that
 holds only the new trials, tracked by the same record (``tracking.json``) on the same MLflow
 runs: the trials that ran are identified by their configuration key, as ``resume`` identifies
 them, so nothing that finished trains again. A searcher's study continues with the larger
@@ -39,8 +40,8 @@ from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import OUTCOME_TAG, get_client
 
 ALLOWED = ("allowed: supersets of sweep.seeds, data.seed, data.split_seed, data.k, data.n_total, data.rho, "
-           "data.num_classes (grid sweeps) or a larger sweep.num_samples (optuna, random sweeps); anything else is a "
-           "new sweep (`contrasweep run`)")
+           "data.num_classes (grid sweeps), a larger sweep.num_samples (optuna, random sweeps) or a larger "
+           "sweep.budget.slot_hours; anything else is a new sweep (`contrasweep run`)")
 EXTENSION_TAG = "contrasweep.extension.{}"  # on the sweep run: when, the overrides, --top, the new trials
 EXTENDED_TAG = "contrasweep.extended"  # on the sweep run: how many extensions
 
@@ -51,7 +52,7 @@ SPEC_KEYS = {**{f: f for f in ("method", "name", "paper", "data", "encoder", "ev
                                "fixed")},
              **{f: f"sweep.{f}" for f in ("searcher", "metric", "mode", "num_samples", "max_concurrent", "max_failures",
                                           "scheduler", "asha", "seeds", "warm_start", "resources", "storage", "ship",
-                                          "racing")},
+                                          "racing", "budget")},
              "experiment": "tracking.experiment", "keep_models": "tracking.keep_models"}
 
 
@@ -79,6 +80,13 @@ def check_growth(ran: Sweep, new: Sweep) -> list[str]:
     for key in dict.fromkeys([*before, *after]):
         was, now = before.get(key), after.get(key)
         if was == now:
+            continue
+        if key == "sweep.budget":  # every searcher: the trials a budget left run with a larger one
+            if was is None or (now is not None and now.slot_hours <= was.slot_hours):
+                raise UserError(f"sweep.budget can only grow ({shown(was and was.slot_hours)} slot-hours -> "
+                                f"{shown(now and now.slot_hours)}); allowed: a larger sweep.budget.slot_hours, or "
+                                "sweep.budget=null (no limit)")
+            grown.append(key)
             continue
         if key in searcher.growth:
             if searcher.check_growth(key, was, now, ran):
@@ -161,7 +169,7 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
             return results
     entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "overrides": list(overrides), "top": top}
     suggestions = searcher_of(new).new_suggestions(old, new)
-    if suggestions is not None:  # a study's larger budget: the searcher draws the new trials
+    if suggestions:  # a study's larger budget: the searcher draws the new trials
         entry["trials"] = suggestions
     return _grow(sweep_dir, new, entry, address, ray_dashboard, ray_bind_all)
 
@@ -229,7 +237,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
         regrown = f", {counted(len(reopened), 'configuration')} get new repeats" if reopened else ""
         print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(entry['overrides'])}"
               f"{f'; --top {top}' if top else ''}): "
-              f"{counted(entry['trials'], growth.unit)}{regrown}; "
+              f"{counted(entry['trials'], growth.unit) if 'trials' in entry else 'what the budget left'}{regrown}; "
               f"its extension {len(extensions)}", file=sys.stderr, flush=True)
         tuner, static = tune.build_tuner(new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total)
         return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs))

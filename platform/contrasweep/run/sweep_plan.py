@@ -57,6 +57,7 @@ from contrasweep.run.checks import _local_gpus
 from contrasweep.run.ray_start import init_ray
 from contrasweep.search.registry import (fewest_trials, pause_epochs, reported_configurations, tests_in_trials,
                                         trial_configs)
+from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, plan_of
@@ -109,10 +110,13 @@ class SweepPlan:
     costs: list[TrialCost] = field(default_factory=list)
     fixed: dict = field(default_factory=dict)  # the measured fixed costs ({} where the defaults were used)
     fewest_trials: int | None = None  # a race's fewest (sweep.racing: its first rounds alone); None: every trial runs
+    budget_trials: int | None = None  # trials that fit in sweep.budget, in the order they start; None: no budget
+    slot_seconds: float = 0.0  # the trials' slot time in all (wall × CPUs, or GPUs): what sweep.budget counts
 
     def as_json(self) -> dict:
         keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
-                "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed", "fewest_trials")
+                "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed", "fewest_trials",
+                "budget_trials", "slot_seconds")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -248,6 +252,7 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
     tests = test_costs(sweep, sizes, calibration, configurations)
     shown = min(reported_configurations(sweep), configurations) * max(1, sweep.repeats)  # trials a report shows
     passes = len(costs) if tests_in_trials(sweep) else shown
+    slot_costs = trial_slot_seconds(sweep, costs, slots, over["worker_start_s"])
     return SweepPlan(
         trials=len(costs), configurations=configurations, settings=len(settings),
         repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
@@ -257,7 +262,26 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
                            + makespan(tests, min(slots, len(tests)), over["worker_start_s"])
                            + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)),
         concurrency=slots, test_passes=passes, calibration=calibration, costs=costs, fixed=fixed or {},
-        fewest_trials=fewest_trials(sweep) if sweep.racing else None)
+        fewest_trials=fewest_trials(sweep) if sweep.racing else None,
+        budget_trials=fit_in_budget(sweep, slot_costs) if sweep.budget else None, slot_seconds=sum(slot_costs))
+
+
+def trial_slot_seconds(sweep: Sweep, costs: list[TrialCost], slots: int, worker_start: float) -> list[float]:
+    """Each trial's slot time as ``sweep.budget`` counts it: its seconds (a slot's first trial
+    also waits for its process) × its CPUs, or GPUs (``contrasweep.spec.budget.trial_slots``)."""
+    res = sweep.resources
+    per_second = trial_slots(float(res["cpu"]), float(res["gpu"]), int(res["workers"]))[0]
+    return [(c.seconds + (worker_start if i < slots else 0.0)) * per_second for i, c in enumerate(costs)]
+
+
+def fit_in_budget(sweep: Sweep, slot_costs: list[float]) -> int:
+    """How many trials, in the order they start, fit in ``sweep.budget`` (each whole)."""
+    left, n = sweep.budget.slot_seconds, 0
+    for cost in slot_costs:
+        if cost > left:
+            break
+        left, n = left - cost, n + 1
+    return n
 
 
 def quiet() -> None:
@@ -297,6 +321,7 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
            f"{found.fewest_trials} and {found.trials} trials (every configuration's first {sweep.racing.min_repeats} "
            "repeats; more while a configuration is not significantly worse than the best); the figures below are "
            "for all of them"] if found.fewest_trials is not None else []),
+        *([budget_line(sweep, found)] if found.budget_trials is not None else []),
         f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all; test split: "
         + (f"once in each of the {found.test_passes} trials (evaluation.test: {sweep.test_split})" if tests_in_trials(sweep)
            else f"{found.test_passes} evaluations after selection, at most (evaluation.test: reported)"),
@@ -311,6 +336,14 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"evaluated row + {c['eval_fixed_s']:.1f} s per evaluation, set-up {c['setup_s']:.1f} s",
         fixed_line(found.fixed, where),
     ]
+
+
+def budget_line(sweep: Sweep, found: SweepPlan) -> str:
+    unit = trial_slots(float(sweep.resources["cpu"]), float(sweep.resources["gpu"]), 1)[1]
+    fits = ("all of them fit" if found.budget_trials >= found.trials else
+            f"about {found.budget_trials} of the {found.trials} trials fit; the sweep then stops launching trials")
+    return (f"budget: {sweep.budget.slot_hours:g} {unit}-hours (sweep.budget); every trial would take "
+            f"{found.slot_seconds / 3600:.3g} {unit}-hours: {fits}")
 
 
 def fixed_line(fixed: dict, where: str) -> str:

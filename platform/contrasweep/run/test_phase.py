@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 
-from contrasweep.folder import sweeps
+from contrasweep.folder import budget_record, sweeps
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.search.registry import searcher_of
@@ -83,10 +83,14 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: SweepStatic, ref
 
 def keep(record: TestRecord, static: SweepStatic, sweep: Sweep, chosen: list) -> None:
     """The MLflow models of what a report shows and of the ``tracking.keep_models`` best
-    configurations of each setting (``contrasweep.tracking.kept``), over the groups the plan read;
-    the summary says how many were kept and which weights were gone."""
+    configurations of each setting (``contrasweep.tracking.kept``), over the groups the plan read,
+    and of the configurations a budget cut short (an extension with a larger budget may complete
+    and select them); the summary says how many were kept and which weights were gone."""
     groups = kept_groups(chosen, record.found, sweep.objective.metric, sweep.objective.mode,
                          static.keep_models)
+    cut = budget_record.cut_groups(record.state.path.parent / budget_record.BUDGET_FILE)
+    have = {g.group for g in groups}
+    groups += [g for g in record.found if g.group in cut and g.group not in have]
     keep_models(Artifacts(record.client, record.state, static), record.state, groups)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from contrasweep.data.config import DataConfig
 from contrasweep.errors import SpecError, UserError
-from contrasweep.folder import race_record
+from contrasweep.folder import budget_record, race_record
 from contrasweep.search.base import Extension, Searcher
 from contrasweep.search.racing import Race, entries_of
 from contrasweep.spec.identity import GroupKey, key_of
@@ -134,7 +134,8 @@ class GridSearch(Searcher):
         if new.racing:
             return race_extension(new, state, top, folder, self.group_sizes(new))
         found = groups_of(trial_runs(client, parent))
-        trials = new_trials(new, state, found, top, open_groups(client, state) if again else frozenset())
+        cut = set(budget_record.cut_groups(Path(folder) / budget_record.BUDGET_FILE)) if folder else set()
+        trials = new_trials(new, state, found, top, open_groups(client, state) if again else frozenset(), cut)
         group_of = GroupKey(SweepStatic.of(new))
         ended = [e for e in state["trials"].values() if "status" in e]
         sizes = dict(Counter(e["group"] for e in ended) + Counter(group_of({"hp": t}) for t in trials))
@@ -159,12 +160,14 @@ def race_extension(new, state: dict, top: int | None, folder, sizes: dict[str, i
                      unit="new trial at most")
 
 
-def new_trials(new, state: dict, found: list, top: int | None, reopened: set | frozenset = frozenset()) -> list[dict]:
+def new_trials(new, state: dict, found: list, top: int | None, reopened: set | frozenset = frozenset(),
+               cut: set | frozenset = frozenset()) -> list[dict]:
     """The extended grid's trials that did not run: repeats of the complete configurations of
     each setting that ran (``top``: of its ``top`` best by validation mean; groups stopped early
     or failed get none), and every configuration of a new setting. ``reopened``: the groups an
     earlier try of the same extension reopened (``contrasweep.run.extend.grow_again``): they,
-    and no others, get repeats (their group size grew, so they no longer count as complete)."""
+    and no others, get repeats (their group size grew, so they no longer count as complete).
+    ``cut``: the groups a budget cut short (``budget.json``): their other repeats run."""
     ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again
     group_of = GroupKey(SweepStatic.of(new))
     existing = set(state.get("configs", {}))
@@ -173,7 +176,7 @@ def new_trials(new, state: dict, found: list, top: int | None, reopened: set | f
     out = []
     for trial in new.grid_trials():
         group = group_of({"hp": trial})
-        if key_of({"hp": trial}) not in ran and (group not in existing or group in (reopened or keep)):
+        if key_of({"hp": trial}) not in ran and (group not in existing or group in (reopened or keep) or group in cut):
             out.append(trial)
     return out
 

@@ -98,9 +98,10 @@ class MovableFIFO(FIFOScheduler):
     experiment, the grid's iterators) still names the old folder, so a trial created after
     ``resume`` would write there (``contrasweep.folder.relocation``)."""
 
-    def __init__(self, tracking_file: str | os.PathLike | None = None):
+    def __init__(self, tracking_file: str | os.PathLike | None = None, budget=None):
         super().__init__()
         self.tracking_file = str(tracking_file) if tracking_file else None
+        self.budget = budget  # sweep.budget's gate (contrasweep.search.budget_gate), or None
         self._transient()
 
     def _transient(self) -> None:
@@ -181,16 +182,54 @@ class MovableFIFO(FIFOScheduler):
     def choose_trial_to_run(self, tune_controller) -> Trial | None:
         self.settle(tune_controller)
         trial = self.choose(tune_controller)
+        budget = getattr(self, "budget", None)
+        if trial is not None and budget is not None:
+            if not budget.admits() and budget.fresh(trial):
+                budget.end(tune_controller)  # the never-started trials end unrun; the search algorithm is finished
+                self.budget_ended(tune_controller, budget.cut_sizes())
+                trial = self.choose(tune_controller)  # a started one (paused at a rung, restored) still runs
+            if trial is not None:
+                budget.running(trial)
         self.name_chosen(tune_controller, trial)
         self.save_if_unsaved(tune_controller)
         return trial
+
+    def budget_ended(self, tune_controller, cut: dict[str, int]) -> None:
+        """The budget cut the groups ``cut`` (group -> repeats that started) short."""
+
+    # -- the budget's clock (sweep.budget) ------------------------------------------------------
+    def result_action(self, tune_controller, trial: Trial, result: dict) -> str:
+        """What a result means for the trial (the subclass's rule; FIFO's here)."""
+        return TrialScheduler.CONTINUE
+
+    def on_trial_result(self, tune_controller, trial: Trial, result: dict) -> str:
+        action = self.result_action(tune_controller, trial, result)
+        if getattr(self, "budget", None) is not None:
+            self.budget.result(trial, holds=action == TrialScheduler.CONTINUE)
+        return action
+
+    def on_trial_complete(self, tune_controller, trial: Trial, result: dict):
+        if getattr(self, "budget", None) is not None:
+            self.budget.trial_ended(trial)
+        super().on_trial_complete(tune_controller, trial, result)
+
+    def on_trial_error(self, tune_controller, trial: Trial):
+        if getattr(self, "budget", None) is not None:
+            self.budget.trial_ended(trial)
+        super().on_trial_error(tune_controller, trial)
+
+    def on_trial_remove(self, tune_controller, trial: Trial):
+        if getattr(self, "budget", None) is not None:
+            self.budget.trial_ended(trial)
+        super().on_trial_remove(tune_controller, trial)
 
 
 class GroupASHA(MovableFIFO):
     def __init__(self, metric: str, mode: str, max_t: int, grace_period: int, reduction_factor: float,
                  group_of: Callable[[dict], str], group_sizes: dict[str, int] | int, max_running: int,
-                 state_path: str | os.PathLike, time_attr: str = "epoch", tracking_file: str | os.PathLike | None = None):
-        super().__init__(tracking_file)
+                 state_path: str | os.PathLike, time_attr: str = "epoch", tracking_file: str | os.PathLike | None = None,
+                 budget=None):
+        super().__init__(tracking_file, budget)
         self._metric, self._mode, self.time_attr = metric, mode, time_attr
         self.max_t, self.reduction_factor = max_t, reduction_factor
         self.rungs = rungs(max_t, grace_period, reduction_factor)
@@ -232,6 +271,10 @@ class GroupASHA(MovableFIFO):
         return self._groups[trial.trial_id]
 
     def _size(self, group: str) -> int:
+        budget = getattr(self, "budget", None)
+        cut = budget.cut_sizes() if budget is not None else {}
+        if group in cut:  # the budget ended the sweep before its other repeats started
+            return cut[group]
         return self.group_sizes if isinstance(self.group_sizes, int) else self.group_sizes.get(group, 1)
 
     def _decision(self, rung: int, group: str) -> str | None:
@@ -250,7 +293,7 @@ class GroupASHA(MovableFIFO):
         return False
 
     # -- scheduler API -----------------------------------------------------------------
-    def on_trial_result(self, tune_controller, trial: Trial, result: dict) -> str:
+    def result_action(self, tune_controller, trial: Trial, result: dict) -> str:
         if self.time_attr not in result or self._metric not in result:
             return TrialScheduler.CONTINUE
         group = self._group(trial)
@@ -291,6 +334,17 @@ class GroupASHA(MovableFIFO):
     def _members(self, tune_controller, group: str) -> list[Trial]:
         return [t for t in tune_controller.get_trials() if self._group(t) == group]
 
+    def budget_ended(self, tune_controller, cut: dict[str, int]) -> None:
+        """A cut group's rung barrier waits for the repeats that started alone (``_size``): a
+        rung they have all reached is decided now, and its paused repeats continue or stop."""
+        for rung in self.rungs:
+            for group, values in self.state["values"].get(str(rung), {}).items():
+                if group not in cut or self._decision(rung, group) is not None or len(values) < cut[group]:
+                    continue
+                members = [t for t in self._members(tune_controller, group) if t.trial_id in values]
+                if members and self._decide(tune_controller, members[0], rung, group) == TrialScheduler.STOP:
+                    stop_waiting(tune_controller, members[0])
+
     def on_trial_error(self, tune_controller, trial: Trial) -> None:
         """A repeat that failed for good can never reach the next rung: its group stops (its
         aggregate would be partial anyway); resume retries the failed repeat alone."""
@@ -298,6 +352,7 @@ class GroupASHA(MovableFIFO):
         for other in self._members(tune_controller, group):
             if other is not trial and other.status == Trial.PAUSED and self.waiting(other):
                 stop_waiting(tune_controller, other)
+        super().on_trial_error(tune_controller, trial)
 
     def choose(self, tune_controller) -> Trial | None:
         trials = tune_controller.get_trials()

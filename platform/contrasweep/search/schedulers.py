@@ -6,13 +6,30 @@ keep live. Both resume from the sweep's record (``tracking.json``); group ASHA a
 ``group_asha.json`` (its rung values and decisions). A new scheduler is one class here and one
 line in ``contrasweep.search.registry``.
 
-May import: ``contrasweep.search.group_asha``, ``contrasweep.spec``.
+Both ask ``sweep.budget``'s gate (``budget_gate``) before a trial that never ran starts.
+
+May import: ``contrasweep.search.group_asha``, ``contrasweep.search.budget_gate``, ``contrasweep.spec``,
+``contrasweep.folder.budget_record``.
 """
 
 from __future__ import annotations
 
+from contrasweep.folder.budget_record import BUDGET_FILE
 from contrasweep.search.base import Scheduler
+from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.identity import GroupKey
+
+
+def budget_gate(sweep, sweep_dir, group_sizes, static):
+    """``sweep.budget``'s gate, which both schedulers ask before a trial that never ran starts; None without a budget."""
+    if sweep.budget is None:
+        return None
+    from contrasweep.search.budget_gate import BudgetGate  # Ray Tune, as the schedulers
+
+    res = static.resources
+    slots, _ = trial_slots(res.cpu, res.gpu, res.workers)
+    return BudgetGate(sweep_dir.path / BUDGET_FILE, sweep.budget.slot_hours, slots, GroupKey(static), group_sizes,
+                      sweep_dir.path / "tracking.json")
 
 
 class NoScheduler(Scheduler):
@@ -21,7 +38,8 @@ class NoScheduler(Scheduler):
     def build(self, sweep, sweep_dir, group_sizes, static):
         from contrasweep.search.group_asha import MovableFIFO  # Ray Tune: plan and the console never need it
 
-        return MovableFIFO(sweep_dir.path / "tracking.json")  # what finished (contrasweep.tracking.ledger)
+        # what finished (contrasweep.tracking.ledger)
+        return MovableFIFO(sweep_dir.path / "tracking.json", budget_gate(sweep, sweep_dir, group_sizes, static))
 
     def pause_epochs(self, sweep) -> list[int]:
         return []
@@ -53,6 +71,7 @@ class GroupAshaScheduler(Scheduler):
             max_running=sweep.max_concurrent,
             state_path=sweep_dir.path / "group_asha.json",
             tracking_file=sweep_dir.path / "tracking.json",
+            budget=budget_gate(sweep, sweep_dir, group_sizes, static),
         )
 
     def pause_epochs(self, sweep) -> list[int]:

@@ -37,6 +37,7 @@ from contrasweep.errors import SpecError
 from contrasweep.spec.axes import expand
 from contrasweep.spec.domains import Domain, as_spec, parse_domain
 from contrasweep.spec.paths import absolute_paths
+from contrasweep.spec.budget import parse_budget
 from contrasweep.spec.racing import parse_racing
 from contrasweep.spec.smoke import TRIALS, smoke_raw
 from contrasweep.spec.sweep import (
@@ -300,7 +301,7 @@ def storage_location(value, where: str) -> str | None:
 
 def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
     allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", "storage", "ship", "warm_start",
-               "racing", *SWEEP_PARAMS}
+               "racing", "budget", *SWEEP_PARAMS}
     unknown = sorted(set(section) - allowed)
     if unknown:
         raise SpecError(f"unknown key sweep.{unknown[0]}; allowed: {', '.join('sweep.' + k for k in sorted(allowed))}")
@@ -339,6 +340,7 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
     if "seed" in sweep.grid or "seed" in sweep.search or "seed" in sweep.fixed:
         raise SpecError("seed is set through sweep.seeds; allowed: sweep.seeds: [0, 1, 2]")
     sweep.racing = parse_racing(section.get("racing"), sweep.setting_repeats)
+    sweep.budget = parse_budget(section.get("budget"))
 
 
 def _choice(value, allowed: tuple, where: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from contrasweep.spec.trial import DATA_KEY
 from contrasweep.spec.objective import MODES, Objective  # noqa: F401  (MODES: the spec's words, spec.load checks them)
+from contrasweep.spec.budget import Budget
 from contrasweep.spec.racing import Racing
 from trainables.params import LOOP_PARAMS, Param
 from trainables.registry import declaration
@@ -67,6 +68,7 @@ class Sweep:
     seeds: list = field(default_factory=lambda: [0])
     warm_start: list = field(default_factory=list)  # earlier sweeps whose results seed the study (search.warm_start)
     racing: Racing | None = None  # sweep.racing (contrasweep.spec.racing): None, every configuration runs every repeat
+    budget: Budget | None = None  # sweep.budget (contrasweep.spec.budget): None, no limit on the trials' slot time
     resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
     experiment: str = "contrasweep"
     keep_models: int | str = 2  # configurations of each setting that keep an MLflow model besides the reported ones, or "all"

@@ -37,3 +37,15 @@ def finished(tracking_file: str | Path | None) -> dict[str, dict]:
 def key(config: dict) -> str:
     """A trial's configuration key, as the tracker records it (``contrasweep.config_key``)."""
     return key_of(config)
+
+
+def started(tracking_file: str | Path | None) -> dict[str, str]:
+    """configuration key -> repeat group of every trial the tracker opened a run for (it started)."""
+    path = Path(tracking_file) if tracking_file else None
+    if path is None or not path.exists():
+        return {}
+    try:
+        trials = read_record(path).get("trials", {})
+    except (OSError, ValueError):
+        return {}
+    return {e["config_key"]: e.get("group", "") for e in trials.values() if e.get("config_key")}

@@ -8,7 +8,8 @@ at the end, so MLflow holds exactly one run per repeat.
 May import: ``contrasweep.tracking.store``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.describe``,
 ``contrasweep.tracking.reattach``, ``contrasweep.spec``, ``contrasweep.folder.record``,
-``contrasweep.folder.race_record`` (a race's eliminations).
+``contrasweep.folder.race_record`` (a race's eliminations), ``contrasweep.folder.budget_record``
+(the groups a budget cut short).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-from contrasweep.folder import race_record
+from contrasweep.folder import budget_record, race_record
+from contrasweep.folder.budget_record import BUDGET_CUT
 from contrasweep.folder.record import TrackingState
 from contrasweep.spec.identity import config_run_name, identify, key_of, run_name, tags
 from contrasweep.spec.static import SweepStatic
@@ -47,12 +49,13 @@ class RunTree:
 
     def __init__(self, client, state: TrackingState, sweep_name: str, static: SweepStatic,
                  group_sizes: dict[str, int] | int = 1, provenance: dict[str, str] | None = None,
-                 race_file: Path | None = None):
+                 race_file: Path | None = None, budget_file: Path | None = None):
         self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static
         self.group_sizes = group_sizes
         self.provenance = provenance or {}
         self.run_provenance = dict(self.provenance)  # set by open_parent / reopen
         self.race_file = race_file  # a racing sweep's journal (contrasweep.folder.race_record)
+        self.budget_file = budget_file  # a budget's (contrasweep.folder.budget_record)
         self._closed: set[str] = set()  # groups whose configuration run this process closed
 
     def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
@@ -187,25 +190,35 @@ class RunTree:
         self.client.set_terminated(entry["run_id"], status=entry["status"])
         del entry["pending"]
         self.state.save_trial(entry)
-        out = self.race_out() if out is None else out
-        for group in dict.fromkeys([entry.get("group"), *(g for g in out if g not in self._closed)]):
+        out = self.dropped() if out is None else out
+        self.close_group(entry.get("group"), out)
+        self.close_dropped(out)
+
+    def close_dropped(self, out: dict[str, dict] | None = None) -> None:
+        """Close every dropped configuration (``dropped``) whose repeats have all ended."""
+        out = self.dropped() if out is None else out
+        for group in [g for g in out if g not in self._closed]:
             self.close_group(group, out)
 
-    def race_out(self) -> dict[str, dict]:
-        """The configurations a race dropped, and why (``race.json``; none where the sweep does not race)."""
-        journal = race_record.read(self.race_file) if self.race_file else None
-        return journal["out"] if journal else {}
+    def dropped(self, race: dict | None = None) -> dict[str, dict]:
+        """The configurations that run fewer than all their repeats, and why: a race dropped
+        them (``race.json``'s ``out``, or ``race``: that journal, where the caller has read it),
+        or the budget ended the sweep before their other repeats started (``budget.json``)."""
+        race = race_record.read(self.race_file) if race is None and self.race_file else race
+        cut = budget_record.cut_groups(self.budget_file) if self.budget_file else {}
+        return {**cut, **(race["out"] if race else {})}
 
     def expected(self, group: str, out: dict[str, dict]) -> int:
-        """The repeats a group runs: all of them, or those it had when its race dropped it."""
+        """The repeats a group runs: all of them, or those it had when a race or the budget dropped it."""
         if group in out:
             return len([e for e in self.state.trials.values() if e.get("group") == group])
         return self.group_size(group)
 
     def close_group(self, group: str | None, out: dict[str, dict] | None = None) -> None:
         """Once every repeat of a group has ended: its mean, std and n on the configuration run;
-        a configuration the race eliminated says so, with the round and the p-value."""
-        out = self.race_out() if out is None else out
+        a configuration the race eliminated says so, with the round and the p-value, and one
+        the budget cut short says ``budget``."""
+        out = self.dropped() if out is None else out
         config_run = self.state.data.get("configs", {}).get(group)
         members = [e for e in self.state.trials.values() if e.get("group") == group]
         if config_run is None or len(members) < self.expected(group, out) or any("status" not in e for e in members):
@@ -220,6 +233,8 @@ class RunTree:
             outcome = ELIMINATED
             tags = {RACE_ROUND_TAG: str(left["round"]), RACE_P_VALUE_TAG: f"{left['p_value']:.3g}",
                     RACE_BEST_TAG: self.state.data["configs"].get(left["best"], left["best"])}
+        elif out.get(group, {}).get("outcome") == BUDGET_CUT and set(found.outcomes) == {"complete"} and not found.complete:
+            outcome = BUDGET_CUT
         self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in summary(found).items()],
                               tags=[RunTag(OUTCOME_TAG, outcome), *(RunTag(k, v) for k, v in tags.items())])
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
@@ -227,7 +242,7 @@ class RunTree:
 
     def close_open_groups(self) -> None:
         """On resume: a group whose last repeat ended just before the stop gets its aggregates."""
-        out = self.race_out()
+        out = self.dropped()
         for group, run_id in self.state.data.get("configs", {}).items():
             run = self.client.get_run(run_id)
             if run.info.status not in ("FINISHED", "FAILED") or OUTCOME_TAG not in run.data.tags:
@@ -251,7 +266,7 @@ class RunTree:
         runs of groups still open end KILLED, so that nothing in MLflow claims to be running;
         ``reopen`` on resume sets them RUNNING again."""
         killed = [e["run_id"] for e in self.state.trials.values() if "status" not in e]
-        out = self.race_out()
+        out = self.dropped()
         for group, run_id in self.state.data.get("configs", {}).items():
             members = [e for e in self.state.trials.values() if e.get("group") == group]
             if any("status" not in e for e in members) or len(members) < self.expected(group, out):

@@ -24,7 +24,7 @@ from pathlib import Path
 from ray.tune import Callback
 
 from contrasweep.errors import UserError
-from contrasweep.folder import race_record
+from contrasweep.folder import budget_record, race_record
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.folder.tune_state import own_session_uploads
@@ -119,7 +119,8 @@ class MlflowTracker(Callback):
     def _setup(self) -> None:
         self.client = get_client(self.tracking_uri)
         self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
-                            provenance_tags(self.spec), self.sweep_dir / race_record.RACE_FILE)
+                            provenance_tags(self.spec), self.sweep_dir / race_record.RACE_FILE,
+                            self.sweep_dir / budget_record.BUDGET_FILE)
         self.artifacts = Artifacts(self.client, self.state, self.static)
         self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
                                self.store_failed)
@@ -227,20 +228,23 @@ class MlflowTracker(Callback):
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
         self.state.save_trial(entry)
         journal = race_record.read(self.sweep_dir / race_record.RACE_FILE)  # a race's (once per trial end)
-        self._apply_finish(entry, journal["out"] if journal else {})
+        dropped = self.runs.dropped(journal or {"out": {}})
+        self._apply_finish(entry, dropped)
         if not self.store_error:
             self.epochs.sweep_progress(self.parent_run_id, self._ended())
         if self.progress and journal and journal.get("needed") is not None:
             self.progress.total = self._done() + journal["needed"]  # what the race may still run
+        if self.progress and any(d["outcome"] == budget_record.BUDGET_CUT for d in dropped.values()):
+            self.progress.total = len(self.state.trials)  # the budget ended the sweep: what started is all
         if self.progress:
             self.progress.trial_ended(entry.get("name", trial.trial_id), status, outcome, entry.get("best_value"),
                                       entry.get("best_epoch"), entry.get("last_epoch", 0), self._done())
 
-    def _apply_finish(self, entry: dict, race_out: dict | None = None) -> None:
-        """``race_out``: the configurations a race dropped (``race.json``), where the caller has read it."""
+    def _apply_finish(self, entry: dict, dropped: dict | None = None) -> None:
+        """``dropped``: the configurations a race or the budget dropped (``RunTree.dropped``), where the caller has read them."""
         if self.store_error:
             return
-        self.runs.end_trial(entry, self.artifacts.settle(entry), race_out)
+        self.runs.end_trial(entry, self.artifacts.settle(entry), dropped)
 
     # -- the end ----------------------------------------------------------------------------
     @guarded
@@ -255,6 +259,7 @@ class MlflowTracker(Callback):
                 and all("status" in e for e in self.state.trials.values()))
         any_error = any(t.status == "ERROR" for t in trials)
         if done:
+            self.runs.close_dropped()  # a group the budget cut after its last started repeat had ended
             self.artifacts.repair(self.parent_run_id, self.spec, self.texts)  # e.g. mlartifacts/ removed meanwhile
             self.selection.best_to_parent(self.parent_run_id)
         else:
