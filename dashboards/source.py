@@ -11,8 +11,8 @@ import yaml
 
 from contrasweep.errors import UserError
 from contrasweep.tracking.aggregate import Group, groups, select, selection_key
-from contrasweep.tracking.store import (ELIMINATED, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, RACE_P_VALUE_TAG,
-                                       RACE_ROUND_TAG, get_client)
+from contrasweep.tracking.store import (BUDGET_CUT, ELIMINATED, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
+                                       RACE_P_VALUE_TAG, RACE_ROUND_TAG, get_client)
 
 
 @dataclass
@@ -23,6 +23,7 @@ class SweepRecord:
     spec: dict
     groups: list[Group]
     race: dict = field(default_factory=dict)  # group -> {"round", "p_value"}: the configurations a race eliminated
+    cut: set = field(default_factory=set)  # the configurations a budget cut short (sweep.budget)
 
     @property
     def method(self) -> str:
@@ -107,13 +108,19 @@ def load(tracking_uri: str, name: str) -> SweepRecord:
     with open(path, encoding="utf-8") as fh:
         spec = yaml.safe_load(fh) or {}
     return SweepRecord(name=name, tracking_uri=tracking_uri, parent=parent, spec=spec,
-                       groups=groups(tracking_uri, parent.info.run_id), race=eliminated(client, parent))
+                       groups=groups(tracking_uri, parent.info.run_id), race=eliminated(client, parent),
+                       cut={r.data.tags[GROUP_TAG] for r in configuration_runs(client, parent, BUDGET_CUT)})
+
+
+def configuration_runs(client, parent, outcome: str) -> list:
+    """The sweep's configuration runs that ended with ``outcome``."""
+    return client.search_runs([parent.info.experiment_id], max_results=5000, filter_string=(
+        f"tags.`{PARENT_TAG}` = '{parent.info.run_id}' and tags.`{KIND_TAG}` = 'configuration' and "
+        f"tags.`{OUTCOME_TAG}` = '{outcome}'"))
 
 
 def eliminated(client, parent) -> dict[str, dict]:
     """The configurations a race dropped (``sweep.racing``): their configuration runs' round and p-value."""
-    runs = client.search_runs([parent.info.experiment_id], max_results=5000, filter_string=(
-        f"tags.`{PARENT_TAG}` = '{parent.info.run_id}' and tags.`{KIND_TAG}` = 'configuration' and "
-        f"tags.`{OUTCOME_TAG}` = '{ELIMINATED}'"))
     return {r.data.tags[GROUP_TAG]: {"round": int(r.data.tags[RACE_ROUND_TAG]),
-                                     "p_value": float(r.data.tags[RACE_P_VALUE_TAG])} for r in runs}
+                                     "p_value": float(r.data.tags[RACE_P_VALUE_TAG])}
+            for r in configuration_runs(client, parent, ELIMINATED)}

@@ -142,6 +142,8 @@ def configurations_table(record: SweepRecord) -> Table:
         if group.group in record.race:  # a race dropped it: after which round, on what p-value (Holm)
             left = record.race[group.group]
             outcome = f"eliminated at round {left['round']} (p {left['p_value']:.3g})"
+        elif group.group in record.cut:  # the budget ended the sweep before its other repeats started
+            outcome = "cut short by the budget"
         hp = [hp_text(group.hp[k]) if k in group.hp else "" for k in varied]
         rows.append([group.setting or "–", *hp, outcome, f"{len(group.repeats)}/{group.size}",
                      Cell(val, v["mean"], v["std"], v["n"]).text(), Cell(test, t["mean"], t["std"], t["n"]).text(),

@@ -123,7 +123,7 @@ def test_ending_the_budget_ends_the_trials_that_never_started_and_cuts_their_gro
     assert gate.cut_sizes() == {"g": 2}  # h never started: no configuration run to close
     journal = budget_record.read(tmp_path / budget_record.BUDGET_FILE)
     assert journal["ended"]["not_run"] == ["run_trial_c", "run_trial_d"]
-    assert budget_record.cut_groups(tmp_path / budget_record.BUDGET_FILE) == {"g": {"outcome": "budget", "ran": 2}}
+    assert budget_record.cut_groups(tmp_path / budget_record.BUDGET_FILE) == {"g": 2}
     assert not gate.admits(now=5.0)
     # a larger budget (an extension) opens the gate again, with what was spent
     grown = _gate(tmp_path, slot_hours=2.0, sizes={"g": 3, "h": 3})
@@ -144,7 +144,7 @@ def test_plan_counts_the_trials_that_fit_in_the_budget():
                       kept_bytes=1, estimated_seconds=60.0, concurrency=1, calibration=calibration, budget_trials=3,
                       slot_seconds=sum(slot))
     assert describe(sweep, found, {"CPU": 2.0}, "this machine")[1] == (
-        "budget: 0.01 CPU-hours (sweep.budget); every trial would take 0.0122 CPU-hours: about 3 of the 4 trials fit; "
+        "budget: 0.01 CPU-hours (sweep.budget); all the trials would take 0.0122 CPU-hours: about 3 of the 4 trials fit; "
         "the sweep then stops launching trials")
     assert found.as_json()["budget_trials"] == 3
 

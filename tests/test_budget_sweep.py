@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from conftest import write_spec
-from contrasweep.folder.budget_record import BUDGET_CUT, BUDGET_FILE
-from contrasweep.tracking.store import KIND_TAG, OUTCOME_TAG, get_client
+from contrasweep.folder.budget_record import BUDGET_FILE
+from contrasweep.tracking.store import BUDGET_CUT, KIND_TAG, OUTCOME_TAG, get_client
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +57,8 @@ def test_a_budget_ends_the_grid_early_and_extend_runs_what_it_left(ray_session, 
     assert sweep_run.info.status == "FINISHED"
     assert json.loads((folder / "sweep.json").read_text())["status"] == "finished"
     assert len(_trained(folder)) == 1
+    table = (folder / "report" / "configurations_b.csv").read_text()
+    assert "cut short by the budget,1,3," in table  # its outcome, n of its repeats
     out = capsys.readouterr()
     text = out.out + out.err
     assert "[contrasweep] sweep 'b' finished: 1 trial: 1 complete" in text

@@ -20,7 +20,7 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.text import counted, hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
 from contrasweep.tracking.runs_view import base_url, run_url, runs_url
-from contrasweep.tracking.store import ELIMINATED, error_line
+from contrasweep.tracking.store import BUDGET_CUT, ELIMINATED, error_line
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local store (contrasweep.tracking.runs_view)
 
@@ -133,10 +133,13 @@ def budget_lines(folder: Path, budget, unit: str) -> list[str]:
         return [f"[contrasweep] budget: {spent}"]
     started = len(read_record(folder / "tracking.json").get("trials", {}))
     race = race_record.read(folder / race_record.RACE_FILE)
-    not_run = race["needed"] if race and race.get("needed") is not None else max(_meta(folder).get("total", 0) - started, 0)
+    if race and race.get("needed") is not None:  # what the race would still have run
+        not_run = race["needed"]
+    else:
+        not_run = max(_meta(folder).get("total", 0) - started, 0)
     cut = len(ended["cut"])
     return [f"[contrasweep] budget: {spent}; it ended the sweep: {counted(not_run, 'trial')} did not run"
-            + (f", {counted(cut, 'configuration')} cut short (outcome {budget_record.BUDGET_CUT}, never selected)" if cut else "")
+            + (f", {counted(cut, 'configuration')} cut short (outcome {BUDGET_CUT}, never selected)" if cut else "")
             + f"; the selection is from what completed; to go on: contrasweep extend {folder.name} "
             f"--set sweep.budget.slot_hours=<more than {budget.slot_hours:g}>"]
 

@@ -5,9 +5,9 @@ Content: ``slot_hours`` (the budget it was kept to), ``spent_s`` (slot-seconds: 
 wall time while it held its slots × its slots, counted up at every result, pause and end),
 ``ended_n`` and ``ended_s`` (trials that ended and their slot-seconds: the mean is what the gate
 expects of the next trial) and ``ended`` (None, or when the budget ended the sweep: ``at``,
-``spent_s``, ``not_run`` (the folder names of Tune's trials it ended before they started), ``cut`` (repeat groups with repeats that
-never started, with the repeats each ran: they close with those)). The scheduler writes it, whole and
-atomically; the tracker, the summary and ``extend`` read it. Time a running trial spent after
+``spent_s``, ``not_run`` (the folder names of Tune's trials it ended before they started),
+``cut`` (repeat groups with repeats that never started, with the repeats each ran: they close
+with those)). The scheduler writes it, whole and atomically; the tracker, the summary and ``extend`` read it. Time a running trial spent after
 its last result is not in it when the driver is killed: the budget undercounts by at most one
 epoch per running trial.
 
@@ -21,18 +21,16 @@ import os
 from contrasweep.folder.race_record import read, write
 
 BUDGET_FILE = "budget.json"
-BUDGET_CUT = "budget"  # the outcome of a configuration run whose repeats the budget cut short
-
-__all__ = ["BUDGET_CUT", "BUDGET_FILE", "cut_groups", "new_journal", "read", "write"]
+__all__ = ["BUDGET_FILE", "cut_groups", "new_journal", "read", "write"]
 
 
 def new_journal(slot_hours: float) -> dict:
     return {"slot_hours": slot_hours, "spent_s": 0.0, "ended_n": 0, "ended_s": 0.0, "ended": None}
 
 
-def cut_groups(path: str | os.PathLike) -> dict[str, dict]:
-    """The repeat groups the budget cut short, as a race's ``out`` says why a group left
-    (``{group: {"outcome": "budget"}}``; none where the budget has not ended the sweep)."""
+def cut_groups(path: str | os.PathLike) -> dict[str, int]:
+    """The repeat groups the budget cut short and the repeats each ran (none where the budget
+    has not ended the sweep)."""
     journal = read(path)
     ended = (journal or {}).get("ended")
-    return {group: {"outcome": BUDGET_CUT, "ran": n} for group, n in ended["cut"].items()} if ended else {}
+    return dict(ended["cut"]) if ended else {}

@@ -342,7 +342,7 @@ def budget_line(sweep: Sweep, found: SweepPlan) -> str:
     unit = trial_slots(float(sweep.resources["cpu"]), float(sweep.resources["gpu"]), 1)[1]
     fits = ("all of them fit" if found.budget_trials >= found.trials else
             f"about {found.budget_trials} of the {found.trials} trials fit; the sweep then stops launching trials")
-    return (f"budget: {sweep.budget.slot_hours:g} {unit}-hours (sweep.budget); every trial would take "
+    return (f"budget: {sweep.budget.slot_hours:g} {unit}-hours (sweep.budget); all the trials would take "
             f"{found.slot_seconds / 3600:.3g} {unit}-hours: {fits}")
 
 

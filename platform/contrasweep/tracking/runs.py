@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 from contrasweep.folder import budget_record, race_record
-from contrasweep.folder.budget_record import BUDGET_CUT
 from contrasweep.folder.record import TrackingState
 from contrasweep.spec.identity import config_run_name, identify, key_of, run_name, tags
 from contrasweep.spec.static import SweepStatic
@@ -29,8 +28,8 @@ from contrasweep.tracking.describe import NOTE_TAG, dataset_input, sweep_descrip
 from contrasweep.tracking.provenance import UI_TAGS
 from contrasweep.tracking.reattach import rebuild
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
-from contrasweep.tracking.store import (CONFIG_KEY_TAG, ELIMINATED, KIND_TAG, OUTCOME_TAG, PARENT_TAG, RACE_BEST_TAG,
-                                       RACE_P_VALUE_TAG, RACE_ROUND_TAG, SWEEP_RUN_TAG, VARIANT_TAG)
+from contrasweep.tracking.store import (BUDGET_CUT, CONFIG_KEY_TAG, ELIMINATED, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
+                                       RACE_BEST_TAG, RACE_P_VALUE_TAG, RACE_ROUND_TAG, SWEEP_RUN_TAG, VARIANT_TAG)
 
 # the identity tags a configuration run carries (a trial run carries them all)
 CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.protocol", "contrasweep.k",
@@ -206,7 +205,7 @@ class RunTree:
         or the budget ended the sweep before their other repeats started (``budget.json``)."""
         race = race_record.read(self.race_file) if race is None and self.race_file else race
         cut = budget_record.cut_groups(self.budget_file) if self.budget_file else {}
-        return {**cut, **(race["out"] if race else {})}
+        return {**{g: {"outcome": BUDGET_CUT, "ran": n} for g, n in cut.items()}, **(race["out"] if race else {})}
 
     def expected(self, group: str, out: dict[str, dict]) -> int:
         """The repeats a group runs: all of them, or those it had when a race or the budget dropped it."""

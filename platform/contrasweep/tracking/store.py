@@ -15,6 +15,7 @@ CONFIG_KEY_TAG = "contrasweep.config_key"  # a trial run's config (re-attaching 
 VARIANT_TAG = "contrasweep.variant"  # a trial run's data variant index
 OUTCOME_TAG = "contrasweep.outcome"  # a trial run's end: "complete", "stopped" or "failed"
 ELIMINATED = "eliminated"  # the outcome of a configuration a race dropped (contrasweep.search.racing; race.json too)
+BUDGET_CUT = "budget"  # the outcome of a configuration whose other repeats the budget left unstarted (sweep.budget)
 # an eliminated configuration run's round, Holm-adjusted p-value and the round's best configuration run
 RACE_ROUND_TAG, RACE_P_VALUE_TAG, RACE_BEST_TAG = "contrasweep.race.round", "contrasweep.race.p_value", "contrasweep.race.best"
 GROUP_TAG = "contrasweep.group"  # a trial or configuration run's repeat group (contrasweep.spec.identity)

@@ -37,7 +37,8 @@ from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.runs_view import metric_columns, publish
 from contrasweep.tracking.selection import Selection
-from contrasweep.tracking.store import artifact_root_for, ensure_experiment, get_client, store_errors, store_line
+from contrasweep.tracking.store import (BUDGET_CUT, artifact_root_for, ensure_experiment, get_client, store_errors,
+                                       store_line)
 
 
 def guarded(hook):
@@ -234,7 +235,7 @@ class MlflowTracker(Callback):
             self.epochs.sweep_progress(self.parent_run_id, self._ended())
         if self.progress and journal and journal.get("needed") is not None:
             self.progress.total = self._done() + journal["needed"]  # what the race may still run
-        if self.progress and any(d["outcome"] == budget_record.BUDGET_CUT for d in dropped.values()):
+        if self.progress and any(d["outcome"] == BUDGET_CUT for d in dropped.values()):
             self.progress.total = len(self.state.trials)  # the budget ended the sweep: what started is all
         if self.progress:
             self.progress.trial_ended(entry.get("name", trial.trial_id), status, outcome, entry.get("best_value"),
