@@ -222,3 +222,98 @@ def test_plan_says_a_race_runs_between_its_fewest_trials_and_all():
     lines = describe(sweep, found, {"CPU": 2.0}, "this machine")
     assert lines[1].startswith("racing (min_repeats 2, alpha 0.05): between 6 and 8 trials")
     assert "fewest_trials" in found.as_json() and found.as_json()["fewest_trials"] == 6
+
+
+# -- a study's race (optuna / random: contrasweep.search.study_race) ---------------------------
+def _study_racer(tmp_path, num_samples=2, seeds=(0, 1, 2), max_concurrent=2):
+    """A real study searcher of an optuna sweep with racing (min_repeats 2), its study in sqlite."""
+    from types import SimpleNamespace
+
+    from contrasweep.search.study_search import build
+
+    spec = {**BASE, "grid": {}, "search": {"lr": {"loguniform": [1e-4, 1e-2]}},
+            "sweep": {"searcher": "random", "seeds": list(seeds), "num_samples": num_samples,
+                      "racing": {"min_repeats": 2}}}
+    sweep = validate(spec)
+    folder = SimpleNamespace(name="s", path=tmp_path, optuna_uri=f"sqlite:///{tmp_path / 'optuna.db'}")
+    import optuna
+
+    return build(sweep, folder, max_concurrent, optuna.samplers.RandomSampler(seed=0)), sweep
+
+
+def _result(value):
+    return {"epoch": 1, "val/accuracy": value, "best/val/accuracy": value}
+
+
+def test_a_study_races_its_suggestions_asynchronously_and_tells_an_eliminated_one_its_mean(tmp_path):
+    import optuna
+
+    from contrasweep.folder import race_record
+
+    searcher, sweep = _study_racer(tmp_path)
+    a, b = searcher.suggest("a"), searcher.suggest("b")  # suggestion 0's first round: repeats 0 and 1
+    assert [a["__trial_index__"], b["__trial_index__"]] == [0, 1] and searcher.suggest("c") is None  # 2 live
+    searcher.on_trial_complete("a", _result(0.8))
+    searcher.on_trial_complete("b", _result(0.7))
+    # alone at round 2, it stays and runs its third repeat before the next suggestion starts
+    c = searcher.suggest("c")
+    assert (c["__suggestion__"], c["__trial_index__"]) == (0, 2)
+    d = searcher.suggest("d")
+    assert (d["__suggestion__"], d["__trial_index__"]) == (1, 0)
+    searcher.on_trial_complete("c", _result(0.9))  # suggestion 0 ran all 3: told the mean
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert study.trials[0].state.name == "COMPLETE" and study.trials[0].value == pytest.approx(0.8)
+    e = searcher.suggest("e")
+    assert (e["__suggestion__"], e["__trial_index__"]) == (1, 1)
+    searcher.on_trial_complete("d", _result(0.3))
+    searcher.on_trial_complete("e", _result(0.2))  # 0.5 below on both matched repeats: p 0 <= 0.05
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    second = study.trials[1]
+    assert second.user_attrs["race."] == {"round": 2, "p_value": 0.0, "best": 0}
+    assert second.state.name == "COMPLETE" and second.value == pytest.approx(0.25)  # the mean of what it ran
+    assert searcher.suggest("f") == "FINISHED"  # num_samples asked, nothing left to run
+    journal = race_record.read(tmp_path / race_record.RACE_FILE)
+    (gone,) = journal["out"].values()
+    assert gone["outcome"] == "eliminated" and gone["round"] == 2 and gone["best"] in journal["repeats"]
+    assert (journal["total"], journal["needed"], race_record.ran(journal)) == (6, 0, 5)
+
+
+def test_a_study_race_resumes_a_round_the_kill_cut_off(tmp_path):
+    """Both repeats of a round recorded in the study, the judgement not: a new searcher (a
+    resume) judges it once and issues only what the race asks for."""
+    import pickle
+
+    import optuna
+
+    from contrasweep.folder import race_record
+
+    searcher, _ = _study_racer(tmp_path, max_concurrent=4)
+    issued = [searcher.suggest(t) for t in "abcd"]  # suggestion 0's round and suggestion 1's
+    assert [(c["__suggestion__"], c["__trial_index__"]) for c in issued] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for tid, value in zip("abc", (0.8, 0.7, 0.3)):
+        searcher.on_trial_complete(tid, _result(value))
+    searcher.save(str(tmp_path / "snap"))
+    pickled = pickle.dumps(searcher)
+    # the driver is killed after d's outcome is in the study and before its round was judged
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'optuna.db'}")
+    second = optuna.load_study(study_name="s", storage=storage).trials[1]
+    storage.set_trial_user_attr(second._trial_id, "repeat.1",
+                                {"outcome": "complete", "epoch": 1, "values": [0.2], "selection": 0.2})
+    again = pickle.loads(pickled)
+    again.restore(str(tmp_path / "snap"))
+    again.live.pop(next(t for t, held in again.live.items() if held == (1, 1)))  # Tune ended d: it holds it no more
+    nxt = again.suggest("e")
+    assert (nxt["__suggestion__"], nxt["__trial_index__"]) == (0, 2)  # 1 is eliminated at round 2, now
+    assert again.suggest("f") is None  # waits for suggestion 0's last repeat, issues nothing twice
+    left = optuna.load_study(study_name="s", storage=storage).trials[1]
+    assert left.user_attrs["race."]["round"] == 2 and left.state.name == "COMPLETE"
+    assert race_record.read(tmp_path / race_record.RACE_FILE)["needed"] == 1
+
+
+def test_plan_gives_a_racing_study_its_fewest_trials():
+    from contrasweep.search.registry import fewest_trials, total_trials
+
+    spec = {**BASE, "grid": {}, "search": {"lr": {"loguniform": [1e-4, 1e-2]}},
+            "sweep": {"searcher": "optuna", "seeds": [0, 1, 2, 3], "num_samples": 5, "racing": {"min_repeats": 2}}}
+    sweep = validate({**spec, "data": {**BASE["data"], "k": [2, 4]}})
+    assert (fewest_trials(sweep), total_trials(sweep)) == (5 * 2 * 2, 5 * 8)

@@ -163,3 +163,29 @@ def test_group_asha_inside_a_race_stops_a_configuration_at_a_rung_of_its_first_r
     journal = json.loads((tmp_path / "sweeps" / "asha" / RACE_FILE).read_text())
     assert sorted(o["outcome"] for o in journal["out"].values()) == [ELIMINATED, "stopped"]
     assert len(list((tmp_path / "sweeps" / "asha" / "tune").glob("run_trial_*"))) == 8  # no repeat issued twice
+
+
+def test_a_random_search_races_its_suggestions(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
+    """The study's race (``contrasweep.search.study_race``): the paper's point (lr 1e-2) first,
+    then the random sampler's draw at chance (lr 1e-7, seed 0's second draw), judged at its third
+    repeat against the first suggestion and eliminated; the study is told the mean of what it ran."""
+    import optuna
+
+    from contrasweep.cli import main
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    spec = write_spec(tmp_path / "random.yaml", tiny_model_dir, data={"k": 4}, reported={"lr": 1.0e-2}, grid={},
+                      search={"lr": {"choice": [1.0e-2, 1.0e-7]}},
+                      fixed={"epochs": 3, "batch_size": 8, "warmup_ratio": 0.0, "checkpoint_every": 1},
+                      sweep={"searcher": "random", "num_samples": 2, "seeds": SEEDS, "scheduler": "none",
+                             "max_concurrent": 2, "racing": {"min_repeats": 3, "alpha": 0.05}})
+    assert main(["--root", str(tmp_path / "sweeps"), "run", str(spec), "--name", "rs", "--tracking-uri", uri,
+                 "--no-tsne"]) == 0
+    folder = tmp_path / "sweeps" / "rs"
+    _check_race(uri, folder)
+    out = capsys.readouterr()
+    assert "1 configuration eliminated; racing saved 1 of 8 trials (7 ran)" in out.out + out.err
+    learner, chance = optuna.load_study(study_name="rs", storage=f"sqlite:///{folder / 'optuna.db'}").trials
+    assert chance.params["lr"] == 1.0e-7 and chance.user_attrs["race."]["round"] == 3
+    assert chance.state.name == learner.state.name == "COMPLETE"
+    assert len([k for k in chance.user_attrs if k.startswith("repeat.")]) == 3

@@ -64,7 +64,7 @@ def test_a_suggestion_runs_once_per_repeat_and_is_told_the_mean_once(tmp_path):
     s.on_trial_complete("b", done(0.1))  # a replay changes nothing
     first = study(tmp_path).trials[0]
     assert first.state == TrialState.COMPLETE and first.value == pytest.approx(0.6)
-    assert first.user_attrs["repeat.1"] == {"outcome": "complete", "epoch": 3, "values": [0.7]}
+    assert first.user_attrs["repeat.1"] == {"outcome": "complete", "epoch": 3, "values": [0.7], "selection": 0.7}
     c, d = s.suggest("c"), s.suggest("d")
     assert c["__suggestion__"] == d["__suggestion__"] == 1 and c["lr"] != a["lr"]
     assert s.suggest("e") == Searcher.FINISHED  # num_samples suggestions made

@@ -86,9 +86,13 @@ class OptunaSearch(Searcher):
         if not sweep.search:
             raise SpecError(f"sweep.searcher={sweep.searcher} needs a 'search' section of domains; allowed: searcher "
                             "grid for exact grids")
-        if sweep.racing:
-            raise SpecError(f"sweep.racing with sweep.searcher={sweep.searcher} is not built yet (issue 43); allowed: "
-                            "sweep.racing with searcher grid, or no sweep.racing")
+
+    def fewest_trials(self, sweep) -> int:
+        """A race's fewest (``contrasweep.search.study_race``): every suggestion's first round in every setting."""
+        if not sweep.racing:
+            return self.total_trials(sweep)
+        settings = sweep.repeats // sweep.setting_repeats
+        return sweep.num_samples * settings * sweep.racing.min_repeats
 
     def every_configuration_reported(self, sweep) -> bool:
         return sweep.num_samples <= 1  # one suggestion

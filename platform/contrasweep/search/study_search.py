@@ -22,9 +22,14 @@ the repeats of open suggestions that Tune does not hold, and tells a suggestion 
 had all ended before the kill. The budget is counted in the study: suggestions made before a
 kill are kept, never drawn again.
 
+With ``sweep.racing`` a suggestion runs only the repeats its race asks for
+(``contrasweep.search.study_race``), and is told once it has left the race or run them all.
+
 May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
-trial reads, the domains), ``contrasweep.folder.relocation``, ``contrasweep.search.study_storage``,
-``contrasweep.search.warm_start`` (warm points as trials), ``trainables.params``.
+trial reads, the domains), ``contrasweep.folder`` (a moved folder, the race's journal),
+``contrasweep.search.study_storage``, ``contrasweep.search.warm_start`` (warm points as trials),
+``contrasweep.search.study_race``, ``contrasweep.tracking.aggregate`` (what a repeat is judged
+by), ``trainables.params``.
 """
 
 from __future__ import annotations
@@ -36,11 +41,16 @@ import pickle
 import numpy as np
 from ray.tune.search import Searcher
 
+from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here_uri
+from contrasweep.search.study_race import RACE_PREFIX, StudyRace
 from contrasweep.search.warm_start import WARM_ATTR, warm_trials
 from contrasweep.spec.objective import objectives
 from contrasweep.spec.sweep import reported_point
+from contrasweep.spec.identity import GroupKey
+from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
+from contrasweep.tracking.aggregate import selection_key
 from trainables.params import LOOP_PARAMS, as_text
 
 logger = logging.getLogger(__name__)
@@ -63,7 +73,7 @@ class StudySearcher(Searcher):
 
     def __init__(self, space: dict, metrics: list[str], modes: list[str], sampler, study_name: str, storage_url: str,
                  repeats: int, num_samples: int, max_concurrent: int, reported: dict | None = None, epochs: int = 1,
-                 warm: list[dict] | None = None):
+                 warm: list[dict] | None = None, race: StudyRace | None = None):
         super().__init__(metric=metrics if len(metrics) > 1 else metrics[0],
                          mode=modes if len(modes) > 1 else modes[0])
         self.space, self.metrics, self.modes, self.sampler = space, list(metrics), list(modes), sampler
@@ -71,6 +81,7 @@ class StudySearcher(Searcher):
         self.repeats, self.num_samples, self.max_concurrent = repeats, num_samples, max_concurrent
         self.reported, self.epochs = reported, epochs
         self.warm = list(warm or [])  # earlier sweeps' points (search.warm_start), added once to a new study
+        self.race = race  # sweep.racing (contrasweep.search.study_race): which repeats a suggestion runs
         self.live: dict[str, tuple[int, int]] = {}  # Tune trial id -> (suggestion number, repeat)
         self._study = self._storage = None
         self._queue: list[tuple[int, int]] | None = None  # repeats to issue; None: not reconciled yet
@@ -154,6 +165,9 @@ class StudySearcher(Searcher):
         for trial in trials:
             if trial.state != TrialState.RUNNING:
                 continue
+            if self.race is not None:  # a race's due repeats (a round the kill cut off is judged now)
+                self._queue += [(trial.number, r) for r in self._race_due(trial, trials, held)]
+                continue
             done = _recorded(trial)
             if len(done) >= self.repeats:
                 self._tell(trial.number)
@@ -181,10 +195,11 @@ class StudySearcher(Searcher):
             return None
         if not self._queue:
             if self.asked() >= self.num_samples:
-                return Searcher.FINISHED
+                # a race's next rounds come from the repeats still running
+                return None if self.race is not None and self.live else Searcher.FINISHED
             trial = self.study.ask(self.space)
             self._asked += 1  # counted above, before this ask
-            self._queue = [(trial.number, r) for r in range(self.repeats)]
+            self._queue = [(trial.number, r) for r in (self.race.first() if self.race else range(self.repeats))]
         number, repeat = self._queue.pop(0)
         self.live[trial_id] = (number, repeat)
         return {**self.frozen(number).params, SUGGESTION: number, TRIAL_INDEX: repeat}
@@ -202,8 +217,31 @@ class StudySearcher(Searcher):
         if frozen.state.is_finished() or key in frozen.user_attrs:
             return  # told already, or this repeat's outcome is recorded (a replay after a restore)
         self.storage.set_trial_user_attr(self.trial_id(number), key, self._record(result, error, frozen.params))
+        if self.race is not None:
+            if self._queue is None:  # the first word after a restore: reconciling judges this repeat's round too
+                self._reconcile()
+                return
+            trials = self.study.get_trials(deepcopy=False)
+            held = set(self.live.values()) | set(self._queue or [])
+            due = self._race_due(self.frozen(number), trials, held)
+            self._queue = [(number, r) for r in due] + list(self._queue or [])  # a race's next round first
+            return
         if len(_recorded(frozen)) + 1 >= self.repeats:  # the repeats recorded before and this one
             self._tell(number)
+
+    def _race_due(self, trial, trials: list, held: set) -> list[int]:
+        """The repeats of ``trial`` a race runs next (``contrasweep.search.study_race``): its
+        eliminations are recorded first, the study is told once it is finished, and
+        ``race.json`` follows."""
+        due, decisions = self.race.due(trial, trials, {r for n, r in held if n == trial.number})
+        for setting, left in decisions.items():
+            self.storage.set_trial_user_attr(self.trial_id(trial.number), f"{RACE_PREFIX}{setting}", left)
+            logger.info("racing: suggestion %d eliminated in setting %r (%s)", trial.number, setting, left)
+        frozen = self.frozen(trial.number) if decisions else trial
+        if not due and self.race.finished(frozen):
+            self._tell(trial.number)
+        self.race.write(self.study.get_trials(deepcopy=False), self.num_samples)
+        return due
 
     def _record(self, result: dict | None, error: bool, params: dict) -> dict:
         """One repeat's outcome (complete | stopped | failed), epoch and metric values. A
@@ -213,7 +251,10 @@ class StudySearcher(Searcher):
         budget = int(params.get("epochs", self.epochs))
         outcome = "failed" if error else ("complete" if epoch >= budget else "stopped")
         values = [float(result[m]) if isinstance(result.get(m), (int, float)) else None for m in self.metrics]
-        return {"outcome": outcome, "epoch": epoch, "values": values}
+        # what the selection (and a race) judges a repeat by: its best validation value
+        selection = result.get(selection_key(self.metrics[0]), result.get(self.metrics[0]))
+        return {"outcome": outcome, "epoch": epoch, "values": values,
+                "selection": float(selection) if isinstance(selection, (int, float)) else None}
 
     def _tell(self, number: int) -> None:
         """Tell the study once: COMPLETE with the mean over repeats, PRUNED, or FAIL."""
@@ -254,10 +295,13 @@ def _nanmean(values: list) -> float:
 def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | None = None) -> StudySearcher:
     """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.search.optuna_search``)."""
     reported = reported_point(sweep)
+    static = SweepStatic.of(sweep)
     return StudySearcher(
         distributions(sweep.domains), sweep.metric, sweep.mode, sampler,
         study_name=sweep_dir.name, storage_url=sweep_dir.optuna_uri, repeats=sweep.repeats,
         num_samples=sweep.num_samples, max_concurrent=max_concurrent,
         reported={k: as_text(v) for k, v in reported.items()} if reported else None,
         epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)), warm=warm,
+        race=StudyRace.of(sweep, static, GroupKey(static), str(sweep_dir.path / race_record.RACE_FILE))
+        if sweep.racing else None,
     )
