@@ -7,7 +7,7 @@ launching trials when what it spent plus what the running trials and the next on
 would exceed it, lets the running trials finish, selects from what completed and exits 0.
 Absent: no limit.
 
-May import: ``trainables.params``, ``contrasweep.errors``.
+May import: ``trainables.params``, ``contrasweep.errors``, ``contrasweep.spec.section``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contrasweep.errors import SpecError
+from contrasweep.spec.section import check_keys
 from trainables.params import Param
 
 BUDGET_PARAMS: dict[str, Param] = {"slot_hours": Param("float", None, 0.0, None, low_open=True, high_open=True)}
@@ -33,12 +34,7 @@ def parse_budget(section) -> Budget | None:
     """``sweep.budget`` as written → a ``Budget`` (None where absent)."""
     if section is None:
         return None
-    allowed = ", ".join(f"sweep.budget.{k}" for k in BUDGET_PARAMS)
-    if not isinstance(section, dict):
-        raise SpecError(f"sweep.budget={section!r} must be a mapping such as {{slot_hours: 40}}; allowed keys: {allowed}")
-    unknown = sorted(set(section) - set(BUDGET_PARAMS))
-    if unknown:
-        raise SpecError(f"unknown key sweep.budget.{unknown[0]}; allowed: {allowed}")
+    check_keys(section, BUDGET_PARAMS, "sweep.budget", " such as {slot_hours: 40}")
     if "slot_hours" not in section:
         raise SpecError("sweep.budget needs slot_hours (the trials' wall time × their CPUs, or GPUs, in hours); "
                         "allowed: sweep.budget: {slot_hours: 40}")

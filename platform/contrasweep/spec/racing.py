@@ -8,7 +8,7 @@ round's best on their matched repeats (a one-sided paired t-test, Holm-corrected
 round's comparisons, at ``alpha``) leaves the race, and the others run their next repeat.
 Absent: every configuration runs every repeat.
 
-May import: ``trainables.params``, ``contrasweep.errors``.
+May import: ``trainables.params``, ``contrasweep.errors``, ``contrasweep.spec.section``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contrasweep.errors import SpecError
+from contrasweep.spec.section import check_keys
 from trainables.params import Param
 
 RACING_PARAMS: dict[str, Param] = {
@@ -35,12 +36,7 @@ def parse_racing(section, repeats: int) -> Racing | None:
     configuration's repeats in one setting (``Sweep.setting_repeats``)."""
     if section is None:
         return None
-    allowed = ", ".join(f"sweep.racing.{k}" for k in RACING_PARAMS)
-    if not isinstance(section, dict):
-        raise SpecError(f"sweep.racing={section!r} must be a mapping; allowed keys: {allowed}")
-    unknown = sorted(set(section) - set(RACING_PARAMS))
-    if unknown:
-        raise SpecError(f"unknown key sweep.racing.{unknown[0]}; allowed: {allowed}")
+    check_keys(section, RACING_PARAMS, "sweep.racing")
     racing = Racing(**{k: p.coerce(f"sweep.racing.{k}", section.get(k, p.default)) for k, p in RACING_PARAMS.items()})
     if repeats < 2:
         raise SpecError(f"sweep.racing needs at least 2 repeats per configuration, and this sweep runs {repeats}; "

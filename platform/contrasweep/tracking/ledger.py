@@ -23,14 +23,7 @@ from contrasweep.spec.identity import key_of
 def finished(tracking_file: str | Path | None) -> dict[str, dict]:
     """configuration key -> the final result recorded for it (``{}`` where none was kept),
     for every trial run the tracker ended FINISHED (complete, or stopped by the scheduler)."""
-    path = Path(tracking_file) if tracking_file else None
-    if path is None or not path.exists():
-        return {}
-    try:
-        trials = read_record(path).get("trials", {})
-    except (OSError, ValueError):
-        return {}
-    return {e["config_key"]: dict(e.get("final") or {}) for e in trials.values()
+    return {e["config_key"]: dict(e.get("final") or {}) for e in _trials(tracking_file)
             if e.get("status") == "FINISHED" and e.get("config_key")}
 
 
@@ -41,11 +34,15 @@ def key(config: dict) -> str:
 
 def started(tracking_file: str | Path | None) -> dict[str, str]:
     """configuration key -> repeat group of every trial the tracker opened a run for (it started)."""
+    return {e["config_key"]: e.get("group", "") for e in _trials(tracking_file) if e.get("config_key")}
+
+
+def _trials(tracking_file: str | Path | None) -> list[dict]:
+    """The record's trial entries (none where there is no readable record)."""
     path = Path(tracking_file) if tracking_file else None
     if path is None or not path.exists():
-        return {}
+        return []
     try:
-        trials = read_record(path).get("trials", {})
+        return list(read_record(path).get("trials", {}).values())
     except (OSError, ValueError):
-        return {}
-    return {e["config_key"]: e.get("group", "") for e in trials.values() if e.get("config_key")}
+        return []
