@@ -221,3 +221,29 @@ def test_a_searcher_sweep_tests_the_selected_configuration_only(ray_session, tin
         kept = sorted(p.name for p in trial_dir.glob("checkpoint_*"))
         assert 1 <= len(kept) <= 2, kept  # the best and the latest only
         assert json.loads((trial_dir / "result.json").read_text().splitlines()[-1])["epoch"] == 4
+
+
+def test_a_result_logged_just_before_a_kill_is_not_logged_again(tmp_path):
+    """The killed driver logged a repeat's test numbers and died before its record said so:
+    the resumed test phase's catch-up finds them in MLflow and logs nothing twice (the window
+    the SIGKILL test above can land in)."""
+    from contrasweep.folder.record import TrackingState
+    from contrasweep.tracking.rows import metric_entity
+    from contrasweep.tracking.store import get_client
+    from contrasweep.tracking.tested import TestRecord
+
+    client = get_client(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    exp = client.create_experiment("t")
+    logged, unlogged = (client.create_run(exp).info.run_id for _ in range(2))
+    state = TrackingState(tmp_path / "tracking.json")
+    state.data["trials"] = {"a": {"run_id": logged, "last_epoch": 3}, "b": {"run_id": unlogged, "last_epoch": 2}}
+    record = TestRecord(client, state, "val/accuracy", "max")
+    for run_id in (logged, unlogged):
+        record.tests["results"][run_id] = {"metrics": {"test/accuracy": 0.5, "test/macro_f1": 0.4}, "logged": False}
+    client.log_batch(logged, metrics=[metric_entity("test/accuracy", 0.5, step=3),
+                                      metric_entity("test/macro_f1", 0.4, step=3)])
+    assert record.catch_up() == 2
+    for run_id, step in ((logged, 3), (unlogged, 2)):
+        history = client.get_metric_history(run_id, "test/accuracy")
+        assert [(m.step, m.value) for m in history] == [(step, 0.5)]
+        assert record.tests["results"][run_id]["logged"]

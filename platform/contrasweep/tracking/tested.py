@@ -94,13 +94,17 @@ class TestRecord:
         self.state.save()
         self.log(run_id)
 
-    def log(self, run_id: str) -> None:
-        """``test/*`` (and ``time/test_s``) on the trial run, at its last epoch's step."""
+    def log(self, run_id: str, late: bool = False) -> None:
+        """``test/*`` (and ``time/test_s``) on the trial run, at its last epoch's step. ``late``:
+        a killed driver recorded it and may have logged it just before the kill (between MLflow's
+        write and the record's ``logged``): logged again only where MLflow lacks it."""
         result = self.tests["results"][run_id]
         entry = next((e for e in self.state.trials.values() if e["run_id"] == run_id), {})
         step = int(entry.get("last_epoch", 0))
         values = [metric_entity(k, v, step=step) for k, v in result["metrics"].items()
                   if isinstance(v, (int, float)) and not math.isnan(float(v))]
+        if values and late and any(m.step == step for m in self.client.get_metric_history(run_id, values[0].key)):
+            values = []  # MLflow has this batch (one batch: all of it or none)
         if values:
             self.client.log_batch(run_id, metrics=values)
         result["logged"] = True
@@ -110,7 +114,7 @@ class TestRecord:
         """Results a killed driver recorded but never logged; returns how many."""
         late = [run_id for run_id, r in self.tests["results"].items() if not r.get("logged")]
         for run_id in late:
-            self.log(run_id)
+            self.log(run_id, late=True)
         return len(late)
 
     def refresh(self, chosen: list[Group]) -> None:
