@@ -135,7 +135,8 @@ class StudyRace:
                 pool[other.number] = values
         if trial.number not in pool or len(pool) < 2:
             return None
-        keys = {number: self.group_key(number, other_params(trials, number), setting) for number in pool}
+        params = {t.number: t.params for t in trials}
+        keys = {number: self.group_key(number, params.get(number, {}), setting) for number in pool}
         best, p_values = judge({keys[n]: v for n, v in pool.items()}, self.sign)
         p = p_values.get(keys[trial.number])
         if p is None or p > self.alpha:
@@ -165,6 +166,7 @@ class StudyRace:
         who left and why, what the race may still run (``needed``) and the trials without racing."""
         journal = race_record.new_journal()
         asked, needed = 0, 0
+        params = {t.number: t.params for t in trials}
         for trial in trials:
             if not any(k.startswith(REPEAT_PREFIX) for k in trial.user_attrs) and trial.state.name != "RUNNING":
                 continue  # a warm start's point, or a suggestion waiting in the queue
@@ -177,7 +179,7 @@ class StudyRace:
                                              for i in indices if i in records}
                 left = trial.user_attrs.get(f"{RACE_PREFIX}{setting}")
                 if left is not None:
-                    best = self.group_key(left["best"], other_params(trials, left["best"]), setting)
+                    best = self.group_key(left["best"], params.get(left["best"], {}), setting)
                     journal["out"][group] = {"outcome": "eliminated", "round": left["round"],
                                              "p_value": left["p_value"], "best": best}
                 elif self.left(trial, setting):
@@ -194,10 +196,3 @@ class StudyRace:
 def recorded(trial) -> dict[int, dict]:
     """repeat index -> its recorded outcome, for one study trial."""
     return {int(k[len(REPEAT_PREFIX):]): v for k, v in trial.user_attrs.items() if k.startswith(REPEAT_PREFIX)}
-
-
-def other_params(trials: list, number: int) -> dict:
-    for trial in trials:
-        if trial.number == number:
-            return trial.params
-    return {}

@@ -43,19 +43,19 @@ from ray.tune.search import Searcher
 
 from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here_uri
-from contrasweep.search.study_race import RACE_PREFIX, StudyRace
+from contrasweep.search.study_race import RACE_PREFIX, REPEAT_PREFIX, StudyRace, recorded
 from contrasweep.search.warm_start import WARM_ATTR, warm_trials
-from contrasweep.spec.objective import objectives
-from contrasweep.spec.sweep import reported_point
 from contrasweep.spec.identity import GroupKey
+from contrasweep.spec.objective import objectives
 from contrasweep.spec.static import SweepStatic
+from contrasweep.spec.sweep import reported_point
 from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
 from contrasweep.tracking.aggregate import selection_key
 from trainables.params import LOOP_PARAMS, as_text
 
 logger = logging.getLogger(__name__)
 
-REPEAT_ATTR = "repeat.{}"  # a study trial's user attribute: one repeat's outcome and values
+REPEAT_ATTR = REPEAT_PREFIX + "{}"  # a study trial's user attribute: one repeat's outcome and values
 
 
 def distributions(domains: dict) -> dict:
@@ -168,11 +168,13 @@ class StudySearcher(Searcher):
             if self.race is not None:  # a race's due repeats (a round the kill cut off is judged now)
                 self._queue += [(trial.number, r) for r in self._race_due(trial, trials, held)]
                 continue
-            done = _recorded(trial)
+            done = recorded(trial)
             if len(done) >= self.repeats:
                 self._tell(trial.number)
                 continue
             self._queue += [(trial.number, r) for r in range(self.repeats) if r not in done and (trial.number, r) not in held]
+        if self.race is not None:
+            self._race_written()
         if self._queue:
             logger.info("resuming %d repeats of %d open suggestions", len(self._queue), len({n for n, _ in self._queue}))
 
@@ -225,14 +227,15 @@ class StudySearcher(Searcher):
             held = set(self.live.values()) | set(self._queue or [])
             due = self._race_due(self.frozen(number), trials, held)
             self._queue = [(number, r) for r in due] + list(self._queue or [])  # a race's next round first
+            self._race_written()
             return
-        if len(_recorded(frozen)) + 1 >= self.repeats:  # the repeats recorded before and this one
+        if len(recorded(frozen)) + 1 >= self.repeats:  # the repeats recorded before and this one
             self._tell(number)
 
     def _race_due(self, trial, trials: list, held: set) -> list[int]:
         """The repeats of ``trial`` a race runs next (``contrasweep.search.study_race``): its
-        eliminations are recorded first, the study is told once it is finished, and
-        ``race.json`` follows."""
+        eliminations are recorded first and the study is told once it is finished (the
+        caller then writes ``race.json``: ``_race_written``)."""
         due, decisions = self.race.due(trial, trials, {r for n, r in held if n == trial.number})
         for setting, left in decisions.items():
             self.storage.set_trial_user_attr(self.trial_id(trial.number), f"{RACE_PREFIX}{setting}", left)
@@ -240,8 +243,11 @@ class StudySearcher(Searcher):
         frozen = self.frozen(trial.number) if decisions else trial
         if not due and self.race.finished(frozen):
             self._tell(trial.number)
-        self.race.write(self.study.get_trials(deepcopy=False), self.num_samples)
         return due
+
+    def _race_written(self) -> None:
+        """``race.json`` from the study as it is now (its eliminations, tells and records)."""
+        self.race.write(self.study.get_trials(deepcopy=False), self.num_samples)
 
     def _record(self, result: dict | None, error: bool, params: dict) -> dict:
         """One repeat's outcome (complete | stopped | failed), epoch and metric values. A
@@ -264,7 +270,7 @@ class StudySearcher(Searcher):
         frozen = self.frozen(number)
         if frozen.state.is_finished():
             return
-        records = list(_recorded(frozen).values())
+        records = list(recorded(frozen).values())
         outcomes = {r["outcome"] for r in records}
         means = [_nanmean([r["values"][i] for r in records if r.get("values")]) for i in range(len(self.metrics))]
         try:
@@ -279,12 +285,6 @@ class StudySearcher(Searcher):
                 self.study.tell(number, means if len(means) > 1 else means[0])
         except UpdateFinishedTrialError:  # told by another path a moment ago
             pass
-
-
-def _recorded(trial) -> dict[int, dict]:
-    """repeat index -> its recorded outcome, for one study trial."""
-    prefix = REPEAT_ATTR.format("")
-    return {int(k[len(prefix):]): v for k, v in trial.user_attrs.items() if k.startswith(prefix)}
 
 
 def _nanmean(values: list) -> float:
