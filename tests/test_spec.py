@@ -417,7 +417,7 @@ def test_every_searcher_and_scheduler_the_spec_allows_has_its_object():
 
     assert sorted(SCHEDULERS) == sorted(SCHEDULER_NAMES)
     grid = validate(base())
-    assert (num_samples(grid), total_trials(grid)) == (1, 4)  # 2 points x 2 seeds
+    assert (num_samples(grid), total_trials(grid)) == (4, 4)  # 2 points x 2 seeds, one sample a trial
     assert sorted(group_sizes(grid).values()) == [2, 2]
     raw = base(grid=None, search={"lr": {"loguniform": [1.0e-5, 1.0e-4]}})
     raw["sweep"].update(searcher="random", num_samples=3, max_concurrent=1)

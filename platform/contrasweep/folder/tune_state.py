@@ -94,6 +94,18 @@ def set_aside_torn_state(tune_location: str) -> list[str]:
     return names
 
 
+def has_session(tune_location: str) -> bool:
+    """Whether Tune saved an experiment state there (``experiment_state-<time>.json``, whole or
+    set aside as torn). A sweep stopped after its Tuner was saved (``tuner.pkl``) and before
+    Tune's first save has none: Tune's restore would lose its trial count (``num_samples`` is
+    not in ``tuner.pkl``), so ``resume`` starts it instead (``contrasweep.run.tune.resume``)."""
+    from pyarrow import fs
+
+    filesys, root = filesystem(tune_location)
+    return any(info.base_name.startswith("experiment_state-")
+               for info in filesys.get_file_info(fs.FileSelector(root, allow_not_found=True)))
+
+
 def _pickle_complete(data: bytes) -> bool:
     return data[:1] == b"\x80" and data.endswith(b".")  # protocol 2 or later, ends with STOP
 

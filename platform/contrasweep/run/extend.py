@@ -239,5 +239,6 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
               f"{f'; --top {top}' if top else ''}): "
               f"{counted(entry['trials'], growth.unit) if 'trials' in entry else 'what the budget left'}{regrown}; "
               f"its extension {len(extensions)}", file=sys.stderr, flush=True)
-        tuner, static = tune.build_tuner(new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total)
+        tuner, static = tune.build_tuner(new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total,
+                                           growth.queue)
         return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -128,10 +129,12 @@ def start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: 
 
 
 def build_tuner(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, refs: list, files: list[str], tracking_uri: str,
-                space: dict | None = None, sizes: dict[str, int] | None = None, total: int | None = None):
+                space: dict | None = None, sizes: dict[str, int] | None = None, total: int | None = None,
+                queue: list[dict] | None = None):
     """The sweep's Tuner and its fixed part (``contrasweep.spec.static``, built here once), for
-    ``run`` and for an extension (``contrasweep.run.extend``: ``space``, the new trials;
-    ``sizes``, the repeat groups' sizes with them; ``total``, the trials in all)."""
+    ``run`` and for an extension (``contrasweep.run.extend``: ``space`` and ``queue``, the new
+    trials, as ``contrasweep.search.base.Extension`` gives them; ``sizes``, the repeat groups'
+    sizes with them; ``total``, the trials in all)."""
     from ray import tune
 
     static = sweep_static(sweep, sweep_dir, prepared, files)
@@ -142,7 +145,7 @@ def build_tuner(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, refs: 
         # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py).
         # Not for distributed trials: a reused process whose Train run ASHA stopped keeps that
         # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
-        tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir), scheduler=scheduler(sweep, sweep_dir, static, sizes),
+        tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir, queue), scheduler=scheduler(sweep, sweep_dir, static, sizes),
                                     num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
         run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri, sizes, total),
                                                  sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
@@ -169,18 +172,28 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
                                                       "total": total_trials(sweep)})
     console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
-        sweep_storage.mirror(sweep.storage, sweep_dir.path)
-        print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
-              f"seeds={sweep.seeds}; data: {rows_line(prepared)}, {prepared[0].num_labels} classes "
-              f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
-        for note in data_notes(prepared):  # rows dropped and why, classes a split lacks
-            print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
-        line = reported_line(sweep)
-        if line:  # a user's grid replaced the paper's: say what the extra first trial is
-            print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
-        sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
-        tuner, static = build_tuner(sweep, sweep_dir, prepared, refs, files, tracking_uri)
+        with deferred_ctrl_c() as asked:  # a Ctrl-C before Tune runs: the sweep stops once its Tuner is saved
+            tuner, static = _open(sweep, name, sweep_dir, prepared, refs, files, tracking_uri)
+        if asked():  # resume runs it from its saved Tuner (tuner.pkl), nothing having started
+            sweep_dir.update_meta(status="interrupted")
+            return []
         return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
+
+
+def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, refs: list, files: list[str],
+          tracking_uri: str):
+    """A new sweep's opening lines and its Tuner (saved as ``tuner.pkl``), for ``run``."""
+    sweep_storage.mirror(sweep.storage, sweep_dir.path)
+    print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
+          f"seeds={sweep.seeds}; data: {rows_line(prepared)}, {prepared[0].num_labels} classes "
+          f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
+    for note in data_notes(prepared):  # rows dropped and why, classes a split lacks
+        print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
+    line = reported_line(sweep)
+    if line:  # a user's grid replaced the paper's: say what the extra first trial is
+        print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
+    sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
+    return build_tuner(sweep, sweep_dir, prepared, refs, files, tracking_uri)
 
 
 def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
@@ -220,6 +233,9 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
         sweep_dir.update_meta(folder=str(sweep_dir.path), earlier_folders=earlier)
     with driver.Heartbeat(sweep_dir.path):
         sweep_dir.update_meta(status="running")
+        if not tune_state.has_session(sweep_dir.tune_location):  # stopped before Tune ran: nothing started
+            tuner, static = build_tuner(sweep, sweep_dir, prepared, refs, files, meta["tracking_uri"])
+            return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
         tuner = tune.Tuner.restore(
             sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True,
             resume_errored=True,
@@ -234,14 +250,14 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
     failure mid-sweep (the tracker stopped Tune for it) is one line: the sweep is interrupted
     and resumable."""
     try:  # its run config names Tune's loggers (run_config): Tune's automatic ones stay off
-        with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}):
+        with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}), ctrl_c_seen() as seen:
             results = tuner.fit()
     except BaseException:
         sweep_dir.update_meta(status="interrupted")
         raise
     errors = [r for r in results if r.error is not None]
     store_error = TrackingState(sweep_dir.path / "tracking.json").data.get("store_error")
-    status = "interrupted" if store_error else _status(sweep_dir, errors)
+    status = "interrupted" if store_error or seen() else _status(sweep_dir, errors)
     if after is not None and status != "interrupted":
         try:
             after()
@@ -276,6 +292,50 @@ def scoped_env(values: dict[str, str]):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def deferred_ctrl_c():
+    """Yields a function that says whether a Ctrl-C (SIGINT) came inside the block: the first
+    is held until the block ends, so that what the block writes (a new sweep's folder and its
+    Tuner) is whole; a second ends the block at once (``KeyboardInterrupt``)."""
+    asked, before = [], signal.getsignal(signal.SIGINT)
+
+    def hold(signum, frame):
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(signum)  # (no line here: a write inside a signal handler may re-enter the stream's)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield lambda: bool(asked)
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+class _CtrlC:
+    """SIGINT's handler while Tune runs, until Tune installs its own: Python's (a
+    ``KeyboardInterrupt``). Tune keeps the handler it replaced and puts it back at the first
+    Ctrl-C, which it takes as "stop and save"; that handler being this object again after
+    ``fit`` is how ``ctrl_c_seen`` knows. Tune's result alone cannot tell: a Ctrl-C before its
+    first trial was created left no trial unfinished, and the sweep read as finished."""
+
+    def __call__(self, signum, frame):
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def ctrl_c_seen():
+    """Yields a function that says, once the block has run, whether Tune took a Ctrl-C (SIGINT)
+    inside it; SIGINT's handler is as it was afterwards."""
+    marker, before, seen = _CtrlC(), signal.getsignal(signal.SIGINT), []
+    signal.signal(signal.SIGINT, marker)
+    try:
+        yield lambda: bool(seen)
+    finally:
+        if signal.getsignal(signal.SIGINT) is marker:
+            seen.append(True)
+        signal.signal(signal.SIGINT, before)
 
 
 def open_or_fetch(name: str, root: Path, storage: str | None) -> sweeps.SweepDir:

@@ -19,12 +19,14 @@ from contrasweep.spec.sweep import Sweep
 class Extension:
     """What an extension of a sweep runs (``contrasweep extend``): Tune's ``param_space`` for its
     experiment, the trials it adds (None where the search algorithm draws them: a study's larger
-    budget), the repeat groups' sizes with them (None: the spec's) and what the console calls them."""
+    budget), the repeat groups' sizes with them (None: the spec's), what the console calls them
+    and, where it lists its trials, their configs for the search algorithm (``queue``)."""
 
     space: dict
     trials: int | None = None
     sizes: dict[str, int] | None = None
     unit: str = "new suggestion"
+    queue: list[dict] | None = None
 
 
 class Searcher(ABC):
@@ -42,7 +44,7 @@ class Searcher(ABC):
     2. **Launch** (``contrasweep.run.tune.build_tuner``): ``param_space``, ``search_alg`` and
        ``num_samples`` make Tune's part. A trial's Tune config takes one of two forms, which
        ``contrasweep.spec.trial.plan_of`` decodes for every reader (the executor, the tracker,
-       the repeat groups' key): ``{"hp": {...}}`` for one value of Tune's ``grid_search``, or
+       the repeat groups' key): ``{"hp": {...}}`` for one trial of a grid, or
        the suggestion's values flat, with ``__suggestion__`` and ``__trial_index__``.
     3. **Selection** (``contrasweep.tracking.aggregate``): ``reports_slices`` says whether a
        report shows the selected configuration's sensitivity slices besides it, and
@@ -84,8 +86,9 @@ class Searcher(ABC):
         """Tune's ``param_space``."""
 
     @abstractmethod
-    def search_alg(self, sweep: Sweep, sweep_dir, live: int):
-        """Tune's search algorithm; ``live``: how many trials it may keep running or paused."""
+    def search_alg(self, sweep: Sweep, sweep_dir, live: int, queue: list[dict] | None = None):
+        """Tune's search algorithm; ``live``: how many trials it may keep running or paused;
+        ``queue``: an extension's listed trials (``Extension.queue``), where it lists them."""
 
     @abstractmethod
     def num_samples(self, sweep: Sweep) -> int:

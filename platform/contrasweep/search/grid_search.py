@@ -1,10 +1,11 @@
 """The ``grid`` searcher: the spec's exact grid (its ``grid`` section, or its blocks) × data
-variants × training seeds, the paper's reported point first, on Tune's own generator
-(``OptunaSearch`` refuses ``tune.grid_search``).
+variants × training seeds, the paper's reported point first, handed to Tune one trial at a time
+by its search algorithm (``contrasweep.search.grid_queue``; a race's with ``sweep.racing``,
+``contrasweep.search.race_search``).
 
-How it resumes: Tune's generator state is in Tune's experiment state; a trial the sweep's
+How it resumes: the queue's position is in Tune's experiment state; a trial the sweep's
 record says finished is ended by the schedulers' ``settle`` (``group_asha.MovableFIFO``),
-never trained again. What it stores: nothing of its own.
+never trained again. What it stores: nothing of its own (a race: ``race.json``).
 
 May import: ``contrasweep.spec``, ``contrasweep.data`` (an unset data axis's default),
 ``contrasweep.errors``, ``contrasweep.tracking`` (an extension reads what ran), ``contrasweep.folder``
@@ -35,29 +36,28 @@ class GridSearch(Searcher):
     name = "grid"
     reports_slices = True  # a grid's sensitivity slices through the selected point (LaCon Fig. 5)
     growth = REPEAT_GROWTH + SETTING_GROWTH
-    resumes_from = "Tune's experiment state (the grid generator's position) and the sweep's record"
+    resumes_from = "Tune's experiment state (the grid queue's position) and the sweep's record"
     cannot_grow = "a grid runs its exact grid, whatever num_samples says"
 
     def param_space(self, sweep) -> dict:
-        """Every trial as one value of Tune's ``grid_search`` (its hyperparameters, ``__data__``,
-        seed); a racing grid's trials come from its search algorithm, one at a time."""
-        from ray import tune
+        """Nothing: every trial (its hyperparameters, ``__data__``, seed) comes from the search
+        algorithm as ``{"hp": trial}``, one at a time."""
+        return {}
 
-        return {} if sweep.racing else {"hp": tune.grid_search(sweep.grid_trials())}
-
-    def search_alg(self, sweep, sweep_dir, live: int):
-        """Tune's grid generator; a racing grid's race (``contrasweep.search.race_search``)."""
+    def search_alg(self, sweep, sweep_dir, live: int, queue: list[dict] | None = None):
+        """The grid's queue (``contrasweep.search.grid_queue``) over ``queue`` (an extension's new
+        trials) or the grid's trials; a racing grid's race (``contrasweep.search.race_search``)."""
         if sweep.racing:
             from contrasweep.search.race_search import build  # Ray Tune: plan and the console never need it
 
             return build(sweep, sweep_dir, live)
-        from ray.tune.search.basic_variant import BasicVariantGenerator
+        from contrasweep.search import grid_queue  # Ray Tune: plan and the console never need it
 
-        return BasicVariantGenerator(max_concurrent=live)
+        return grid_queue.build(sweep.grid_trials() if queue is None else queue, live)
 
     def num_samples(self, sweep) -> int:
-        """1: the grid is the samples; a race: at most every trial (it ends itself sooner)."""
-        return self.total_trials(sweep) if sweep.racing else 1
+        """Every trial (a race ends itself sooner; an extension's queue when it runs out)."""
+        return self.total_trials(sweep)
 
     def total_trials(self, sweep) -> int:
         return len(sweep.grid_trials())
@@ -126,11 +126,9 @@ class GridSearch(Searcher):
 
     def extension(self, new, client, state: dict, parent: str, top: int | None, again: bool,
                   folder=None) -> Extension:
-        """The grown grid's trials that did not run (``new_trials``) as one ``grid_search``, and
-        the repeat groups' sizes with them (what ran plus what it adds). A race goes on instead
-        (``race_extension``)."""
-        from ray import tune
-
+        """The grown grid's trials that did not run (``new_trials``), the queue of its search
+        algorithm, and the repeat groups' sizes with them (what ran plus what it adds). A race
+        goes on instead (``race_extension``)."""
         if new.racing:
             return race_extension(new, state, top, folder, self.group_sizes(new))
         found = groups_of(trial_runs(client, parent))
@@ -139,7 +137,7 @@ class GridSearch(Searcher):
         group_of = GroupKey(SweepStatic.of(new))
         ended = [e for e in state["trials"].values() if "status" in e]
         sizes = dict(Counter(e["group"] for e in ended) + Counter(group_of({"hp": t}) for t in trials))
-        return Extension(space={"hp": tune.grid_search(trials)}, trials=len(trials), sizes=sizes, unit="new trial")
+        return Extension(space={}, trials=len(trials), sizes=sizes, unit="new trial", queue=trials)
 
 
 def race_extension(new, state: dict, top: int | None, folder, sizes: dict[str, int]) -> Extension:

@@ -47,7 +47,7 @@ class OptunaSearch(Searcher):
         """Tune's param_space holds the fixed values; each suggestion is merged over them."""
         return dict(sweep.fixed)
 
-    def search_alg(self, sweep, sweep_dir, live: int):
+    def search_alg(self, sweep, sweep_dir, live: int, queue: list[dict] | None = None):
         from contrasweep.search.study_search import build  # Ray Tune: plan and the console count without it
 
         warm = warm_points(sweep, sweep_dir.path.parent) if sweep.warm_start else []

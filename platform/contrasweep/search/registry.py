@@ -74,8 +74,9 @@ def live_limit(sweep) -> int:
     return scheduler_of(sweep).live_limit(sweep, group_sizes(sweep))
 
 
-def search_alg(sweep, sweep_dir):
-    return searcher_of(sweep).search_alg(sweep, sweep_dir, live_limit(sweep))
+def search_alg(sweep, sweep_dir, queue: list[dict] | None = None):
+    """Tune's search algorithm; ``queue``: an extension's listed trials (``Extension.queue``)."""
+    return searcher_of(sweep).search_alg(sweep, sweep_dir, live_limit(sweep), queue)
 
 
 def scheduler(sweep, sweep_dir, static, sizes: dict[str, int] | int | None = None):
