@@ -70,7 +70,8 @@ def test_grid_sweep_with_asha_tracks_one_nested_run_per_trial(ray_session, tiny_
     assert best_so_far[-1].value == max(r.data.metrics["best/val/accuracy"] for r in runs)
     assert all(a.value <= b.value for a, b in zip(best_so_far, best_so_far[1:]))  # a running best never falls
     # the paper's reported setting (lr 1e-3) comes first in the grid, once per seed
-    ordered = sorted(results, key=lambda r: r.metrics["trial_id"])  # ids end in _00000, _00001, ...
+    # Tune numbers its trials as they are created: run_trial_<id>_<number>_<config>
+    ordered = sorted(results, key=lambda r: int(Path(r.path).name.split("_")[3]))
     assert [(r.config["hp"]["lr"], r.config["hp"]["seed"]) for r in ordered] == [(1e-3, 0), (1e-3, 1), (1e-4, 0), (1e-4, 1)]
     _provenance_on_every_run(client, parents[0], tmp_path)
 
