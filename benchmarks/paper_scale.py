@@ -45,6 +45,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from trial_scale import worktree  # benchmarks/trial_scale.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "paper_scale.json"
 KINDS = ("grid", "optuna", "tune")
@@ -171,13 +173,6 @@ def segments(rows: list[dict]) -> list[dict]:
                     "cpu_per_trial_ms": 1000 * (b["cpu_s"] - a["cpu_s"]) / n, "peak_rss_mb": b["peak_rss_mb"],
                     "records_mb": b["records_bytes"] / 1e6})
     return out
-
-
-def worktree(ref: str, base: Path) -> Path:
-    path = base / f"baseline-{ref}"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path), ref], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return path
 
 
 def main() -> None:
