@@ -20,7 +20,7 @@ from trainables.checkpoints import (
     StateFolder,
     best_folder,
     best_of_trial,
-    finish_state,
+    drop_resume_states,
     load_weights,
     remove_state,
     weights_file,
@@ -96,7 +96,7 @@ def test_what_is_written_and_kept(tiny_model_dir, tmp_path):
     for c in session.checkpoints:  # a pointer is kilobytes: the meta, nothing else
         assert os.listdir(c) == [META_FILE] and os.path.getsize(os.path.join(c, META_FILE)) < 20_000
     folder = StateFolder(session.state_dir)
-    assert folder.names("resume") == ["resume-e0006", "resume-e0007"]  # the two newest
+    assert folder.names("resume") == ["resume-e0007"]  # the newest: a restore goes on from it
     resume = folder.path("resume-e0007")
     assert sorted(os.listdir(resume)) == [WEIGHTS_FILE, STATE_FILE]
     state = torch.load(resume / STATE_FILE, weights_only=False)
@@ -161,7 +161,7 @@ def test_a_kill_on_s3_storage_resumes_on_another_node(tiny_model_dir, tmp_path, 
     train(config, data, straight)
     for key in ("train/loss", "best/val/accuracy", "best/epoch", "test/accuracy"):
         assert resumed.reports[-1][key] == pytest.approx(straight.reports[-1][key], abs=1e-5)
-    assert StateFolder(location).names("resume") == ["resume-e0002", "resume-e0004"]
+    assert StateFolder(location).names("resume") == ["resume-e0004"]  # the newest, in the bucket
     assert load_trained(resumed.checkpoints[-1]) is not None  # the pointer's best folder, from the bucket
 
 
@@ -176,13 +176,12 @@ def test_restored_after_the_last_epoch_reports_the_test_metrics_again(tiny_model
 
 
 def test_a_pointer_to_a_pruned_resume_state_goes_on_from_the_newer_one(tiny_model_dir, tmp_path, count_test_evaluations):
-    """The driver finished a trial (finish_state keeps only the newest resume state) and was
-    killed before Tune saved the newer pointer: the restore from the older pointer goes on from
-    the newest state instead of failing on the missing one."""
+    """The driver was killed before Tune saved the newer pointer (pruning keeps only the newest
+    resume state): the restore from the older pointer goes on from the newest state instead of
+    failing on the missing one."""
     data = toy_tables(tiny_model_dir)
     first = PruningSession(str(tmp_path))
     train(loop_config(tiny_model_dir, epochs=4, checkpoint_every=2), data, first)
-    finish_state(first.state_dir)
     assert StateFolder(first.state_dir).names("resume") == ["resume-e0004"]
     again = PruningSession(str(tmp_path), resume_from=first.checkpoints[0])  # the epoch-2 pointer
     train(loop_config(tiny_model_dir, epochs=4, checkpoint_every=2), data, again)
@@ -236,8 +235,8 @@ def test_prune_removes_interrupted_writes_and_remove_state_frees_the_folder(wher
     assert not list(folder.root.glob(".*.tmp"))
     for epoch in (2, 4):
         folder.write_resume(torch.nn.Linear(2, 2), {"best": "best-e0003"}, epoch)
-    assert finish_state(location) > 0  # a complete trial keeps its newest resume state
-    assert folder.names("resume") == ["resume-e0004"] and folder.names("best") == ["best-e0001", "best-e0003"]
+    assert drop_resume_states(location) == 2  # a trial that ended keeps its best folders only
+    assert folder.names("resume") == [] and folder.names("best") == ["best-e0001", "best-e0003"]
     if where == "s3":  # another node: an empty cache, everything read from the bucket
         shutil.rmtree(folder.root)
         assert StateFolder(location).names("best") == ["best-e0001", "best-e0003"]

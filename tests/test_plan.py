@@ -93,8 +93,9 @@ def test_the_plan_counts_the_test_passes_of_what_is_reported():
     every = plan(load_spec(str(ROOT / "search_spaces" / "ce.yaml"), ["sweep.seeds=[0, 1, 2]", "evaluation.test=all"]),
                  _prepared(ce), CALIBRATION, {"CPU": 2.0})
     assert (reported.test_passes, every.test_passes) == (21, 45)
-    # one copy of each kept model: the 7 reported configurations and the next best (keep_models: 2) × 3 seeds
-    assert reported.kept_bytes == every.kept_bytes == (7 + 1) * 3 * 1000
+    # one copy of each kept model: of the 7 reported configurations those whose weights the sweep keeps
+    # (tracking.pruning): the 2 best (keep_models: 2) and the reported point, × 3 seeds
+    assert reported.kept_bytes == every.kept_bytes == (2 + 1) * 3 * 1000
     every_model = plan(load_spec(str(ROOT / "search_spaces" / "ce.yaml"), ["sweep.seeds=[0, 1, 2]", "tracking.keep_models=all"]),
                        _prepared(ce), CALIBRATION, {"CPU": 2.0})
     assert every_model.kept_bytes == 45 * 1000
@@ -102,6 +103,28 @@ def test_the_plan_counts_the_test_passes_of_what_is_reported():
     # a grid of blocks: counted for the point with the most neighbours (SupCL-Seq's dropout sets tie batch sizes)
     supcl = load_spec(str(ROOT / "search_spaces" / "supcl_seq.yaml"), [])
     assert 1 <= reported_configurations(supcl) <= len(supcl.grid_points())
+
+
+def test_the_disk_bound_follows_what_the_sweep_folder_keeps():
+    """``disk_bytes`` (tracking.pruning): 3 best folders per live trial (paused at a rung too, under
+    group ASHA) + the repeats of each setting's keep_models + 1 best configurations and of the
+    reported point; a resume state per live trial and one more per running one. LaCon's 15,000-trial
+    grid at MiniLM's sizes (88.4 MB of best weights, 264 MB a resume state) fits in 10 GB on 2 CPUs."""
+    from contrasweep.run.sweep_plan import plan
+    from contrasweep.spec.load import load_spec
+
+    minilm = {**CALIBRATION, "weights_bytes": 88_400_000, "resume_bytes": 264_000_000}
+    lacon = load_spec(str(ROOT / "search_spaces" / "lacon.yaml"), [])
+    found = plan(lacon, _prepared(lacon), minilm, {"CPU": 2.0})
+    assert found.trials == 15_000 and found.concurrency == 1
+    live = 10  # group ASHA keeps a whole group of 10 seeds live, one running
+    assert found.disk_bytes == (3 * live + 3 * 10 + 10) * 88_400_000 + (live + 1) * 264_000_000
+    assert found.disk_bytes <= 10e9
+    # no pauses (no scheduler): only the running trials are live; no reported point: none kept for it
+    demo = load_spec(str(ROOT / "search_spaces" / "lacon.yaml"),
+                     ["sweep.scheduler=none", "tracking.keep_models=0", "sweep.max_concurrent=2"])
+    small = plan(demo, _prepared(demo), CALIBRATION, {"CPU": 2.0})
+    assert small.concurrency == 2 and small.disk_bytes == (3 * 2 + 2 * 10 + 10) * 1000 + (2 + 2) * 3000
 
 
 def test_the_cost_model_by_hand():

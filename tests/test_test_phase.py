@@ -1,10 +1,11 @@
 """``evaluation.test`` on a real local Ray, MLflow store and sweep folder (contrasweep.run.test_phase).
 
-A grid of lr × weight decay = 3 × 2, one seed: with ``reported`` the test split is evaluated for
-exactly 4 configurations (the selected one and its two sensitivity slices), with ``all`` for all
-6, and the selected configuration's test numbers are the same under both; the report shows "–"
-for the two configurations without test and the sweep folder keeps only the reported trials'
-best weights. A driver SIGKILLed in its test phase leaves the sweep interrupted, and ``resume``
+A grid of lr × weight decay = 3 × 2, one seed: with ``reported`` a report shows 4 configurations
+(the selected one and its sensitivity slices) and the test split is evaluated for those whose
+weights the sweep kept while it ran (the 2 best by validation, ``tracking.keep_models``; the
+others' state folders went as their trials ended: contrasweep.tracking.pruning); with ``all``
+for all 6, and the selected configuration's test numbers are the same under both; the report
+shows "–" for the configurations without test and the sweep folder keeps no state folder at the end. A driver SIGKILLed in its test phase leaves the sweep interrupted, and ``resume``
 evaluates only what is missing (each trial run holds one test value). A random-search sweep
 evaluates the selected configuration's repeats only."""
 
@@ -73,16 +74,24 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
     assert len(reported) == len(every) == 6
     assert len(_tested(every)) == 6
     tested = _tested(reported)
-    assert len(tested) == 4, tested
     state = read_record(root / "reported" / "tracking.json")
-    assert state["tests"]["evaluated"] == 4 and len(state["tests"]["reported"]) == 4 and state["tests"]["done"]
+    assert len(state["tests"]["reported"]) == 4 and state["tests"]["done"]
 
-    # the four are the selected configuration and the ones differing from it in one value
+    # a report shows the selected configuration and the ones differing from it in one value; of
+    # those, the test split is evaluated where the weights were kept while the sweep ran: the 2
+    # best configurations by validation mean (ties by group key, as the selection breaks them)
     parent = client.get_run(state["parent_run_id"])
     best_run = client.get_run(parent.data.tags["contrasweep.best_config"])
     best = tuple(best_run.data.params[f"hp.{k}"] for k in GRID)
-    assert set(tested) == {c for c in map(_config_of, reported.values())
-                           if sum(a != b for a, b in zip(c, best)) <= 1}
+    shown = {c for c in map(_config_of, reported.values()) if sum(a != b for a, b in zip(c, best)) <= 1}
+    configs = [client.get_run(run_id) for run_id in state["configs"].values()]
+    top2 = {r.info.run_id for r in sorted(configs, key=lambda r: (-r.data.metrics["mean/best/val/accuracy"],
+                                                                 r.data.tags["contrasweep.group"]))[:2]}
+    kept = {_config_of(run) for run in reported.values() if run.data.tags["mlflow.parentRunId"] in top2}
+    assert len(shown) == 4 and best in kept and set(tested) == shown & kept, (tested, shown, kept)
+    assert state["tests"]["evaluated"] == len(tested) and state["tests"]["pruned"] == 4 - len(tested)
+    pruned = {e["run_id"] for e in state["trials"].values() if e.get("weights") == "pruned"}
+    assert pruned == {run_id for run_id, run in reported.items() if _config_of(run) not in kept} and len(pruned) == 4
     # training is seeded: both sweeps select the same configuration, with the same test numbers
     all_state = read_record(root / "all" / "tracking.json")
     all_parent = client.get_run(all_state["parent_run_id"])
@@ -97,41 +106,43 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
         history = client.get_metric_history(run.info.run_id, "test/accuracy")
         assert [(h.step) for h in history] == ([2] if _config_of(run) in tested else [])
 
-    # the summary counts the passes
-    assert "test split: 4 evaluations after selection, for the 4 repeats a report shows" in out
+    # the summary counts the passes, and the repeats whose weights went
+    assert (f"test split: {len(tested)} evaluation{'' if len(tested) == 1 else 's'} after selection, for the 4 "
+            "repeats a report shows") in out
+    assert (f"test split: not evaluated for {4 - len(tested)} repeats a report shows, whose weights went while the "
+            "sweep ran (each setting keeps its 2 best configurations'") in out
     assert "test split: evaluated in each of 6 complete trials (evaluation.test: all)" in out
-    # MLflow models (tracking.keep_models): what a report shows and the 2 best configurations by
-    # validation mean (ties by group key, as the selection breaks them), or all; one copy of each
-    # kept weight file: the sweep folder keeps no state folder once MLflow holds its weights
-    configs = [client.get_run(run_id) for run_id in state["configs"].values()]
-    top2 = {r.info.run_id for r in sorted(configs, key=lambda r: (-r.data.metrics["mean/best/val/accuracy"],
-                                                                 r.data.tags["contrasweep.group"]))[:2]}
-    expected = {run_id for run_id, run in reported.items()
-                if _config_of(run) in tested or run.data.tags["mlflow.parentRunId"] in top2}
-    assert {run_id for run_id in reported if logged_weights(client, run_id)} == expected and 4 <= len(expected) <= 5
+    # MLflow models (tracking.keep_models): the 2 best configurations (a report's other ones have no
+    # weights left), or all; one copy of each kept weight file: the sweep folder keeps no state
+    # folder once MLflow holds its weights
+    expected = {run_id for run_id, run in reported.items() if run.data.tags["mlflow.parentRunId"] in top2}
+    assert {run_id for run_id in reported if logged_weights(client, run_id)} == expected and len(expected) == 2
     assert all(logged_weights(client, run_id) for run_id in every)
     assert {state["trials"][tid]["run_id"] for tid in state["tests"]["kept"]} == expected
-    assert f"MLflow models: {len(expected)} of 6 complete trials (what a report shows and the 2 best configurations" in out
+    assert "MLflow models: 2 of 6 complete trials (what a report shows and the 2 best configurations" in out
     assert "MLflow models: 6 of 6 complete trials (every complete trial; tracking.keep_models)" in out
     assert _state_folders(root / "reported") == 0 and _state_folders(root / "all") == 0
     assert "best" in dict(client.get_registered_model("reported").aliases)  # registered once its model was logged
 
-    # the report: "–" for the two configurations without test, never a number
+    # the report: "–" for the configurations without test, never a number
     rows = (root / "reported" / "report" / "configurations_reported.md").read_text().splitlines()[4:]
-    assert len(rows) == 6 and sum(row.split("|")[-3].strip() == "–" for row in rows) == 2, rows
+    assert len(rows) == 6 and sum(row.split("|")[-3].strip() == "–" for row in rows) == 6 - len(tested), rows
 
     # an extension by a seed: its trials skip the test split, and the phase after it evaluates every
-    # repeat of what is now reported (from the MLflow model where the folder dropped the weights)
+    # repeat of what is now reported that has weights (from the MLflow model where the folder dropped
+    # them; none where they went while a sweep ran)
     assert main(["--root", str(root), "extend", "reported", "--set", "sweep.seeds=[0, 1]", "--no-tsne"]) == 0
     runs = _trial_runs(client, "reported")
     state = read_record(root / "reported" / "tracking.json")
     shown = {state["trials"][tid]["run_id"] for tid in state["tests"]["reported"]}
+    has_weights = {e["run_id"] for e in state["trials"].values() if e.get("weights") != "pruned" or e.get("model") == "logged"}
     assert len(runs) == 12 and len(shown) == 8
+    first_tested = {r for r in reported if _config_of(reported[r]) in tested}
     for run_id, run in runs.items():
         history = client.get_metric_history(run_id, "test/accuracy")
-        assert len(history) == (1 if run_id in shown or (run_id in reported and _config_of(run) in tested) else 0)
-    first_tested = {r for r in reported if _config_of(reported[r]) in tested}
-    assert state["tests"]["evaluated"] == 4 + len(shown - first_tested)  # none evaluated twice
+        assert len(history) == (1 if (run_id in shown and run_id in has_weights) or run_id in first_tested else 0)
+    assert state["tests"]["evaluated"] == len(tested) + len((shown & has_weights) - first_tested)  # none twice
+    assert state["tests"]["pruned"] == len(shown - has_weights - first_tested)
     parent = client.get_run(state["parent_run_id"])
     best_run = client.get_run(parent.data.tags["contrasweep.best_config"])
     assert best_run.data.metrics["n_repeats"] == 2 and "mean/test/accuracy" in best_run.data.metrics
@@ -156,7 +167,8 @@ def test_a_kill_in_the_test_phase_resumes_without_repeating(ray_address, tiny_mo
     from contrasweep.tracking.store import get_client
 
     # one evaluation at a time (2 CPUs per trial), on a larger test split: room to kill between two
-    spec = _spec(tmp_path, tiny_model_dir, "reported", data={"test_fraction": 0.5},
+    # every configuration keeps its weights (keep_models: 6 of 6), so the 4 a report shows are tested
+    spec = _spec(tmp_path, tiny_model_dir, "reported", data={"test_fraction": 0.5}, tracking={"keep_models": 6},
                  sweep={"scheduler": "none", "seeds": [0], "max_concurrent": 1, "resources": {"cpu": 2}})
     folder = tmp_path / "sweeps" / "k"
     proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "run", str(spec), "--name", "k", "--no-tsne",

@@ -81,7 +81,7 @@ class Checkpointer:
         self.best: str | None = None        # best folder of the current best epoch
         self.best_weights: dict[str, torch.Tensor] | None = None
         self.resume: str | None = None      # newest resume state
-        self.reported: set[str] = set()     # what the last reported pointer names
+        self.reported: set[str] = set()     # what the newest resume state names (its pointer)
         self.unreported = False             # restored from a state newer than the pointer Ray gave
         self.metrics: dict[str, float] = {}  # the restored pointer's metrics (cost/train_s)
         self._writer: BackgroundTask | None = None
@@ -128,6 +128,10 @@ class Checkpointer:
             same = self.folder.path(self.best) / WEIGHTS_FILE if self.best == best_name(epoch) else None
             name = self.folder.write_resume(method, state, epoch, same_weights=same)
         self.resume = name
+        # the state just written is what a restore goes on from (``restore``): the older one and
+        # the best folder only it names go now, before a scheduler may pause the trial here
+        self.reported = {self.resume, self.best}
+        self._prune()
 
     def report(self, metrics: dict[str, Any], epoch: int, pointer: bool = True) -> None:
         """Report the epoch; with a pointer when a resume state was written at this epoch."""
@@ -143,9 +147,6 @@ class Checkpointer:
         finally:
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
-        if due:
-            self.reported = {self.resume, self.best}
-            self._prune()
 
     def _prune(self) -> None:
         if self.session.rank == 0 and self.session.prune:
@@ -165,7 +166,7 @@ class Checkpointer:
         folder = self.folder if self.folder.has(meta["resume"]) else StateFolder(meta["state_dir"])
         if meta["resume"] != "." and (own or not folder.has(meta["resume"])):
             # A newer state than the pointer's: the driver died before Tune saved the pointer to
-            # it (or finished the trial, and finish_state kept only its newest resume state).
+            # it (pruning keeps only the newest resume state).
             newer = [n for n in (own or self.folder.names("resume")) if epoch_of(n) > epoch_of(meta["resume"])]
             if newer:
                 folder, meta["resume"] = self.folder, newer[-1]

@@ -19,11 +19,13 @@ What the loop reports to Tune (or Ray Train) as a checkpoint is a *pointer*: one
 kilobytes, and a restored pointer always names a resume state and a best folder that belong
 together (the tracker in ``train_state.pt`` knows which epoch the best weights are from).
 
-Pruning keeps the two newest resume states (the driver records a reported pointer a moment
-after the trial wrote it; a driver killed in between restores the previous pointer) and the
-best folders those states and the current best name; once a trial has trained every epoch the
-tracker keeps only its newest resume state (``finish_state``), and it deletes the whole state
-folder of a trial a scheduler stopped (``remove_state``). Folders are written under a ``.tmp``
+Pruning keeps the newest resume state and the best folders it and the current best name: a
+driver killed between the trial's write and its record of the pointer restores the previous
+pointer, and the loop goes on from the folder's newest complete state, never an older one
+(``checkpointing.Checkpointer.restore``). Once a trial has ended no scheduler resumes it: the
+tracker drops its resume states (``drop_resume_states``), the whole folder of a trial a scheduler
+stopped and the best weights of one that can no longer be selected or kept (``remove_state``;
+``contrasweep.tracking.pruning``). Folders are written under a ``.tmp``
 name and renamed, so a kill during a write never leaves a half-written state under a real name.
 """
 
@@ -60,7 +62,7 @@ _NAME = re.compile(r"^(best|resume)-e(\d+)$")
 # hidden states itself (trainables.encoder.pool), so an MLflow model leaves them out
 # (contrasweep.tracking.model_flavor) and ``loop.load_trained`` accepts their absence.
 UNREAD_WEIGHTS = re.compile(r"(^|\.)backbone\.pooler\.")
-_KEEP_RESUME = 2
+_KEEP_RESUME = 1  # the loop restores the newest complete one (module docstring)
 
 
 def cpu_copy(module: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -268,8 +270,8 @@ class StateFolder:
         return read_meta(self.local(FAILURE_DIR)) if self.has(FAILURE_DIR) else None
 
     def prune(self, keep: set[str | None]) -> None:
-        """Remove resume states older than the two newest, best folders no kept name points
-        at, and leftovers of interrupted writes."""
+        """Remove resume states older than the newest, best folders no kept name points at, and
+        leftovers of interrupted writes."""
         resumes = self.names("resume")
         keep = {k for k in keep if k} | set(resumes[-_KEEP_RESUME:])
         for name in resumes + self.names("best"):
@@ -333,15 +335,9 @@ def _drop_resumes(state_dir: str | Path, keep: int) -> tuple[int, int]:
     return len(names), freed
 
 
-def finish_state(state_dir: str | Path) -> int:
-    """A trial that trained every epoch keeps only its newest resume state (and the best folder
-    it names): Tune will not restore an older one. Returns the bytes freed."""
-    return _drop_resumes(state_dir, keep=1)[1]
-
-
 def drop_resume_states(state_dir: str | Path) -> int:
-    """A trial of a finished sweep (nothing resumes it any more) keeps its best folder only;
-    returns how many resume states went."""
+    """A trial that ended (nothing resumes it any more) keeps its best folder only; returns how
+    many resume states went."""
     return _drop_resumes(state_dir, keep=0)[0]
 
 

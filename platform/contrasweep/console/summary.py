@@ -85,10 +85,15 @@ def test_lines(folder: Path, sweep) -> list[str]:
         return [f"[contrasweep] test split: evaluated in each of {complete} complete trial{'' if complete == 1 else 's'} "
                 f"(evaluation.test: {sweep.test_split}{why})"]
     tests = state.get("tests") or {}
-    evaluated, shown = int(tests.get("evaluated", 0)), len(tests.get("reported", []))
-    return [f"[contrasweep] test split: {evaluated} evaluation{'' if evaluated == 1 else 's'} after selection, for the "
-            f"{shown} repeat{'' if shown == 1 else 's'} a report shows (each setting's selected configuration"
-            f"{' and its sensitivity slices' if searcher_of(sweep).reports_slices else ''}; evaluation.test: reported)"]
+    evaluated, shown, pruned = int(tests.get("evaluated", 0)), len(tests.get("reported", [])), int(tests.get("pruned", 0))
+    lines = [f"[contrasweep] test split: {evaluated} evaluation{'' if evaluated == 1 else 's'} after selection, for the "
+             f"{shown} repeat{'' if shown == 1 else 's'} a report shows (each setting's selected configuration"
+             f"{' and its sensitivity slices' if searcher_of(sweep).reports_slices else ''}; evaluation.test: reported)"]
+    if pruned:
+        lines.append(f"[contrasweep] test split: not evaluated for {counted(pruned, 'repeat')} a report shows, whose weights "
+                     f"went while the sweep ran (each setting keeps its {max(1, int(sweep.keep_models))} best configurations' and the "
+                     "reported point's; tracking.keep_models): the report draws them on validation")
+    return lines
 
 
 def run_links(folder: Path) -> dict[str, str]:

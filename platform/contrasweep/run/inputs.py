@@ -8,6 +8,8 @@ May import: ``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.search.reg
 
 from __future__ import annotations
 
+import dataclasses
+
 from contrasweep.data import DataConfig, load_splits, prepare
 from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
 from contrasweep.data.prepare import data_notes as notes_of
@@ -16,6 +18,7 @@ from contrasweep.folder import sweeps
 from contrasweep.run.shipping import worker_path
 from contrasweep.search.registry import check, pause_epochs, reported_names, tests_in_trials
 from contrasweep.spec.axes import expand, keep_order
+from contrasweep.spec.identity import reported_config
 from contrasweep.spec.load import validate
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
@@ -94,6 +97,7 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
 def sweep_static(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> SweepStatic:
     """The sweep's fixed part (``contrasweep.spec.static``), built once per driver; ``shipped``:
     the local files a cluster's workers get (``paths``: where a worker reads each)."""
-    return SweepStatic.of(sweep, prepared, sweep_dir, checkpoint_at=pause_epochs(sweep),
-                          paths={value: worker_path(value) for value in shipped}, tests_in_trials=tests_in_trials(sweep),
-                          reported=reported_names(sweep))
+    static = SweepStatic.of(sweep, prepared, sweep_dir, checkpoint_at=pause_epochs(sweep),
+                            paths={value: worker_path(value) for value in shipped},
+                            tests_in_trials=tests_in_trials(sweep), reported=reported_names(sweep))
+    return dataclasses.replace(static, reported_config=reported_config(sweep, static))

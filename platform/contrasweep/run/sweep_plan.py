@@ -28,11 +28,12 @@ GPUs) of this machine or of the cluster at ``--address``, by ``sweep.resources``
 assumes every trial trains all its epochs (a scheduler that stops some makes the sweep shorter)
 and, for a searched ``epochs`` or ``batch_size``, the most epochs and the smallest batch.
 
-Disk: each trial keeps its best weights; while it runs it also keeps up to two resume states
-(weights + optimiser state) and the best folders they name; a finished trial keeps one resume
-state until the sweep ends and deletes the rest (``trainables.checkpoints``). ``disk_bytes``
-is the most the sweep folder holds at once (every trial's best weights and last resume state
-at the end, plus two more of each for the trials still running); ``kept_bytes`` what stays once
+Disk (``disk_held``): a live trial (running, or paused at a rung) holds its newest resume state
+(weights + optimiser state; a second while it writes one) and up to three best folders; a trial
+that ended holds no resume state, and its best weights only while its group is open, among its
+setting's ``max(keep_models, 1)`` best, the reported point's or cut short by the budget
+(``contrasweep.tracking.pruning``). ``disk_bytes`` is the most the sweep folder holds at once
+by that rule; ``kept_bytes`` what stays once
 it has finished: one copy of the best weights of each trial that keeps an MLflow model (what a
 report shows and the ``tracking.keep_models`` best configurations of each setting, at most; or
 every trial; ``contrasweep.tracking.kept``), in the store.
@@ -55,7 +56,7 @@ from contrasweep.console.summary import human
 from contrasweep.data import load_splits
 from contrasweep.run.checks import _local_gpus
 from contrasweep.run.ray_start import init_ray
-from contrasweep.search.registry import (fewest_trials, pause_epochs, reported_configurations, tests_in_trials,
+from contrasweep.search.registry import (fewest_trials, live_limit, pause_epochs, reported_configurations, tests_in_trials,
                                         trial_configs)
 from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.static import SweepStatic
@@ -223,12 +224,28 @@ def test_costs(sweep: Sweep, sizes: list[dict], calibration: dict, configuration
 
 def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
     """The most trials that keep an MLflow model: every one (``keep_models: all``), or per setting
-    the repeats of the configurations a report shows and of the ``keep_models`` best ones (the
-    best, selected, one is among both)."""
+    the repeats of the configurations a report shows whose weights the sweep kept: the
+    ``keep_models`` best ones (the selected one among them) and the grid's reported point
+    (``contrasweep.tracking.pruning``)."""
     if sweep.keep_models == "all":
         return trials
-    configurations = reported_configurations(sweep) + max(0, int(sweep.keep_models) - 1)
+    keep = int(sweep.keep_models)
+    configurations = min(reported_configurations(sweep) + max(0, keep - 1),
+                         max(1, keep) + (1 if sweep.reported and sweep.grid else 0))
     return min(trials, configurations * max(1, sweep.repeats) * settings)
+
+
+def disk_held(sweep: Sweep, trials: int, running: int, settings: int, weights: int, resume: int) -> int:
+    """The most bytes the sweep folder holds at once (module docstring): ``3 ×`` the live trials'
+    best folders + the repeats of each setting's ``max(keep_models, 1) + 1`` best configurations
+    (one closing while another leaves) and of the grid's reported point; resume states: one per
+    live trial and one more per running trial."""
+    live = min(trials, live_limit(sweep)) if pause_epochs(sweep) else running  # paused trials hold theirs
+    repeats = max(1, sweep.setting_repeats)  # a repeat group's trials
+    kept = 0 if sweep.keep_models == "all" else max(1, int(sweep.keep_models)) + 1  # "all": in MLflow at once
+    reported = repeats if sweep.reported and sweep.grid else 0
+    best = min(trials, 3 * live + settings * (kept * repeats + reported))
+    return best * weights + min(trials, live + running) * resume
 
 
 def fixed_overheads(fixed: dict | None) -> dict:
@@ -256,7 +273,7 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
     return SweepPlan(
         trials=len(costs), configurations=configurations, settings=len(settings),
         repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
-        disk_bytes=len(costs) * (weights + resume) + running * 2 * (weights + resume),
+        disk_bytes=disk_held(sweep, len(costs), running, len(settings), weights, resume),
         kept_bytes=kept_models(sweep, len(costs), len(settings)) * weights,  # one copy each, MLflow's
         estimated_seconds=(over["sweep_s"] + makespan([c.seconds for c in costs], slots, over["worker_start_s"])
                            + makespan(tests, min(slots, len(tests)), over["worker_start_s"])

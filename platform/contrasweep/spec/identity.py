@@ -16,7 +16,7 @@ from typing import Any
 from contrasweep.spec.axes import short_value
 from contrasweep.spec.static import SweepStatic, VariantStatic
 from contrasweep.spec.text import hp_text
-from contrasweep.spec.trial import SUGGESTION, TrialPlan, plan_of
+from contrasweep.spec.trial import DATA_KEY, SUGGESTION, TrialPlan, plan_of
 
 # Short names of hyperparameters in run names (the papers' symbols where they have one).
 SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
@@ -38,7 +38,17 @@ class TrialIdentity:
     @property
     def group(self) -> str:
         """The repeat group: one configuration in one setting."""
-        return key_of({"config": self.config, "setting": self.setting})
+        return group_of(self.config, self.setting)
+
+
+def group_of(config: str, setting: str) -> str:
+    """The repeat group of configuration key ``config`` in the setting labelled ``setting``."""
+    return key_of({"config": config, "setting": setting})
+
+
+def setting_label(variant: VariantStatic) -> str:
+    """``k=20 n_total=100``: the setting axes' values of a data variant ("" for none)."""
+    return " ".join(f"{k}={short_value(v)}" for k, v in variant.setting.items())
 
 
 def key_of(value: Any) -> str:
@@ -49,7 +59,7 @@ def identify(config: dict, static: SweepStatic) -> TrialIdentity:
     plan = plan_of(config, static)
     hp = {k: v for k, v in plan.hp.items() if k != "torch_threads"}  # threads: a resource, not a hyperparameter
     variant = static.variants[plan.variant]
-    setting = " ".join(f"{k}={short_value(v)}" for k, v in variant.setting.items())
+    setting = setting_label(variant)
     shared = {k: v for k, v in hp.items() if k != "seed"}
     if plan.suggestion is not None:  # a searcher's suggestion is its own configuration, even where two draw the same values
         shared[SUGGESTION] = plan.suggestion
@@ -103,6 +113,16 @@ def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
         if data.get(key) is not None:
             out[f"contrasweep.{tag}"] = str(data[key])
     return out
+
+
+def reported_config(sweep, static: SweepStatic) -> str | None:
+    """The configuration key of a grid's reported point (it runs first: ``Sweep.grid_points``),
+    as ``identify`` gives its trials; None without one, or for a searcher, whose suggestions are
+    configurations of their own."""
+    if not sweep.reported or not sweep.grid:
+        return None
+    first = {**sweep.grid_points()[0], DATA_KEY: 0, "seed": static.seeds[0] if static.seeds else 0}
+    return identify({"hp": first}, static).config
 
 
 class GroupKey:

@@ -75,6 +75,7 @@ class SweepStatic:
     mode: Any = "max"
     varied: tuple[str, ...] = ()  # hyperparameters that differ between configurations (run names show them)
     reported: dict | None = None  # a grid's reported point outside its own points (Sweep.outside_reported)
+    reported_config: str | None = None  # a grid's reported point's configuration key (identity.reported_config)
     distributed: bool = False
     train_storage: str | None = None  # where a distributed trial's Train run keeps its state
     trial_storage: str | None = None  # where Tune keeps each trial's folder

@@ -1,6 +1,7 @@
 """A trial's state folder seen from MLflow (docs/architecture.md, "Checkpoints"): where it is on
-the sweep's storage, what happens to it when the trial ends (a complete trial's older resume
-state goes and its best weights stay, to be logged as its MLflow model ``model/``,
+the sweep's storage, what happens to it when the trial ends (a complete trial's resume states
+go and its best weights stay while they can still matter, ``contrasweep.tracking.pruning``, to
+be logged as its MLflow model ``model/``,
 ``contrasweep.tracking.model_flavor``, if it is kept: ``contrasweep.tracking.kept``; with
 ``tracking.keep_models: all`` they are logged now; a stopped trial's folder goes, it is never
 selected nor resumed), and the repair of artifacts the store lost (the parent's files, each
@@ -25,7 +26,7 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
 from trainables.checkpoints import (
-    LEGACY_WEIGHTS_FILE, META_FILE, STATE_DIR, WEIGHTS_FILE, best_of_trial, finish_state, remove_state)
+    LEGACY_WEIGHTS_FILE, META_FILE, STATE_DIR, WEIGHTS_FILE, best_of_trial, drop_resume_states, remove_state)
 from trainables.storage import join
 
 
@@ -57,7 +58,7 @@ class Artifacts:
             if best is not None and self.keep_models == "all":
                 self.log_checkpoint(entry, best)
                 entry["model"] = MODEL_LOGGED  # contrasweep.tracking.kept
-            finish_state(folder)  # the older resume state is never restored now
+            drop_resume_states(folder)  # never resumed now (a restored copy ends from the record)
         if folder and entry["outcome"] == "stopped":  # never selected, never resumed: its weights and states go
             remove_state(folder)
         return folder

@@ -14,7 +14,7 @@ removed when the sweep first finished: an extension selected it later), and keep
 trial ids under ``tests.kept``; ``contrasweep.folder.cleanup`` then drops every state folder
 whose weights MLflow holds (one copy) and those of trials not kept.
 
-May import: ``contrasweep.tracking.aggregate``, ``artifacts``, ``contrasweep.folder``;
+May import: ``contrasweep.tracking.aggregate``, ``artifacts``, ``pruning``, ``contrasweep.folder``;
 ``trainables`` (the state folder's readers).
 """
 
@@ -24,6 +24,7 @@ from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING, TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.tracking.aggregate import Group, best_groups
 from contrasweep.tracking.artifacts import Artifacts, logged_weights
+from contrasweep.tracking.pruning import PRUNED
 from trainables.checkpoints import best_of_trial
 
 
@@ -45,6 +46,8 @@ def keep_models(artifacts: Artifacts, state: TrackingState, groups: list[Group])
             if repeat["outcome"] != "complete" or repeat["run_id"] not in by_run:
                 continue
             tid, entry = by_run[repeat["run_id"]]
+            if entry.get("weights") == PRUNED and entry.get("model") != MODEL_LOGGED:
+                continue  # its weights went while the sweep ran (contrasweep.tracking.pruning)
             kept.append(tid)
             if entry.get("model") in (MODEL_LOGGED, MODEL_MISSING) or not entry.get("best_epoch"):
                 continue

@@ -9,7 +9,9 @@ sensitivity slices. ``tracking.json`` keeps the phase under ``tests``:
   weights; the others' go when the sweep finishes);
 * ``results``: run id -> ``{"metrics", "logged"}``, each written when its evaluation returns and
   before MLflow, so a driver killed meanwhile neither repeats an evaluation nor loses one;
-* ``evaluated``: how many evaluations the phase ran, over every session of the sweep.
+* ``evaluated``: how many evaluations the phase ran, over every session of the sweep;
+* ``pruned``: how many reported repeats it could not evaluate, their weights gone while the
+  sweep ran (``contrasweep.tracking.pruning``: a report draws them on validation).
 
 The runs then hold the numbers a trial that tested in its last epoch would hold: ``test/*`` on
 the trial run (at its last epoch's step), the configuration run's ``mean/``/``std/`` over its
@@ -25,9 +27,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from contrasweep.folder.record import TrackingState
+from contrasweep.folder.record import MODEL_LOGGED, TrackingState
 from contrasweep.tracking.aggregate import Group, groups_of, reported, summary
 from contrasweep.tracking.artifacts import logged_weights
+from contrasweep.tracking.pruning import PRUNED
 from contrasweep.tracking.rows import metric_entity
 from contrasweep.tracking.store import trial_runs
 
@@ -76,13 +79,16 @@ class TestRecord:
         self.state.save()
         if not evaluate:
             return chosen, []
-        due = []
+        due, self.tests["pruned"] = [], 0
         for group in chosen:
             for repeat in group.repeats:
                 run_id = repeat["run_id"]
                 if repeat["outcome"] != "complete" or has_test(repeat["metrics"]) or run_id in self.tests["results"]:
                     continue
                 tid, entry = by_run.get(run_id, (run_id, {}))
+                if entry.get("weights") == PRUNED and entry.get("model") != MODEL_LOGGED:
+                    self.tests["pruned"] += 1  # its weights went while the sweep ran (tracking.pruning)
+                    continue
                 due.append(Due(run_id, tid, entry.get("name", run_id), int(entry.get("variant", 0)),
                                entry.get("state_dir"), entry.get("best_epoch")))
         return chosen, due

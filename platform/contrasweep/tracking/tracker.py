@@ -33,6 +33,7 @@ from contrasweep.tracking.artifacts import Artifacts
 from contrasweep.tracking.epochs import EpochLog, planned_epochs
 from contrasweep.tracking.epochs import outcome as outcome_of
 from contrasweep.tracking.provenance import provenance_tags
+from contrasweep.tracking.pruning import Pruner
 from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.runs_view import metric_columns, publish
@@ -87,7 +88,7 @@ class MlflowTracker(Callback):
         self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
         self.own_uploads = False  # per process: folder.tune_state.own_session_uploads not yet done
 
-    PARTS = ("runs", "artifacts", "selection", "epochs")
+    PARTS = ("runs", "artifacts", "selection", "epochs", "pruner")
 
     def __getstate__(self):
         # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
@@ -130,6 +131,7 @@ class MlflowTracker(Callback):
         publish(self.client, exp_id, metric_columns(self.metric))
         if self.state.data.get("parent_run_id") is None:
             self.runs.reattach(exp_id, self.sweep_dir, self.metric, self.mode)
+        self.pruner = Pruner(self.state, self.static, self.runs.group_size, self.runs.dropped())
         if self.state.data.get("parent_run_id") is None:
             self.runs.open_parent(exp_id, self.spec, self.params, self.texts)
         else:
@@ -245,7 +247,9 @@ class MlflowTracker(Callback):
         """``dropped``: the configurations a race or the budget dropped (``RunTree.dropped``), where the caller has read them."""
         if self.store_error:
             return
+        dropped = self.runs.dropped() if dropped is None else dropped
         self.runs.end_trial(entry, self.artifacts.settle(entry), dropped)
+        self.pruner.trial_ended(entry, dropped)  # after MLflow has the end: a kill between re-prunes on resume
 
     # -- the end ----------------------------------------------------------------------------
     @guarded
