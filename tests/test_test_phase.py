@@ -119,7 +119,7 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
     assert {run_id for run_id in reported if logged_weights(client, run_id)} == expected and len(expected) == 2
     assert all(logged_weights(client, run_id) for run_id in every)
     assert {state["trials"][tid]["run_id"] for tid in state["tests"]["kept"]} == expected
-    assert "MLflow models: 2 of 6 complete trials (what a report shows and the 2 best configurations" in out
+    assert "MLflow models: 2 of 6 complete trials (the 2 best configurations of each setting and the reported" in out
     assert "MLflow models: 6 of 6 complete trials (every complete trial; tracking.keep_models)" in out
     assert _state_folders(root / "reported") == 0 and _state_folders(root / "all") == 0
     assert "best" in dict(client.get_registered_model("reported").aliases)  # registered once its model was logged

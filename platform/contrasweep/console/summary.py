@@ -180,7 +180,8 @@ def model_lines(folder: Path, keep_models) -> list[str]:
     if not complete:
         return []
     which = ("every complete trial" if keep_models == "all" else
-             f"what a report shows and the {keep_models} best configurations of each setting")
+             f"the {max(1, int(keep_models))} best configurations of each setting and the reported point, whose weights "
+             "the sweep keeps")
     lines = [f"[contrasweep] MLflow models: {logged} of {counted(complete, 'complete trial')} ({which}; "
              "tracking.keep_models)"]
     if missing:
