@@ -80,3 +80,26 @@ def test_a_journal_older_than_its_snapshot_or_torn_is_not_replayed_wrongly(tmp_p
     resumed.save_trial(resumed.trials["t2"])
     assert read(tmp_path / "tracking.json")["trials"]["t2"]["last_epoch"] == 3
     assert read(tmp_path / "missing.json") == {}
+
+
+def test_save_trial_finds_its_entry_by_identity_after_a_re_key_and_a_replaced_record(tmp_path):
+    """``save_trial`` journals the entry under its current trial id without scanning the trials
+    each time: an index by identity, rebuilt when an entry moved (a trial re-keyed on resume) or
+    the record was replaced (re-attached from MLflow)."""
+    state = TrackingState(tmp_path / "tracking.json")
+    state.data["trials"] = {f"t{i}": {"run_id": f"r{i}"} for i in range(3)}
+    state.save()
+    entry = state.trials["t1"]
+    entry["last_epoch"] = 1
+    state.save_trial(entry)
+    state.trials["n1"] = state.trials.pop("t1")  # Tune brought the trial back under a new id
+    state.save()
+    entry["last_epoch"] = 2
+    state.save_trial(entry)
+    assert TrackingState(tmp_path / "tracking.json").trials["n1"]["last_epoch"] == 2
+    state.data = {"parent_run_id": None, "trials": {"x": {"run_id": "r9"}}}  # replaced whole
+    state.save()
+    other = state.trials["x"]
+    other["last_epoch"] = 5
+    state.save_trial(other)
+    assert TrackingState(tmp_path / "tracking.json").trials == {"x": {"run_id": "r9", "last_epoch": 5}}

@@ -42,6 +42,7 @@ class TrackingState:
         self.data: dict[str, Any] = {"parent_run_id": None, "trials": {}}
         self._snapshot_bytes = 0
         self._journal_bytes = 0
+        self._tid_of: dict[int, str] = {}  # id(entry) -> trial id (save_trial)
         if self.path.exists():
             text = self.path.read_text()
             self._snapshot_bytes = len(text)
@@ -84,8 +85,13 @@ class TrackingState:
         self._snapshot_bytes, self._journal_bytes = len(text), len(header)
 
     def save_trial(self, entry: dict) -> None:
-        """One trial's entry changed (``entry``: the dict in ``trials``)."""
-        tid = next((k for k, v in self.trials.items() if v is entry), None)
+        """One trial's entry changed (``entry``: the dict in ``trials``). Its trial id comes from
+        an index by identity, checked and rebuilt when stale (a re-keyed entry, a replaced
+        record): the lookup does not grow with the trials."""
+        tid = self._tid_of.get(id(entry))
+        if tid is None or self.trials.get(tid) is not entry:
+            self._tid_of = {id(v): k for k, v in self.trials.items()}
+            tid = self._tid_of.get(id(entry))
         if tid is None:
             self.save()
         else:
@@ -94,6 +100,8 @@ class TrackingState:
     def save_key(self, section: str, key: str) -> None:
         """``data[section][key]`` was set: appended to the journal in one write; a new snapshot
         once the journal is as large as the last one (or where there is no journal yet)."""
+        if section == "trials":
+            self._tid_of[id(self.data[section][key])] = key
         if self._journal_bytes == 0 or self._journal_bytes >= max(self._snapshot_bytes, MIN_JOURNAL_BYTES):
             self.save()
             return

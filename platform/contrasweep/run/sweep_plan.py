@@ -33,10 +33,10 @@ Disk (``disk_held``): a live trial (running, or paused at a rung) holds its newe
 that ended holds no resume state, and its best weights only while its group is open, among its
 setting's ``max(keep_models, 1)`` best, the reported point's or cut short by the budget
 (``contrasweep.tracking.pruning``). ``disk_bytes`` is the most the sweep folder holds at once
-by that rule; ``kept_bytes`` what stays once
-it has finished: one copy of the best weights of each trial that keeps an MLflow model (what a
-report shows and the ``tracking.keep_models`` best configurations of each setting, at most; or
-every trial; ``contrasweep.tracking.kept``), in the store.
+by that rule; ``kept_bytes`` what stays once it has finished: one copy of the best weights of
+each trial that keeps an MLflow model (the repeats of the ``tracking.keep_models`` best
+configurations of each setting and of the reported point; or every trial;
+``contrasweep.tracking.kept``), in the store.
 
 May import: ``contrasweep.spec``, ``contrasweep.search.registry``, ``contrasweep.run.inputs``,
 ``contrasweep.run.ray_start``, ``contrasweep.data`` (the data a plan prepares),

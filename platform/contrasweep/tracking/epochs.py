@@ -74,15 +74,13 @@ class EpochLog:
             entry.pop("unlogged", None)
             self.state.save()
 
-    def sweep_progress(self, parent_run_id: str, ended: list[dict]) -> None:
+    def sweep_progress(self, parent_run_id: str, ended: int, best: float | None) -> None:
         """The sweep run's live numbers, so that its row in the runs table means something
         before the sweep ends: trials ended so far and the best trial's value of the objective
-        (step: trials ended)."""
-        metrics = [metric_entity(ENDED_KEY, len(ended), step=len(ended))]
-        values = [e["best_value"] for e in ended if e.get("best_value") is not None]
-        if values:
-            best = Objective(self.metric, self.mode).best(values)
-            metrics.append(metric_entity(BEST_TRIAL_PREFIX + self.metric, best, step=len(ended)))
+        so far (``best``; step: trials ended)."""
+        metrics = [metric_entity(ENDED_KEY, ended, step=ended)]
+        if best is not None:
+            metrics.append(metric_entity(BEST_TRIAL_PREFIX + self.metric, best, step=ended))
         self.client.log_batch(parent_run_id, metrics=metrics)
 
 

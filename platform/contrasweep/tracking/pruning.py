@@ -46,26 +46,25 @@ PRUNED = "pruned"  # a trial entry's "weights": its state folder went while the 
 
 
 class Pruner:
-    """``group_size``: the repeats a group runs (``runs.RunTree.group_size``)."""
+    """``group_size``: the repeats a group runs and ``members``: the record's entries of a group
+    (``runs.RunTree.group_size`` and ``members``); ``dropped``: the groups a race or the budget
+    dropped (``runs.RunTree.dropped``)."""
 
     def __init__(self, state: TrackingState, static: SweepStatic, group_size: Callable[[str], int],
-                 dropped: dict[str, dict]):
-        self.state, self.static, self.group_size = state, static, group_size
+                 members: Callable[[str], list[dict]], dropped: dict[str, dict]):
+        self.state, self.static, self.group_size, self.members = state, static, group_size, members
         self.key = selection_key(static.metric)
         self.sign = Objective(static.metric, static.mode).sign
         self.models_logged = static.keep_models == "all"
         self.keep = 1 if self.models_logged else max(1, int(static.keep_models))
         self.reported = ({group_of(static.reported_config, setting_label(v)) for v in static.variants}
                          if static.reported_config else set())
-        self.members: dict[str, list[dict]] = {}
         self.ranked: dict[str, list[tuple]] = {}  # setting -> [(rank, group)], best first
         self.rank_of: dict[str, tuple[str, tuple]] = {}  # group -> (setting, rank)
-        for entry in state.trials.values():
-            if entry.get("group"):
-                self.members.setdefault(entry["group"], []).append(entry)
-        for group in list(self.members):
+        groups = {e["group"] for e in state.trials.values() if e.get("group")}
+        for group in groups:
             self._settle_group(group, dropped, prune=False)
-        for group in list(self.members):  # what a driver killed mid-way left
+        for group in groups:  # what a driver killed mid-way left
             if self._closed(group, dropped) and not self._kept(group, dropped):
                 self._prune(group)
 
@@ -74,31 +73,23 @@ class Pruner:
         group = entry.get("group")
         if not group:
             return
-        members = self.members.setdefault(group, [])
-        if not any(e is entry for e in members):
-            members.append(entry)
         if self.models_logged and entry.get("model") == MODEL_LOGGED and entry.get("state_dir"):
             remove_state(here(entry["state_dir"]))  # MLflow holds its weights: one copy
         self._settle_group(group, dropped, prune=True)
 
-    def held(self) -> int:
-        """Trials that ended with their best weights still in the sweep folder."""
-        return sum(1 for ms in self.members.values() for e in ms
-                   if e.get("outcome") == "complete" and e.get("weights") != PRUNED)
-
     # -- the rule ---------------------------------------------------------------------------
     def _closed(self, group: str, dropped: dict[str, dict]) -> bool:
-        members = self.members.get(group, [])
+        members = self.members(group)
         expected = len(members) if group in dropped else self.group_size(group)
         return len(members) >= expected and all("status" in e for e in members)
 
     def _exempt(self, group: str, dropped: dict[str, dict]) -> bool:
         return (group in self.reported or dropped.get(group, {}).get("outcome") == BUDGET_CUT
-                or any(e.get("outcome") == "failed" for e in self.members.get(group, [])))
+                or any(e.get("outcome") == "failed" for e in self.members(group)))
 
     def _mean(self, group: str) -> float | None:
         values = []
-        for entry in self.members[group]:
+        for entry in self.members(group):
             value = (entry.get("final") or {}).get(self.key, entry.get("best_value"))
             if entry.get("outcome") != "complete" or value is None or math.isnan(float(value)):
                 return None
@@ -115,7 +106,7 @@ class Pruner:
             if prune:
                 self._prune(group)
             return
-        setting = setting_label(self.static.variant(self.members[group][0].get("variant", 0)))
+        setting = setting_label(self.static.variant(self.members(group)[0].get("variant", 0)))
         place = (rank(self.sign * mean, group), group)
         rows = self.ranked.setdefault(setting, [])
         at = bisect.bisect(rows, place)
@@ -145,7 +136,7 @@ class Pruner:
     def _prune(self, group: str) -> None:
         if group in self.reported:
             return
-        for entry in self.members.get(group, []):
+        for entry in self.members(group):
             if entry.get("outcome") != "complete" or entry.get("weights") == PRUNED:
                 continue
             if entry.get("state_dir"):

@@ -56,6 +56,7 @@ class RunTree:
         self.race_file = race_file  # a racing sweep's journal (contrasweep.folder.race_record)
         self.budget_file = budget_file  # a budget's (contrasweep.folder.budget_record)
         self._closed: set[str] = set()  # groups whose configuration run this process closed
+        self._index: tuple[dict, dict] | None = None  # (group -> entries, config key -> entries): ``members``
 
     def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
         self.run_provenance = {k: v for k, v in self.provenance.items() if k in UI_TAGS or sweep_run_tags.get(k) != v}
@@ -102,6 +103,7 @@ class RunTree:
         if data is None:
             return
         self.state.data = data
+        self._index = None
         self.state.save()
         print(f"[contrasweep] tracking.json was missing: re-attached to MLflow run {data['parent_run_id']} "
               f"({len(data['trials'])} trial runs)", file=sys.stderr, flush=True)
@@ -114,9 +116,11 @@ class RunTree:
             return entry["run_id"]
         key = key_of(trial.config)
         # one run per repeat: the run of a trial the restored experiment lost (unfinished first)
-        known = {t.trial_id for t in trials}
-        same = sorted((tid for tid, e in self.state.trials.items() if tid not in known and e["config_key"] == key),
-                      key=lambda tid: "status" in self.state.trials[tid])
+        same = []
+        if self._indexed()[1].get(key):  # a configuration that ran before: rare, so the scan is too
+            known = {t.trial_id for t in trials}
+            same = sorted((tid for tid, e in self.state.trials.items() if tid not in known and e["config_key"] == key),
+                          key=lambda tid: "status" in self.state.trials[tid])
         if same:  # re-keyed: the record's whole snapshot, so that the old id's entry is gone from it
             entry = self.state.trials.pop(same[0])
             self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
@@ -125,7 +129,26 @@ class RunTree:
         else:
             entry = self.state.trials[trial.trial_id] = self._new_trial_run(trial, key)
             self.state.save_key("trials", trial.trial_id)
+            self._add(entry)
         return entry["run_id"]
+
+    def _indexed(self) -> tuple[dict, dict]:
+        """The record's entries by repeat group and by configuration key, built once per driver
+        and kept as trial runs are made: finding a group's repeats does not grow with the sweep."""
+        if self._index is None:
+            self._index = ({}, {})
+            for entry in self.state.trials.values():
+                self._add(entry)
+        return self._index
+
+    def _add(self, entry: dict) -> None:
+        if self._index is not None:
+            self._index[0].setdefault(entry.get("group"), []).append(entry)
+            self._index[1].setdefault(entry.get("config_key"), []).append(entry)
+
+    def members(self, group: str | None) -> list[dict]:
+        """The record's entries of ``group`` (the same dicts: a re-keyed trial keeps its entry)."""
+        return self._indexed()[0].get(group, [])
 
     def _new_trial_run(self, trial, key: str) -> dict:
         identity = identify(trial.config, self.static)  # the one decoding of the trial's config
@@ -210,7 +233,7 @@ class RunTree:
     def expected(self, group: str, out: dict[str, dict]) -> int:
         """The repeats a group runs: all of them, or those it had when a race or the budget dropped it."""
         if group in out:
-            return len([e for e in self.state.trials.values() if e.get("group") == group])
+            return len(self.members(group))
         return self.group_size(group)
 
     def close_group(self, group: str | None, out: dict[str, dict] | None = None) -> None:
@@ -219,7 +242,7 @@ class RunTree:
         the budget cut short says ``budget``."""
         out = self.dropped() if out is None else out
         config_run = self.state.data.get("configs", {}).get(group)
-        members = [e for e in self.state.trials.values() if e.get("group") == group]
+        members = self.members(group)
         if config_run is None or len(members) < self.expected(group, out) or any("status" not in e for e in members):
             return
         from mlflow.entities import RunTag
@@ -255,6 +278,7 @@ class RunTree:
         known = {t.trial_id for t in trials}
         for tid in [tid for tid, e in self.state.trials.items() if tid not in known and "status" not in e]:
             self.client.delete_run(self.state.trials.pop(tid)["run_id"])
+            self._index = None
         live_groups = {e.get("group") for e in self.state.trials.values()}
         for group in list(self.state.data.get("configs", {})):
             if group not in live_groups:
@@ -267,7 +291,7 @@ class RunTree:
         killed = [e["run_id"] for e in self.state.trials.values() if "status" not in e]
         out = self.dropped()
         for group, run_id in self.state.data.get("configs", {}).items():
-            members = [e for e in self.state.trials.values() if e.get("group") == group]
+            members = self.members(group)
             if any("status" not in e for e in members) or len(members) < self.expected(group, out):
                 killed.append(run_id)
         for run_id in killed:

@@ -28,6 +28,7 @@ from contrasweep.folder import budget_record, race_record
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.folder.tune_state import own_session_uploads
+from contrasweep.spec.objective import Objective
 from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.artifacts import Artifacts
 from contrasweep.tracking.epochs import EpochLog, planned_epochs
@@ -88,7 +89,7 @@ class MlflowTracker(Callback):
         self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
         self.own_uploads = False  # per process: folder.tune_state.own_session_uploads not yet done
 
-    PARTS = ("runs", "artifacts", "selection", "epochs", "pruner")
+    PARTS = ("runs", "artifacts", "selection", "epochs", "pruner", "ended", "best_ended")
 
     def __getstate__(self):
         # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
@@ -131,7 +132,12 @@ class MlflowTracker(Callback):
         publish(self.client, exp_id, metric_columns(self.metric))
         if self.state.data.get("parent_run_id") is None:
             self.runs.reattach(exp_id, self.sweep_dir, self.metric, self.mode)
-        self.pruner = Pruner(self.state, self.static, self.runs.group_size, self.runs.dropped())
+        self.pruner = Pruner(self.state, self.static, self.runs.group_size, self.runs.members, self.runs.dropped())
+        ended = [e for e in self.state.trials.values() if "status" in e]  # kept from here on: not re-counted per trial
+        self.ended = {e["run_id"] for e in ended}
+        self.best_ended = None
+        for entry in ended:
+            self._count_best(entry)
         if self.state.data.get("parent_run_id") is None:
             self.runs.open_parent(exp_id, self.spec, self.params, self.texts)
         else:
@@ -183,6 +189,7 @@ class MlflowTracker(Callback):
         entry = self.state.trials[trial.trial_id]
         if entry.get("status") == "FAILED":  # an errored trial retried by `resume`
             del entry["status"]
+            self.ended.discard(entry["run_id"])
             self.client.update_run(run_id, status="RUNNING")
             self.state.save_trial(entry)
         if self.progress and "status" not in entry:
@@ -198,11 +205,15 @@ class MlflowTracker(Callback):
             self.progress.trial_epoch(entry.get("name", trial.trial_id), entry["last_epoch"],
                                       planned_epochs(trial, self.static), result.get(self.metric), self._done())
 
-    def _ended(self) -> list[dict]:
-        return [e for e in self.state.trials.values() if "status" in e]
-
     def _done(self) -> int:
-        return len(self._ended())
+        return len(self.ended)
+
+    def _count_best(self, entry: dict) -> None:
+        """The best trial's value of the objective so far (the sweep run's live number)."""
+        value = entry.get("best_value")
+        if value is not None:
+            known = [] if self.best_ended is None else [self.best_ended]
+            self.best_ended = Objective(self.metric, self.mode).best([*known, value])
 
     @guarded
     def on_trial_complete(self, iteration, trials, trial, **info):
@@ -230,11 +241,13 @@ class MlflowTracker(Callback):
             entry["state_dir"] = folder
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
         self.state.save_trial(entry)
+        self.ended.add(entry["run_id"])
+        self._count_best(entry)
         journal = race_record.read(self.sweep_dir / race_record.RACE_FILE)  # a race's (once per trial end)
         dropped = self.runs.dropped(journal or {"out": {}})
         self._apply_finish(entry, dropped)
         if not self.store_error:
-            self.epochs.sweep_progress(self.parent_run_id, self._ended())
+            self.epochs.sweep_progress(self.parent_run_id, self._done(), self.best_ended)
         if self.progress and journal and journal.get("needed") is not None:
             self.progress.total = self._done() + journal["needed"]  # what the race may still run
         if self.progress and any(d["outcome"] == BUDGET_CUT for d in dropped.values()):
