@@ -231,7 +231,7 @@ def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
         return trials
     keep = int(sweep.keep_models)
     configurations = min(reported_configurations(sweep) + max(0, keep - 1),
-                         max(1, keep) + (1 if sweep.reported and sweep.grid else 0))
+                         max(1, keep) + (1 if sweep.has_reported_point else 0))
     return min(trials, configurations * max(1, sweep.repeats) * settings)
 
 
@@ -243,7 +243,7 @@ def disk_held(sweep: Sweep, trials: int, running: int, settings: int, weights: i
     live = min(trials, live_limit(sweep)) if pause_epochs(sweep) else running  # paused trials hold theirs
     repeats = max(1, sweep.setting_repeats)  # a repeat group's trials
     kept = 0 if sweep.keep_models == "all" else max(1, int(sweep.keep_models)) + 1  # "all": in MLflow at once
-    reported = repeats if sweep.reported and sweep.grid else 0
+    reported = repeats if sweep.has_reported_point else 0
     best = min(trials, 3 * live + settings * (kept * repeats + reported))
     return best * weights + min(trials, live + running) * resume
 

@@ -119,7 +119,7 @@ def reported_config(sweep, static: SweepStatic) -> str | None:
     """The configuration key of a grid's reported point (it runs first: ``Sweep.grid_points``),
     as ``identify`` gives its trials; None without one, or for a searcher, whose suggestions are
     configurations of their own."""
-    if not sweep.reported or not sweep.grid:
+    if not sweep.has_reported_point:
         return None
     first = {**sweep.grid_points()[0], DATA_KEY: 0, "seed": static.seeds[0] if static.seeds else 0}
     return identify({"hp": first}, static).config

@@ -128,6 +128,12 @@ class Sweep:
         return [dict(zip(block, values)) for block in (self.grids or [self.grid])
                 for values in itertools.product(*block.values())]
 
+    @property
+    def has_reported_point(self) -> bool:
+        """A grid whose paper's reported point runs first (``grid_points``); a searcher's reported
+        point is one suggestion among others."""
+        return bool(self.reported and self.grid)
+
     def outside_reported(self) -> dict | None:
         """The reported point where the grid's blocks do not hold it (it runs first all the same:
         a user's grid replaced the paper's): its configuration and the defaults it trains with
