@@ -143,6 +143,19 @@ def test_an_interrupted_sweeps_summary_calls_the_cut_trials_interrupted(tmp_path
     assert failed == 0
     assert lines[0] == "[contrasweep] sweep 's' interrupted: 3 trials: 1 complete, 1 stopped early, 1 interrupted, 0 failed"
 
+    # a resumed Tune holds no trial that ended before its last save (search.live_trials): the
+    # record's ended trials of this experiment that no result holds count too, an extension's not
+    from contrasweep.spec.identity import key_of
+
+    ran_before = {"hp": {"lr": 1.0e-2, "epochs": 2, "seed": 0}}
+    record = json.loads((tmp_path / "s" / "tracking.json").read_text())
+    record["trials"]["d"] = {"status": "FINISHED", "outcome": "complete", "config_key": key_of(ran_before), "tune": "tune"}
+    record["trials"]["e"] = {"status": "FINISHED", "outcome": "complete", "config_key": key_of(results[0].config)}
+    record["trials"]["f"] = {"status": "FINISHED", "outcome": "complete", "config_key": "other", "tune": "tune-ext1"}
+    (tmp_path / "s" / "tracking.json").write_text(json.dumps(record))
+    lines, _ = summary_lines(results, "val/accuracy", "max", "s", "interrupted", sweep, tmp_path)
+    assert lines[0] == "[contrasweep] sweep 's' interrupted: 4 trials: 2 complete, 1 stopped early, 1 interrupted, 0 failed"
+
 
 def test_a_resume_opens_with_what_is_done_and_what_goes_on_from_where(tmp_path):
     import json

@@ -34,10 +34,14 @@ class FakeController:
         trial.status = Trial.TERMINATED
 
 
-def make(tmp_path, sizes=2, max_running=2, **kw):
-    return GroupASHA(metric="val/accuracy", mode=kw.pop("mode", "max"), max_t=4, grace_period=1, reduction_factor=2,
+def make(tmp_path, sizes=2, max_running=2, ctl=None, **kw):
+    """The scheduler, told of ``ctl``'s trials as Tune tells it of each trial it adds."""
+    scheduler = GroupASHA(metric="val/accuracy", mode=kw.pop("mode", "max"), max_t=4, grace_period=1, reduction_factor=2,
                      group_of=lambda config: config["group"], group_sizes=sizes, max_running=max_running,
                      state_path=tmp_path / "group_asha.json", **kw)
+    for trial in ctl.trials if ctl is not None else ():
+        scheduler.on_trial_add(ctl, trial)
+    return scheduler
 
 
 def result(epoch, value):
@@ -54,7 +58,7 @@ def test_rungs_and_cutoff():
 def test_group_waits_then_continues_or_stops_together(tmp_path):
     a1, a2, b1, b2 = FakeTrial("a1", "A"), FakeTrial("a2", "A"), FakeTrial("b1", "B"), FakeTrial("b2", "B")
     ctl = FakeController([a1, a2, b1, b2])
-    s = make(tmp_path)
+    s = make(tmp_path, ctl=ctl)
     for t in (a1, a2):
         t.status = Trial.RUNNING
     assert s.on_trial_result(ctl, a1, result(1, 0.9)) == TrialScheduler.PAUSE  # a2 has not reached rung 1
@@ -82,9 +86,9 @@ def test_group_waits_then_continues_or_stops_together(tmp_path):
 
 
 def test_choose_respects_max_running_and_stops_pending_trials_of_stopped_groups(tmp_path):
-    s = make(tmp_path, sizes=1, max_running=1)
     x, y, z = FakeTrial("x", "X"), FakeTrial("y", "Y"), FakeTrial("z", "Y")
     ctl = FakeController([x, y, z])
+    s = make(tmp_path, sizes=1, max_running=1, ctl=ctl)
     x.status = Trial.RUNNING
     assert s.choose_trial_to_run(ctl) is None  # one may run
     s.on_trial_result(ctl, x, result(1, 0.9))
@@ -96,7 +100,7 @@ def test_choose_respects_max_running_and_stops_pending_trials_of_stopped_groups(
 def test_an_errored_repeat_releases_its_waiting_group(tmp_path):
     a1, a2 = FakeTrial("a1", "A"), FakeTrial("a2", "A")
     ctl = FakeController([a1, a2])
-    s = make(tmp_path)
+    s = make(tmp_path, ctl=ctl)
     a1.status = Trial.RUNNING
     assert s.on_trial_result(ctl, a1, result(1, 0.5)) == TrialScheduler.PAUSE
     a1.status, a2.status = Trial.PAUSED, Trial.ERROR

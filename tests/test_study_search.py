@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
+from contrasweep.search import live_trials
 from contrasweep.search.group_asha import MovableFIFO
 from contrasweep.search.study_search import StudySearcher, distributions
 from contrasweep.spec.domains import Choice, LogRange
@@ -247,6 +248,40 @@ def test_settle_ends_trials_the_record_says_finished_and_saves_new_trials(tmp_pa
     scheduler.on_trial_add(ctl, t3)
     assert scheduler.choose_trial_to_run(ctl) is t2 and scheduler.choose_trial_to_run(ctl) is t2
     assert ctl.saves == 4  # t3 added: saved once; t2 already named
+
+
+def test_a_recorded_end_leaves_tunes_saved_state_and_the_schedulers_loops(tmp_path):
+    """search.live_trials: a trial that ended FINISHED and whose end the record holds (an earlier
+    driver's, by configuration key, or this process's, ledger.note_ended) leaves the state Tune
+    saves next, so that a save (forced before each new trial) holds the live trials, not every
+    trial so far; a failed one stays (resume retries it), so does one the record does not hold
+    (it never started), and so does the last entry (Tune's restore reads the first trial)."""
+    from contrasweep.tracking import ledger
+
+    configs = [{"hp": {"lr": 1.0e-3, "seed": s}} for s in range(5)]
+    record = {"trials": {"old0": {"config_key": key_of(configs[0]), "status": "FINISHED", "final": {"epoch": 3}}}}
+    (tmp_path / "tracking.json").write_text(json.dumps(record))
+    scheduler = MovableFIFO(tmp_path / "tracking.json")
+    trials = [FakeTrial(f"forget-t{i}", c) for i, c in enumerate(configs)]
+    ctl = FakeController(list(trials))
+    ctl._trial_metadata = {t.trial_id: "{}" for t in trials}  # Ray 2.60's: every trial's JSON, as last saved
+    ctl._trials_to_cache = set()
+    for trial in trials:
+        scheduler.on_trial_add(ctl, trial)
+    assert scheduler.choose_trial_to_run(ctl) is trials[1]  # t0 ended from the record
+    trials[1].status = trials[2].status = Trial.TERMINATED  # t1 recorded here, t2 never started (no record)
+    ledger.note_ended("forget-t1")
+    trials[3].status = Trial.ERROR
+    assert scheduler.choose_trial_to_run(ctl) is trials[4]
+    assert set(ctl._trial_metadata) == {"forget-t2", "forget-t3", "forget-t4"}
+    assert [t.trial_id for t in scheduler._live] == ["forget-t4"]  # what its loops go over
+    # the last entry stays: Tune's restore needs one trial
+    lone = FakeTrial("forget-lone", {"hp": {"lr": 1.0, "seed": 9}})
+    ctl._trial_metadata = {"forget-lone": "{}"}
+    ledger.note_ended("forget-lone")
+    assert not live_trials.forget(ctl, lone) and set(ctl._trial_metadata) == {"forget-lone"}
+    ctl._trials_to_cache.add(trials[4])  # another trial in the next save: now it can go
+    assert live_trials.forget(ctl, lone) and set(ctl._trial_metadata) == set()
 
 
 def test_the_record_is_rebuilt_from_mlflow_with_final_results(tmp_path):

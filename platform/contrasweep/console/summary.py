@@ -15,7 +15,7 @@ from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
 from contrasweep.search.registry import group_sizes, searcher_of
 from contrasweep.spec.budget import trial_slots
-from contrasweep.spec.identity import identify
+from contrasweep.spec.identity import identify, key_of
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.text import counted, hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
@@ -158,6 +158,23 @@ def not_run(results, folder: Path | None) -> int:
     return sum(1 for r in results if str(r.path).rstrip("/").rsplit("/", 1)[-1] in names)
 
 
+def ended_before(results, folder: Path | None) -> list[str]:
+    """The outcomes of the trials of this Tune experiment that ended FINISHED and are not among
+    ``results``: a resumed driver's Tune holds no trial that had ended and was recorded before
+    its last save (``contrasweep.search.live_trials``); the record (``tracking.json``) does."""
+    if folder is None:
+        return []
+    try:
+        trials = read_record(folder / "tracking.json").get("trials", {})
+    except (OSError, ValueError):
+        return []
+    extensions = len(_meta(folder).get("extensions", []))
+    experiment = f"tune-ext{extensions}" if extensions else "tune"
+    held = {key_of(r.config) for r in results if r.config}
+    return [e.get("outcome", "") for e in trials.values() if e.get("status") == "FINISHED"
+            and e.get("tune", "tune") == experiment and e.get("config_key") and e["config_key"] not in held]
+
+
 def model_errors(folder: Path) -> list[str]:
     """Why complete trials got no MLflow model (``tracking.json``; contrasweep.tracking.artifacts)."""
     try:
@@ -261,14 +278,17 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
                    and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp))
     folder = Path(root) / name if root is not None else None
     unrun = not_run(results, folder)
-    stopped = len(results) - len(failed) - complete - unrun
+    earlier = ended_before(results, folder)  # ended trials a resumed Tune no longer holds (search.live_trials)
+    complete += earlier.count("complete")
+    total = len(results) + len(earlier)
+    stopped = total - len(failed) - complete - unrun
     extensions = len(_meta(folder).get("extensions", [])) if folder else 0
     where = f" (its extension {extensions}, contrasweep extend)" if extensions else ""
     counts = f"{complete} complete, {stopped} stopped early"
     if status == "interrupted":  # a trial the interruption cut is "interrupted"; the scheduler's stops are "stopped early"
         early = min(stopped, _scheduler_stops(folder))
         counts = f"{complete} complete, {early} stopped early, {stopped - early} interrupted"
-    ran = len(results) - unrun  # the budget's unrun trials: its own line (budget_lines)
+    ran = total - unrun  # the budget's unrun trials: its own line (budget_lines)
     lines = [f"[contrasweep] sweep {name!r} {status}: {ran} trial{'' if ran == 1 else 's'}{where}: "
              f"{counts}, {len(failed)} failed"]
     for result in failed:  # one line each: which trial and why (e.g. a divergence and its step)

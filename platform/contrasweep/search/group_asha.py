@@ -36,6 +36,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from contrasweep.folder.relocation import here
+from contrasweep.search.live_trials import LiveTrials, controller_of
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking import ledger
 
@@ -123,10 +124,11 @@ class MovableFIFO(FIFOScheduler):
         self._seen: set[str] = set()  # trials already checked against the record
         self._named: set[str] = set()  # trials whose folder name Tune's state has
         self._finished: dict[str, dict] | None = None  # the record, read once per driver
+        self._live = LiveTrials()  # what the loops below look at: trials not ended (search.live_trials)
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        for key in ("_unsaved", "_seen", "_named", "_finished"):
+        for key in ("_unsaved", "_seen", "_named", "_finished", "_live"):
             state.pop(key, None)
         return state
 
@@ -145,6 +147,7 @@ class MovableFIFO(FIFOScheduler):
             moved.storage_fs_path = here(storage.storage_fs_path)
             trial.set_storage(moved)
         self._unsaved = True
+        self._live.add(trial)
         super().on_trial_add(tune_controller, trial)
 
     def settle(self, tune_controller) -> None:
@@ -153,7 +156,8 @@ class MovableFIFO(FIFOScheduler):
         if self._finished is None:
             self._finished = ledger.finished(getattr(self, "tracking_file", None))
             stop_quickly(tune_controller)
-        for trial in tune_controller.get_trials():
+        self._live.sweep(tune_controller, self._finished)  # the ended leave it, and Tune's saved state once recorded
+        for trial in self._live:
             if getattr(trial, "relative_logdir", None) and trial.trial_id not in self._named:
                 self._named.add(trial.trial_id)  # Tune named its folder (it names it when it schedules the trial)
                 mark_for_save(tune_controller, trial)
@@ -175,7 +179,7 @@ class MovableFIFO(FIFOScheduler):
             # Tune's own save (every trial's state, the searcher's, then a copy of the driver's
             # staging folder to storage), forced now rather than at its next period
             # (TUNE_GLOBAL_CHECKPOINT_S), so no trial runs unsaved.
-            getattr(tune_controller, "_tune_controller", tune_controller).checkpoint(force=True)
+            controller_of(tune_controller).checkpoint(force=True)
 
     def name_chosen(self, tune_controller, trial: Trial | None) -> None:
         """Name the folder of the trial about to be started, as Tune does next
@@ -191,8 +195,12 @@ class MovableFIFO(FIFOScheduler):
         self._unsaved = True
 
     def choose(self, tune_controller) -> Trial | None:
-        """The trial to start (the subclass's rule; FIFO's here)."""
-        return super().choose_trial_to_run(tune_controller)
+        """The trial to start (the subclass's rule; FIFO's here, over the live trials only)."""
+        for status in (Trial.PENDING, Trial.PAUSED):
+            for trial in self._live:
+                if trial.status == status:
+                    return trial
+        return None
 
     def choose_trial_to_run(self, tune_controller) -> Trial | None:
         self.settle(tune_controller)
@@ -347,7 +355,8 @@ class GroupASHA(MovableFIFO):
         return TrialScheduler.CONTINUE
 
     def _members(self, tune_controller, group: str) -> list[Trial]:
-        return [t for t in tune_controller.get_trials() if self._group(t) == group]
+        """The group's trials that have not ended (the ended ones need no decision)."""
+        return [t for t in self._live if self._group(t) == group]
 
     def budget_ended(self, tune_controller, cut: dict[str, int]) -> None:
         """A cut group's rung barrier waits for the repeats that started alone (``_size``): a
@@ -370,7 +379,7 @@ class GroupASHA(MovableFIFO):
         super().on_trial_error(tune_controller, trial)
 
     def choose(self, tune_controller) -> Trial | None:
-        trials = tune_controller.get_trials()
+        trials = list(self._live)
         if sum(t.status == Trial.RUNNING for t in trials) >= self.max_running:
             return None
         for status in (Trial.PENDING, Trial.PAUSED):

@@ -19,6 +19,10 @@ from pathlib import Path
 from contrasweep.folder.record import read as read_record
 from contrasweep.spec.identity import key_of
 
+# Tune trial ids whose end the tracker recorded in this process (``note_ended``): the schedulers
+# may then drop them from Tune's saved state (``contrasweep.search.live_trials``).
+_ENDED_HERE: set[str] = set()
+
 
 def finished(tracking_file: str | Path | None) -> dict[str, dict]:
     """configuration key -> the final result recorded for it (``{}`` where none was kept),
@@ -46,3 +50,14 @@ def _trials(tracking_file: str | Path | None) -> list[dict]:
         return list(read_record(path).get("trials", {}).values())
     except (OSError, ValueError):
         return []
+
+
+def note_ended(trial_id: str) -> None:
+    """The tracker has written how ``trial_id`` ended FINISHED to the record (``tracking.json``)."""
+    _ENDED_HERE.add(trial_id)
+
+
+def ended_here(trial_id: str) -> bool:
+    """Whether this process recorded ``trial_id``'s FINISHED end (``note_ended``)."""
+    return trial_id in _ENDED_HERE
+

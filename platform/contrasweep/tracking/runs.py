@@ -165,6 +165,9 @@ class RunTree:
         entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
                  "variant": identity.variant.index, "name": name,
                  "group_size": self.group_size(identity.group)}  # `contrasweep list` judges complete groups by it
+        storage = getattr(trial, "storage", None)
+        if getattr(storage, "experiment_dir_name", None):  # which Tune experiment ran it (the summary counts by it)
+            entry["tune"] = storage.experiment_dir_name
         self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(identity)))
         self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
         return entry

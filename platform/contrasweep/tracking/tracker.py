@@ -30,6 +30,7 @@ from contrasweep.folder.relocation import here
 from contrasweep.folder.tune_state import own_session_uploads
 from contrasweep.spec.objective import Objective
 from contrasweep.spec.static import SweepStatic
+from contrasweep.tracking import ledger
 from contrasweep.tracking.artifacts import Artifacts
 from contrasweep.tracking.epochs import EpochLog, planned_epochs
 from contrasweep.tracking.epochs import outcome as outcome_of
@@ -241,6 +242,8 @@ class MlflowTracker(Callback):
             entry["state_dir"] = folder
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
         self.state.save_trial(entry)
+        if status == "FINISHED":  # recorded: the schedulers may drop it from Tune's saved state (search.live_trials)
+            ledger.note_ended(trial.trial_id)
         self.ended.add(entry["run_id"])
         self._count_best(entry)
         journal = race_record.read(self.sweep_dir / race_record.RACE_FILE)  # a race's (once per trial end)

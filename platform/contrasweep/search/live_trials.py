@@ -1,0 +1,83 @@
+"""The trials a scheduler still has to look at, and Tune's saved state kept to them (issue 54).
+
+Ray Tune keeps every trial it ever ran in its controller and writes each one's JSON into every
+save of its experiment state. The schedulers force that save before each new trial starts
+(``group_asha.MovableFIFO``: a driver killed at any moment restores every trial that ran, with
+its folder), so a save that holds every trial made each new trial cost O(trials so far), and a
+sweep O(n²): at 300 tiny trials the driver spent more per trial than a trial's own start.
+
+Here a trial leaves both once it has ended *and the sweep's own record holds its end*
+(``tracking.json``, written by the tracker before Tune's next step;
+``contrasweep.tracking.ledger``): the schedulers' loops go over the live trials only (their
+order is Tune's, FIFO), and the trial's entry leaves the state Tune saves. Nothing is lost: a
+resumed driver never creates an ended trial again (the searchers' saved positions and live sets
+are written in the same save and had dropped it before: Tune tells the searcher first), and
+what ended is read from the record (``settle``, the summary, the reports, MLflow). A trial that
+failed stays in Tune's state (``resume`` retries it), and so does one that ended without ever
+starting (a group stopped while it waited; the budget's unrun), which the record does not hold.
+Tune's restore needs one trial in the state, so the last entry stays until another replaces it.
+
+The trials themselves stay in Tune's controller list (the ResultGrid of this driver is whole);
+only its loops that run once per sweep go over them.
+
+May import: Ray Tune's ``Trial``, ``contrasweep.tracking.ledger``.
+"""
+
+from __future__ import annotations
+
+from ray.tune.experiment import Trial
+
+from contrasweep.tracking import ledger
+
+ENDED = (Trial.TERMINATED, Trial.ERROR)
+
+
+def controller_of(tune_controller):
+    """Tune's controller behind the scheduler's view of it (the view wraps it)."""
+    return getattr(tune_controller, "_tune_controller", tune_controller)
+
+
+class LiveTrials:
+    """Trials added and not ended, in the order Tune added them (a re-added trial goes last, as
+    Tune moves it to the end of its list)."""
+
+    def __init__(self):
+        self._live: dict[str, Trial] = {}
+
+    def add(self, trial: Trial) -> None:
+        self._live.pop(trial.trial_id, None)
+        self._live[trial.trial_id] = trial
+
+    def __iter__(self):
+        return iter(list(self._live.values()))
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def sweep(self, tune_controller, recorded: dict[str, dict]) -> None:
+        """Drop the trials that ended from the live ones, and from Tune's saved state those the
+        record holds as finished: this driver's (``ledger.ended_here``) or an earlier one's
+        (``recorded``: ``ledger.finished``, by configuration key)."""
+        for trial in [t for t in self._live.values() if t.status in ENDED]:
+            del self._live[trial.trial_id]
+            if trial.status == Trial.TERMINATED and (ledger.ended_here(trial.trial_id)
+                                                     or ledger.key(trial.config) in recorded):
+                forget(tune_controller, trial)
+
+
+def forget(tune_controller, trial: Trial) -> bool:
+    """Take an ended trial out of the state Tune saves next (Ray 2.60's controller keeps each
+    trial's JSON in ``_trial_metadata``, refreshed from ``_trials_to_cache``); the last entry
+    stays (Tune's restore reads its storage from the first trial). Returns whether it went."""
+    controller = controller_of(tune_controller)
+    metadata = getattr(controller, "_trial_metadata", None)
+    marked = getattr(controller, "_trials_to_cache", None)
+    if metadata is None or marked is None:
+        return False  # another Tune: its state keeps every trial, as it did
+    held = len(metadata) + sum(1 for t in marked if t.trial_id not in metadata)  # what the next save holds
+    others = held - (trial.trial_id in metadata or trial in marked)
+    if others < 1:
+        return False
+    marked.discard(trial)
+    metadata.pop(trial.trial_id, None)
+    return True
