@@ -134,27 +134,27 @@ def test_an_interrupted_sweeps_summary_calls_the_cut_trials_interrupted(tmp_path
     (tmp_path / "s" / "tracking.json").write_text(json.dumps({"trials": {
         "a": {"status": "FINISHED", "outcome": "complete"}, "b": {"status": "FINISHED", "outcome": "stopped"}, "c": {}}}))
 
-    def result(lr: float, epoch: int):
-        return SimpleNamespace(error=None, metrics={"epoch": epoch, "val/accuracy": 0.5}, path="t",
+    def result(lr: float, epoch: int, tid: str):
+        return SimpleNamespace(error=None, metrics={"epoch": epoch, "val/accuracy": 0.5, "trial_id": tid}, path="t",
                                config={"hp": {"lr": lr, "epochs": 2, "seed": 0}})
 
-    results = [result(1.0e-3, 2), result(1.0e-4, 1), result(1.0e-5, 1)]
+    results = [result(1.0e-3, 2, "a"), result(1.0e-4, 1, "b"), result(1.0e-5, 1, "c")]
     lines, failed = summary_lines(results, "val/accuracy", "max", "s", "interrupted", sweep, tmp_path)
     assert failed == 0
     assert lines[0] == "[contrasweep] sweep 's' interrupted: 3 trials: 1 complete, 1 stopped early, 1 interrupted, 0 failed"
 
     # a resumed Tune holds no trial that ended before its last save (search.live_trials): the
-    # record's ended trials of this experiment that no result holds count too, an extension's not
-    from contrasweep.spec.identity import key_of
-
-    ran_before = {"hp": {"lr": 1.0e-2, "epochs": 2, "seed": 0}}
+    # record's ended trials of this experiment that no result holds count too (by trial id: a
+    # trial that never reported is known by its folder's name), an extension's not
     record = json.loads((tmp_path / "s" / "tracking.json").read_text())
-    record["trials"]["d"] = {"status": "FINISHED", "outcome": "complete", "config_key": key_of(ran_before), "tune": "tune"}
-    record["trials"]["e"] = {"status": "FINISHED", "outcome": "complete", "config_key": key_of(results[0].config)}
-    record["trials"]["f"] = {"status": "FINISHED", "outcome": "complete", "config_key": "other", "tune": "tune-ext1"}
+    record["trials"]["d"] = {"status": "FINISHED", "outcome": "complete", "tune": "tune"}
+    record["trials"]["e"] = {"status": "FINISHED", "outcome": "stopped"}  # written before entries named their experiment
+    record["trials"]["f"] = {"status": "FINISHED", "outcome": "complete", "tune": "tune-ext1"}
+    record["trials"]["1a2b3c4d_00007"] = {"status": "FINISHED", "outcome": "stopped", "tune": "tune"}
     (tmp_path / "s" / "tracking.json").write_text(json.dumps(record))
-    lines, _ = summary_lines(results, "val/accuracy", "max", "s", "interrupted", sweep, tmp_path)
-    assert lines[0] == "[contrasweep] sweep 's' interrupted: 4 trials: 2 complete, 1 stopped early, 1 interrupted, 0 failed"
+    waited = SimpleNamespace(error=None, metrics={}, config={}, path="/x/tune/run_trial_1a2b3c4d_00007_7_lr=0.1_2026")
+    lines, _ = summary_lines([*results, waited], "val/accuracy", "max", "s", "interrupted", sweep, tmp_path)
+    assert lines[0] == "[contrasweep] sweep 's' interrupted: 6 trials: 2 complete, 3 stopped early, 1 interrupted, 0 failed"
 
 
 def test_a_resume_opens_with_what_is_done_and_what_goes_on_from_where(tmp_path):

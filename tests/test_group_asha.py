@@ -79,8 +79,18 @@ def test_group_waits_then_continues_or_stops_together(tmp_path):
     assert s.on_trial_result(ctl, a1, result(2, 0.9)) == TrialScheduler.PAUSE
     assert s.on_trial_result(ctl, a2, result(2, 0.9)) == TrialScheduler.CONTINUE
     assert s.on_trial_result(ctl, a2, result(4, 0.9)) == TrialScheduler.CONTINUE
-    # decisions survive a restore (the file), and a stopped group's late trial stops at once
+    # each value and decision is one line appended to the journal: the snapshot is not rewritten
+    snapshot, journal = tmp_path / "group_asha.json", tmp_path / "group_asha.journal"
+    before, lines = snapshot.read_bytes(), len(journal.read_text().splitlines())
+    c1 = FakeTrial("c1", "C")
+    ctl.trials.append(c1)
+    s.on_trial_add(ctl, c1)
+    c1.status = Trial.RUNNING
+    assert s.on_trial_result(ctl, c1, result(1, 0.5)) == TrialScheduler.PAUSE
+    assert snapshot.read_bytes() == before and len(journal.read_text().splitlines()) == lines + 1
+    # decisions survive a restore (snapshot and journal), and a stopped group's late trial stops at once
     again = make(tmp_path)
+    assert again.state["decisions"] == s.state["decisions"] and again.state["values"]["1"] == s.state["values"]["1"]
     late = FakeTrial("b3", "B")
     assert again.on_trial_result(FakeController([late]), late, result(1, 1.0)) == TrialScheduler.STOP
 

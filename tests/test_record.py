@@ -103,3 +103,21 @@ def test_save_trial_finds_its_entry_by_identity_after_a_re_key_and_a_replaced_re
     other["last_epoch"] = 5
     state.save_trial(other)
     assert TrackingState(tmp_path / "tracking.json").trials == {"x": {"run_id": "r9", "last_epoch": 5}}
+
+
+def test_a_nested_key_is_one_journal_line_and_another_records_default(tmp_path):
+    """Group ASHA's ``group_asha.json`` is a journaled record too (its own default content): a
+    rung value or decision, ``data[section][rung][group]``, is one line, replayed into place."""
+    path = tmp_path / "group_asha.json"
+    state = TrackingState(path, {"values": {}, "decisions": {}})
+    assert state.data == {"values": {}, "decisions": {}} and not path.exists()
+    state.data["values"].setdefault("1", {})["A"] = {"t1": 0.5}
+    state.save_key("values", ("1", "A"))  # the first change: a snapshot (no journal yet)
+    state.data["values"]["1"]["A"]["t2"] = 0.7
+    state.save_key("values", ("1", "A"))
+    state.data["decisions"].setdefault("1", {})["A"] = "continue"
+    state.save_key("decisions", ("1", "A"))
+    lines = journal_path(path).read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[2]) == {"section": "decisions", "key": ["1", "A"], "value": "continue"}
+    assert read(path) == {"values": {"1": {"A": {"t1": 0.5, "t2": 0.7}}}, "decisions": {"1": {"A": "continue"}},
+                          "journal_generation": 1}

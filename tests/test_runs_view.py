@@ -104,3 +104,28 @@ def test_ui_gives_the_runs_table_of_the_newest_sweep_in_the_store(tmp_path):
         assert lines[0].startswith(f"[contrasweep] MLflow UI on http://127.0.0.1:{port} ({uri})"), lines
         assert lines[1].strip() == (f"[contrasweep] runs of {name!r} and the other sweeps of its experiment: "
                                     f"{runs_url(f'http://127.0.0.1:{port}', experiment)}"), lines
+
+
+def test_the_sweep_runs_live_numbers_are_one_point_per_trial_written_together():
+    """``trials/ended`` and ``best_trial/<metric>`` get one point per ended trial (step: trials
+    ended), but one MLflow write per ``PROGRESS_EVERY_S`` and one at the sweep's end, not one per trial."""
+    from contrasweep.tracking.epochs import EpochLog
+
+    class Client:
+        def __init__(self):
+            self.batches = []
+
+        def log_batch(self, run_id, metrics=()):
+            self.batches.append((run_id, [(m.key, m.value, m.step) for m in metrics]))
+
+    client = Client()
+    log = EpochLog(client, None, "val/accuracy", "max", lambda: False, lambda exc: None)
+    log.sweep_progress("parent", 1, 0.5)  # the first is written at once
+    log.sweep_progress("parent", 2, None)
+    log.sweep_progress("parent", 3, 0.75)
+    assert len(client.batches) == 1
+    log.flush_progress("parent")
+    log.flush_progress("parent")  # nothing pending: no write
+    assert client.batches == [("parent", [("trials/ended", 1, 1), ("best_trial/val/accuracy", 0.5, 1)]),
+                              ("parent", [("trials/ended", 2, 2), ("trials/ended", 3, 3),
+                                          ("best_trial/val/accuracy", 0.75, 3)])]

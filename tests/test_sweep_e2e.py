@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from conftest import write_spec
 
+from contrasweep.folder.record import read as read_record
 from dashboards.trials import history, parent_runs, trial_runs
 
 pytestmark = pytest.mark.slow
@@ -231,7 +232,7 @@ def test_asha_stops_or_continues_whole_repeat_groups(ray_session, tiny_model_dir
         outcome = {r.data.tags["contrasweep.outcome"] for r in group}
         assert outcome == {"complete" if last == {4} else "stopped"}
         assert {r.data.tags["contrasweep.group_size"] for r in group} == {"4"}
-    decisions = json.loads((tmp_path / "sweeps" / "groups" / "group_asha.json").read_text())["decisions"]
+    decisions = read_record(tmp_path / "sweeps" / "groups" / "group_asha.json")["decisions"]  # snapshot + journal
     assert set(decisions["1"].values()) <= {"continue", "stop"} and len(decisions["1"]) == 2
 
 

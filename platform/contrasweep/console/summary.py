@@ -15,7 +15,7 @@ from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
 from contrasweep.search.registry import group_sizes, searcher_of
 from contrasweep.spec.budget import trial_slots
-from contrasweep.spec.identity import identify, key_of
+from contrasweep.spec.identity import identify
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.text import counted, hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
@@ -170,9 +170,20 @@ def ended_before(results, folder: Path | None) -> list[str]:
         return []
     extensions = len(_meta(folder).get("extensions", []))
     experiment = f"tune-ext{extensions}" if extensions else "tune"
-    held = {key_of(r.config) for r in results if r.config}
-    return [e.get("outcome", "") for e in trials.values() if e.get("status") == "FINISHED"
-            and e.get("tune", "tune") == experiment and e.get("config_key") and e["config_key"] not in held]
+    held = {tune_trial_id(r) for r in results}
+    return [e.get("outcome", "") for tid, e in trials.items() if e.get("status") == "FINISHED"
+            and e.get("tune", "tune") == experiment and tid not in held]
+
+
+def tune_trial_id(result) -> str | None:
+    """A Tune result's trial id: reported with its metrics, or in its folder's name
+    (``run_trial_<id>_…``, Tune's: the id is ``<8 hex>_<number>``), for a trial that never reported."""
+    tid = (result.metrics or {}).get("trial_id")
+    if tid:
+        return tid
+    name = str(getattr(result, "path", "") or "").rstrip("/").rsplit("/", 1)[-1]
+    parts = name.split("_")
+    return "_".join(parts[2:4]) if name.startswith("run_trial_") and len(parts) >= 4 else None
 
 
 def model_errors(folder: Path) -> list[str]:

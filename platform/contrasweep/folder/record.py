@@ -34,12 +34,14 @@ def _line(obj: Any) -> bytes:
 
 
 class TrackingState:
-    """``tracking.json``: parent run id, trial id -> run id, last epoch logged, best checkpoint."""
+    """``tracking.json``: parent run id, trial id -> run id, last epoch logged, best checkpoint.
+    ``default``: what a record without a file holds (another journaled record, e.g. group
+    ASHA's ``group_asha.json``, gives its own)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, default: dict[str, Any] | None = None):
         self.path = Path(path)
         self.journal = journal_path(self.path)
-        self.data: dict[str, Any] = {"parent_run_id": None, "trials": {}}
+        self.data: dict[str, Any] = default if default is not None else {"parent_run_id": None, "trials": {}}
         self._snapshot_bytes = 0
         self._journal_bytes = 0
         self._tid_of: dict[int, str] = {}  # id(entry) -> trial id (save_trial)
@@ -70,7 +72,7 @@ class TrackingState:
             except ValueError:
                 self._journal_bytes = 0
                 break
-            self.data.setdefault(record["section"], {})[record["key"]] = record["value"]
+            place(self.data.setdefault(record["section"], {}), record["key"], record["value"])
 
     def save(self) -> None:
         """The whole record as a new snapshot, then an empty journal of its generation. Atomic
@@ -97,15 +99,19 @@ class TrackingState:
         else:
             self.save_key("trials", tid)
 
-    def save_key(self, section: str, key: str) -> None:
-        """``data[section][key]`` was set: appended to the journal in one write; a new snapshot
-        once the journal is as large as the last one (or where there is no journal yet)."""
+    def save_key(self, section: str, key: str | tuple[str, ...]) -> None:
+        """``data[section][key]`` was set (a tuple: ``data[section][k0][k1]…``): appended to the
+        journal in one write; a new snapshot once the journal is as large as the last one (or
+        where there is no journal yet)."""
         if section == "trials":
             self._tid_of[id(self.data[section][key])] = key
         if self._journal_bytes == 0 or self._journal_bytes >= max(self._snapshot_bytes, MIN_JOURNAL_BYTES):
             self.save()
             return
-        line = _line({"section": section, "key": key, "value": self.data[section][key]})
+        value = self.data[section]
+        for part in key if isinstance(key, tuple) else (key,):
+            value = value[part]
+        line = _line({"section": section, "key": list(key) if isinstance(key, tuple) else key, "value": value})
         fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND)
         try:
             os.write(fd, line)
@@ -116,6 +122,14 @@ class TrackingState:
     @property
     def trials(self) -> dict[str, dict]:
         return self.data["trials"]
+
+
+def place(section: dict, key: str | list[str], value: Any) -> None:
+    """``section[key] = value``; a list key is a path into nested dicts (made where missing)."""
+    *above, last = key if isinstance(key, list) else [key]
+    for part in above:
+        section = section.setdefault(part, {})
+    section[last] = value
 
 
 def read(path: Path) -> dict[str, Any]:

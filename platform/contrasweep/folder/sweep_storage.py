@@ -30,7 +30,8 @@ from contrasweep.folder.relocation import here
 from trainables.storage import display, filesystem, is_uri, join, local_path
 
 TIMEOUT_S = 20.0
-MIRRORED = ("spec.yaml", "sweep.json", "tracking.journal", "tracking.json", "group_asha.json", "optuna.db")  # the journal
+MIRRORED = ("spec.yaml", "sweep.json", "tracking.journal", "tracking.json", "group_asha.journal", "group_asha.json",
+            "optuna.db")  # each journal
 # before its snapshot: a snapshot written between the two copies makes the older journal copy one it ignores
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "fuse.cephfs", "beegfs", "glusterfs",
               "fuse.glusterfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "9p", "virtiofs", "afs", "pvfs2", "orangefs")

@@ -41,9 +41,14 @@ from contrasweep.tracking.store import default_tracking_uri, store_errors, store
 from contrasweep.tracking.tracker import MlflowTracker
 from trainables.storage import display
 
-# Persist Tune's experiment state often: a SIGKILLed driver then loses at most a few seconds.
-os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
-# The schedulers also force a save whenever a trial is added or named (group_asha.MovableFIFO.settle):
+# Tune's own periodic save (its state, then a copy of the driver's staging folder, a folder per
+# trial) at Tune's own pace ("auto": at most 5% of the time, every 10 s or more). What a killed
+# driver must not lose is saved otherwise: each new trial before it starts (the schedulers'
+# forced save of the state files, search.live_trials.save_now), how each trial ended (the
+# sweep's record, tracking.ledger), each trial's logs (straight into the sweep folder,
+# run.trial_logs). The 2 s period used before issue 54 copied every trial's folder every 2 s.
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "auto")
+# The schedulers force a save whenever a trial is added or named (group_asha.MovableFIFO.settle):
 # Tune would warn about "excessive" saves in driver.log at each.
 os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
 
@@ -55,10 +60,11 @@ os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_
 
 
 def tune_loggers() -> list:
-    """result.json and progress.csv in each trial's folder, as Tune writes them by default."""
-    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+    """result.json and progress.csv in each trial's folder, as Tune writes them by default, but
+    straight into the sweep's folder (``contrasweep.run.trial_logs``: not copied at every save)."""
+    from contrasweep.run.trial_logs import TrialLogs
 
-    return [CSVLoggerCallback(), JsonLoggerCallback()]
+    return [TrialLogs()]
 
 
 def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):

@@ -16,17 +16,16 @@ the latest); rungs are few (1, 2, 4, 8 for grace 1, factor 2, 10 epochs).
 
 The scheduler also enforces ``sweep.max_concurrent`` on RUNNING trials, because the searcher
 must be allowed to create a whole group (more live trials than may run) for the rung barrier
-to be reachable. Its records live in ``group_asha.json`` next to the sweep, so a resumed sweep
-keeps every decision made before the interruption.
+to be reachable. Its records live in ``group_asha.json`` next to the sweep (a snapshot and its
+journal, ``group_asha.journal``: one line per rung value or decision), so a resumed sweep keeps
+every decision made before the interruption.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,8 +34,9 @@ import numpy as np
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
+from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
-from contrasweep.search.live_trials import LiveTrials, controller_of
+from contrasweep.search.live_trials import LiveTrials, save_now
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking import ledger
 
@@ -107,7 +107,10 @@ class MovableFIFO(FIFOScheduler):
       so a driver killed at any moment restores every trial that ran, with its folder;
     - a PENDING trial that the sweep's own record (``contrasweep.tracking.ledger``, ``tracking_file``)
       says finished (it ended after Tune's last save) is ended at once with its recorded final
-      result, never trained again.
+      result, never trained again;
+    - a trial that ended and whose end the record holds leaves the trials its loops look at and
+      the state Tune saves next (``contrasweep.search.live_trials``): a save and a step cost
+      O(live trials), not O(trials so far).
 
     Tune moves the trials it restores, but the searcher's saved state (``SearchGenerator``'s
     experiment, the grid's iterators) still names the old folder, so a trial created after
@@ -176,10 +179,9 @@ class MovableFIFO(FIFOScheduler):
     def save_if_unsaved(self, tune_controller) -> None:
         if self._unsaved:
             self._unsaved = False
-            # Tune's own save (every trial's state, the searcher's, then a copy of the driver's
-            # staging folder to storage), forced now rather than at its next period
-            # (TUNE_GLOBAL_CHECKPOINT_S), so no trial runs unsaved.
-            controller_of(tune_controller).checkpoint(force=True)
+            # Tune's state (its live trials' and the searcher's) saved now rather than at its next
+            # period (TUNE_GLOBAL_CHECKPOINT_S), so no trial runs unsaved (search.live_trials)
+            save_now(tune_controller)
 
     def name_chosen(self, tune_controller, trial: Trial | None) -> None:
         """Name the folder of the trial about to be started, as Tune does next
@@ -260,23 +262,24 @@ class GroupASHA(MovableFIFO):
         self.group_sizes = group_sizes  # {group: expected repeats} or one number for every group
         self.max_running = max_running
         self.state_path = str(state_path)
-        self._state: dict[str, Any] | None = None
+        self._state: TrackingState | None = None  # group_asha.json, read once per driver
         self._groups: dict[str, str] = {}  # trial id -> group (choose_trial_to_run asks often)
 
     # -- state -------------------------------------------------------------------------
     @property
     def state(self) -> dict[str, Any]:
         """``{"values": {rung: {group: {trial_id: value}}}, "decisions": {rung: {group: ...}}}``."""
+        return self._record().data
+
+    def _record(self) -> TrackingState:
+        """``group_asha.json`` and its journal (``contrasweep.folder.record``): a rung value or a
+        decision is one appended line, not the whole file again (that grew with the sweep)."""
         if self._state is None:
-            path = Path(self.state_path)
-            self._state = json.loads(path.read_text()) if path.exists() else {"values": {}, "decisions": {}}
+            self._state = TrackingState(Path(self.state_path), {"values": {}, "decisions": {}})
         return self._state
 
-    def _save(self) -> None:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.state_path), prefix=".group-asha-")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(self.state, fh, indent=1)
-        os.replace(tmp, self.state_path)
+    def _saved(self, section: str, rung: int, group: str) -> None:
+        self._record().save_key(section, (str(rung), group))
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -331,7 +334,7 @@ class GroupASHA(MovableFIFO):
                 continue
             values = self.state["values"].setdefault(str(rung), {}).setdefault(group, {})
             values.setdefault(trial.trial_id, float(result[self._metric]))
-            self._save()
+            self._saved("values", rung, group)
             if len(values) < self._size(group):
                 return TrialScheduler.PAUSE  # wait for the group's other repeats at this rung
             action = self._decide(tune_controller, trial, rung, group)
@@ -344,7 +347,7 @@ class GroupASHA(MovableFIFO):
                  if len(v) >= self._size(g)}
         decision = CONTINUE if survives(means[group], list(means.values()), self.reduction_factor, self._mode) else STOP
         self.state["decisions"].setdefault(str(rung), {})[group] = decision
-        self._save()
+        self._saved("decisions", rung, group)
         logger.info("group %s at rung %d: mean %s=%.4f over %d repeats -> %s", group, rung, self._metric,
                     means[group], self._size(group), decision)
         if decision == STOP:

@@ -20,10 +20,22 @@ Tune's restore needs one trial in the state, so the last entry stays until anoth
 The trials themselves stay in Tune's controller list (the ResultGrid of this driver is whole);
 only its loops that run once per sweep go over them.
 
+The save forced before each new trial (``save_now``) writes Tune's state files and copies
+those of this session, not the rest of the driver's staging folder: Tune's own save copies all
+of it (``checkpoint(force=True)`` syncs the folder), which held every trial's logs (those now go
+straight to the sweep folder: ``contrasweep.run.trial_logs``) and still holds a folder per trial.
+Tune's own periodic save (``TUNE_GLOBAL_CHECKPOINT_S``: "auto") still copies it all, every 10 s
+or more, not per trial.
+
 May import: Ray Tune's ``Trial``, ``contrasweep.tracking.ledger``.
 """
 
 from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 from ray.tune.experiment import Trial
 
@@ -81,3 +93,43 @@ def forget(tune_controller, trial: Trial) -> bool:
     marked.discard(trial)
     metadata.pop(trial.trial_id, None)
     return True
+
+
+def save_now(tune_controller) -> None:
+    """Tune's experiment state saved to the sweep's Tune folder now (the module's docstring)."""
+    controller = controller_of(tune_controller)
+    storage = getattr(controller, "_storage", None)
+    session = getattr(controller, "_session_str", None)
+    if storage is None or not session or not hasattr(controller, "save_to_dir"):
+        controller.checkpoint(force=True)  # another Tune: its own save, whole
+        return
+    try:
+        storage.syncer.wait()  # Tune's own copy first, where one runs: it reads the files rewritten next
+    except Exception:  # noqa: BLE001 - Tune logs a failed copy itself; this save goes on
+        pass
+    controller.save_to_dir()
+    staging = storage.experiment_driver_staging_path
+    files = [e for e in os.scandir(staging) if e.is_file(follow_symlinks=False) and session in e.name]
+    files.sort(key=lambda e: e.name.startswith("experiment_state"))  # the trials' file last: it opens the session
+    for entry in files:
+        put(storage, entry.path, entry.name)
+
+
+def put(storage, source: str, name: str) -> None:
+    """Copy one of Tune's state files into the experiment's folder in its storage, whole: a
+    local folder gets it by rename (a reader never sees half of it), object storage as one object."""
+    filesystem = storage.storage_filesystem
+    if getattr(filesystem, "type_name", "") == "local":
+        target = Path(storage.experiment_fs_path)
+        target.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target, prefix=".tune-state-")
+        os.close(fd)
+        try:
+            shutil.copyfile(source, tmp)
+            os.replace(tmp, target / name)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return
+    with filesystem.open_output_stream(f"{storage.experiment_fs_path.rstrip('/')}/{name}") as out:
+        out.write(Path(source).read_bytes())

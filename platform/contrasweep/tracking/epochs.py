@@ -22,6 +22,7 @@ from contrasweep.tracking.store import store_errors
 from trainables.params import LOOP_PARAMS
 
 BATCH = 1000  # MLflow takes at most 1000 metrics a batch
+PROGRESS_EVERY_S = 5.0  # the sweep run's live numbers: written at most this often (EpochLog.sweep_progress)
 
 
 class EpochLog:
@@ -32,6 +33,8 @@ class EpochLog:
                  on_failure: Callable[[BaseException], None]):
         self.client, self.state, self.metric, self.mode = client, state, metric, mode
         self.failed, self.on_failure = failed, on_failure
+        self._progress: list = []  # the sweep run's live numbers not written yet (sweep_progress)
+        self._progress_at = 0.0  # when they were last written (time.monotonic)
 
     def log_result(self, entry: dict, result: dict) -> bool:
         """One reported epoch of a trial; False when it was logged before (replayed after a restore)."""
@@ -74,14 +77,31 @@ class EpochLog:
             entry.pop("unlogged", None)
             self.state.save()
 
-    def sweep_progress(self, parent_run_id: str, ended: int, best: float | None) -> None:
+    def sweep_progress(self, parent_run_id: str, ended: int, best: float | None, flush: bool = False) -> None:
         """The sweep run's live numbers, so that its row in the runs table means something
         before the sweep ends: trials ended so far and the best trial's value of the objective
-        so far (``best``; step: trials ended)."""
-        metrics = [metric_entity(ENDED_KEY, ended, step=ended)]
+        so far (``best``; step: trials ended). One point per ended trial, written together at
+        most every ``PROGRESS_EVERY_S`` (one MLflow write per trial end cost as much as the
+        trial's own run at 10,000 no-op trials) and at the sweep's end (``flush``)."""
+        import time
+
+        pending = self._progress
+        pending.append(metric_entity(ENDED_KEY, ended, step=ended))
         if best is not None:
-            metrics.append(metric_entity(BEST_TRIAL_PREFIX + self.metric, best, step=ended))
-        self.client.log_batch(parent_run_id, metrics=metrics)
+            pending.append(metric_entity(BEST_TRIAL_PREFIX + self.metric, best, step=ended))
+        self.flush_progress(parent_run_id, force=flush or time.monotonic() - self._progress_at >= PROGRESS_EVERY_S)
+
+    def flush_progress(self, parent_run_id: str, force: bool = True) -> None:
+        """Write the sweep run's pending live numbers (``sweep_progress``) now (``force``)."""
+        import time
+
+        pending = self._progress
+        if not pending or not force:
+            return
+        for start in range(0, len(pending), BATCH):
+            self.client.log_batch(parent_run_id, metrics=pending[start:start + BATCH])
+        pending.clear()
+        self._progress_at = time.monotonic()
 
 
 def outcome(trial, entry: dict, status: str, static) -> str:

@@ -274,6 +274,7 @@ class MlflowTracker(Callback):
             self.progress.close()
         if self.store_error:  # the sweep stopped for it: resume finishes what is left
             return
+        self.epochs.flush_progress(self.parent_run_id)  # the sweep run's live numbers not written yet
         self.runs.delete_orphans(trials)  # MLflow holds exactly one run per trial
         # after Ctrl-C Tune may call its trials TERMINATED; a run never ended here is unfinished
         done = (all(t.status in ("TERMINATED", "ERROR") for t in trials)
