@@ -81,9 +81,9 @@ class TrackingState:
         Python one)."""
         self.data[GENERATION] = int(self.data.get(GENERATION, 0)) + 1
         text = json.dumps(self.data, separators=(",", ":"))
-        _replace(self.path, text.encode())
+        write_whole(self.path, text.encode())
         header = _line({"generation": self.data[GENERATION]})
-        _replace(self.journal, header)
+        write_whole(self.journal, header)
         self._snapshot_bytes, self._journal_bytes = len(text), len(header)
 
     def save_trial(self, entry: dict) -> None:
@@ -137,7 +137,9 @@ def read(path: Path) -> dict[str, Any]:
     return TrackingState(path).data if Path(path).exists() else {}
 
 
-def _replace(path: Path, content: bytes) -> None:
+def write_whole(path: Path, content: bytes) -> None:
+    """``path`` holds ``content`` whole: written beside it, then renamed over it (a kill mid-write
+    leaves the old file, never half of the new one)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tracking-")
     with os.fdopen(fd, "wb") as fh:
         fh.write(content)

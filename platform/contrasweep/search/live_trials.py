@@ -27,18 +27,17 @@ straight to the sweep folder: ``contrasweep.run.trial_logs``) and still holds a 
 Tune's own periodic save (``TUNE_GLOBAL_CHECKPOINT_S``: "auto") still copies it all, every 10 s
 or more, not per trial.
 
-May import: Ray Tune's ``Trial``, ``contrasweep.tracking.ledger``.
+May import: Ray Tune's ``Trial``, ``contrasweep.tracking.ledger``, ``contrasweep.folder.record``.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from ray.tune.experiment import Trial
 
+from contrasweep.folder.record import write_whole
 from contrasweep.tracking import ledger
 
 ENDED = (Trial.TERMINATED, Trial.ERROR)
@@ -62,9 +61,6 @@ class LiveTrials:
 
     def __iter__(self):
         return iter(list(self._live.values()))
-
-    def __len__(self) -> int:
-        return len(self._live)
 
     def sweep(self, tune_controller, recorded: dict[str, dict]) -> None:
         """Drop the trials that ended from the live ones, and from Tune's saved state those the
@@ -122,14 +118,7 @@ def put(storage, source: str, name: str) -> None:
     if getattr(filesystem, "type_name", "") == "local":
         target = Path(storage.experiment_fs_path)
         target.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target, prefix=".tune-state-")
-        os.close(fd)
-        try:
-            shutil.copyfile(source, tmp)
-            os.replace(tmp, target / name)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_whole(target / name, Path(source).read_bytes())
         return
     with filesystem.open_output_stream(f"{storage.experiment_fs_path.rstrip('/')}/{name}") as out:
         out.write(Path(source).read_bytes())

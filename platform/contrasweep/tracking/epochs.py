@@ -10,6 +10,7 @@ May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from contrasweep.folder.record import TrackingState
@@ -83,8 +84,6 @@ class EpochLog:
         so far (``best``; step: trials ended). One point per ended trial, written together at
         most every ``PROGRESS_EVERY_S`` (one MLflow write per trial end cost as much as the
         trial's own run at 10,000 no-op trials) and at the sweep's end (``flush``)."""
-        import time
-
         pending = self._progress
         pending.append(metric_entity(ENDED_KEY, ended, step=ended))
         if best is not None:
@@ -93,8 +92,6 @@ class EpochLog:
 
     def flush_progress(self, parent_run_id: str, force: bool = True) -> None:
         """Write the sweep run's pending live numbers (``sweep_progress``) now (``force``)."""
-        import time
-
         pending = self._progress
         if not pending or not force:
             return
