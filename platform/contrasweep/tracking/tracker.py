@@ -40,8 +40,8 @@ from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.runs_view import metric_columns, publish
 from contrasweep.tracking.selection import Selection
-from contrasweep.tracking.store import (BUDGET_CUT, artifact_root_for, ensure_experiment, get_client, store_errors,
-                                       store_line)
+from contrasweep.tracking.store import BUDGET_CUT, artifact_root_for, ensure_experiment, store_errors, store_line
+from contrasweep.tracking.writer import QueuedClient
 
 
 def guarded(hook):
@@ -117,17 +117,18 @@ class MlflowTracker(Callback):
         try:
             self._setup()
         except store_errors() as exc:  # before any trial: nothing to stop yet
+            self.close_writer()
             raise UserError(f"{store_line(exc)}; allowed: a writable MLflow store (then `contrasweep resume "
                             f"{self.sweep_name}`)") from None
 
     def _setup(self) -> None:
-        self.client = get_client(self.tracking_uri)
+        self.client = QueuedClient(self.tracking_uri, self.sweep_dir)  # MLflow's writes off Tune's loop (tracking.writer)
         self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
                             provenance_tags(self.spec), self.sweep_dir / race_record.RACE_FILE,
                             self.sweep_dir / budget_record.BUDGET_FILE)
         self.artifacts = Artifacts(self.client, self.state, self.static)
         self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
-                               self.store_failed)
+                               self.store_failed, self.runs.seen)
         self.selection = Selection(self.client, self.state, self.sweep_name, self.static.variants, self.metric, self.mode)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
         publish(self.client, exp_id, metric_columns(self.metric))
@@ -268,8 +269,19 @@ class MlflowTracker(Callback):
         self.pruner.trial_ended(entry, dropped)  # after MLflow has the end: a kill between re-prunes on resume
 
     # -- the end ----------------------------------------------------------------------------
-    @guarded
+    def close_writer(self) -> None:
+        """Every queued MLflow write applied, the writer process ended (``tracking.writer``)."""
+        if isinstance(self.client, QueuedClient):
+            self.client.close()
+
     def on_experiment_end(self, trials, **info):
+        try:
+            self._end(trials)
+        finally:
+            self.close_writer()
+
+    @guarded
+    def _end(self, trials):
         if self.progress:
             self.progress.close()
         if self.store_error:  # the sweep stopped for it: resume finishes what is left
