@@ -12,6 +12,7 @@ import pytest
 from mlflow.entities import Metric, RunTag
 from mlflow.tracking import MlflowClient
 
+from contrasweep.tracking import writer
 from contrasweep.tracking.store import StoreWriteError, store_errors, store_line
 from contrasweep.tracking.writer import WAL_DIR, QueuedClient, replay_log, wait_drained
 
@@ -28,7 +29,10 @@ def sessions(tmp_path) -> list:
 
 def test_queued_writes_are_applied_in_order_before_an_answer(tmp_path):
     (tmp_path / "sweep").mkdir()
+    writer.prestart(f"sqlite:///{tmp_path / 'mlflow.db'}")  # as run and resume do before Ray starts
+    spare = writer._SPARE[f"sqlite:///{tmp_path / 'mlflow.db'}"].pid
     client, run_id = open_writer(tmp_path)
+    assert client.pid == spare and not writer._SPARE  # the sweep's tracker takes it
     for step in range(1, 51):
         assert client.log_batch(run_id, metrics=[Metric("val/accuracy", step / 100, 0, step)]) is None  # no wait
     client.set_tag(run_id, "contrasweep.outcome", "complete")

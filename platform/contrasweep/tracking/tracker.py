@@ -25,7 +25,7 @@ from ray.tune import Callback
 
 from contrasweep.errors import UserError
 from contrasweep.folder import budget_record, race_record
-from contrasweep.folder.record import TrackingState
+from contrasweep.folder.record import Follower, TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.folder.tune_state import own_session_uploads
 from contrasweep.spec.objective import Objective
@@ -90,7 +90,7 @@ class MlflowTracker(Callback):
         self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
         self.own_uploads = False  # per process: folder.tune_state.own_session_uploads not yet done
 
-    PARTS = ("runs", "artifacts", "selection", "epochs", "pruner", "ended", "best_ended")
+    PARTS = ("runs", "artifacts", "selection", "epochs", "pruner", "ended", "best_ended", "race_journal")
 
     def __getstate__(self):
         # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
@@ -129,6 +129,7 @@ class MlflowTracker(Callback):
         self.artifacts = Artifacts(self.client, self.state, self.static)
         self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
                                self.store_failed, self.runs.seen)
+        self.race_journal = Follower(self.sweep_dir / race_record.RACE_FILE)
         self.selection = Selection(self.client, self.state, self.sweep_name, self.static.variants, self.metric, self.mode)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
         publish(self.client, exp_id, metric_columns(self.metric))
@@ -247,7 +248,7 @@ class MlflowTracker(Callback):
             ledger.note_ended(trial.trial_id)
         self.ended.add(entry["run_id"])
         self._count_best(entry)
-        journal = race_record.read(self.sweep_dir / race_record.RACE_FILE)  # a race's (once per trial end)
+        journal = self.race_journal.read()  # a race's (what was appended since the last trial end)
         dropped = self.runs.dropped(journal or {"out": {}})
         self._apply_finish(entry, dropped)
         if not self.store_error:

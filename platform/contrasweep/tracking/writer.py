@@ -47,17 +47,13 @@ WAL_DIR = "mlflow_wal"
 SEGMENT_BYTES = 1 << 20  # a log segment is closed at this size and deleted once applied
 _FRAME = struct.Struct("<I")
 _LIVE: dict[Path, QueuedClient] = {}  # this process's running writers, by their sweep's log folder
+_SPARE: dict[str, object] = {}  # tracking URI -> a writer started ahead (``prestart``), not yet taken
 
 
 class QueuedClient:
     """An ``MlflowClient`` whose calls run in the writer process, in order (see the module)."""
 
     def __init__(self, tracking_uri: str, sweep_dir: str | os.PathLike):
-        import subprocess
-        import sys
-
-        import contrasweep
-
         self.tracking_uri = tracking_uri
         self.wal = Path(sweep_dir).resolve() / WAL_DIR
         _end_live(self.wal)  # a second tracker of the sweep in one process: the first one's driver has stopped
@@ -68,12 +64,10 @@ class QueuedClient:
         self.segments: list[tuple[Path, int]] = []  # (segment, its last call's number), oldest first
         self._fd = None
         self._roll()
-        # its own interpreter (Ray's threads make a fork unsafe; multiprocessing's spawn would
-        # import the driver's __main__ again), finding this package where the driver does
-        path = os.pathsep.join(p for p in (str(Path(contrasweep.__file__).parents[1]), os.environ.get("PYTHONPATH")) if p)
-        self._proc = subprocess.Popen([sys.executable, "-m", __name__, tracking_uri, str(self.wal), str(self.session)],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+        spare = _SPARE.pop(tracking_uri, None)
+        self._proc = spare if spare is not None and spare.poll() is None else _spawn(tracking_uri)
         self._out, self._in = self._proc.stdin.fileno(), self._proc.stdout.fileno()
+        send(self._out, pickle.dumps((str(self.wal), str(self.session))))  # the sweep it writes for
         self.pid = self._proc.pid
         self._closed = False
         self._direct = None  # after close: calls made here (``direct``)
@@ -170,6 +164,37 @@ class QueuedClient:
         return self._direct
 
 
+def prestart(tracking_uri: str) -> None:
+    """Start a writer for ``tracking_uri`` now; the next ``QueuedClient`` of that URI in this
+    process takes it. Its MLflow import and store set-up (seconds) then go on beside the data's
+    preparation and Ray's start-up instead of before the sweep's first trial."""
+    if tracking_uri not in _SPARE:
+        _SPARE[tracking_uri] = _spawn(tracking_uri)
+
+
+def _spawn(tracking_uri: str):
+    """A writer process: its own interpreter (Ray's threads make a fork unsafe; multiprocessing's
+    spawn would import the driver's ``__main__`` again), finding this package where the driver does."""
+    import subprocess
+    import sys
+
+    import contrasweep
+
+    path = os.pathsep.join(p for p in (str(Path(contrasweep.__file__).parents[1]), os.environ.get("PYTHONPATH")) if p)
+    return subprocess.Popen([sys.executable, "-m", __name__, tracking_uri], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+
+
+@atexit.register
+def _end_spares() -> None:
+    """A writer never taken ends (it reads the end of its pipe before any sweep)."""
+    while _SPARE:
+        proc = _SPARE.popitem()[1]
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
 def wait_drained(sweep_dir: str | os.PathLike, timeout_s: float = 300.0) -> None:
     """Return once no writer of the sweep runs (an earlier driver's may still apply what it was sent)."""
     lock = Path(sweep_dir).resolve() / WAL_DIR / "lock"
@@ -197,18 +222,27 @@ def _end_live(wal: Path) -> None:
 
 
 # -- the writer's side ----------------------------------------------------------------------
-def serve(tracking_uri: str, wal: str, session: str, inp: int = 0, out: int = 1) -> None:
-    """The writer: replay what earlier writers left, then apply the driver's calls (read from
-    ``inp``, answered on ``out``) in order."""
+def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
+    """The writer: set up MLflow's client, learn the sweep's folders (the first frame), replay
+    what earlier writers of the sweep left, then apply the driver's calls (read from ``inp``,
+    answered on ``out``) in order."""
     import logging
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # as the driver's (tracker.setup)
+    client = get_client(tracking_uri)
+    try:
+        client._tracking_client.store  # noqa: B018 - the store's set-up (a database's tables), before it is needed
+    except Exception:  # noqa: BLE001 - said by the first call that needs it
+        pass
+    try:
+        wal, session = pickle.loads(receive(inp))
+    except EOFError:  # never taken
+        return
 
     lock = os.open(Path(wal) / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier writer of this sweep first
-    client = get_client(tracking_uri)
     done = os.open(Path(session) / "done", os.O_RDWR | os.O_CREAT, 0o644)
     failed = None
     try:
@@ -331,4 +365,4 @@ if __name__ == "__main__":
 
     protocol = os.dup(1)  # the answers; whatever prints goes to stderr
     os.dup2(2, 1)
-    serve(*sys.argv[1:4], inp=0, out=protocol)
+    serve(sys.argv[1], inp=0, out=protocol)
