@@ -117,7 +117,7 @@ def test_a_race_killed_mid_race_resumes_without_running_a_repeat_twice(ray_addre
     deadline, journal = time.time() + 300, {}
     while time.time() < deadline and proc.poll() is None:
         try:
-            journal = race_record.read(folder / RACE_FILE)
+            journal = race_record.read(folder / RACE_FILE) or {}
         except (OSError, ValueError):
             journal = {}
         if journal.get("out"):
