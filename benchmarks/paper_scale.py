@@ -93,7 +93,8 @@ def writer_cpu_s() -> float:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == os.getpid() and b"contrasweep.tracking.writer" in (stat.parent / "cmdline").read_bytes():
+            mine = int(fields[1]) == os.getpid()
+            if mine and b"contrasweep.tracking.writer" in (stat.parent / "cmdline").read_bytes():
                 total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         except (OSError, ValueError, IndexError):
             continue
@@ -126,8 +127,9 @@ def marks_callback(marks: list[int], rows: Path, records: list[Path]):
                     fh.write(json.dumps(row) + "\n")
 
         def on_experiment_end(self, trials, **info):  # after the tracker's: its queued MLflow writes applied
+            row = {"end": True, "ended": self.ended, "wall_s": time.perf_counter() - self.began[0]}
             with rows.open("a") as fh:
-                fh.write(json.dumps({"end": True, "ended": self.ended, "wall_s": time.perf_counter() - self.began[0]}) + "\n")
+                fh.write(json.dumps(row) + "\n")
 
     return Marks()
 
@@ -236,7 +238,8 @@ def main() -> None:
                 fh.write(json.dumps({name: result[name]}) + "\n")
             for s in result[name]["segments"]:
                 print(f"{name:16s} trials {s['from']:5d}-{s['to']:5d}: wall {s['wall_per_trial_ms']:7.1f} ms/trial, "
-                      f"driver CPU {s['cpu_per_trial_ms']:6.1f} ms/trial (writer {s['writer_cpu_per_trial_ms']:5.1f}), peak {s['peak_rss_mb']:7.0f} MB, "
+                      f"driver CPU {s['cpu_per_trial_ms']:6.1f} ms/trial (writer {s['writer_cpu_per_trial_ms']:5.1f}), "
+                      f"peak {s['peak_rss_mb']:7.0f} MB, "
                       f"records {s['records_mb']:8.1f} MB", flush=True)
     for name, entry in result.items():
         segs = entry["segments"]

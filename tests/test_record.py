@@ -136,7 +136,8 @@ def test_a_follower_reads_only_what_was_appended_and_the_whole_record_after_a_ne
     state = TrackingState(path, {"repeats": {}, "needed": None})
     state.save()
     whole = []
-    monkeypatch.setattr(record.TrackingState, "_replay", lambda self, f=record.TrackingState._replay: (whole.append(1), f(self)))
+    replay = record.TrackingState._replay
+    monkeypatch.setattr(record.TrackingState, "_replay", lambda self: (whole.append(1), replay(self)))
     assert follower.read() == read(path)
     for i in range(20):
         state.data["repeats"][f"g{i}"] = {"r0": i}

@@ -168,7 +168,8 @@ class Follower:
             for line in complete.splitlines():
                 record = json.loads(line)
                 section = record["section"]
-                place(self.data if section is None else self.data.setdefault(section, {}), record["key"], record["value"])
+                into = self.data if section is None else self.data.setdefault(section, {})
+                place(into, record["key"], record["value"])
             self._offset += len(complete)
         return self.data
 

@@ -5,12 +5,12 @@ configuration's repeats only while the configuration is still in the race.
 Why a ``Searcher`` and not Tune's grid generator: the generator makes every trial up front;
 a race decides a configuration's next repeat from the ones that ended.
 
-Memory: the race's journal (``race.json``, ``contrasweep.folder.race_record``: one appended
-line per change) is written the moment a repeat ends, before the tracker records it (Tune tells the searcher first), so a
-driver killed at any moment resumes the race exactly: a repeat whose value is in the journal is
-never run again (the schedulers' ``settle`` ends a restored copy of it from the sweep's
-record), and no elimination is undone. Tune's copy of this object (``save``/``restore``) holds
-only which trials Tune has, as the study searcher's does.
+Memory: the race's journal (``race.json``, ``contrasweep.folder.race_record``: one appended line
+per change) is written the moment a repeat ends, before the tracker records it (Tune tells the
+searcher first), so a driver killed at any moment resumes the race exactly: a repeat whose value
+is in the journal is never run again (the schedulers' ``settle`` ends a restored copy of it from
+the sweep's record), and no elimination is undone. Tune's copy of this object
+(``save``/``restore``) holds only which trials Tune has, as the study searcher's does.
 
 May import: Ray Tune's ``Searcher``, ``contrasweep.search.racing``, ``contrasweep.spec``,
 ``contrasweep.folder`` (the journal, a moved folder), ``contrasweep.tracking.aggregate``.

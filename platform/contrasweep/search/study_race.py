@@ -213,7 +213,8 @@ class StudyRace:
                 best = self.group_key(left["best"], params.get(left["best"], {}), setting)
                 left = {"outcome": "eliminated", "round": left["round"], "p_value": left["p_value"], "best": best}
             elif self.left(trial, setting):
-                outcome = next(records[i]["outcome"] for i in indices if i in records and records[i]["outcome"] != "complete")
+                outcome = next(records[i]["outcome"] for i in indices
+                               if i in records and records[i]["outcome"] != "complete")
                 left = {"outcome": outcome, "round": len(repeats)}
             yield group, repeats, left
 

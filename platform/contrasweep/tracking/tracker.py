@@ -122,7 +122,7 @@ class MlflowTracker(Callback):
                             f"{self.sweep_name}`)") from None
 
     def _setup(self) -> None:
-        self.client = QueuedClient(self.tracking_uri, self.sweep_dir)  # MLflow's writes off Tune's loop (tracking.writer)
+        self.client = QueuedClient(self.tracking_uri, self.sweep_dir)  # MLflow's writes off Tune's loop
         self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
                             provenance_tags(self.spec), self.sweep_dir / race_record.RACE_FILE,
                             self.sweep_dir / budget_record.BUDGET_FILE)

@@ -20,7 +20,7 @@ The guarantee the record gives (docs/operations.md: record first, nothing lost o
   call is idempotent in MLflow's stores (a metric row already there is skipped; a param, tag or
   status set again to the same value), so one applied twice is not duplicated.
 * A writer holds ``mlflow_wal/lock`` while it runs: a resumed sweep's writer and
-  ``contrasweep.run.recovery`` wait for an earlier one to finish (``wait_drained``).
+  ``contrasweep.run.recovery`` (``replay_log``) wait for an earlier one to finish.
 * A store error stops the applying: that call and the ones after it stay in the log, the
   tracker hears of it at its next call (``StoreWriteError``, one of ``store.store_errors``) and
   stops the sweep as Ctrl-C does, and ``resume`` applies them.
@@ -31,6 +31,7 @@ May import: ``contrasweep.tracking.store`` and the standard library (MLflow in t
 from __future__ import annotations
 
 import atexit
+import contextlib
 import fcntl
 import os
 import pickle
@@ -195,23 +196,24 @@ def _end_spares() -> None:
         proc.stdout.close()
 
 
-def wait_drained(sweep_dir: str | os.PathLike, timeout_s: float = 300.0) -> None:
-    """Return once no writer of the sweep runs (an earlier driver's may still apply what it was sent)."""
+@contextlib.contextmanager
+def _drained(sweep_dir: str | os.PathLike, timeout_s: float = 300.0):
+    """Hold the sweep's writer lock (``timeout_s`` at most: a writer stuck on its store is not waited for longer)."""
     lock = Path(sweep_dir).resolve() / WAL_DIR / "lock"
     _end_live(lock.parent)
     if not lock.exists():
+        yield
         return
     fd = os.open(lock, os.O_RDWR)
     try:
         deadline = time.monotonic() + timeout_s
-        while True:
+        while time.monotonic() < deadline:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return
+                break
             except BlockingIOError:
-                if time.monotonic() > deadline:
-                    return
                 time.sleep(0.1)
+        yield
     finally:
         os.close(fd)
 
@@ -283,9 +285,13 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
 
 
 def replay_log(client, sweep_dir: str | os.PathLike) -> int:
-    """``replay`` for a sweep no writer runs for (``contrasweep.run.recovery``, after ``wait_drained``)."""
+    """``replay`` for a sweep whose driver is gone (``contrasweep.run.recovery``): once its
+    writer has applied what it was sent, holding the lock as a writer does."""
     wal = Path(sweep_dir) / WAL_DIR
-    return replay(client, wal, None) if wal.is_dir() else 0
+    if not wal.is_dir():
+        return 0
+    with _drained(sweep_dir):
+        return replay(client, wal, None)
 
 
 def replay(client, wal: Path, own: Path | None) -> int:
