@@ -32,7 +32,7 @@ def test_queued_writes_are_applied_in_order_before_an_answer(tmp_path):
     writer.prestart(f"sqlite:///{tmp_path / 'mlflow.db'}")  # as run and resume do before Ray starts
     spare = writer._SPARE[f"sqlite:///{tmp_path / 'mlflow.db'}"].pid
     client, run_id = open_writer(tmp_path)
-    assert client.pid == spare and not writer._SPARE  # the sweep's tracker takes it
+    assert client.pid == spare and f"sqlite:///{tmp_path / 'mlflow.db'}" not in writer._SPARE  # the tracker takes it
     for step in range(1, 51):
         assert client.log_batch(run_id, metrics=[Metric("val/accuracy", step / 100, 0, step)]) is None  # no wait
     client.set_tag(run_id, "contrasweep.outcome", "complete")

@@ -170,6 +170,7 @@ def prestart(tracking_uri: str) -> None:
     process takes it. Its MLflow import and store set-up (seconds) then go on beside the data's
     preparation and Ray's start-up instead of before the sweep's first trial."""
     if tracking_uri not in _SPARE:
+        _end_spares()  # one at most: a sweep that stopped before its tracker leaves none behind
         _SPARE[tracking_uri] = _spawn(tracking_uri)
 
 
