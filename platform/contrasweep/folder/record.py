@@ -141,6 +141,10 @@ def write_whole(path: Path, content: bytes) -> None:
     """``path`` holds ``content`` whole: written beside it, then renamed over it (a kill mid-write
     leaves the old file, never half of the new one)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tracking-")
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(content)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+        os.replace(tmp, path)
+    except BaseException:  # e.g. a full disk: no half-written file left beside it
+        Path(tmp).unlink(missing_ok=True)
+        raise
