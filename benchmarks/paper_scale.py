@@ -87,6 +87,20 @@ def spec_dict(kind: str, trials: int, model: str) -> dict:
     return spec
 
 
+def writer_cpu_s() -> float:
+    """CPU seconds of this process's MLflow writer processes (``contrasweep.tracking.writer``), if any."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            mine = int(fields[1]) == os.getpid()
+            if mine and b"contrasweep.tracking.writer" in (stat.parent / "cmdline").read_bytes():
+                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.exists() else 0
 
@@ -105,12 +119,17 @@ def marks_callback(marks: list[int], rows: Path, records: list[Path]):
             self.ended += 1
             if self.ended in marks:
                 row = {"ended": self.ended, "wall_s": time.perf_counter() - self.began[0],
-                       "cpu_s": time.process_time() - self.began[1],
+                       "cpu_s": time.process_time() - self.began[1], "writer_cpu_s": writer_cpu_s(),
                        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                        "records_bytes": sum(folder_bytes(p) if p.is_dir() else (p.stat().st_size if p.exists() else 0)
                                             for p in records)}
                 with rows.open("a") as fh:
                     fh.write(json.dumps(row) + "\n")
+
+        def on_experiment_end(self, trials, **info):  # after the tracker's: its queued MLflow writes applied
+            row = {"end": True, "ended": self.ended, "wall_s": time.perf_counter() - self.began[0]}
+            with rows.open("a") as fh:
+                fh.write(json.dumps(row) + "\n")
 
     return Marks()
 
@@ -163,14 +182,22 @@ def run_child(checkout: Path, kind: str, trials: int, marks: list[int], model: s
     return [json.loads(line) for line in rows.read_text().splitlines()]
 
 
+def drain_s(rows: list[dict]) -> float | None:
+    """Seconds from the last mark to the end of Tune's run (the MLflow writes still queued then)."""
+    marks, ends = [r for r in rows if not r.get("end")], [r for r in rows if r.get("end")]
+    return ends[0]["wall_s"] - marks[-1]["wall_s"] if marks and ends else None
+
+
 def segments(rows: list[dict]) -> list[dict]:
     """Per segment between consecutive marks: marginal wall and driver CPU per trial, the peak
     memory and the records' size at its end."""
     out = []
+    rows = [r for r in rows if not r.get("end")]
     for a, b in zip(rows, rows[1:]):
         n = b["ended"] - a["ended"]
         out.append({"from": a["ended"], "to": b["ended"], "wall_per_trial_ms": 1000 * (b["wall_s"] - a["wall_s"]) / n,
                     "cpu_per_trial_ms": 1000 * (b["cpu_s"] - a["cpu_s"]) / n, "peak_rss_mb": b["peak_rss_mb"],
+                    "writer_cpu_per_trial_ms": 1000 * (b.get("writer_cpu_s", 0) - a.get("writer_cpu_s", 0)) / n,
                     "records_mb": b["records_bytes"] / 1e6})
     return out
 
@@ -206,12 +233,13 @@ def main() -> None:
         for side, checkout in (sides if kind != "tune" else sides[:1]):
             name = kind if side == "this" else f"{kind}@{args.baseline}"
             rows = run_child(checkout, kind, args.trials, marks, model, base / name.replace("@", "-"), cache)
-            result[name] = {"rows": rows, "segments": segments(rows)}
+            result[name] = {"rows": rows, "segments": segments(rows), "drain_s": drain_s(rows)}
             with partial.open("a") as fh:
                 fh.write(json.dumps({name: result[name]}) + "\n")
             for s in result[name]["segments"]:
                 print(f"{name:16s} trials {s['from']:5d}-{s['to']:5d}: wall {s['wall_per_trial_ms']:7.1f} ms/trial, "
-                      f"driver CPU {s['cpu_per_trial_ms']:6.1f} ms/trial, peak {s['peak_rss_mb']:7.0f} MB, "
+                      f"driver CPU {s['cpu_per_trial_ms']:6.1f} ms/trial (writer {s['writer_cpu_per_trial_ms']:5.1f}), "
+                      f"peak {s['peak_rss_mb']:7.0f} MB, "
                       f"records {s['records_mb']:8.1f} MB", flush=True)
     for name, entry in result.items():
         segs = entry["segments"]
@@ -225,7 +253,8 @@ def main() -> None:
                                     for s, b in zip(segs, result[f"{name}@{args.baseline}"]["segments"])]
         print(f"{name}: flatness {entry.get('flatness', float('nan')):.2f} (goal <= {GOALS['flatness']}); "
               f"vs Tune per segment {[round(v, 2) for v in entry.get('vs_tune', [])]} (goal <= {GOALS['vs_tune']}); "
-              f"vs baseline {[round(v, 2) for v in entry.get('vs_baseline', [])]}")
+              f"vs baseline {[round(v, 2) for v in entry.get('vs_baseline', [])]}; Tune's run ended "
+              f"{entry.get('drain_s') or float('nan'):.1f} s after the last mark")
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     Path(args.out).write_text(json.dumps({"commit": commit, "baseline": args.baseline, "trials": args.trials,

@@ -4,6 +4,8 @@ errors. The race on real Ray, MLflow and a killed driver: tests/test_racing_swee
 
 from __future__ import annotations
 
+import json
+
 import math
 
 import numpy as np
@@ -207,8 +209,14 @@ def test_the_race_searcher_never_issues_again_a_repeat_the_scheduler_stopped_whi
     # the sweep's 6 trials; still to run: the other configuration's 3 and the stopped one's running repeat
     assert (journal["total"], journal["needed"]) == (6, 4)
     assert first["lr"] == issued["t1"]["hp"]["lr"]  # t1: the same configuration's other repeat
+    snapshot = (tmp_path / race_record.RACE_FILE).read_bytes()
     searcher.on_trial_complete("t1", {"epoch": 1, "best/val/accuracy": 0.2})  # its deciding repeat, stopped too
     assert race_record.ran(race_record.read(tmp_path / race_record.RACE_FILE)) == 2
+    # a repeat's end is journal lines (its value, needed, total), not the whole file again
+    assert (tmp_path / race_record.RACE_FILE).read_bytes() == snapshot
+    lines = [json.loads(line) for line in (tmp_path / "race.journal").read_text().splitlines()]
+    assert [(line["section"], line["key"] if line["section"] is None else line["key"][1]) for line in lines[-3:]] == [
+        ("repeats", "seed=1"), (None, "needed"), (None, "total")]
 
 
 def test_plan_says_a_race_runs_between_its_fewest_trials_and_all():

@@ -6,7 +6,6 @@ and its record, not the console alone."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import write_spec
+from contrasweep.folder import race_record
 from contrasweep.folder.race_record import RACE_FILE
 from contrasweep.tracking.store import (ELIMINATED, KIND_TAG, OUTCOME_TAG, RACE_BEST_TAG, RACE_P_VALUE_TAG, RACE_ROUND_TAG,
                                         get_client)
@@ -49,7 +49,7 @@ def _by_lr(runs) -> dict[str, list]:
 def _check_race(uri: str, folder: Path, repeats: int = len(SEEDS)) -> dict:
     """What a finished race holds: the chance configuration eliminated after 3 repeats with its
     round and p-value, the learning one complete over all its repeats, every run FINISHED."""
-    journal = json.loads((folder / RACE_FILE).read_text())
+    journal = race_record.read(folder / RACE_FILE)
     configs = _by_lr(_runs(uri, "configuration"))
     trials = _by_lr(_runs(uri, "trial"))
     assert {lr: len(runs) for lr, runs in trials.items()} == {"0.01": repeats, "1e-07": 3}
@@ -117,7 +117,7 @@ def test_a_race_killed_mid_race_resumes_without_running_a_repeat_twice(ray_addre
     deadline, journal = time.time() + 300, {}
     while time.time() < deadline and proc.poll() is None:
         try:
-            journal = json.loads((folder / RACE_FILE).read_text())
+            journal = race_record.read(folder / RACE_FILE) or {}
         except (OSError, ValueError):
             journal = {}
         if journal.get("out"):
@@ -160,7 +160,7 @@ def test_group_asha_inside_a_race_stops_a_configuration_at_a_rung_of_its_first_r
     assert outcomes["1e-07"] == ["stopped", "stopped"] and outcomes["0.003"] == ["complete", "complete"]
     configs = {lr: runs[0].data.tags[OUTCOME_TAG] for lr, runs in _by_lr(_runs(uri, "configuration")).items()}
     assert configs == {"0.01": "complete", "0.003": ELIMINATED, "1e-07": "stopped"}
-    journal = json.loads((tmp_path / "sweeps" / "asha" / RACE_FILE).read_text())
+    journal = race_record.read(tmp_path / "sweeps" / "asha" / RACE_FILE)
     assert sorted(o["outcome"] for o in journal["out"].values()) == [ELIMINATED, "stopped"]
     assert len(list((tmp_path / "sweeps" / "asha" / "tune").glob("run_trial_*"))) == 8  # no repeat issued twice
 

@@ -121,3 +121,32 @@ def test_a_nested_key_is_one_journal_line_and_another_records_default(tmp_path):
     assert len(lines) == 3 and json.loads(lines[2]) == {"section": "decisions", "key": ["1", "A"], "value": "continue"}
     assert read(path) == {"values": {"1": {"A": {"t1": 0.5, "t2": 0.7}}}, "decisions": {"1": {"A": "continue"}},
                           "journal_generation": 1}
+
+
+def test_a_follower_reads_only_what_was_appended_and_the_whole_record_after_a_new_snapshot(tmp_path, monkeypatch):
+    """``race.json`` is read by the tracker at every trial end: a ``Follower`` takes the journal
+    lines appended since its last read (a top-level key too), and the record whole again only
+    once a new snapshot replaced it; it always equals a fresh read."""
+    from contrasweep.folder import record
+    from contrasweep.folder.record import Follower
+
+    path = tmp_path / "race.json"
+    follower = Follower(path)
+    assert follower.read() is None
+    state = TrackingState(path, {"repeats": {}, "needed": None})
+    state.save()
+    whole = []
+    replay = record.TrackingState._replay
+    monkeypatch.setattr(record.TrackingState, "_replay", lambda self: (whole.append(1), replay(self)))
+    assert follower.read() == read(path)
+    for i in range(20):
+        state.data["repeats"][f"g{i}"] = {"r0": i}
+        state.save_key("repeats", f"g{i}")
+        state.data["needed"] = 20 - i
+        state.save_key(None, "needed")
+        read_before = len(whole)
+        assert follower.read() == read(path)
+        assert len(whole) - read_before == 1  # the fresh read only: the follower took two new lines
+    state.data["needed"] = 0
+    state.save()  # a new snapshot: read whole once
+    assert follower.read() == read(path) and follower.read()["needed"] == 0

@@ -11,17 +11,32 @@ with those)). The scheduler writes it, whole and atomically; the tracker, the su
 its last result is not in it when the driver is killed: the budget undercounts by at most one
 epoch per running trial.
 
-May import: ``contrasweep.folder.race_record`` (its atomic writer).
+May import: ``contrasweep.folder.record`` (its atomic writer).
 """
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
-from contrasweep.folder.race_record import read, write
+from contrasweep.folder.record import write_whole
 
 BUDGET_FILE = "budget.json"
 __all__ = ["BUDGET_FILE", "cut_groups", "new_journal", "read", "write"]
+
+
+def read(path: str | os.PathLike) -> dict | None:
+    """The journal, or None where the sweep has no budget (no file)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        return None
+
+
+def write(path: str | os.PathLike, journal: dict) -> None:
+    """The journal, whole and atomically (a reader never sees half of it)."""
+    write_whole(Path(path), json.dumps(journal, indent=1, sort_keys=True).encode())
 
 
 def new_journal(slot_hours: float) -> dict:

@@ -1,5 +1,5 @@
 """``race.json``: a racing sweep's journal (``sweep.racing``; ``contrasweep.search.racing``),
-next to its record. The race's searcher writes it, whole and atomically, the moment a repeat
+next to its record. The race's searcher writes it the moment a repeat
 ends and before Tune's callbacks hear of it (Tune tells the searcher first), so a driver killed
 at any moment resumes the race where it was: every repeat that ended keeps its value, and no
 elimination is undone. The tracker reads it to close an eliminated configuration's run.
@@ -11,15 +11,19 @@ configuration still racing runs before the next round), ``rounds`` (setting -> e
 round: its best, every p-value, who left), ``needed`` (trials the race may still run) and
 ``total`` (the sweep's trials without racing).
 
-May import: nothing of the project (the standard library).
+Kept as ``folder.record`` keeps ``tracking.json``: a snapshot and a journal of one line per
+change (``open_journal``, ``save_key``), so a repeat's end costs one appended line, not the whole
+file (issue 54); read it with ``read`` (or ``record.Follower``), never the snapshot alone.
+
+May import: ``contrasweep.folder.record`` (the journal) and the standard library.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 from pathlib import Path
+
+from contrasweep.folder.record import GENERATION, TrackingState
 
 RACE_FILE = "race.json"
 
@@ -28,22 +32,25 @@ def new_journal() -> dict:
     return {"repeats": {}, "out": {}, "targets": {}, "rounds": {}, "needed": None, "total": None}
 
 
+def open_journal(path: str | os.PathLike) -> TrackingState:
+    """The journal to write: its ``data`` the content, ``save_key`` one change, ``save`` all of it."""
+    return TrackingState(Path(path), new_journal())
+
+
 def read(path: str | os.PathLike) -> dict | None:
     """The journal, or None where the sweep does not race (no file)."""
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
+    if not Path(path).exists():
         return None
+    data = TrackingState(Path(path), new_journal()).data
+    data.pop(GENERATION, None)
+    return data
 
 
 def write(path: str | os.PathLike, journal: dict) -> None:
-    """The journal, whole and atomically (a reader never sees half of it); the budget's too
-    (``contrasweep.folder.budget_record``)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(journal, fh, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    """The journal, whole and atomically (a reader never sees half of it)."""
+    record = open_journal(path)
+    record.data = journal
+    record.save()
 
 
 def ran(journal: dict) -> int:

@@ -72,7 +72,8 @@ class TrackingState:
             except ValueError:
                 self._journal_bytes = 0
                 break
-            place(self.data.setdefault(record["section"], {}), record["key"], record["value"])
+            section = record["section"]
+            place(self.data if section is None else self.data.setdefault(section, {}), record["key"], record["value"])
 
     def save(self) -> None:
         """The whole record as a new snapshot, then an empty journal of its generation. Atomic
@@ -99,16 +100,16 @@ class TrackingState:
         else:
             self.save_key("trials", tid)
 
-    def save_key(self, section: str, key: str | tuple[str, ...]) -> None:
-        """``data[section][key]`` was set (a tuple: ``data[section][k0][k1]…``): appended to the
-        journal in one write; a new snapshot once the journal is as large as the last one (or
-        where there is no journal yet)."""
+    def save_key(self, section: str | None, key: str | tuple[str, ...]) -> None:
+        """``data[section][key]`` was set (a tuple: ``data[section][k0][k1]…``; section None:
+        ``data[key]``): appended to the journal in one write; a new snapshot once the journal is
+        as large as the last one (or where there is no journal yet)."""
         if section == "trials":
             self._tid_of[id(self.data[section][key])] = key
         if self._journal_bytes == 0 or self._journal_bytes >= max(self._snapshot_bytes, MIN_JOURNAL_BYTES):
             self.save()
             return
-        value = self.data[section]
+        value = self.data if section is None else self.data[section]
         for part in key if isinstance(key, tuple) else (key,):
             value = value[part]
         line = _line({"section": section, "key": list(key) if isinstance(key, tuple) else key, "value": value})
@@ -130,6 +131,47 @@ def place(section: dict, key: str | list[str], value: Any) -> None:
     for part in above:
         section = section.setdefault(part, {})
     section[last] = value
+
+
+class Follower:
+    """A journaled record read again and again by another part of the same sweep (e.g. the
+    tracker reading ``race.json`` at every trial end): each ``read`` takes only the journal lines
+    appended since the last one, and the whole record again only when a new snapshot replaced
+    it (which happens once the journal is as large as the snapshot), so reading does not grow
+    with the sweep. ``read`` returns None where there is no record."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.journal = journal_path(self.path)
+        self.data: dict[str, Any] | None = None
+        self._files: tuple | None = None  # (snapshot's inode and size, journal's inode) read
+        self._offset = 0  # journal bytes taken
+
+    def read(self) -> dict[str, Any] | None:
+        try:
+            snapshot, journal = os.stat(self.path), os.stat(self.journal)
+        except FileNotFoundError:
+            return TrackingState(self.path).data if self.path.exists() else None
+        files = (snapshot.st_ino, snapshot.st_size, journal.st_ino)
+        if files != self._files or journal.st_size < self._offset:
+            state = TrackingState(self.path)
+            self.data, self._files, self._offset = state.data, files, state._journal_bytes
+            if self._offset:
+                return self.data
+            self._files = None  # a torn journal: read whole next time too
+            return self.data
+        if journal.st_size > self._offset:
+            with open(self.journal, "rb") as fh:
+                fh.seek(self._offset)
+                raw = fh.read()
+            complete = raw[:raw.rfind(b"\n") + 1]
+            for line in complete.splitlines():
+                record = json.loads(line)
+                section = record["section"]
+                into = self.data if section is None else self.data.setdefault(section, {})
+                place(into, record["key"], record["value"])
+            self._offset += len(complete)
+        return self.data
 
 
 def read(path: Path) -> dict[str, Any]:

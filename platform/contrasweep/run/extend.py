@@ -37,6 +37,7 @@ from contrasweep.spec.load import apply_override
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.text import counted
 from contrasweep.tracking.rows import spec_yaml
+from contrasweep.tracking import writer
 from contrasweep.tracking.store import OUTCOME_TAG, get_client
 
 ALLOWED = ("allowed: supersets of sweep.seeds, data.seed, data.split_seed, data.k, data.n_total, data.rho, "
@@ -205,6 +206,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     meta = sweep_dir.meta()
     tracking_uri = meta["tracking_uri"]
     check_services(new, tracking_uri, address, "the sweep's tracking URI (sweep.json)")
+    writer.prestart(tracking_uri)  # MLflow's writer sets up beside Ray's start-up (tracking.writer)
     executor.torch_threads_env()
     record = TrackingState(sweep_dir.path / "tracking.json")
     client = get_client(tracking_uri)

@@ -1,7 +1,8 @@
 """A sweep whose driver died (SIGKILL, a lost machine) is set straight on the next ``contrasweep
 list`` or ``resume``: ``sweep.json`` says ``interrupted`` and its MLflow runs still RUNNING end
-KILLED, as after Ctrl-C; ``resume`` sets them RUNNING again (``tracking.json``'s
-``interrupted_runs``, or their KILLED status when that file is gone: ``contrasweep.tracking.reattach``).
+KILLED, as after Ctrl-C (once the MLflow writes the driver had queued are applied); ``resume``
+sets them RUNNING again (``tracking.json``'s ``interrupted_runs``, or their KILLED status when
+that file is gone: ``contrasweep.tracking.reattach``).
 Tune's own saved state that the kill cut off mid-write: ``contrasweep.folder.tune_state``.
 """
 
@@ -12,6 +13,7 @@ from contrasweep.folder.record import TrackingState
 from contrasweep.folder.sweeps import SweepDir
 from contrasweep.tracking.reattach import children_of, parent_of, sweep_runs
 from contrasweep.tracking.store import error_line, get_client
+from contrasweep.tracking.writer import replay_log
 
 
 def settle(sweep: SweepDir) -> str | None:
@@ -40,6 +42,9 @@ def close_runs(sweep: SweepDir, meta: dict) -> int:
     if not uri:
         return 0
     client = get_client(uri)
+    # what its MLflow writer was sent: once that writer has applied it, what a writer killed
+    # with the driver had not applied (contrasweep.tracking.writer)
+    replay_log(client, sweep.path)
     state = TrackingState(sweep.path / "tracking.json") if (sweep.path / "tracking.json").exists() else None
     experiment = client.get_experiment_by_name(str((sweep.spec().get("tracking") or {}).get("experiment", "contrasweep")))
     if experiment is None:

@@ -37,6 +37,7 @@ from contrasweep.search.registry import group_sizes, num_samples, param_space, s
 from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
+from contrasweep.tracking import writer
 from contrasweep.tracking.store import default_tracking_uri, store_errors, store_line
 from contrasweep.tracking.tracker import MlflowTracker
 from trainables.storage import display
@@ -168,6 +169,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     torch_threads_env()
     sweeps.ensure_new(root, name, overwrite)  # before any work
     check_services(sweep, tracking_uri, address)
+    writer.prestart(tracking_uri)  # MLflow's writer sets up beside Ray's start-up (tracking.writer)
     check_against_encoder(sweep)
     if sweep.warm_start:
         warm_points(sweep, root)  # a named sweep missing, unlike this one or without a point inside: one line, now
@@ -228,6 +230,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     sweep = load_sweep(sweep_dir)
     torch_threads_env()
     check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
+    writer.prestart(meta["tracking_uri"])
     prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
     static = sweep_static(sweep, sweep_dir, prepared, files)
     console.attach_log(sweep_dir.path)

@@ -5,12 +5,12 @@ configuration's repeats only while the configuration is still in the race.
 Why a ``Searcher`` and not Tune's grid generator: the generator makes every trial up front;
 a race decides a configuration's next repeat from the ones that ended.
 
-Memory: the race's journal (``race.json``, ``contrasweep.folder.race_record``) is written the
-moment a repeat ends, before the tracker records it (Tune tells the searcher first), so a
-driver killed at any moment resumes the race exactly: a repeat whose value is in the journal is
-never run again (the schedulers' ``settle`` ends a restored copy of it from the sweep's
-record), and no elimination is undone. Tune's copy of this object (``save``/``restore``) holds
-only which trials Tune has, as the study searcher's does.
+Memory: the race's journal (``race.json``, ``contrasweep.folder.race_record``: one appended line
+per change) is written the moment a repeat ends, before the tracker records it (Tune tells the
+searcher first), so a driver killed at any moment resumes the race exactly: a repeat whose value
+is in the journal is never run again (the schedulers' ``settle`` ends a restored copy of it from
+the sweep's record), and no elimination is undone. Tune's copy of this object
+(``save``/``restore``) holds only which trials Tune has, as the study searcher's does.
 
 May import: Ray Tune's ``Searcher``, ``contrasweep.search.racing``, ``contrasweep.spec``,
 ``contrasweep.folder`` (the journal, a moved folder), ``contrasweep.tracking.aggregate``.
@@ -46,10 +46,11 @@ class RaceSearcher(Searcher):
         self.path, self.max_concurrent = str(path), max_concurrent
         self.live: dict[str, tuple[str, str]] = {}  # Tune trial id -> (group, repeat)
         self._race: Race | None = None
+        self._journal = None  # race.json, open (folder.record.TrackingState)
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_race"] = None  # re-read from race.json
+        state.update(_race=None, _journal=None)  # re-read from race.json
         return state
 
     def __setstate__(self, state):
@@ -71,17 +72,24 @@ class RaceSearcher(Searcher):
     @property
     def race(self) -> Race:
         if self._race is None:
-            journal = race_record.read(self.path)
-            self._race = Race(self.entries, self.min_repeats, self.alpha, Objective(self.metric, self.mode).sign, journal)
+            self._journal = race_record.open_journal(self.path)
+            self._race = Race(self.entries, self.min_repeats, self.alpha, Objective(self.metric, self.mode).sign,
+                              self._journal.data)
             self._race.advance()  # a round due when the driver stopped (none: a round is judged with its last repeat)
-            self._write()
+            self._write(whole=True)
         return self._race
 
-    def _write(self) -> None:
+    def _write(self, whole: bool = False) -> None:
+        """What changed in the race, one journal line each (``whole``: a new snapshot)."""
         race = self._race
         ending = sum(1 for g, r in self.live.values() if g in race.out() and r not in race.ended(g))  # out, still running
         race.journal.update(needed=race.needed() + ending, total=race.total())
-        race_record.write(self.path, self._race.journal)
+        if whole:
+            self._journal.save()
+        else:
+            for section, key in [*dict.fromkeys(race.touched), (None, "needed"), (None, "total")]:
+                self._journal.save_key(section, key)
+        race.touched.clear()
 
     # -- Searcher API ------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict | str | None:

@@ -116,6 +116,7 @@ class Race:
     def __init__(self, entries: list[Entry], min_repeats: int, alpha: float, sign: float, journal: dict | None = None):
         self.min_repeats, self.alpha, self.sign = min_repeats, alpha, sign
         self.journal = journal if journal is not None else new_journal()
+        self.touched: list[tuple[str, str | tuple[str, str]]] = []  # (section, key) changed since the journal was saved
         self.settings: dict[str, dict[str, list[str]]] = {}  # setting -> group -> repeat ids in order
         for e in entries:
             self.settings.setdefault(e.setting, {}).setdefault(e.group, []).append(e.repeat)
@@ -146,8 +147,10 @@ class Race:
         if repeat in ended:
             return False
         ended[repeat] = {"value": value, "outcome": outcome}
+        self.touched.append(("repeats", (group, repeat)))
         if outcome != "complete" and group not in self.out():
             self.out()[group] = {"outcome": outcome, "round": len(ended)}
+            self.touched.append(("out", group))
         return True
 
     def advance(self) -> list[str]:
@@ -177,11 +180,14 @@ class Race:
             for group, p in adjusted.items():
                 if p <= self.alpha:
                     self.out()[group] = {"outcome": ELIMINATED, "round": t, "p_value": p, "best": best}
+                    self.touched.append(("out", group))
                     gone.append(group)
             self.journal["rounds"].setdefault(setting, []).append(
                 {"round": t, "best": best, "p_values": adjusted, "eliminated": gone})
+            self.touched.append(("rounds", setting))
         left = self.racing(setting)
         self.journal["targets"][setting] = t + 1 if len(left) > 1 else max(len(sizes[g]) for g in left)
+        self.touched.append(("targets", setting))
         return gone
 
     # -- what runs next ----------------------------------------------------------------

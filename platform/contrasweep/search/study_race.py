@@ -59,6 +59,9 @@ class StudyRace:
         for index, (setting, _) in enumerate(layout):
             self.settings.setdefault(setting, []).append(index)
 
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "_journal"}  # race.json: opened again
+
     def __setstate__(self, state):
         state["path"] = here(state["path"])  # the sweep folder may have moved
         self.__dict__.update(state)
@@ -161,10 +164,15 @@ class StudyRace:
         return self.group_of({**self.fixed, **params, SUGGESTION: number, TRIAL_INDEX: self.settings[setting][0]})
 
     # -- race.json ----------------------------------------------------------------------
-    def write(self, trials: list, num_samples: int) -> None:
+    def write(self, trials: list, num_samples: int, number: int | None = None) -> None:
         """The journal a grid's race keeps, from the study: each group's repeats and values,
-        who left and why, what the race may still run (``needed``) and the trials without racing."""
-        journal = race_record.new_journal()
+        who left and why, what the race may still run (``needed``) and the trials without racing.
+        ``number``: only that suggestion changed (its groups go as journal lines); else all of it."""
+        journal = getattr(self, "_journal", None)
+        if journal is None or number is None:
+            journal = self._journal = race_record.open_journal(self.path)
+            journal.data.update(race_record.new_journal())
+        data = journal.data
         asked, needed = 0, 0
         params = {t.number: t.params for t in trials}
         for trial in trials:
@@ -173,24 +181,42 @@ class StudyRace:
             asked += 1
             records = recorded(trial)
             for setting, indices in self.settings.items():
-                group = self.group_key(trial.number, trial.params, setting)
-                journal["repeats"][group] = {self.layout[i][1]: {"value": records[i].get("selection"),
-                                                                 "outcome": records[i]["outcome"]}
-                                             for i in indices if i in records}
-                left = trial.user_attrs.get(f"{RACE_PREFIX}{setting}")
-                if left is not None:
-                    best = self.group_key(left["best"], params.get(left["best"], {}), setting)
-                    journal["out"][group] = {"outcome": "eliminated", "round": left["round"],
-                                             "p_value": left["p_value"], "best": best}
-                elif self.left(trial, setting):
-                    outcome = next(records[i]["outcome"] for i in indices if i in records
-                                   and records[i]["outcome"] != "complete")
-                    journal["out"][group] = {"outcome": outcome, "round": len(journal["repeats"][group])}
-                else:
+                if not self.left(trial, setting):
                     needed += sum(1 for i in indices if i not in records)
-        journal["needed"] = needed + max(num_samples - asked, 0) * len(self.layout)
-        journal["total"] = num_samples * len(self.layout)
-        race_record.write(self.path, journal)
+            if number is not None and trial.number != number:
+                continue
+            for group, entry, left in self._entries(trial, records, params):
+                data["repeats"][group] = entry
+                if left is not None:
+                    data["out"][group] = left
+                if number is not None:
+                    journal.save_key("repeats", group)
+                    if left is not None:
+                        journal.save_key("out", group)
+        data["needed"] = needed + max(num_samples - asked, 0) * len(self.layout)
+        data["total"] = num_samples * len(self.layout)
+        if number is None:
+            journal.save()
+        else:
+            journal.save_key(None, "needed")
+            journal.save_key(None, "total")
+
+    def _entries(self, trial, records: dict, params: dict):
+        """Per setting of suggestion ``trial``: (its repeat group, its repeats' values and
+        outcomes, why it left the race or None)."""
+        for setting, indices in self.settings.items():
+            group = self.group_key(trial.number, trial.params, setting)
+            repeats = {self.layout[i][1]: {"value": records[i].get("selection"), "outcome": records[i]["outcome"]}
+                       for i in indices if i in records}
+            left = trial.user_attrs.get(f"{RACE_PREFIX}{setting}")
+            if left is not None:
+                best = self.group_key(left["best"], params.get(left["best"], {}), setting)
+                left = {"outcome": "eliminated", "round": left["round"], "p_value": left["p_value"], "best": best}
+            elif self.left(trial, setting):
+                outcome = next(records[i]["outcome"] for i in indices
+                               if i in records and records[i]["outcome"] != "complete")
+                left = {"outcome": outcome, "round": len(repeats)}
+            yield group, repeats, left
 
 
 def recorded(trial) -> dict[int, dict]:

@@ -227,7 +227,7 @@ class StudySearcher(Searcher):
             held = set(self.live.values()) | set(self._queue or [])
             due = self._race_due(self.frozen(number), trials, held)
             self._queue = [(number, r) for r in due] + list(self._queue or [])  # a race's next round first
-            self._race_written()
+            self._race_written(number)
             return
         if len(recorded(frozen)) + 1 >= self.repeats:  # the repeats recorded before and this one
             self._tell(number)
@@ -245,9 +245,10 @@ class StudySearcher(Searcher):
             self._tell(trial.number)
         return due
 
-    def _race_written(self) -> None:
-        """``race.json`` from the study as it is now (its eliminations, tells and records)."""
-        self.race.write(self.study.get_trials(deepcopy=False), self.num_samples)
+    def _race_written(self, number: int | None = None) -> None:
+        """``race.json`` from the study as it is now (its eliminations, tells and records);
+        ``number``: only that suggestion changed."""
+        self.race.write(self.study.get_trials(deepcopy=False), self.num_samples, number)
 
     def _record(self, result: dict | None, error: bool, params: dict) -> dict:
         """One repeat's outcome (complete | stopped | failed), epoch and metric values. A

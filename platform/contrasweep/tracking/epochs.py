@@ -31,9 +31,10 @@ class EpochLog:
     tracker's reaction to a store error met while logging."""
 
     def __init__(self, client, state: TrackingState, metric: str, mode: str, failed: Callable[[], bool],
-                 on_failure: Callable[[BaseException], None]):
+                 on_failure: Callable[[BaseException], None], seen: Callable[[str, list], None] | None = None):
         self.client, self.state, self.metric, self.mode = client, state, metric, mode
         self.failed, self.on_failure = failed, on_failure
+        self.seen = seen  # told each trial's rows as they are logged (runs.RunTree.seen)
         self._progress: list = []  # the sweep run's live numbers not written yet (sweep_progress)
         self._progress_at = 0.0  # when they were last written (time.monotonic)
 
@@ -47,6 +48,8 @@ class EpochLog:
         # per-step series (Method.step_metrics) at step = global optimiser step
         rows += [(f"step/{k}", float(v), stamp, int(s)) for k, pairs in step_series(result).items() for s, v in pairs]
         entry["last_epoch"] = epoch
+        if self.seen is not None:
+            self.seen(entry["run_id"], rows)
         self.log_rows(entry, rows)
         value = result.get(self.metric)
         if value is not None and Objective(self.metric, self.mode).better(value, entry.get("best_value")):

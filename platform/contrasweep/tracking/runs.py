@@ -23,7 +23,7 @@ from contrasweep.folder.record import TrackingState
 from contrasweep.spec.identity import config_run_name, identify, key_of, run_name, tags
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import hp_defaults
-from contrasweep.tracking.aggregate import groups_of, summary
+from contrasweep.tracking.aggregate import Group, summary
 from contrasweep.tracking.describe import NOTE_TAG, dataset_input, sweep_description, sweep_tags
 from contrasweep.tracking.provenance import UI_TAGS
 from contrasweep.tracking.reattach import rebuild
@@ -57,6 +57,9 @@ class RunTree:
         self.budget_file = budget_file  # a budget's (contrasweep.folder.budget_record)
         self._closed: set[str] = set()  # groups whose configuration run this process closed
         self._index: tuple[dict, dict] | None = None  # (group -> entries, config key -> entries): ``members``
+        # run id -> metric -> (step, timestamp, value): the latest of each metric as MLflow keeps it, for the
+        # trial runs this process made and logged every row of (``seen``): a group closes without reading them back
+        self._latest: dict[str, dict[str, tuple]] = {}
 
     def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
         self.run_provenance = {k: v for k, v in self.provenance.items() if k in UI_TAGS or sweep_run_tags.get(k) != v}
@@ -162,6 +165,7 @@ class RunTree:
                   "contrasweep.group_size": str(self.group_size(identity.group)), CONFIG_KEY_TAG: key,
                   VARIANT_TAG: str(identity.variant.index), **tags(identity, self.static.method)},
         )
+        self._latest[run.info.run_id] = {}  # every row it gets is seen here (``seen``)
         entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
                  "variant": identity.variant.index, "name": name,
                  "group_size": self.group_size(identity.group)}  # `contrasweep list` judges complete groups by it
@@ -171,6 +175,26 @@ class RunTree:
         self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(identity)))
         self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
         return entry
+
+    def seen(self, run_id: str, rows: list[tuple]) -> None:
+        """(key, value, timestamp, step) rows logged to a trial run (``epochs.EpochLog``): kept as
+        MLflow's latest value per metric (highest step, then timestamp, then value) for runs made here."""
+        known = self._latest.get(run_id)
+        if known is None:
+            return
+        for key, value, stamp, step in rows:
+            mark = (step, stamp, value)
+            if key not in known or mark > known[key]:
+                known[key] = mark
+
+    def _final_metrics(self, members: list[dict]) -> list[dict[str, float]]:
+        """Each member's latest metrics: from ``seen`` for runs this process made, else from MLflow."""
+        out = []
+        for entry in members:
+            known = self._latest.get(entry["run_id"])
+            out.append({k: v[2] for k, v in known.items()} if known is not None
+                       else dict(self.client.get_run(entry["run_id"]).data.metrics))
+        return out
 
     def group_size(self, group: str) -> int:
         sizes = self.group_sizes
@@ -250,7 +274,9 @@ class RunTree:
             return
         from mlflow.entities import RunTag
 
-        (found,) = groups_of([self.client.get_run(e["run_id"]) for e in members])
+        found = Group(group, "", "", {}, size=self.group_size(group))
+        for entry, metrics in zip(members, self._final_metrics(members)):
+            found.add(entry["outcome"], {"metrics": metrics})
         outcome = "complete" if found.complete else ("stopped" if found.outcomes.get("stopped") else "failed")
         tags = {}
         if out.get(group, {}).get("outcome") == ELIMINATED:
@@ -264,6 +290,8 @@ class RunTree:
                               tags=[RunTag(OUTCOME_TAG, outcome), *(RunTag(k, v) for k, v in tags.items())])
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
         self._closed.add(group)
+        for entry in members:
+            self._latest.pop(entry["run_id"], None)
 
     def close_open_groups(self) -> None:
         """On resume: a group whose last repeat ended just before the stop gets its aggregates."""

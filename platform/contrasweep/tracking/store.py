@@ -26,13 +26,18 @@ CHECKPOINT_IN_MODEL = f"{MODEL_PATH}/artifacts/checkpoint"
 CHECKPOINT_PATH = "best_checkpoint"
 
 
+class StoreWriteError(RuntimeError):
+    """The MLflow writer process could not apply a queued write (``contrasweep.tracking.writer``):
+    its message is already the store's one line (``store_line``)."""
+
+
 def store_errors() -> tuple[type, ...]:
     """What the MLflow store raises when it cannot be written (a read-only or locked database,
     a vanished artifact folder, a server gone)."""
     from mlflow.exceptions import MlflowException
     from sqlalchemy.exc import SQLAlchemyError
 
-    return (MlflowException, SQLAlchemyError, OSError)
+    return (MlflowException, SQLAlchemyError, OSError, StoreWriteError)
 
 
 def trial_runs(client, parent_run_id: str) -> list:
@@ -82,6 +87,8 @@ def error_line(text: str) -> str:
 
 def store_line(exc: BaseException) -> str:
     """One line for an MLflow store failure (the database's own message, not MLflow's wrapping)."""
+    if isinstance(exc, StoreWriteError):
+        return str(exc)
     cause = exc
     for _ in range(10):  # the innermost cause: sqlite's or the OS's own words
         inner = cause.__cause__ or cause.__context__

@@ -25,7 +25,7 @@ from ray.tune import Callback
 
 from contrasweep.errors import UserError
 from contrasweep.folder import budget_record, race_record
-from contrasweep.folder.record import TrackingState
+from contrasweep.folder.record import Follower, TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.folder.tune_state import own_session_uploads
 from contrasweep.spec.objective import Objective
@@ -40,8 +40,8 @@ from contrasweep.tracking.rows import failure_tags, numeric
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.runs_view import metric_columns, publish
 from contrasweep.tracking.selection import Selection
-from contrasweep.tracking.store import (BUDGET_CUT, artifact_root_for, ensure_experiment, get_client, store_errors,
-                                       store_line)
+from contrasweep.tracking.store import BUDGET_CUT, artifact_root_for, ensure_experiment, store_errors, store_line
+from contrasweep.tracking.writer import QueuedClient
 
 
 def guarded(hook):
@@ -90,7 +90,7 @@ class MlflowTracker(Callback):
         self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
         self.own_uploads = False  # per process: folder.tune_state.own_session_uploads not yet done
 
-    PARTS = ("runs", "artifacts", "selection", "epochs", "pruner", "ended", "best_ended")
+    PARTS = ("runs", "artifacts", "selection", "epochs", "pruner", "ended", "best_ended", "race_journal")
 
     def __getstate__(self):
         # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
@@ -117,17 +117,19 @@ class MlflowTracker(Callback):
         try:
             self._setup()
         except store_errors() as exc:  # before any trial: nothing to stop yet
+            self.close_writer()
             raise UserError(f"{store_line(exc)}; allowed: a writable MLflow store (then `contrasweep resume "
                             f"{self.sweep_name}`)") from None
 
     def _setup(self) -> None:
-        self.client = get_client(self.tracking_uri)
+        self.client = QueuedClient(self.tracking_uri, self.sweep_dir)  # MLflow's writes off Tune's loop
         self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
                             provenance_tags(self.spec), self.sweep_dir / race_record.RACE_FILE,
                             self.sweep_dir / budget_record.BUDGET_FILE)
         self.artifacts = Artifacts(self.client, self.state, self.static)
         self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
-                               self.store_failed)
+                               self.store_failed, self.runs.seen)
+        self.race_journal = Follower(self.sweep_dir / race_record.RACE_FILE)
         self.selection = Selection(self.client, self.state, self.sweep_name, self.static.variants, self.metric, self.mode)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
         publish(self.client, exp_id, metric_columns(self.metric))
@@ -246,7 +248,7 @@ class MlflowTracker(Callback):
             ledger.note_ended(trial.trial_id)
         self.ended.add(entry["run_id"])
         self._count_best(entry)
-        journal = race_record.read(self.sweep_dir / race_record.RACE_FILE)  # a race's (once per trial end)
+        journal = self.race_journal.read()  # a race's (what was appended since the last trial end)
         dropped = self.runs.dropped(journal or {"out": {}})
         self._apply_finish(entry, dropped)
         if not self.store_error:
@@ -268,8 +270,19 @@ class MlflowTracker(Callback):
         self.pruner.trial_ended(entry, dropped)  # after MLflow has the end: a kill between re-prunes on resume
 
     # -- the end ----------------------------------------------------------------------------
-    @guarded
+    def close_writer(self) -> None:
+        """Every queued MLflow write applied, the writer process ended (``tracking.writer``)."""
+        if isinstance(self.client, QueuedClient):
+            self.client.close()
+
     def on_experiment_end(self, trials, **info):
+        try:
+            self._end(trials)
+        finally:
+            self.close_writer()
+
+    @guarded
+    def _end(self, trials):
         if self.progress:
             self.progress.close()
         if self.store_error:  # the sweep stopped for it: resume finishes what is left

@@ -1,0 +1,375 @@
+"""The sweep's MLflow writes, off Tune's event loop (docs/architecture.md, "Resume"; issue 54).
+
+One process per tracker, the *writer*, owns the MLflow client. The tracker's client is a proxy
+(``QueuedClient``) that sends the writer every call, in order, through a pipe. The writes each
+trial makes (``log_batch``, ``log_inputs``, ``set_terminated``, ``set_tag``: ``QUEUED``) do
+not wait: the driver goes on with Tune. Every other call (``create_run``, ``get_run``, ...)
+waits for its answer, which comes after every write queued before it. At 1,000 no-op trials
+MLflow's SQL store took about two thirds of the driver's CPU (``benchmarks/paper_scale.py``).
+
+The guarantee the record gives (docs/operations.md: record first, nothing lost or duplicated):
+
+* Each queued call goes to a write-ahead log (``mlflow_wal/<session>/<n>.wal``, length-prefixed
+  pickles) before it is sent, and the writer stores the number of the last call it applied in
+  ``done``. The driver deletes a log segment once the writer has applied all of it.
+* The writer ignores SIGINT and SIGTERM (a terminal's Ctrl-C and a scheduler's preemption reach
+  the whole process group): when the driver stops or dies it applies what it has received, then
+  exits on the pipe's end.
+* A writer killed too (SIGKILL of the group, a lost machine) leaves calls unapplied: the next
+  writer of the sweep applies them from the log before anything else (``replay``). Each queued
+  call is idempotent in MLflow's stores (a metric row already there is skipped; a param, tag or
+  status set again to the same value), so one applied twice is not duplicated.
+* A writer holds ``mlflow_wal/lock`` while it runs: a resumed sweep's writer and
+  ``contrasweep.run.recovery`` (``replay_log``) wait for an earlier one to finish.
+* A store error stops the applying: that call and the ones after it stay in the log, the
+  tracker hears of it at its next call (``StoreWriteError``, one of ``store.store_errors``) and
+  stops the sweep as Ctrl-C does, and ``resume`` applies them.
+
+May import: ``contrasweep.tracking.store`` and the standard library (MLflow in the writer).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import os
+import pickle
+import select
+import signal
+import struct
+import time
+from pathlib import Path
+
+from contrasweep.tracking.store import StoreWriteError, get_client, store_line
+
+QUEUED = frozenset({"log_batch", "log_inputs", "set_terminated", "set_tag"})
+WAL_DIR = "mlflow_wal"
+SEGMENT_BYTES = 1 << 20  # a log segment is closed at this size and deleted once applied
+_FRAME = struct.Struct("<I")
+_LIVE: dict[Path, QueuedClient] = {}  # this process's running writers, by their sweep's log folder
+_SPARE: dict[str, object] = {}  # tracking URI -> a writer started ahead (``prestart``), not yet taken
+
+
+class QueuedClient:
+    """An ``MlflowClient`` whose calls run in the writer process, in order (see the module)."""
+
+    def __init__(self, tracking_uri: str, sweep_dir: str | os.PathLike):
+        self.tracking_uri = tracking_uri
+        self.wal = Path(sweep_dir).resolve() / WAL_DIR
+        _end_live(self.wal)  # a second tracker of the sweep in one process: the first one's driver has stopped
+        _LIVE[self.wal] = self
+        self.session = self.wal / f"{os.getpid()}-{time.time_ns()}"
+        self.session.mkdir(parents=True)
+        self.seq = 0
+        self.segments: list[tuple[Path, int]] = []  # (segment, its last call's number), oldest first
+        self._fd = None
+        self._roll()
+        spare = _SPARE.pop(tracking_uri, None)
+        self._proc = spare if spare is not None and spare.poll() is None else _spawn(tracking_uri)
+        self._out, self._in = self._proc.stdin.fileno(), self._proc.stdout.fileno()
+        send(self._out, pickle.dumps((str(self.wal), str(self.session))))  # the sweep it writes for
+        self.pid = self._proc.pid
+        self._closed = False
+        self._direct = None  # after close: calls made here (``direct``)
+        self._failed: str | None = None
+        atexit.register(self.close)
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._closed:
+            return getattr(self.direct(), name)
+        if name in QUEUED:
+            return lambda *args, **kwargs: self._post(name, args, kwargs)
+        return lambda *args, **kwargs: self._call(name, args, kwargs)
+
+    # -- the driver's side ------------------------------------------------------------------
+    def _post(self, name: str, args: tuple, kwargs: dict) -> None:
+        self._check()
+        self.seq += 1
+        frame = pickle.dumps((self.seq, name, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL)
+        os.write(self._fd, _FRAME.pack(len(frame)) + frame)  # logged before sent
+        send(self._out, frame)
+
+    def _call(self, name: str, args: tuple, kwargs: dict):
+        self._check()
+        send(self._out, pickle.dumps((0, name, args, kwargs), protocol=pickle.HIGHEST_PROTOCOL))
+        while True:
+            kind, applied, value = pickle.loads(receive(self._in))
+            if kind == "failed":
+                self._failed = value
+                raise StoreWriteError(value)
+            if kind == "reply":
+                self._applied(applied)
+                return value
+            if kind == "error":  # this call's own error (e.g. a run that does not exist): raised as MLflow raised it
+                self._applied(applied)
+                raise value
+
+    def _check(self) -> None:
+        """A queued call the writer could not apply: raised here, before anything more is sent."""
+        if self._failed is None and select.select([self._in], [], [], 0)[0]:
+            kind, _, value = pickle.loads(receive(self._in))
+            if kind == "failed":
+                self._failed = value
+        if self._failed is not None:
+            raise StoreWriteError(self._failed)
+
+    def _roll(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+        path = self.session / f"{len(self.segments):06d}.wal"
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.segments.append((path, self.seq))
+
+    def _applied(self, applied: int) -> None:
+        """The writer has applied every call up to ``applied``: segments wholly applied go."""
+        path, _ = self.segments[-1]
+        self.segments[-1] = (path, self.seq)
+        if os.fstat(self._fd).st_size >= SEGMENT_BYTES:
+            self._roll()
+        while len(self.segments) > 1 and self.segments[0][1] <= applied:
+            self.segments.pop(0)[0].unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Wait until every queued call is applied and end the writer; later calls run in this
+        process (``direct``). A failed writer leaves its log for ``resume``."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        if _LIVE.get(self.wal) is self:
+            del _LIVE[self.wal]
+        failed = self._failed
+        try:
+            send(self._out, pickle.dumps((0, None, (), {})))
+            while True:
+                kind, _, value = pickle.loads(receive(self._in))
+                failed = value if kind == "failed" else failed
+                if kind == "closed":
+                    break
+        except (EOFError, OSError):
+            failed = failed or "the writer process ended"
+        self._proc.stdin.close()
+        self._proc.wait(timeout=60)
+        self._proc.stdout.close()
+        os.close(self._fd)
+        if failed is None:
+            _remove(self.session)
+
+    def direct(self):
+        """An MLflow client of this process (after ``close``)."""
+        if self._direct is None:
+            self._direct = get_client(self.tracking_uri)
+        return self._direct
+
+
+def prestart(tracking_uri: str) -> None:
+    """Start a writer for ``tracking_uri`` now; the next ``QueuedClient`` of that URI in this
+    process takes it. Its MLflow import and store set-up (seconds) then go on beside the data's
+    preparation and Ray's start-up instead of before the sweep's first trial."""
+    if tracking_uri not in _SPARE:
+        _end_spares()  # one at most: a sweep that stopped before its tracker leaves none behind
+        _SPARE[tracking_uri] = _spawn(tracking_uri)
+
+
+def _spawn(tracking_uri: str):
+    """A writer process: its own interpreter (Ray's threads make a fork unsafe; multiprocessing's
+    spawn would import the driver's ``__main__`` again), finding this package where the driver does."""
+    import subprocess
+    import sys
+
+    import contrasweep
+
+    path = os.pathsep.join(p for p in (str(Path(contrasweep.__file__).parents[1]), os.environ.get("PYTHONPATH")) if p)
+    return subprocess.Popen([sys.executable, "-m", __name__, tracking_uri], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+
+
+@atexit.register
+def _end_spares() -> None:
+    """A writer never taken ends (it reads the end of its pipe before any sweep)."""
+    while _SPARE:
+        proc = _SPARE.popitem()[1]
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+
+
+@contextlib.contextmanager
+def _drained(sweep_dir: str | os.PathLike, timeout_s: float = 300.0):
+    """Hold the sweep's writer lock (``timeout_s`` at most: a writer stuck on its store is not waited for longer)."""
+    lock = Path(sweep_dir).resolve() / WAL_DIR / "lock"
+    _end_live(lock.parent)
+    if not lock.exists():
+        yield
+        return
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                time.sleep(0.1)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _end_live(wal: Path) -> None:
+    if wal in _LIVE:
+        _LIVE[wal].close()
+
+
+# -- the writer's side ----------------------------------------------------------------------
+def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
+    """The writer: set up MLflow's client, learn the sweep's folders (the first frame), replay
+    what earlier writers of the sweep left, then apply the driver's calls (read from ``inp``,
+    answered on ``out``) in order."""
+    import logging
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # as the driver's (tracker.setup)
+    client = get_client(tracking_uri)
+    try:
+        client._tracking_client.store  # noqa: B018 - the store's set-up (a database's tables), before it is needed
+    except Exception:  # noqa: BLE001 - said by the first call that needs it
+        pass
+    try:
+        wal, session = pickle.loads(receive(inp))
+    except EOFError:  # never taken
+        return
+
+    lock = os.open(Path(wal) / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier writer of this sweep first
+    done = os.open(Path(session) / "done", os.O_RDWR | os.O_CREAT, 0o644)
+    failed = None
+    try:
+        replay(client, Path(wal), Path(session))
+    except Exception as exc:  # noqa: BLE001 - the store's: said at the driver's first call
+        failed = store_line(exc)
+    applied = 0
+    while True:
+        try:
+            seq, name, args, kwargs = pickle.loads(receive(inp))
+        except EOFError:
+            break
+        if name is None:  # close: everything before it is applied
+            send(out, pickle.dumps(("failed" if failed else "closed", applied, failed)))
+            if failed:
+                send(out, pickle.dumps(("closed", applied, None)))
+            break
+        if failed is not None:
+            if not seq:
+                send(out, pickle.dumps(("failed", applied, failed)))
+            continue
+        try:
+            value = getattr(client, name)(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001
+            if seq:  # a queued write: the store's failure; it and what follows stay in the log
+                failed = store_line(exc)
+                send(out, pickle.dumps(("failed", applied, failed)))
+            else:
+                send(out, pickle.dumps(("error", applied, _picklable(exc))))
+            continue
+        if seq:
+            applied = seq
+            os.pwrite(done, b"%020d" % seq, 0)
+        else:
+            send(out, pickle.dumps(("reply", applied, value)))
+    os.close(done)
+    os.close(lock)
+
+
+def replay_log(client, sweep_dir: str | os.PathLike) -> int:
+    """``replay`` for a sweep whose driver is gone (``contrasweep.run.recovery``): once its
+    writer has applied what it was sent, holding the lock as a writer does."""
+    wal = Path(sweep_dir) / WAL_DIR
+    if not wal.is_dir():
+        return 0
+    with _drained(sweep_dir):
+        return replay(client, wal, None)
+
+
+def replay(client, wal: Path, own: Path | None) -> int:
+    """Apply, in order, the logged calls earlier writers of the sweep did not (``done`` says
+    how far each got); each session's folder goes once applied. Returns the calls applied."""
+    count = 0
+    for session in sorted(p for p in wal.iterdir() if p.is_dir() and p != own):
+        try:
+            done = int((session / "done").read_bytes() or b"0")
+        except (FileNotFoundError, ValueError):
+            done = 0
+        for segment in sorted(session.glob("*.wal")):
+            for seq, name, args, kwargs in frames(segment):
+                if seq > done:
+                    getattr(client, name)(*args, **kwargs)
+                    count += 1
+        _remove(session)
+    return count
+
+
+def send(fd: int, body: bytes) -> None:
+    """One length-prefixed frame to a pipe."""
+    data = memoryview(_FRAME.pack(len(body)) + body)
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def receive(fd: int) -> bytes:
+    """One length-prefixed frame from a pipe (EOFError at its end)."""
+    (size,) = _FRAME.unpack(_read(fd, _FRAME.size))
+    return _read(fd, size)
+
+
+def _read(fd: int, size: int) -> bytes:
+    parts, left = [], size
+    while left:
+        part = os.read(fd, left)
+        if not part:
+            raise EOFError
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def frames(segment: Path):
+    """The calls in a log segment, in order; a frame the kill cut short ends it."""
+    data = segment.read_bytes()
+    at = 0
+    while at + _FRAME.size <= len(data):
+        (size,) = _FRAME.unpack_from(data, at)
+        body = data[at + _FRAME.size:at + _FRAME.size + size]
+        if len(body) < size:
+            return
+        try:
+            yield pickle.loads(body)
+        except Exception:  # noqa: BLE001 - torn
+            return
+        at += _FRAME.size + size
+
+
+def _picklable(exc: BaseException) -> BaseException:
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # noqa: BLE001
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def _remove(folder: Path) -> None:
+    for file in folder.iterdir():
+        file.unlink(missing_ok=True)
+    folder.rmdir()
+
+
+if __name__ == "__main__":
+    import sys
+
+    protocol = os.dup(1)  # the answers; whatever prints goes to stderr
+    os.dup2(2, 1)
+    serve(sys.argv[1], inp=0, out=protocol)

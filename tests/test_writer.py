@@ -1,0 +1,107 @@
+"""The MLflow writer process (contrasweep.tracking.writer) on a real SQLite store: calls applied in
+order, a killed writer's queued calls applied once by the next one, a store error raised at the
+driver's next call with the failed call kept for resume."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+
+import pytest
+from mlflow.entities import Metric, RunTag
+from mlflow.tracking import MlflowClient
+
+from contrasweep.tracking import writer
+from contrasweep.tracking.store import StoreWriteError, store_errors, store_line
+from contrasweep.tracking.writer import WAL_DIR, QueuedClient, replay_log
+
+
+def open_writer(tmp_path):
+    client = QueuedClient(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "sweep")
+    experiment = client.create_experiment("tests")
+    return client, client.create_run(experiment).info.run_id
+
+
+def sessions(tmp_path) -> list:
+    return [p for p in (tmp_path / "sweep" / WAL_DIR).iterdir() if p.is_dir()]
+
+
+def test_queued_writes_are_applied_in_order_before_an_answer(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    writer.prestart(f"sqlite:///{tmp_path / 'mlflow.db'}")  # as run and resume do before Ray starts
+    spare = writer._SPARE[f"sqlite:///{tmp_path / 'mlflow.db'}"].pid
+    client, run_id = open_writer(tmp_path)
+    assert client.pid == spare and f"sqlite:///{tmp_path / 'mlflow.db'}" not in writer._SPARE  # the tracker takes it
+    for step in range(1, 51):
+        assert client.log_batch(run_id, metrics=[Metric("val/accuracy", step / 100, 0, step)]) is None  # no wait
+    client.set_tag(run_id, "contrasweep.outcome", "complete")
+    client.set_terminated(run_id, status="FINISHED")
+    run = client.get_run(run_id)  # answered after every write before it
+    assert run.info.status == "FINISHED" and run.data.tags["contrasweep.outcome"] == "complete"
+    assert run.data.metrics["val/accuracy"] == 0.5
+    with pytest.raises(Exception, match="not found|does not exist"):  # a call's own error, as MLflow raises it
+        client.get_run("0" * 32)
+    client.close()
+    assert not sessions(tmp_path)  # all applied: the log is gone
+    assert len(client.get_metric_history(run_id, "val/accuracy")) == 50  # later calls run in this process
+
+
+def test_a_killed_writers_queue_is_applied_once_from_its_log(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    client, run_id = open_writer(tmp_path)
+    client.log_batch(run_id, metrics=[Metric("m", 0.0, 0, 0)])
+    client.get_run(run_id)
+    os.kill(client.pid, signal.SIGSTOP)  # what it was sent from here on is never applied
+    for step in range(1, 21):
+        client.log_batch(run_id, metrics=[Metric("m", float(step), 0, step)], tags=[RunTag("last", str(step))])
+    client.set_terminated(run_id, status="FINISHED")
+    os.kill(client.pid, signal.SIGKILL)
+    client._proc.wait()
+    (session,) = sessions(tmp_path)
+    kept = tmp_path / "kept"
+    shutil.copytree(session, kept)
+    direct = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert direct.get_run(run_id).info.status == "RUNNING"
+
+    assert replay_log(direct, tmp_path / "sweep") == 21
+    assert not sessions(tmp_path)
+    run = direct.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.tags["last"] == "20"
+    assert [m.step for m in direct.get_metric_history(run_id, "m")] == list(range(21))
+
+    (kept / "done").write_bytes(b"0")  # the same calls again, as after a kill between applying and noting it
+    shutil.copytree(kept, tmp_path / "sweep" / WAL_DIR / kept.name)
+    assert replay_log(direct, tmp_path / "sweep") == 22
+    assert [m.step for m in direct.get_metric_history(run_id, "m")] == list(range(21))  # no row twice
+
+
+def test_a_store_error_stops_the_writes_and_resume_applies_them(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    client, run_id = open_writer(tmp_path)
+    client.delete_run(run_id)  # MLflow refuses writes to a deleted run
+    client.log_batch(run_id, metrics=[Metric("m", 1.0, 0, 1)])
+    with pytest.raises(StoreWriteError) as caught:
+        client.get_run(run_id)
+    assert isinstance(caught.value, store_errors())
+    assert store_line(caught.value).startswith("the MLflow store failed (MlflowException: ")
+    with pytest.raises(StoreWriteError):  # and every call after it, queued or not
+        client.log_batch(run_id, metrics=[Metric("m", 2.0, 0, 2)])
+    client.close()
+    assert len(sessions(tmp_path)) == 1  # the failed call stays for resume
+
+    MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").restore_run(run_id)  # the store is fixed
+    resumed = QueuedClient(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "sweep")
+    assert [m.step for m in resumed.get_metric_history(run_id, "m")] == [1]  # replayed before any new call
+    resumed.close()
+    assert not sessions(tmp_path)
+
+
+def test_a_second_writer_of_a_sweep_in_one_process_ends_the_first(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    first, run_id = open_writer(tmp_path)
+    first.log_batch(run_id, metrics=[Metric("m", 1.0, 0, 1)])
+    second = QueuedClient(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "sweep")  # waits for nothing
+    assert first._proc.poll() is not None
+    assert [m.step for m in second.get_metric_history(run_id, "m")] == [1]
+    second.close()
