@@ -235,31 +235,46 @@ def test_tune_state_cut_by_a_kill_is_set_aside_and_tune_restores_the_session_bef
     assert set_aside_torn_state(str(tune)) == []  # nothing left to set aside
 
 
-def test_a_restored_session_uploads_only_its_own_state(tmp_path):
-    """Tune copies the whole top of ``tune/`` into a restored driver's staging folder and
-    re-uploaded all of it at every save, so a kill during one of those copies left
-    ``tuner.pkl`` (or an earlier session) empty; before Tune's first save the tracker removes
-    those copies from the staging folder, and only there."""
-    from types import SimpleNamespace
+def test_a_driver_clears_its_staging_folder_before_the_restore_and_before_its_first_save(tmp_path, monkeypatch):
+    """A resumed driver on a Ray that outlived the killed one stages in the same folder. Tune
+    restored its trials from ``tune/`` and its searcher from the newest state there (a later
+    save when the newest session in ``tune/`` was torn and set aside, or never copied up): a
+    trial handed out then never ran again. And it copied every state file of ``tune/`` down
+    there and up again at each save (a kill during one left ``tuner.pkl`` empty).
+    ``clear_staging`` (``resume`` before the restore, the tracker's ``setup`` after it) deletes
+    this sweep's state files there, nothing in ``tune/`` and nothing of another sweep's."""
+    import ray
+    import ray.train.constants
 
-    from contrasweep.folder.tune_state import own_session_uploads
+    from contrasweep.folder.tune_state import clear_staging
 
-    staging, tune = tmp_path / "staging", tmp_path / "tune"
-    earlier = ["tuner.pkl", "experiment_state-2026-11-25_18-00-00.json", "basic-variant-state-2026-11-25_18-00-00.json",
-               "searcher-state-2026-11-25_18-01-00.pkl"]
-    for folder in (staging, tune):
-        (folder / "trial_0").mkdir(parents=True)
-        for name in earlier:
-            (folder / name).write_bytes(pickle.dumps(name))
-        (folder / "trial_0" / "params.pkl").write_bytes(b"kept")
-    (staging / "notes.json").write_text("{}")  # not Tune's session state: left alone
-    trials = [SimpleNamespace(storage=SimpleNamespace(experiment_driver_staging_path=str(staging)))]
+    s1, s2, s3 = "2026-11-25_18-00-00", "2026-11-25_18-05-00", "2026-11-25_18-09-00"
+    tune, artifacts = tmp_path / "sweep" / "tune", tmp_path / "session" / "artifacts"
+    (tune / "run_trial_a_1").mkdir(parents=True)
+    for name in ("tuner.pkl", f"experiment_state-{s1}.json", f"searcher-state-{s1}.pkl",
+                 f"experiment_state-{s2}.json.torn", f"searcher-state-{s2}.pkl.torn"):
+        (tune / name).write_bytes(b"x")
+    leftovers = ["tuner.pkl", f"experiment_state-{s2}.json", f"search_gen_state-{s2}.json", f"searcher-state-{s2}.pkl"]
+    ours, copies, other = (artifacts / stamp / "tune" / "driver_artifacts" for stamp in ("t1", "t2", "t3"))
+    for folder, names, trial in ((ours, leftovers, "run_trial_a_1"),
+                                 (copies, ["tuner.pkl", f"searcher-state-{s1}.pkl"], None),
+                                 (other, [f"experiment_state-{s3}.json", "tuner.pkl"], "run_trial_b_1")):
+        folder.mkdir(parents=True)
+        for name in names:
+            (folder / name).write_bytes(b"y")
+        if trial:
+            (folder / trial).mkdir()
+    (ours / "notes.json").write_text("{}")
+    monkeypatch.setattr(ray.train.constants, "_get_ray_train_session_dir", lambda: str(artifacts))
+    assert clear_staging(str(tune)) == []  # no Ray in this process: no staging folder to look at
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
 
-    assert own_session_uploads(trials) == sorted(earlier)
-    assert sorted(p.name for p in staging.iterdir()) == ["notes.json", "trial_0"]
-    assert (staging / "trial_0" / "params.pkl").exists()
-    assert sorted(p.name for p in tune.iterdir()) == sorted([*earlier, "trial_0"])  # the uploaded copies stay
-    assert own_session_uploads(trials) == [] and own_session_uploads([]) == []
+    assert clear_staging(str(tune)) == sorted([*leftovers, "tuner.pkl", f"searcher-state-{s1}.pkl"])
+    assert sorted(p.name for p in ours.iterdir()) == ["notes.json", "run_trial_a_1"]
+    assert list(copies.iterdir()) == []
+    assert sorted(p.name for p in other.iterdir()) == [f"experiment_state-{s3}.json", "run_trial_b_1", "tuner.pkl"]
+    assert len(list(tune.iterdir())) == 6  # the sweep's own folder untouched
+    assert clear_staging(str(tune)) == []
 
 
 def test_resume_of_a_sweep_whose_tuner_pkl_was_cut_short_is_one_line(tmp_path):

@@ -207,6 +207,11 @@ CASES = [  # (searcher, seeds, scheduler, first interruption: mid-epoch, second:
     ("moo", [0, 1], "asha", "kill", "kill"),
 ]
 OWN_RAY = {("grid", 2), ("moo", 1)}  # (searcher, seeds): every driver starts a local Ray of its own
+# (searcher, seeds): before the last resume, the second session's newest experiment state is cut
+# short, as a kill during Tune's copy leaves it; the resume sets that session aside and restores
+# the one before (its searcher too, not the later one the killed driver left in the staging
+# folder it shares with the resumed driver on the suite's Ray: that lost a trial)
+TORN = {("grid", 1)}
 
 
 @pytest.fixture()
@@ -241,10 +246,15 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     assert f"[contrasweep] resuming sweep '{name}': " in cuts[-1]["out"], cuts[-1]["out"][-3000:]  # its opening line
     if root:
         assert "re-attached to MLflow run" in cuts[-1]["out"], cuts[-1]["out"][-3000:]
+    if (searcher, len(seeds)) in TORN:
+        newest = max(p for p in (folder / "tune").glob("experiment_state-*.json") if p.name not in saved)
+        newest.write_bytes(newest.read_bytes()[:100])
     resumed = _start([*root, "resume", name, "--no-tsne"], tmp_path, address)
     out, _ = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, out[-3000:]
     outs = [c["out"] for c in cuts] + [out]
+    if (searcher, len(seeds)) in TORN:
+        assert "set aside (.torn): " in out and newest.name in out, out[-3000:]
     _console(out, total, tmp_path, folder)
 
     assert json.loads((folder / "sweep.json").read_text())["status"] == "finished"

@@ -230,8 +230,9 @@ def test_settle_ends_trials_the_record_says_finished_and_saves_new_trials(tmp_pa
         scheduler.on_trial_add(ctl, trial)
     assert scheduler.choose_trial_to_run(ctl) is t1
     assert ctl.stopped == ["t0"] and t0.last_result[METRIC] == 0.75 and t0.last_result["config"] == configs[0]
-    # Tune's saved state learns t0 ended (stop_trial alone marks live trials only) and t1's folder
-    assert ctl.marked == ["t0", "t1"] and t1.relative_logdir == "trial_t1" and t0.relative_logdir is None
+    # Tune's saved state learns t0 ended (stop_trial alone marks live trials only) and t1's folder;
+    # t0, never scheduled, is named too (Tune's last progress report reads every trial's folder)
+    assert ctl.marked == ["t0", "t1"] and t1.relative_logdir == "trial_t1" and t0.relative_logdir == "trial_t0"
     assert t1.status == Trial.PENDING and ctl.saves == 1  # one save: t1 added and named
     assert scheduler.choose_trial_to_run(ctl) is t1 and ctl.saves == 1  # nothing new since
     t2 = FakeTrial("t2", configs[2])

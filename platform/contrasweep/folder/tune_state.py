@@ -7,9 +7,10 @@ seconds and whenever trials checkpoint. A restored session first copies down eve
 and ``.pkl`` at the top of ``tune/`` into its staging folder, ``tuner.pkl`` and the earlier
 sessions' files included, and so re-uploaded all of them at each save: a driver killed during
 one of those copies left ``tuner.pkl`` empty (``Tuner.restore``: ``EOFError``) or every
-session's ``experiment_state`` torn (Tune then restored nothing). ``own_session_uploads``
-removes those copies from the staging folder before the first save, so a session writes only
-its own files; ``set_aside_torn_state`` handles a session that a kill cut short anyway.
+session's ``experiment_state`` torn (Tune then restored nothing). ``clear_staging`` removes
+those copies from the staging folder before the first save, so a session writes only its own
+files, and a killed driver's last state from it before a restore; ``set_aside_torn_state``
+handles a session that a kill cut short anyway.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 from contrasweep.errors import UserError
 from trainables.storage import filesystem
@@ -28,22 +30,42 @@ TUNER_PKL = "tuner.pkl"  # written once, when the sweep starts (``Tuner.__init__
 TORN_SUFFIX = ".torn"
 
 
-def own_session_uploads(trials) -> list[str]:
-    """Called once per driver process before Tune's first save (the tracker's first
-    ``on_step_begin``, which Tune calls after restoring and before it saves): deletes from the
-    driver's staging folder what a restore copied down there (``tuner.pkl`` and earlier
-    sessions' files), which Tune has already read; the copies in ``tune/`` are untouched.
-    Returns the names deleted (none for a sweep that starts: nothing was copied down)."""
-    if not trials:
+def clear_staging(tune_location: str) -> list[str]:
+    """Deletes ``tuner.pkl`` and every session's state files at the top of this sweep's
+    staging folders on this machine (those holding one of its trial folders, or a session of
+    its ``tune/``): Tune's copies, never those in ``tune/``. Returns the names deleted.
+
+    A driver attached to a Ray that outlives it (a cluster, ``--address``) stages in the same
+    folder as the driver it resumes (Tune reuses the first trial's), where the killed driver
+    left its last state. Tune restores its trials from ``tune/`` but its searcher from the
+    newest state in that folder: after a session a kill left torn in ``tune/`` (set aside) or
+    never copied up, the searcher came from a later save than the trials, and a trial it had
+    handed out never ran again. So ``resume`` calls this before ``Tuner.restore``.
+
+    The restore then copies down every state file of ``tune/`` into that folder, and Tune's
+    saves copy the folder up whole: each save rewrote ``tuner.pkl`` and the earlier sessions'
+    files (a kill during one left them empty). So the tracker's ``setup`` calls this again
+    (Tune calls it after the restore and before its first save, whether or not a trial is left
+    to run), and a session uploads only its own files."""
+    import ray
+    from pyarrow import fs
+
+    if not ray.is_initialized():
         return []
-    staging = trials[0].storage.experiment_driver_staging_path
-    try:
-        entries = list(os.scandir(staging))
-    except FileNotFoundError:
-        return []
+    from ray.train.constants import _get_ray_train_session_dir
+
+    filesys, root = filesystem(tune_location)
+    ours = {info.base_name for info in filesys.get_file_info(fs.FileSelector(root, allow_not_found=True))}
+    stamps = {found.group(1) for found in map(SESSION_FILE.search, (n.removesuffix(TORN_SUFFIX) for n in ours)) if found}
     removed = []
-    for entry in entries:
-        if entry.is_file(follow_symlinks=False) and (entry.name == TUNER_PKL or SESSION_FILE.search(entry.name)):
+    for staging in Path(_get_ray_train_session_dir()).glob(f"*/{Path(root).name}/driver_artifacts"):
+        entries = list(os.scandir(staging))
+        state = [e for e in entries if e.is_file(follow_symlinks=False)
+                 and (e.name == TUNER_PKL or SESSION_FILE.search(e.name))]
+        if not any(e.is_dir(follow_symlinks=False) and e.name in ours for e in entries) and not any(
+                (found := SESSION_FILE.search(e.name)) and found.group(1) in stamps for e in state):
+            continue  # another sweep's (every sweep's Tune folder is named ``tune``)
+        for entry in state:
             try:
                 os.unlink(entry.path)
             except OSError:  # left: Tune uploads it again, as it did before

@@ -245,6 +245,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
         if not tune_state.has_session(sweep_dir.tune_location):  # stopped before Tune ran: nothing started
             tuner, static = build_tuner(sweep, sweep_dir, prepared, refs, files, meta["tracking_uri"])
             return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
+        tune_state.clear_staging(sweep_dir.tune_location)  # a killed driver's last state: Tune restores one save
         tuner = tune.Tuner.restore(
             sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True,
             resume_errored=True,

@@ -70,7 +70,11 @@ def stop_waiting(tune_controller, trial: Trial) -> None:
     it too: Ray 2.60 re-serialises a trial into its experiment state only when the trial is
     marked, and ``stop_trial`` marks only a trial with a live actor. Unmarked, a trial stopped
     while waiting stayed PENDING in the saved state, so the ended sweep read as interrupted and
-    a resume brought the trial back."""
+    a resume brought the trial back. A trial never scheduled gets its folder's name first, as
+    Tune would name it: Tune's last progress report reads every trial's folder (a searcher
+    restored from an earlier save hands out again a configuration the record says finished)."""
+    if not trial.relative_logdir:
+        trial.init_local_path()
     tune_controller.stop_trial(trial)
     mark_for_save(tune_controller, trial)
 

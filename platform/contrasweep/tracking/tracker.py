@@ -27,7 +27,7 @@ from contrasweep.errors import UserError
 from contrasweep.folder import budget_record, race_record
 from contrasweep.folder.record import Follower, TrackingState
 from contrasweep.folder.relocation import here
-from contrasweep.folder.tune_state import own_session_uploads
+from contrasweep.folder.tune_state import clear_staging
 from contrasweep.spec.objective import Objective
 from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking import ledger
@@ -88,7 +88,6 @@ class MlflowTracker(Callback):
         self.state: TrackingState | None = None
         self.client = None
         self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
-        self.own_uploads = False  # per process: folder.tune_state.own_session_uploads not yet done
 
     PARTS = ("runs", "artifacts", "selection", "epochs", "pruner", "ended", "best_ended", "race_journal")
 
@@ -96,7 +95,7 @@ class MlflowTracker(Callback):
         # Tune pickles its callbacks into tuner.pkl and hands them back on restore: keep no
         # client, no parts and no stale copy of tracking.json in the pickle; setup() reads the file.
         state = {k: v for k, v in self.__dict__.items() if k not in self.PARTS}
-        state.update(client=None, state=None, store_error=None, own_uploads=False)
+        state.update(client=None, state=None, store_error=None)
         return state
 
     def __setstate__(self, state):
@@ -112,7 +111,8 @@ class MlflowTracker(Callback):
         # MLflow logs each database error with its traceback before raising it; store_failed
         # reports it in one line
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
-        self.own_uploads = False
+        if self.static is not None and self.static.trial_storage:  # Tune's restored copies: not uploaded again
+            clear_staging(self.static.trial_storage)
         self.state = TrackingState(self.sweep_dir / "tracking.json")
         try:
             self._setup()
@@ -175,13 +175,6 @@ class MlflowTracker(Callback):
     @property
     def parent_run_id(self) -> str:
         return self.state.data["parent_run_id"]
-
-    def on_step_begin(self, iteration, trials, **info):
-        # every sweep made so far pickled this callback: it keeps Tune's uploads to their own
-        # session (before Tune's first save after a restore; folder.tune_state)
-        if not self.own_uploads:
-            self.own_uploads = True
-            own_session_uploads(trials)
 
     # -- trials -----------------------------------------------------------------------------
     @guarded
