@@ -266,6 +266,7 @@ def test_a_driver_clears_its_staging_folder_before_the_restore_and_before_its_fi
             (folder / trial).mkdir()
     (ours / "notes.json").write_text("{}")
     monkeypatch.setattr(ray.train.constants, "_get_ray_train_session_dir", lambda: str(artifacts))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # whatever Ray the suite started here
     assert clear_staging(str(tune)) == []  # no Ray in this process: no staging folder to look at
     monkeypatch.setattr(ray, "is_initialized", lambda: True)
 
