@@ -21,7 +21,7 @@ this object only. A larger budget (``contrasweep extend NAME --set sweep.budget.
 opens an ended gate again.
 
 May import: ``contrasweep.folder`` (the journal), ``contrasweep.tracking.ledger`` (which trials
-started), ``contrasweep.search.group_asha`` (Tune's save of a trial), Ray Tune's ``Trial``.
+started), ``contrasweep.search.live_trials`` (Tune's save of a trial), Ray Tune's ``Trial``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from ray.tune.experiment import Trial
 
 from contrasweep.folder import budget_record
 from contrasweep.folder.relocation import here
-from contrasweep.search.group_asha import mark_for_save
+from contrasweep.search.live_trials import mark_for_save
 from contrasweep.tracking import ledger
 
 logger = logging.getLogger(__name__)

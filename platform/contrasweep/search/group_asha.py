@@ -36,7 +36,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
-from contrasweep.search.live_trials import LiveTrials, save_now
+from contrasweep.search.live_trials import LiveTrials, mark_for_save, save_now, stop_quickly, stop_waiting
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking import ledger
 
@@ -63,41 +63,6 @@ def survives(value: float, recorded: list[float], reduction_factor: float, mode:
     sign = Objective("", mode).sign
     cutoff = np.percentile(sign * values, (1 - 1 / reduction_factor) * 100)
     return sign * value >= cutoff
-
-
-def stop_waiting(tune_controller, trial: Trial) -> None:
-    """``stop_trial`` for a trial that is PENDING or PAUSED, so that Tune's saved state learns
-    it too: Ray 2.60 re-serialises a trial into its experiment state only when the trial is
-    marked, and ``stop_trial`` marks only a trial with a live actor. Unmarked, a trial stopped
-    while waiting stayed PENDING in the saved state, so the ended sweep read as interrupted and
-    a resume brought the trial back. A trial never scheduled gets its folder's name first, as
-    Tune would name it: Tune's last progress report reads every trial's folder (a searcher
-    restored from an earlier save hands out again a configuration the record says finished)."""
-    if not trial.relative_logdir:
-        trial.init_local_path()
-    tune_controller.stop_trial(trial)
-    mark_for_save(tune_controller, trial)
-
-
-# Seconds Tune gives a trial's process to stop before it kills it when the sweep ends early
-# (Ctrl-C). Ray 2.60 waits 10 s, a constant: a process still importing at a Ctrl-C (a trial
-# starting) answers only then. A trial stopped that way has nothing left to write (its function's
-# thread is not waited for), and what it wrote is whole (the state folders' rename).
-STOP_GRACE_S = 2
-
-
-def stop_quickly(tune_controller) -> None:
-    """Have Tune kill the trials' processes ``STOP_GRACE_S`` after asking them to stop."""
-    controller = getattr(tune_controller, "_tune_controller", tune_controller)
-    if hasattr(controller, "_actor_force_cleanup_timeout"):
-        controller._actor_force_cleanup_timeout = STOP_GRACE_S
-
-
-def mark_for_save(tune_controller, trial: Trial) -> None:
-    """Have Tune's next save re-serialise ``trial`` (its status, its folder's name)."""
-    controller = getattr(tune_controller, "_tune_controller", None)  # the scheduler's view wraps it
-    if controller is not None:
-        controller._mark_trial_to_checkpoint(trial)
 
 
 class MovableFIFO(FIFOScheduler):

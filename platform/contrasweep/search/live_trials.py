@@ -27,6 +27,9 @@ straight to the sweep folder: ``contrasweep.run.trial_logs``) and still holds a 
 Tune's own periodic save (``TUNE_GLOBAL_CHECKPOINT_S``: "auto") still copies it all, every 10 s
 or more, not per trial.
 
+It also holds the schedulers' other touches of Tune's controller (``stop_waiting``,
+``stop_quickly``, ``mark_for_save``).
+
 May import: Ray Tune's ``Trial``, ``contrasweep.tracking.ledger``, ``contrasweep.folder.record``.
 """
 
@@ -46,6 +49,41 @@ ENDED = (Trial.TERMINATED, Trial.ERROR)
 def controller_of(tune_controller):
     """Tune's controller behind the scheduler's view of it (the view wraps it)."""
     return getattr(tune_controller, "_tune_controller", tune_controller)
+
+
+def stop_waiting(tune_controller, trial: Trial) -> None:
+    """``stop_trial`` for a trial that is PENDING or PAUSED, so that Tune's saved state learns
+    it too: Ray 2.60 re-serialises a trial into its experiment state only when the trial is
+    marked, and ``stop_trial`` marks only a trial with a live actor. Unmarked, a trial stopped
+    while waiting stayed PENDING in the saved state, so the ended sweep read as interrupted and
+    a resume brought the trial back. A trial never scheduled gets its folder's name first, as
+    Tune would name it: Tune's last progress report reads every trial's folder (a searcher
+    restored from an earlier save hands out again a configuration the record says finished)."""
+    if not trial.relative_logdir:
+        trial.init_local_path()
+    tune_controller.stop_trial(trial)
+    mark_for_save(tune_controller, trial)
+
+
+# Seconds Tune gives a trial's process to stop before it kills it when the sweep ends early
+# (Ctrl-C). Ray 2.60 waits 10 s, a constant: a process still importing at a Ctrl-C (a trial
+# starting) answers only then. A trial stopped that way has nothing left to write (its function's
+# thread is not waited for), and what it wrote is whole (the state folders' rename).
+STOP_GRACE_S = 2
+
+
+def stop_quickly(tune_controller) -> None:
+    """Have Tune kill the trials' processes ``STOP_GRACE_S`` after asking them to stop."""
+    controller = getattr(tune_controller, "_tune_controller", tune_controller)
+    if hasattr(controller, "_actor_force_cleanup_timeout"):
+        controller._actor_force_cleanup_timeout = STOP_GRACE_S
+
+
+def mark_for_save(tune_controller, trial: Trial) -> None:
+    """Have Tune's next save re-serialise ``trial`` (its status, its folder's name)."""
+    controller = getattr(tune_controller, "_tune_controller", None)  # the scheduler's view wraps it
+    if controller is not None:
+        controller._mark_trial_to_checkpoint(trial)
 
 
 class LiveTrials:
