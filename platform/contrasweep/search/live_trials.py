@@ -74,7 +74,7 @@ STOP_GRACE_S = 2
 
 def stop_quickly(tune_controller) -> None:
     """Have Tune kill the trials' processes ``STOP_GRACE_S`` after asking them to stop."""
-    controller = getattr(tune_controller, "_tune_controller", tune_controller)
+    controller = controller_of(tune_controller)
     if hasattr(controller, "_actor_force_cleanup_timeout"):
         controller._actor_force_cleanup_timeout = STOP_GRACE_S
 
