@@ -17,8 +17,9 @@ phase does after Tune (once per sweep, not per trial) is left out. A callback in
 records every trial's end: the driver's wall and CPU clocks and its peak memory; at each mark
 (``--marks``, default 100, 1,000, 5,000 and 10,000 ended trials) also the size of the sweep's own
 records (its folder with Tune's state, and the MLflow database). Per segment between marks: the
-marginal wall per trial, the driver's CPU per trial, the driver's peak memory at its end and
-the records' size; each kind's flatness (last segment over the first) and contrasweep's marginal
+marginal wall per trial, the driver's CPU per trial, its MLflow writer's and the whole machine's
+(every process: trials, Ray, driver, writer), the driver's peak memory at its end and the
+records' size; each kind's flatness (last segment over the first) and contrasweep's marginal
 over Tune's in the same segment. Every row is appended to ``<out>.partial.jsonl`` as it comes, so
 a long run stopped early keeps what it measured.
 
@@ -101,6 +102,15 @@ def writer_cpu_s() -> float:
     return total
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds every process of this machine has spent since boot (``/proc/stat``: user, nice,
+    system, irq, softirq): with 2 cores, a wall per trial of half the machine's CPU per trial means
+    the trials, Ray, the driver and the writer together keep both cores busy."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    busy = sum(int(fields[i]) for i in (0, 1, 2, 5, 6))
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
 def folder_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink()) if path.exists() else 0
 
@@ -120,6 +130,7 @@ def marks_callback(marks: list[int], rows: Path, records: list[Path]):
             if self.ended in marks:
                 row = {"ended": self.ended, "wall_s": time.perf_counter() - self.began[0],
                        "cpu_s": time.process_time() - self.began[1], "writer_cpu_s": writer_cpu_s(),
+                       "machine_cpu_s": machine_cpu_s(),
                        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                        "records_bytes": sum(folder_bytes(p) if p.is_dir() else (p.stat().st_size if p.exists() else 0)
                                             for p in records)}
@@ -198,6 +209,7 @@ def segments(rows: list[dict]) -> list[dict]:
         out.append({"from": a["ended"], "to": b["ended"], "wall_per_trial_ms": 1000 * (b["wall_s"] - a["wall_s"]) / n,
                     "cpu_per_trial_ms": 1000 * (b["cpu_s"] - a["cpu_s"]) / n, "peak_rss_mb": b["peak_rss_mb"],
                     "writer_cpu_per_trial_ms": 1000 * (b.get("writer_cpu_s", 0) - a.get("writer_cpu_s", 0)) / n,
+                    "machine_cpu_per_trial_ms": 1000 * (b.get("machine_cpu_s", 0) - a.get("machine_cpu_s", 0)) / n,
                     "records_mb": b["records_bytes"] / 1e6})
     return out
 
@@ -238,7 +250,8 @@ def main() -> None:
                 fh.write(json.dumps({name: result[name]}) + "\n")
             for s in result[name]["segments"]:
                 print(f"{name:16s} trials {s['from']:5d}-{s['to']:5d}: wall {s['wall_per_trial_ms']:7.1f} ms/trial, "
-                      f"driver CPU {s['cpu_per_trial_ms']:6.1f} ms/trial (writer {s['writer_cpu_per_trial_ms']:5.1f}), "
+                      f"driver CPU {s['cpu_per_trial_ms']:6.1f} ms/trial (writer {s['writer_cpu_per_trial_ms']:5.1f}, "
+                      f"machine {s['machine_cpu_per_trial_ms']:5.1f}), "
                       f"peak {s['peak_rss_mb']:7.0f} MB, "
                       f"records {s['records_mb']:8.1f} MB", flush=True)
     for name, entry in result.items():

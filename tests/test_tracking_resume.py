@@ -153,6 +153,7 @@ def test_provenance_goes_once_on_the_sweep_run_and_a_resume_by_other_code_marks_
     restored.setup()
     late = FakeTrial("late", {"hp": {"lr": 3e-3}})
     restored.on_trial_start(0, [*trials, late], late)
-    tags = client.get_run(restored.state.trials["late"]["run_id"]).data.tags
+    # asked of the tracker's client: answered once the writer has made the run (tracking.writer)
+    tags = restored.client.get_run(restored.state.trials["late"]["run_id"]).data.tags
     assert tags["mlflow.source.git.commit"] == "b" * 40 and "contrasweep.host" not in tags
     assert client.get_run(first.parent_run_id).data.tags["mlflow.source.git.commit"] == "a" * 40

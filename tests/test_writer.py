@@ -72,8 +72,41 @@ def test_a_killed_writers_queue_is_applied_once_from_its_log(tmp_path):
 
     (kept / "done").write_bytes(b"0")  # the same calls again, as after a kill between applying and noting it
     shutil.copytree(kept, tmp_path / "sweep" / WAL_DIR / kept.name)
-    assert replay_log(direct, tmp_path / "sweep") == 22
+    assert replay_log(direct, tmp_path / "sweep") == 23  # the run's creation among them
     assert [m.step for m in direct.get_metric_history(run_id, "m")] == list(range(21))  # no row twice
+    assert len(direct.search_runs([run.info.experiment_id])) == 1  # nor a run
+
+
+def test_a_run_is_made_under_the_drivers_id_without_waiting_and_only_once(tmp_path):
+    (tmp_path / "sweep").mkdir()
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = QueuedClient(uri, tmp_path / "sweep")
+    experiment = client.create_experiment("tests")
+    os.kill(client.pid, signal.SIGSTOP)  # nothing it is sent from here on is answered or applied
+    made = client.create_run(experiment, run_name="trial-1", tags={"contrasweep.kind": "trial"})
+    run_id = made.info.run_id
+    client.log_batch(run_id, metrics=[Metric("m", 1.0, 0, 1)])
+    client.set_terminated(run_id, status="FINISHED")
+    os.kill(client.pid, signal.SIGKILL)
+    client._proc.wait()
+    (session,) = sessions(tmp_path)
+    kept = tmp_path / "kept"
+    shutil.copytree(session, kept)
+    direct = MlflowClient(uri)
+    assert direct.search_runs([experiment]) == []
+
+    assert replay_log(direct, tmp_path / "sweep") == 3
+    run = direct.get_run(run_id)  # the driver's id, name, tags and start time
+    assert (run.info.run_name, run.info.status, run.info.start_time) == ("trial-1", "FINISHED", made.info.start_time)
+    assert run.data.tags["contrasweep.kind"] == "trial" and run.data.metrics == {"m": 1.0}
+    (kept / "done").write_bytes(b"0")
+    shutil.copytree(kept, tmp_path / "sweep" / WAL_DIR / kept.name)
+    assert replay_log(direct, tmp_path / "sweep") == 3
+    assert len(direct.search_runs([experiment])) == 1 and len(direct.get_metric_history(run_id, "m")) == 1
+
+    server = QueuedClient("http://127.0.0.1:9", tmp_path / "sweep")  # a tracking server makes its own ids
+    assert not server.chosen_ids
+    server.close()
 
 
 def test_a_store_error_stops_the_writes_and_resume_applies_them(tmp_path):

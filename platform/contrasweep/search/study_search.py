@@ -86,12 +86,13 @@ class StudySearcher(Searcher):
         self._study = self._storage = None
         self._queue: list[tuple[int, int]] | None = None  # repeats to issue; None: not reconciled yet
         self._ids: dict[int, int] = {}  # suggestion number -> the storage's trial id (never changes)
+        self._params: dict[int, dict] = {}  # suggestion number -> its hyperparameters (never change)
         self._asked: int | None = None  # suggestions made so far: counted once, then at each ask
 
     # -- pickling: Tune keeps this object in tuner.pkl and its state in the experiment state --
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.update(_study=None, _storage=None, _queue=None, _ids={}, _asked=None)  # re-read after a restore
+        state.update(_study=None, _storage=None, _queue=None, _ids={}, _params={}, _asked=None)  # re-read after a restore
         return state
 
     def __setstate__(self, state):
@@ -143,6 +144,12 @@ class StudySearcher(Searcher):
             self._ids[number] = storage.get_trial_id_from_study_id_trial_number(
                 storage.get_study_id_from_name(self.study_name), number)
         return self._ids[number]
+
+    def params(self, number: int) -> dict:
+        """Suggestion ``number``'s hyperparameters: kept from its ``ask``, else read once."""
+        if number not in self._params:
+            self._params[number] = self.frozen(number).params
+        return self._params[number]
 
     def frozen(self, number: int):
         """The stored state of suggestion ``number`` (read from optuna.db, never cached)."""
@@ -201,10 +208,11 @@ class StudySearcher(Searcher):
                 return None if self.race is not None and self.live else Searcher.FINISHED
             trial = self.study.ask(self.space)
             self._asked += 1  # counted above, before this ask
+            self._params[trial.number] = dict(trial.params)
             self._queue = [(trial.number, r) for r in (self.race.first() if self.race else range(self.repeats))]
         number, repeat = self._queue.pop(0)
         self.live[trial_id] = (number, repeat)
-        return {**self.frozen(number).params, SUGGESTION: number, TRIAL_INDEX: repeat}
+        return {**self.params(number), SUGGESTION: number, TRIAL_INDEX: repeat}
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         pass  # stopping early is the scheduler's (group ASHA), not Optuna's pruners
@@ -218,7 +226,8 @@ class StudySearcher(Searcher):
         key = REPEAT_ATTR.format(repeat)
         if frozen.state.is_finished() or key in frozen.user_attrs:
             return  # told already, or this repeat's outcome is recorded (a replay after a restore)
-        self.storage.set_trial_user_attr(self.trial_id(number), key, self._record(result, error, frozen.params))
+        record = self._record(result, error, frozen.params)
+        self.storage.set_trial_user_attr(self.trial_id(number), key, record)
         if self.race is not None:
             if self._queue is None:  # the first word after a restore: reconciling judges this repeat's round too
                 self._reconcile()
@@ -229,8 +238,9 @@ class StudySearcher(Searcher):
             self._queue = [(number, r) for r in due] + list(self._queue or [])  # a race's next round first
             self._race_written(number)
             return
-        if len(recorded(frozen)) + 1 >= self.repeats:  # the repeats recorded before and this one
-            self._tell(number)
+        records = {**recorded(frozen), repeat: record}  # the repeats recorded before and this one
+        if len(records) >= self.repeats:
+            self._tell(number, list(records.values()))
 
     def _race_due(self, trial, trials: list, held: set) -> list[int]:
         """The repeats of ``trial`` a race runs next (``contrasweep.search.study_race``): its
@@ -263,15 +273,17 @@ class StudySearcher(Searcher):
         return {"outcome": outcome, "epoch": epoch, "values": values,
                 "selection": float(selection) if isinstance(selection, (int, float)) else None}
 
-    def _tell(self, number: int) -> None:
-        """Tell the study once: COMPLETE with the mean over repeats, PRUNED, or FAIL."""
+    def _tell(self, number: int, records: list[dict] | None = None) -> None:
+        """Tell the study once: COMPLETE with the mean over repeats, PRUNED, or FAIL.
+        ``records``: every repeat's, where the caller has just read and written them."""
         from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
 
-        frozen = self.frozen(number)
-        if frozen.state.is_finished():
-            return
-        records = list(recorded(frozen).values())
+        if records is None:
+            frozen = self.frozen(number)
+            if frozen.state.is_finished():
+                return
+            records = list(recorded(frozen).values())
         outcomes = {r["outcome"] for r in records}
         means = [_nanmean([r["values"][i] for r in records if r.get("values")]) for i in range(len(self.metrics))]
         try:
