@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import time
 
 import pytest
 from mlflow.entities import Metric, RunTag
@@ -138,3 +139,21 @@ def test_a_second_writer_of_a_sweep_in_one_process_ends_the_first(tmp_path):
     assert first._proc.poll() is not None
     assert [m.step for m in second.get_metric_history(run_id, "m")] == [1]
     second.close()
+
+
+def test_the_log_stays_bounded_where_no_call_waits_for_an_answer(tmp_path, monkeypatch):
+    """A sweep's writes are all queued (its runs made under chosen ids): the writer's own notes of
+    how far it got let the driver roll and delete applied log segments all the same."""
+    monkeypatch.setattr(writer, "SEGMENT_BYTES", 4096)
+    (tmp_path / "sweep").mkdir()
+    client, run_id = open_writer(tmp_path)
+    for step in range(4 * writer.NOTE_EVERY):
+        client.log_batch(run_id, tags=[RunTag("step", str(step))])
+    (session,) = sessions(tmp_path)
+    while int((session / "done").read_bytes() or b"0") < client.seq:  # the writer has applied them all
+        time.sleep(0.05)
+    client.set_tag(run_id, "last", "yes")  # a queued call reads the writer's notes
+    kept = sorted(session.glob("*.wal"))
+    assert int(kept[-1].stem) >= 3 and len(kept) <= 2  # a segment rolled at each note, the applied ones gone
+    client.close()
+    assert MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").get_run(run_id).data.tags["step"] == str(4 * writer.NOTE_EVERY - 1)

@@ -6,6 +6,7 @@ May import: the standard library.
 
 from __future__ import annotations
 
+import os
 import pickle
 import struct
 from pathlib import Path
@@ -15,8 +16,6 @@ FRAME = struct.Struct("<I")
 
 def send(fd: int, body: bytes) -> None:
     """One length-prefixed frame to a pipe."""
-    import os
-
     data = memoryview(FRAME.pack(len(body)) + body)
     while data:
         data = data[os.write(fd, data):]
@@ -29,8 +28,6 @@ def receive(fd: int) -> bytes:
 
 
 def _read(fd: int, size: int) -> bytes:
-    import os
-
     parts, left = [], size
     while left:
         part = os.read(fd, left)

@@ -2,10 +2,10 @@
 
 One process per tracker, the *writer*, owns the MLflow client. The tracker's client is a proxy
 (``QueuedClient``) that sends the writer every call, in order, through a pipe. The writes each
-trial makes (``log_batch``, ``log_inputs``, ``set_terminated``, ``set_tag``: ``QUEUED``) do
-not wait: the driver goes on with Tune. Every other call (``create_run``, ``get_run``, ...)
-waits for its answer, which comes after every write queued before it. At 1,000 no-op trials
-MLflow's SQL store took about two thirds of the driver's CPU (``benchmarks/paper_scale.py``).
+trial makes (``log_batch``, ``log_inputs``, ``set_terminated``, ``set_tag``: ``QUEUED``, and
+``create_run`` on a SQL or file store, under an id chosen here: ``made_run``) do not wait: the
+driver goes on with Tune. Every other call (``get_run``, ...) waits for its answer, which comes
+after every write queued before it. At 1,000 no-op trials MLflow's SQL store took about two thirds of the driver's CPU (``benchmarks/paper_scale.py``).
 
 The guarantee the record gives (docs/operations.md: record first, nothing lost or duplicated):
 
@@ -18,15 +18,16 @@ The guarantee the record gives (docs/operations.md: record first, nothing lost o
 * A writer killed too (SIGKILL of the group, a lost machine) leaves calls unapplied: the next
   writer of the sweep applies them from the log before anything else (``replay``). Each queued
   call is idempotent in MLflow's stores (a metric row already there is skipped; a param, tag or
-  status set again to the same value), so one applied twice is not duplicated.
+  status set again to the same value; a replayed run creation whose run exists is skipped), so
+  one applied twice is not duplicated.
 * A writer holds ``mlflow_wal/lock`` while it runs: a resumed sweep's writer and
   ``contrasweep.run.recovery`` (``replay_log``) wait for an earlier one to finish.
 * A store error stops the applying: that call and the ones after it stay in the log, the
   tracker hears of it at its next call (``StoreWriteError``, one of ``store.store_errors``) and
   stops the sweep as Ctrl-C does, and ``resume`` applies them.
 
-May import: ``contrasweep.tracking.store``, ``contrasweep.tracking.frames`` and the standard library
-(MLflow in the writer).
+May import: ``contrasweep.tracking.store``, ``.frames``, ``.run_ids`` and the standard library (MLflow
+in the writer).
 """
 
 from __future__ import annotations
@@ -38,24 +39,20 @@ import os
 import pickle
 import select
 import signal
-import sys
 import time
 import uuid
-from collections import namedtuple
 from pathlib import Path
-from urllib.parse import urlparse
 
 from contrasweep.tracking.frames import FRAME, frames, receive, send
+from contrasweep.tracking.run_ids import Made, RunRef, chosen_ids, made_run
 from contrasweep.tracking.store import StoreWriteError, get_client, store_line
 
 QUEUED = frozenset({"log_batch", "log_inputs", "set_terminated", "set_tag"})
 WAL_DIR = "mlflow_wal"
 SEGMENT_BYTES = 1 << 20  # a log segment is closed at this size and deleted once applied
-# Stores whose runs the writer makes under an id the driver chose (``made_run``): MLflow's SQL and
-# file stores. A tracking server's run id is the server's, so ``create_run`` waits for it there.
-CHOSEN_ID_STORES = frozenset({"sqlite", "postgresql", "mysql", "mssql", "file", ""})
-RunRef = namedtuple("RunRef", "run_id experiment_id run_name start_time")
-Made = namedtuple("Made", "info")  # what ``QueuedClient.create_run`` returns there: ``.info.run_id``, as a Run's
+# The writer says how far it has applied every this many queued calls, unasked: the driver's log
+# stays bounded where no call waits for an answer (a trial's run is made queued: ``run_ids``).
+NOTE_EVERY = 256
 _LIVE: dict[Path, QueuedClient] = {}  # this process's running writers, by their sweep's log folder
 _SPARE: dict[str, object] = {}  # tracking URI -> a writer started ahead (``prestart``), not yet taken
 
@@ -82,11 +79,11 @@ class QueuedClient:
         self._closed = False
         self._direct = None  # after close: calls made here (``direct``)
         self._failed: str | None = None
-        self.chosen_ids = urlparse(tracking_uri).scheme.split("+")[0] in CHOSEN_ID_STORES
+        self.chosen_ids = chosen_ids(tracking_uri)
         atexit.register(self.close)
 
     def create_run(self, experiment_id, start_time=None, tags=None, run_name=None):
-        """A new run. Where the store takes an id chosen here (``CHOSEN_ID_STORES``), the writer
+        """A new run. Where the store takes an id chosen here (``run_ids.chosen_ids``), the writer
         makes it in order with the other writes and the driver does not wait: at 1,000 no-op
         trials the wait (for the writes queued before it, then the run) was 44 ms of every
         trial's 107 (``benchmarks/paper_scale.py``). Returns what the tracker reads of the run
@@ -123,19 +120,24 @@ class QueuedClient:
             if kind == "failed":
                 self._failed = value
                 raise StoreWriteError(value)
-            if kind == "reply":
+            if kind == "applied":
+                self._applied(applied)
+            elif kind == "reply":
                 self._applied(applied)
                 return value
-            if kind == "error":  # this call's own error (e.g. a run that does not exist): raised as MLflow raised it
+            elif kind == "error":  # this call's own error (e.g. a run that does not exist): raised as MLflow raised it
                 self._applied(applied)
                 raise value
 
     def _check(self) -> None:
-        """A queued call the writer could not apply: raised here, before anything more is sent."""
-        if self._failed is None and select.select([self._in], [], [], 0)[0]:
-            kind, _, value = pickle.loads(receive(self._in))
+        """A queued call the writer could not apply: raised here, before anything more is sent.
+        The writer's notes of how far it got on its own (``NOTE_EVERY``) are read here too."""
+        while self._failed is None and select.select([self._in], [], [], 0)[0]:
+            kind, applied, value = pickle.loads(receive(self._in))
             if kind == "failed":
                 self._failed = value
+            elif kind == "applied":
+                self._applied(applied)
         if self._failed is not None:
             raise StoreWriteError(self._failed)
 
@@ -302,6 +304,8 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
         if seq:
             applied = seq
             os.pwrite(done, b"%020d" % seq, 0)
+            if seq % NOTE_EVERY == 0:
+                send(out, pickle.dumps(("applied", applied, None)))
         else:
             send(out, pickle.dumps(("reply", applied, value)))
     os.close(done)
@@ -341,43 +345,6 @@ def apply(client, name: str, args: tuple, kwargs: dict, replaying: bool = False)
     if name == "create_run" and "run_id" in kwargs:
         return made_run(client, *args, replaying=replaying, **kwargs)
     return getattr(client, name)(*args, **kwargs)
-
-
-class _OneId:
-    """The ``uuid`` module as an MLflow store's module sees it during one ``create_run``."""
-
-    def __init__(self, run_id: str):
-        self._id = uuid.UUID(hex=run_id)
-
-    def uuid4(self) -> uuid.UUID:
-        return self._id
-
-    def __getattr__(self, name: str):
-        return getattr(uuid, name)
-
-
-def made_run(client, experiment_id: str, run_id: str, replaying: bool = False, **kwargs) -> None:
-    """Make a run under ``run_id``. MLflow's client has no way to choose a new run's id; its SQL
-    and file stores draw one from ``uuid.uuid4()`` of their own module (MLflow 3.10-3.17), so
-    for this call (the writer runs one call at a time) that module's ``uuid`` gives ``run_id``.
-    Checked: a store that made another id is a store error (the sweep stops; ``resume`` says
-    it again). A replayed creation whose run exists (made before a kill) is skipped."""
-    from unittest import mock
-
-    if replaying:
-        try:
-            client.get_run(run_id)
-            return
-        except Exception:  # noqa: BLE001 - MLflow's "not found": made below
-            pass
-    module = sys.modules[type(client._tracking_client.store).__module__]
-    made = None
-    if hasattr(module, "uuid"):
-        with mock.patch.object(module, "uuid", _OneId(run_id)):
-            made = client.create_run(experiment_id, **kwargs).info.run_id
-    if made != run_id:
-        raise RuntimeError(f"this MLflow store ({module.__name__}) does not make a run under a chosen id (made "
-                           f"{made}, asked {run_id}); allowed: MLflow 3.10-3.17, as pyproject.toml pins it")
 
 
 def _picklable(exc: BaseException) -> BaseException:
