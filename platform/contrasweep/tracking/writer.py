@@ -3,9 +3,10 @@
 One process per tracker, the *writer*, owns the MLflow client. The tracker's client is a proxy
 (``QueuedClient``) that sends the writer every call, in order, through a pipe. The writes each
 trial makes (``log_batch``, ``log_inputs``, ``set_terminated``, ``set_tag``: ``QUEUED``, and
-``create_run`` on a SQL or file store, under an id chosen here: ``made_run``) do not wait: the
-driver goes on with Tune. Every other call (``get_run``, ...) waits for its answer, which comes
-after every write queued before it. At 1,000 no-op trials MLflow's SQL store took about two thirds of the driver's CPU (``benchmarks/paper_scale.py``).
+``create_run`` on a SQL or file store, under an id chosen here: ``run_ids.made_run``) do not
+wait: the driver goes on with Tune. Every other call (``get_run``, ...) waits for its answer,
+which comes after every write queued before it. At 1,000 no-op trials MLflow's SQL store took
+about two thirds of the driver's CPU (``benchmarks/paper_scale.py``).
 
 The guarantee the record gives (docs/operations.md: record first, nothing lost or duplicated):
 
