@@ -28,6 +28,23 @@ def sessions(tmp_path) -> list:
     return [p for p in (tmp_path / "sweep" / WAL_DIR).iterdir() if p.is_dir()]
 
 
+def killed(client, tmp_path):
+    """Kill the (stopped) writer; a copy of its one log session, to replay again later."""
+    os.kill(client.pid, signal.SIGKILL)
+    client._proc.wait()
+    (session,) = sessions(tmp_path)
+    kept = tmp_path / "kept"
+    shutil.copytree(session, kept)
+    return kept
+
+
+def replayed_again(direct, kept, tmp_path) -> int:
+    """The kept session replayed from its start, as after a kill between applying and noting it."""
+    (kept / "done").write_bytes(b"0")
+    shutil.copytree(kept, tmp_path / "sweep" / WAL_DIR / kept.name)
+    return replay_log(direct, tmp_path / "sweep")
+
+
 def test_queued_writes_are_applied_in_order_before_an_answer(tmp_path):
     (tmp_path / "sweep").mkdir()
     writer.prestart(f"sqlite:///{tmp_path / 'mlflow.db'}")  # as run and resume do before Ray starts
@@ -57,11 +74,7 @@ def test_a_killed_writers_queue_is_applied_once_from_its_log(tmp_path):
     for step in range(1, 21):
         client.log_batch(run_id, metrics=[Metric("m", float(step), 0, step)], tags=[RunTag("last", str(step))])
     client.set_terminated(run_id, status="FINISHED")
-    os.kill(client.pid, signal.SIGKILL)
-    client._proc.wait()
-    (session,) = sessions(tmp_path)
-    kept = tmp_path / "kept"
-    shutil.copytree(session, kept)
+    kept = killed(client, tmp_path)
     direct = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
     assert direct.get_run(run_id).info.status == "RUNNING"
 
@@ -71,9 +84,7 @@ def test_a_killed_writers_queue_is_applied_once_from_its_log(tmp_path):
     assert run.info.status == "FINISHED" and run.data.tags["last"] == "20"
     assert [m.step for m in direct.get_metric_history(run_id, "m")] == list(range(21))
 
-    (kept / "done").write_bytes(b"0")  # the same calls again, as after a kill between applying and noting it
-    shutil.copytree(kept, tmp_path / "sweep" / WAL_DIR / kept.name)
-    assert replay_log(direct, tmp_path / "sweep") == 23  # the run's creation among them
+    assert replayed_again(direct, kept, tmp_path) == 23  # the run's creation among them
     assert [m.step for m in direct.get_metric_history(run_id, "m")] == list(range(21))  # no row twice
     assert len(direct.search_runs([run.info.experiment_id])) == 1  # nor a run
 
@@ -88,11 +99,7 @@ def test_a_run_is_made_under_the_drivers_id_without_waiting_and_only_once(tmp_pa
     run_id = made.info.run_id
     client.log_batch(run_id, metrics=[Metric("m", 1.0, 0, 1)])
     client.set_terminated(run_id, status="FINISHED")
-    os.kill(client.pid, signal.SIGKILL)
-    client._proc.wait()
-    (session,) = sessions(tmp_path)
-    kept = tmp_path / "kept"
-    shutil.copytree(session, kept)
+    kept = killed(client, tmp_path)
     direct = MlflowClient(uri)
     assert direct.search_runs([experiment]) == []
 
@@ -100,9 +107,7 @@ def test_a_run_is_made_under_the_drivers_id_without_waiting_and_only_once(tmp_pa
     run = direct.get_run(run_id)  # the driver's id, name, tags and start time
     assert (run.info.run_name, run.info.status, run.info.start_time) == ("trial-1", "FINISHED", made.info.start_time)
     assert run.data.tags["contrasweep.kind"] == "trial" and run.data.metrics == {"m": 1.0}
-    (kept / "done").write_bytes(b"0")
-    shutil.copytree(kept, tmp_path / "sweep" / WAL_DIR / kept.name)
-    assert replay_log(direct, tmp_path / "sweep") == 3
+    assert replayed_again(direct, kept, tmp_path) == 3
     assert len(direct.search_runs([experiment])) == 1 and len(direct.get_metric_history(run_id, "m")) == 1
 
     server = QueuedClient("http://127.0.0.1:9", tmp_path / "sweep")  # a tracking server makes its own ids
