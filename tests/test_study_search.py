@@ -72,25 +72,36 @@ def test_a_suggestion_runs_once_per_repeat_and_is_told_the_mean_once(tmp_path):
 
 
 def test_the_budget_is_counted_in_the_study_once_per_driver_not_per_suggestion(tmp_path):
-    """``asked`` reads every study trial once (then counts its own asks), and a suggestion's
-    storage id is looked up once: the searcher's cost per trial does not grow with the sweep."""
+    """``asked`` reads every study trial once (then counts its own asks), and after the study's
+    first read no ask, record or tell reads SQL again (``SoleWriterStorage``: this driver alone
+    writes the study): the searcher's cost per trial does not grow with the sweep."""
     s = make(tmp_path, repeats=1, num_samples=5)
-    reads, lookups = [], []
-    study_type = type(s.study)
-    real_get, real_id = study_type.get_trials, s.storage.get_trial_id_from_study_id_trial_number
+    reads, sql_reads = [], []
+    study_type, backend = type(s.study), s.storage._backend
+    real_get = study_type.get_trials
     study_type.get_trials = lambda self, *a, **k: reads.append(1) or real_get(self, *a, **k)
-    s.storage.get_trial_id_from_study_id_trial_number = lambda *a: lookups.append(a[-1]) or real_id(*a)
+    for name in ("_get_trials", "get_trial", "get_trial_id_from_study_id_trial_number", "get_all_trials"):
+        real = getattr(backend, name)
+        setattr(backend, name, lambda *a, _real=real, _name=name, **k: sql_reads.append(_name) or _real(*a, **k))
     try:
         first = None
         for i in range(5):
             assert s.suggest(f"t{i}")["__suggestion__"] == i
             s.on_trial_complete(f"t{i}", done(0.1 * i))
             first = first or len(reads)
+            first_sql = first_sql if i else len(sql_reads)
         assert s.suggest("t5") == Searcher.FINISHED
     finally:
         study_type.get_trials = real_get
-    assert len(reads) == first <= 3 and sorted(lookups) == [0, 1, 2, 3, 4]  # read when the driver starts, not per trial
-    assert [t.state for t in study(tmp_path).trials] == [TrialState.COMPLETE] * 5
+    assert len(reads) == first <= 3  # read when the driver starts, not per trial
+    assert first_sql <= 1 and len(sql_reads) == first_sql, sql_reads  # SQL read once, then only written
+    stored = study(tmp_path).trials
+    assert [t.state for t in stored] == [TrialState.COMPLETE] * 5
+    in_memory = s.study.get_trials(deepcopy=False)  # what this driver reads is what SQL holds
+    for ours, theirs in zip(in_memory, stored):
+        assert (ours.params, ours.distributions, ours.values, ours.user_attrs, ours.system_attrs, ours.state) == \
+            (theirs.params, theirs.distributions, theirs.values, theirs.user_attrs, theirs.system_attrs, theirs.state)
+        assert abs((ours.datetime_complete - theirs.datetime_complete).total_seconds()) < 1
     again = restored(snapshot(s, tmp_path), tmp_path)  # a new driver counts the study again
     assert again.asked() == 5 and again.suggest("t6") == Searcher.FINISHED
 

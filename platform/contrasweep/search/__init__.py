@@ -5,7 +5,9 @@ each, in the order it asks); ``registry``: one object per name the spec may give
 sweep's study (``study_storage``: that study's storage, following a moved folder);
 ``group_asha``: ASHA over repeat groups and the FIFO base both schedulers share (``settle``);
 ``racing``, ``race_search`` and ``study_race``: racing over repeats (a grid's, a study's);
-``budget_gate``: ``sweep.budget``, which both schedulers ask before a trial starts.
+``budget_gate``: ``sweep.budget``, which both schedulers ask before a trial starts;
+``live_trials`` and ``warm_actors``: the schedulers' touches of Tune's controller (its saved
+state, its actor cache).
 
 May import: ``contrasweep.errors``, ``contrasweep.data`` (a data axis's default),
 ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking`` (the ledger, what ran, warm

@@ -36,7 +36,9 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
-from contrasweep.search.live_trials import LiveTrials, mark_for_save, save_now, stop_quickly, stop_waiting
+from contrasweep.search.live_trials import (LiveTrials, controller_of, mark_for_save, save_now, stop_quickly,
+                                            stop_waiting)
+from contrasweep.search.warm_actors import keep_warm
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking import ledger
 
@@ -128,6 +130,7 @@ class MovableFIFO(FIFOScheduler):
         if self._finished is None:
             self._finished = ledger.finished(getattr(self, "tracking_file", None))
             stop_quickly(tune_controller)
+            keep_warm(controller_of(tune_controller))  # finished trials' actors wait for the next (search.warm_actors)
         self._live.sweep(tune_controller, self._finished)  # the ended leave it, and Tune's saved state once recorded
         for trial in self._live:
             if getattr(trial, "relative_logdir", None) and trial.trial_id not in self._named:

@@ -130,10 +130,10 @@ class StudySearcher(Searcher):
     def _open(self) -> None:
         import optuna
 
-        from contrasweep.search.study_storage import StudyStorage  # Optuna: once, where the study opens
+        from contrasweep.search.study_storage import SoleWriterStorage, StudyStorage  # Optuna: once, where it opens
 
         directions = [o.direction for o in objectives(self.metrics, self.modes)]
-        self._storage = StudyStorage(self.storage_url)
+        self._storage = SoleWriterStorage(StudyStorage(self.storage_url))  # this driver alone writes it
         self._study = optuna.create_study(study_name=self.study_name, storage=self._storage, sampler=self.sampler,
                                           directions=directions, load_if_exists=True)
 
@@ -152,7 +152,8 @@ class StudySearcher(Searcher):
         return self._params[number]
 
     def frozen(self, number: int):
-        """The stored state of suggestion ``number`` (read from optuna.db, never cached)."""
+        """The stored state of suggestion ``number`` (optuna.db as this driver wrote it:
+        ``study_storage.SoleWriterStorage``; read from SQL again after a restore)."""
         return self.storage.get_trial(self.trial_id(number))
 
     def _reconcile(self) -> None:
