@@ -43,7 +43,8 @@ def test_the_search_over_every_idle_actor_goes():
 def test_the_controller_gets_it_once_with_what_it_held():
     tune_cache = _ObjectCache(may_keep_one=True)
     tune_cache.increase_max(CPU), tune_cache.cache_object(CPU, "a")
-    controller = SimpleNamespace(_actor_cache=tune_cache)
+    controller = _Tune()
+    controller._actor_cache = tune_cache
     assert keep_warm(controller) and not keep_warm(controller)
     warm = controller._actor_cache
     assert isinstance(warm, WarmActors) and warm.num_cached_objects == 1 and warm.total_max_objects == 1
