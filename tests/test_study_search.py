@@ -71,10 +71,12 @@ def test_a_suggestion_runs_once_per_repeat_and_is_told_the_mean_once(tmp_path):
     assert s.suggest("e") == Searcher.FINISHED  # num_samples suggestions made
 
 
-def test_the_budget_is_counted_in_the_study_once_per_driver_not_per_suggestion(tmp_path):
+def test_the_budget_is_counted_in_the_study_once_per_driver_not_per_suggestion(tmp_path, monkeypatch):
     """``asked`` reads every study trial once (then counts its own asks), and after the study's
     first read no ask, record or tell reads SQL again (``SoleWriterStorage``: this driver alone
-    writes the study): the searcher's cost per trial does not grow with the sweep."""
+    writes the study): the searcher's cost per trial does not grow with the sweep. The study file
+    keeps SQLite's write-ahead log on a local disk (``study_storage.write_ahead``), a restored
+    copy's connections too, and the rollback journal on a network file system."""
     s = make(tmp_path, repeats=1, num_samples=5)
     reads, sql_reads = [], []
     study_type, backend = type(s.study), s.storage._backend
@@ -104,6 +106,20 @@ def test_the_budget_is_counted_in_the_study_once_per_driver_not_per_suggestion(t
         assert abs((ours.datetime_complete - theirs.datetime_complete).total_seconds()) < 1
     again = restored(snapshot(s, tmp_path), tmp_path)  # a new driver counts the study again
     assert again.asked() == 5 and again.suggest("t6") == Searcher.FINISHED
+    import sqlite3
+
+    from contrasweep.folder import sweep_storage
+    from contrasweep.search.study_storage import StudyStorage
+
+    def modes(storage):
+        with storage.engine.connect() as conn:
+            return conn.exec_driver_sql("PRAGMA journal_mode").scalar(), conn.exec_driver_sql("PRAGMA synchronous").scalar()
+
+    assert modes(s.storage._backend) == modes(again.storage._backend) == ("wal", 1)  # 1: NORMAL
+    with sqlite3.connect(s.storage._backend.url[len("sqlite:///"):]) as db:  # another process's reader: the file's mode
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    monkeypatch.setattr(sweep_storage, "shared_path", lambda path: True)  # e.g. an NFS mount
+    assert modes(StudyStorage(f"sqlite:///{tmp_path / 'nfs.db'}")) == ("delete", 2)  # 2: FULL, SQLite's default
 
 
 def test_concurrency_counts_live_trials(tmp_path):
@@ -275,6 +291,10 @@ def test_a_recorded_end_leaves_tunes_saved_state_and_the_schedulers_loops(tmp_pa
     (tmp_path / "tracking.json").write_text(json.dumps(record))
     scheduler = MovableFIFO(tmp_path / "tracking.json")
     trials = [FakeTrial(f"forget-t{i}", c) for i, c in enumerate(configs)]
+    staging = tmp_path / "staging"  # Tune's driver staging folder: a folder per trial, made as it starts
+    for trial in trials:
+        trial.storage.trial_driver_staging_path = str(staging / trial.trial_id)
+        (staging / trial.trial_id).mkdir(parents=True)
     ctl = FakeController(list(trials))
     ctl._trial_metadata = {t.trial_id: "{}" for t in trials}  # Ray 2.60's: every trial's JSON, as last saved
     ctl._trials_to_cache = set()
@@ -287,6 +307,12 @@ def test_a_recorded_end_leaves_tunes_saved_state_and_the_schedulers_loops(tmp_pa
     assert scheduler.choose_trial_to_run(ctl) is trials[4]
     assert set(ctl._trial_metadata) == {"forget-t2", "forget-t3", "forget-t4"}
     assert [t.trial_id for t in scheduler._live] == ["forget-t4"]  # what its loops go over
+    # the staging folder keeps the live and the unforgotten trials' folders only (save_now lists it)
+    assert sorted(p.name for p in staging.iterdir()) == ["forget-t2", "forget-t3", "forget-t4"]
+    (staging / "forget-t4" / "kept.txt").write_text("x")
+    live_trials.drop_staging(trials[4])
+    live_trials.drop_staging(FakeTrial("forget-unnamed", configs[0]))  # no staging folder: nothing to do
+    assert (staging / "forget-t4" / "kept.txt").exists()  # a folder with anything in it stays
     # the last entry stays: Tune's restore needs one trial
     lone = FakeTrial("forget-lone", {"hp": {"lr": 1.0, "seed": 9}})
     ctl._trial_metadata = {"forget-lone": "{}"}

@@ -3,7 +3,8 @@ Train's runs and every trial's state folder live, so that all nodes of a cluster
 
 Without a storage the sweep folder itself holds them (one machine). With one,
 ``<storage>/<name>/tune`` and ``<storage>/<name>/train`` hold them, and the driver's own files
-(spec, ``sweep.json``, ``tracking.json``, the Optuna study, group ASHA's state) are mirrored to
+(spec, ``sweep.json``, ``tracking.json``, the Optuna study, group ASHA's state, the race's
+journal, the budget's spending) are mirrored to
 ``<storage>/<name>/sweep`` while the sweep runs, so ``contrasweep resume NAME --storage URI``
 works on another machine that sees the same storage and MLflow server (docs/architecture.md,
 "Storage and clusters").
@@ -31,7 +32,7 @@ from trainables.storage import display, filesystem, is_uri, join, local_path
 
 TIMEOUT_S = 20.0
 MIRRORED = ("spec.yaml", "sweep.json", "tracking.journal", "tracking.json", "group_asha.journal", "group_asha.json",
-            "optuna.db")  # each journal
+            "race.journal", "race.json", "budget.json", "optuna.db")  # each journal
 # before its snapshot: a snapshot written between the two copies makes the older journal copy one it ignores
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "fuse.cephfs", "beegfs", "glusterfs",
               "fuse.glusterfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "9p", "virtiofs", "afs", "pvfs2", "orangefs")
