@@ -94,12 +94,12 @@ def serve(command: list[str], log: Path) -> int:
     import time
 
     _become_subreaper()
+    asked: list[int] = []  # heard from here on: a signal between the start and these would leave the UI running
+    signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: asked.append(signum))
     with open(log, "ab") as out:
         proc = subprocess.Popen(command, env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    asked: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(signum))
-    signal.signal(signal.SIGINT, lambda signum, frame: asked.append(signum))
     while proc.poll() is None and not asked:
         time.sleep(0.1)
     if asked:
