@@ -20,7 +20,7 @@ records (its folder with Tune's state, and the MLflow database). Per segment bet
 marginal wall per trial, the driver's CPU per trial, its MLflow writer's and the whole machine's
 (every process: trials, Ray, driver, writer), the optuna kind's sampler's own CPU
 (``timed_sampler``), the driver's peak memory at its end and the records' size; each kind's
-flatness (last segment over the first; also less the sampler's time) and contrasweep's marginal
+flatness (last segment over the first) and contrasweep's marginal
 over Tune's in the same segment. Every row is appended to ``<out>.partial.jsonl`` as it comes, so
 a long run stopped early keeps what it measured.
 
@@ -121,7 +121,7 @@ def timed_sampler() -> list[float]:
     """The optuna kind's sampler timed apart: the CPU seconds the driver's thread spends in TPE's
     own calls (``[0]``). TPE builds its estimators from every finished trial of the study at each
     ask, so its time per ask grows with the trials so far by design (as in plain Optuna); the
-    rows give it beside the wall so that the bookkeeping around it can be judged alone."""
+    rows give it beside the wall (not subtracted: the wall is not the driver's CPU alone)."""
     import optuna
 
     spent = [0.0]
@@ -281,17 +281,13 @@ def main() -> None:
         segs = entry["segments"]
         if len(segs) >= 2:
             entry["flatness"] = segs[-1]["wall_per_trial_ms"] / segs[0]["wall_per_trial_ms"]
-            # the same, less the sampler's own time (on the driver's path: Tune waits for each ask)
-            entry["flatness_less_sampler"] = ((segs[-1]["wall_per_trial_ms"] - segs[-1]["sampler_cpu_per_trial_ms"])
-                                              / (segs[0]["wall_per_trial_ms"] - segs[0]["sampler_cpu_per_trial_ms"]))
         if "tune" in result and name != "tune":
             entry["vs_tune"] = [s["wall_per_trial_ms"] / t["wall_per_trial_ms"]
                                 for s, t in zip(segs, result["tune"]["segments"])]
         if args.baseline and "@" not in name and f"{name}@{args.baseline}" in result:
             entry["vs_baseline"] = [s["wall_per_trial_ms"] / b["wall_per_trial_ms"]
                                     for s, b in zip(segs, result[f"{name}@{args.baseline}"]["segments"])]
-        print(f"{name}: flatness {entry.get('flatness', float('nan')):.2f} (goal <= {GOALS['flatness']}; "
-              f"less the sampler's own time {entry.get('flatness_less_sampler', float('nan')):.2f}); "
+        print(f"{name}: flatness {entry.get('flatness', float('nan')):.2f} (goal <= {GOALS['flatness']}); "
               f"vs Tune per segment {[round(v, 2) for v in entry.get('vs_tune', [])]} (goal <= {GOALS['vs_tune']}); "
               f"vs baseline {[round(v, 2) for v in entry.get('vs_baseline', [])]}; Tune's run ended "
               f"{entry.get('drain_s') or float('nan'):.1f} s after the last mark")
