@@ -129,3 +129,16 @@ def test_the_sweep_runs_live_numbers_are_one_point_per_trial_written_together():
     assert client.batches == [("parent", [("trials/ended", 1, 1), ("best_trial/val/accuracy", 0.5, 1)]),
                               ("parent", [("trials/ended", 2, 2), ("trials/ended", 3, 3),
                                           ("best_trial/val/accuracy", 0.75, 3)])]
+
+    # resumed after a kill that lost points still waiting: the record's count is written once,
+    # and not again where the sweep run already has it
+    client.get_metric_history = lambda run_id, key: [type("M", (), {"step": step})() for _, b in client.batches
+                                                     for k, _, step in b if k == key]
+    killed = EpochLog(client, None, "val/accuracy", "max", lambda: False, lambda exc: None)
+    killed.sweep_progress("parent", 4, 0.75)  # the first of a driver's points: written at once
+    killed.sweep_progress("parent", 5, 0.9)  # waiting when the driver is killed
+    resumed = EpochLog(client, None, "val/accuracy", "max", lambda: False, lambda exc: None)
+    resumed.resume_progress("parent", 5, 0.9)
+    resumed.resume_progress("parent", 5, 0.9)
+    assert client.batches[2:] == [("parent", [("trials/ended", 4, 4), ("best_trial/val/accuracy", 0.75, 4)]),
+                                  ("parent", [("trials/ended", 5, 5), ("best_trial/val/accuracy", 0.9, 5)])]

@@ -93,6 +93,14 @@ class EpochLog:
             pending.append(metric_entity(BEST_TRIAL_PREFIX + self.metric, best, step=ended))
         self.flush_progress(parent_run_id, force=flush or time.monotonic() - self._progress_at >= PROGRESS_EVERY_S)
 
+    def resume_progress(self, parent_run_id: str, ended: int, best: float | None) -> None:
+        """On resume: the live numbers as the record has them, where the sweep run's last point
+        is behind (points still waiting for ``PROGRESS_EVERY_S`` are lost with a killed driver;
+        a resumed sweep whose trials had all ended would otherwise end on that old count)."""
+        history = self.client.get_metric_history(parent_run_id, ENDED_KEY)
+        if ended and max((m.step for m in history), default=0) < ended:
+            self.sweep_progress(parent_run_id, ended, best, flush=True)
+
     def flush_progress(self, parent_run_id: str, force: bool = True) -> None:
         """Write the sweep run's pending live numbers (``sweep_progress``) now (``force``)."""
         pending = self._progress

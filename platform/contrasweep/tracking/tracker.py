@@ -151,9 +151,10 @@ class MlflowTracker(Callback):
 
     def _catch_up(self) -> None:
         """On resume: what an MLflow failure left undone (metrics of epochs it could not log,
-        trial runs it could not close) and artifacts lost from the store since (re-logged from
-        the checkpoints the sweep keeps)."""
+        trial runs it could not close), the sweep run's live numbers a kill kept from being
+        written, and artifacts lost from the store since (re-logged from the checkpoints the sweep keeps)."""
         self.epochs.catch_up()
+        self.epochs.resume_progress(self.parent_run_id, self._done(), self.best_ended)
         for entry in list(self.state.trials.values()):
             if "pending" in entry:
                 self._apply_finish(entry)
