@@ -175,7 +175,7 @@ def test_a_resume_opens_with_what_is_done_and_what_goes_on_from_where(tmp_path):
 def test_list_shows_the_selected_configurations_mean_not_a_lucky_repeat():
     """One lucky seed's 1.0 is not "best": `list` shows the configuration the summary selects,
     the best mean over complete groups, as mean ± std of its repeats."""
-    from contrasweep.console.summary import _mean_std, selected_values
+    from contrasweep.console.listing import _mean_std, selected_values
 
     trials = {"a": {"group": "g1", "group_size": 2, "outcome": "complete", "best_value": 1.0},
               "b": {"group": "g1", "group_size": 2, "outcome": "complete", "best_value": 0.5},

@@ -14,7 +14,8 @@ import json
 import os
 import sys
 
-from contrasweep.console.summary import disk_use, human, listing, summary_lines
+from contrasweep.console.listing import listing
+from contrasweep.console.summary import disk_use, human, summary_lines
 from contrasweep.errors import UserError
 from contrasweep.folder import sweeps
 from contrasweep.folder.cleanup import reclaim
