@@ -167,7 +167,7 @@ def configurations_table(record: SweepRecord) -> Table:
         elif group.group in record.cut:  # the budget ended the sweep before its other repeats started
             outcome = "cut short by the budget"
         hp = [hp_text(group.hp[k]) if k in group.hp else "" for k in varied]
-        learned = learned_text(record.learned.get(group.group))
+        learned = learned_text(record.learned.get(group.group), group)
         rows.append([group.setting or "–", *hp, outcome, f"{len(group.repeats)}/{group.size}",
                      Cell(val, v["mean"], v["std"], v["n"]).text(), Cell(test, t["mean"], t["std"], t["n"]).text(),
                      learned, "✓" if id(group) in chosen else ""])
@@ -182,9 +182,13 @@ def configurations_table(record: SweepRecord) -> Table:
                  ["setting", *varied, "outcome", "repeats", val, test, "learned", "selected"], rows, out)
 
 
-def learned_text(verdict: dict | None) -> str:
-    """``yes (p=0.003)``, ``did not learn (p=0.24)``; blank where unjudged (a stopped group)."""
+def learned_text(verdict: dict | None, group: Group | None = None) -> str:
+    """``yes (p=0.003)``, ``did not learn (p=0.24; 20 steps)`` (the optimiser steps its repeats
+    took, where they reported them); blank where unjudged (a stopped group)."""
     if verdict is None:
         return ""
-    p = "" if math.isnan(verdict["p_value"]) else f" (p={verdict['p_value']:.2g})"
-    return ("yes" if verdict["learned"] else "did not learn") + p
+    parts = [] if math.isnan(verdict["p_value"]) else [f"p={verdict['p_value']:.2g}"]
+    steps = [r["metrics"]["train/steps"] for r in (group.repeats if group else []) if "train/steps" in r["metrics"]]
+    if steps and not verdict["learned"]:
+        parts.append(f"{max(steps):.0f} steps")
+    return ("yes" if verdict["learned"] else "did not learn") + (f" ({'; '.join(parts)})" if parts else "")

@@ -76,6 +76,8 @@ def test_main_table_selects_on_validation_and_tests_against_the_baseline():
     assert [r["did_not_learn"] for r in table.records if r["sweep"] == "lacon-s"] == [True, False]
     configs = tables.configurations_table(lacon)
     assert [r["learned"] for r in configs.records] == ["did not learn (p=0.3)", "", "", "yes (p=0.01)"]
+    good.repeats[0]["metrics"]["train/steps"] = 20.0  # the optimiser steps its repeats took, where they said
+    assert tables.configurations_table(lacon).records[0]["learned"] == "did not learn (p=0.3; 20 steps)"
     assert configs.rows[-2:] == [["rho=0.1", "", "chance level", "", "0.5000", "0.5500", "", ""],
                                  ["rho=0.5", "", "chance level", "", "0.4500", "0.5000", "", ""]]
 

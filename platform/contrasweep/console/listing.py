@@ -70,7 +70,8 @@ def listing(sweep) -> dict:
         best = f"{metric} {_mean_std(values)}"
         judged = record.get("verdicts", {}).get(group)
         if judged is not None and not judged["learned"]:
-            best += f" did not learn (chance {judged['level']:.4f})"
+            steps = f", {judged['steps']} steps" if judged.get("steps") else ""
+            best += f" did not learn (chance {judged['level']:.4f}{steps})"
     if meta.get("extensions"):  # contrasweep extend
         status = f"{status}+ext{len(meta['extensions'])}"
     return {"status": status, "trials": f"{ended}/{total}", "best": best, "disk": disk_use(sweep.path),
