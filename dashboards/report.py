@@ -104,9 +104,10 @@ def _main_note(records: list[SweepRecord], base: SweepRecord | None) -> str:
     metric = records[0].metric
     note = (f"Per setting, the configuration with the best mean {metric} over a complete repeat group is "
             f"selected; the table reports its {records[0].test_metric} (never used to select). The last row is "
-            "the chance level: the best a predictor that never reads a text scores (the train split's majority "
-            f"class, or classes drawn at its shares); 'did not learn': the configuration's {selection_key(metric)} "
-            "is not above its data's chance level (one-sided t-test over its repeats, evaluation.alpha).")
+            "the chance level: the best a predictor that never reads a text scores (one class for every text, "
+            "or classes drawn at the train split's shares); 'did not learn': the configuration's "
+            f"{selection_key(metric)} is not above its data's chance level (a one-sided t-test over its repeats "
+            "and a margin beyond the validation split's noise, at evaluation.alpha).")
     if base is not None:
         note += (f" p: two-sided Wilcoxon signed-rank test against {base.name} over repeats matched by "
                  "data split and training seed.")

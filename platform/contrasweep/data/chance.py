@@ -5,9 +5,11 @@ these levels (``contrasweep.tracking.verdict``) and reports draw them.
 
 Predictors that never read a text, fitted on the train split's labels only:
 
-* single-label: ``majority`` (the train split's most frequent class for every text; ties: the
-  first label) and ``stratified`` (a class drawn from the train split's class shares, as
-  scikit-learn's ``DummyClassifier(strategy="stratified")``);
+* single-label: ``majority`` (one class for every text: the split's own largest, ties the first
+  label; the best any model that collapsed onto one class can score there, whichever class it
+  picked: a few-shot train split's classes tie, so its "most frequent" says nothing) and
+  ``stratified`` (a class drawn from the train split's class shares, as scikit-learn's
+  ``DummyClassifier(strategy="stratified")``);
 * multi-label: ``all_negative`` (no label for any text) and ``prior`` (each label drawn on its
   own with its train frequency).
 
@@ -72,6 +74,24 @@ def level_of(found: dict[str, float], metric: str) -> float | None:
     return found.get(key)
 
 
+def noise(metric: str, level: float, rows: int, num_labels: int = 1) -> float:
+    """The standard deviation of ``metric`` (``val/accuracy``) around its chance ``level`` for a
+    predictor that never reads a text, over ``rows`` evaluated examples: what one evaluation on a
+    split that small may score above the level by luck. A share of texts scored right (accuracy,
+    the F1 family, cluster and probe accuracy): the binomial sqrt(p(1 - p) / n) at p = the level;
+    a correlation-like score centred on 0 (MCC, NMI, STS Spearman): 1 / sqrt(n), the null
+    standard deviation of a correlation; the Hamming loss: binomial over the n × L decisions.
+    For the F1 family this is an approximation (F1 is not a plain share)."""
+    name = metric.rsplit("/", 1)[-1]
+    n = max(int(rows), 1)
+    if name in ("mcc", "nmi", "sts_spearman"):
+        return 1.0 / np.sqrt(n)
+    if name == "hamming_loss":
+        n *= max(int(num_labels), 1)
+    p = min(max(float(level), 1.0 / n), 1.0 - 1.0 / n) if n > 1 else 0.5
+    return float(np.sqrt(p * (1.0 - p) / n))
+
+
 def _single_label(train: dict, split: dict) -> dict[str, dict[str, float]]:
     prior = np.asarray(list(train["per_class"].values()), dtype=np.float64)
     counts = np.asarray([split["per_class"].get(name, 0) for name in train["per_class"]], dtype=np.float64)
@@ -79,7 +99,7 @@ def _single_label(train: dict, split: dict) -> dict[str, dict[str, float]]:
         return {}
     prior = prior / prior.sum()
     majority = np.zeros((len(prior), len(prior)))
-    majority[:, int(np.argmax(prior))] = counts  # every text predicted as the train split's largest class
+    majority[:, int(np.argmax(counts))] = counts  # every text predicted as the split's largest class
     out = {"majority": confusion_metrics(majority), "stratified": confusion_metrics(np.outer(counts, prior))}
     share = float(counts.max() / counts.sum())  # one cluster for all: its best match is the largest class
     out["majority"].update(cluster_acc=share, nmi=0.0)

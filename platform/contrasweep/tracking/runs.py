@@ -307,9 +307,8 @@ class RunTree:
     def _judge(self, group: str, members: list[dict], found: Group):
         """The group's verdict against its repeats' chance levels, kept in the record (``verdicts``)."""
         complete = [(e, r["metrics"]) for e, r in zip(members, found.repeats) if r["outcome"] == "complete"]
-        # getattr: a sweep started before chance levels resumes with its tuner.pkl's static, which has none
-        levels = [getattr(self.static.variant(e.get("variant", 0)), "chance", {}) for e, _ in complete]
-        judged = judge_repeats([m for _, m in complete], levels,
+        variants = [self.static.variant(e.get("variant", 0)) for e, _ in complete]
+        judged = judge_repeats([m for _, m in complete], variants,
                                selection_key(self.static.metric), self.static.mode, self.static.alpha)
         if judged is not None:
             self.state.data.setdefault("verdicts", {})[group] = judged.record()
