@@ -108,7 +108,7 @@ def run(name: str, spec: dict, work: Path, uri: str) -> dict:
                "--tracking-uri", uri, "--no-tsne"]
         done = subprocess.run(cmd, env={**os.environ}, cwd=work, capture_output=True, text=True)
         seconds = time.perf_counter() - started
-        print(done.stderr.strip(), flush=True)
+        print(done.stderr.strip(), done.stdout.strip(), sep="\n", flush=True)
         if done.returncode not in (0, 1) or not (folder / "tracking.json").exists():  # 1: a trial failed, the sweep ran
             return {"name": name, "error": done.stderr.strip().splitlines()[-1:], "seconds": seconds}
     record = read_record(folder / "tracking.json")

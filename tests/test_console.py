@@ -205,7 +205,8 @@ def test_list_and_the_summary_say_when_the_selected_configuration_did_not_learn(
     (tmp_path / "tracking.json").write_text(json.dumps({"trials": trials, "verdicts": {"g1": verdict}}))
     sweep = SimpleNamespace(path=tmp_path, status=lambda: "finished", meta=lambda: {"total": 2},
                             spec=lambda: {"sweep": {"metric": "val/accuracy"}})
-    assert listing(sweep)["best"] == "val/accuracy 0.2350 ± 0.0071 (2 repeats) did not learn (chance 0.2300, 20 steps)"
+    row = listing(sweep)
+    assert row["best"] == "val/accuracy 0.2350 ± 0.0071 (2 repeats)" and row["learned"] == "no (chance 0.2300, 20 steps)"
     best = {"n_total=20": Group("g1", "n_total=20", "c", {}, 2)}
     assert chance_lines(tmp_path, best, "val/accuracy") == [
         "[contrasweep] did not learn [n_total=20]: the selected configuration's best/val/accuracy 0.2350 against chance "
@@ -213,4 +214,4 @@ def test_list_and_the_summary_say_when_the_selected_configuration_did_not_learn(
         "(its registered model says so); give it more optimiser steps (fixed.max_steps or more epochs) or a larger lr"]
     verdict["learned"] = True
     (tmp_path / "tracking.json").write_text(json.dumps({"trials": trials, "verdicts": {"g1": verdict}}))
-    assert "did not learn" not in listing(sweep)["best"] and chance_lines(tmp_path, best, "val/accuracy") == []
+    assert listing(sweep)["learned"] == "yes" and chance_lines(tmp_path, best, "val/accuracy") == []

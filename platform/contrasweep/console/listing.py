@@ -47,8 +47,8 @@ def _mean_std(values: list[float]) -> str:
 
 def listing(sweep) -> dict:
     """``contrasweep list``'s row: status, trials ended / in all, the selected configuration so
-    far (mean ± std of its repeats' best validation values, ``selected``; "did not learn" where
-    its verdict says so), disk use, creation."""
+    far (mean ± std of its repeats' best validation values, ``selected``), whether it learned (its
+    verdict: "no (chance 0.2300, 20 steps)"), disk use, creation."""
     status = sweep.status()
     meta = sweep.meta() if status != "damaged" else {}
     try:
@@ -66,13 +66,16 @@ def listing(sweep) -> dict:
     metric, mode = raw.get("metric", "val/accuracy"), raw.get("mode", "max")
     metric, mode = (metric[0] if isinstance(metric, list) else metric), (mode[0] if isinstance(mode, list) else mode)
     values, group = selected(trials, mode)
+    learned = "-"
     if values:
         best = f"{metric} {_mean_std(values)}"
         judged = record.get("verdicts", {}).get(group)
         if judged is not None and not judged["learned"]:
             steps = f", {judged['steps']} steps" if judged.get("steps") else ""
-            best += f" did not learn (chance {judged['level']:.4f}{steps})"
+            learned = f"no (chance {judged['level']:.4f}{steps})"
+        elif judged is not None:
+            learned = "yes"
     if meta.get("extensions"):  # contrasweep extend
         status = f"{status}+ext{len(meta['extensions'])}"
-    return {"status": status, "trials": f"{ended}/{total}", "best": best, "disk": disk_use(sweep.path),
-            "created": str(meta.get("created", ""))}
+    return {"status": status, "trials": f"{ended}/{total}", "best": best, "learned": learned,
+            "disk": disk_use(sweep.path), "created": str(meta.get("created", ""))}
