@@ -113,10 +113,19 @@ def test_a_configuration_learned_only_where_its_repeats_beat_their_own_chance_le
     from types import SimpleNamespace
 
     variant = SimpleNamespace(chance={"val/accuracy": 0.23}, sizes={"validation": 500}, num_labels=5)
-    collapsed = [{"best/val/accuracy": v, "train/steps": 20} for v in (0.236, 0.238, 0.234, 0.238)]
+    collapsed = [{"best/val/accuracy": v, "train/steps": 20, "epoch": 10} for v in (0.236, 0.238, 0.234, 0.238)]
     found = judge_repeats(collapsed, [variant] * 4, "best/val/accuracy", "max", 0.05)
     assert found.p_value < 0.05 and not found.learned and found.steps == 20
-    assert found.margin == pytest.approx(stats.norm.ppf(0.95) * math.sqrt(0.23 * 0.77 / 500))
+    # the best of 10 epochs: a union bound, z(1 - 0.05 / 10)
+    assert found.margin == pytest.approx(stats.norm.ppf(1 - 0.005) * math.sqrt(0.23 * 0.77 / 500))
+    # tweet sentiment, k = 10 (measured): 0.539 ± 0.039 over 6 repeats, best of 10 epochs on 30
+    # validation rows, against 1/3; its test accuracy was under the test split's majority share
+    small = SimpleNamespace(chance={"val/accuracy": 1 / 3}, sizes={"validation": 30}, num_labels=3)
+    tweets = [{"best/val/accuracy": v, "epoch": 10} for v in (0.5, 0.5667, 0.5333, 0.6, 0.5, 0.5333)]
+    lucky = judge_repeats(tweets, [small] * 6, "best/val/accuracy", "max", 0.05)
+    assert lucky.p_value < 1e-4 and not lucky.learned and lucky.margin == pytest.approx(2.5758 * math.sqrt(2 / 9 / 30), rel=1e-4)
+    assert judge_repeats([{"val/accuracy": v} for v in (0.5, 0.5667)], [small] * 2, "val/accuracy", "max", 0.05).margin == \
+        pytest.approx(stats.norm.ppf(0.95) * math.sqrt(2 / 9 / 30))  # one evaluation each: no union bound
     assert found.text() == f"within {found.margin:.3f} of it, the evaluation split's noise; p={found.p_value:.2g} over 4 repeats"
     learning = [{"best/val/accuracy": v} for v in (0.62, 0.71, 0.66)]
     assert judge_repeats(learning, [variant] * 3, "best/val/accuracy", "max", 0.05).learned
