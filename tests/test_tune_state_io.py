@@ -108,3 +108,69 @@ def test_trial_logs_go_to_the_sweep_folder_and_a_restored_trial_appends(tmp_path
     logs.log_trial_result(1, remote, {"epoch": 1})
     logs.log_trial_end(remote)
     assert trial_folder(remote) == Path(remote.local_path) and (Path(remote.local_path) / "result.json").exists()
+
+
+def _restored_trial(tmp_path: Path, registered: int, kept: list[int]):
+    """A real Tune trial (Ray's Trial, StorageContext and checkpoint manager, num_to_keep=2) that
+    registered ``registered`` checkpoints, saved and restored through Tune's JSON state, whose
+    trial folder then holds only the checkpoint folders ``kept`` (Tune deleted the others after
+    the save, or the folders were lost)."""
+    from ray import tune
+    from ray.train._internal.session import _TrainingResult
+    from ray.train._internal.storage import StorageContext
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
+    from ray.tune.experiment import Trial
+
+    storage = StorageContext(storage_path=str(tmp_path / "sweep"), experiment_dir_name="tune", trial_dir_name="trial_a")
+    trial = Trial("run_trial", config={"lr": 0.1}, storage=storage, stub=True, placement_group_factory=PlacementGroupFactory([{"CPU": 1}]),
+                  checkpoint_config=tune.CheckpointConfig(num_to_keep=2))
+    trial.create_placement_group_factory()  # as Tune does when it adds the trial
+    folder = Path(storage.trial_fs_path)
+    for index in range(registered):
+        (folder / f"checkpoint_{index:06d}").mkdir(parents=True)
+        trial.on_checkpoint(_TrainingResult(checkpoint=tune.Checkpoint(str(folder / f"checkpoint_{index:06d}")),
+                                            metrics={"epoch": index + 1, "training_iteration": index + 1}))
+    trial_json, metadata_json = trial.get_json_state()
+    restored = Trial.from_json_state(trial_json, stub=True)
+    restored.restore_run_metadata(metadata_json)
+    for path in folder.glob("checkpoint_*"):
+        if int(path.name.split("_")[1]) not in kept:
+            path.rmdir()
+    return restored, folder
+
+
+def test_a_restored_trial_whose_named_checkpoint_tune_deleted_goes_on_from_its_newest(tmp_path):
+    """Tune's saved state names checkpoint_000001 (its two kept: 0 and 1); after that save the
+    trial reported 2 and 3 and Tune deleted 0 and 1; the driver was killed before its next save.
+    The restored trial names checkpoint_000003, the next checkpoint is 4, and nothing names a
+    deleted folder (CI of a96875d: 'Could not recover from checkpoint ...')."""
+    from contrasweep.search.live_trials import repoint_checkpoint
+
+    trial, folder = _restored_trial(tmp_path, registered=2, kept=[])
+    for index in (2, 3):
+        (folder / f"checkpoint_{index:06d}").mkdir()
+    assert trial.checkpoint.path == str(folder / "checkpoint_000001")
+    index_before = trial.storage.current_checkpoint_index
+
+    assert repoint_checkpoint(trial) == str(folder / "checkpoint_000003")
+    assert trial.checkpoint.path == str(folder / "checkpoint_000003")
+    assert trial.storage.current_checkpoint_index == index_before + 2
+    manager = trial.run_metadata.checkpoint_manager
+    assert [r.checkpoint.path for r in manager._checkpoint_results] == [str(folder / "checkpoint_000003")]
+    assert repoint_checkpoint(trial) is None  # it exists now: left as it is
+
+
+def test_a_restored_trial_keeps_a_checkpoint_that_exists_and_drops_one_with_no_folder_left(tmp_path):
+    from contrasweep.search.live_trials import repoint_checkpoint
+
+    trial, folder = _restored_trial(tmp_path, registered=2, kept=[0, 1])
+    assert repoint_checkpoint(trial) is None
+    assert trial.checkpoint.path == str(folder / "checkpoint_000001")
+
+    gone, _ = _restored_trial(tmp_path / "other", registered=2, kept=[])
+    assert repoint_checkpoint(gone) == ""
+    assert gone.checkpoint is None  # Tune starts it without one; the loop resumes from its own state folder
+    assert gone.run_metadata.checkpoint_manager._checkpoint_results == []
+
+    never, _ = _restored_trial(tmp_path / "third", registered=0, kept=[])
+    assert repoint_checkpoint(never) is None and never.checkpoint is None

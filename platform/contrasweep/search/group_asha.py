@@ -36,8 +36,8 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
-from contrasweep.search.live_trials import (LiveTrials, controller_of, mark_for_save, save_now, stop_quickly,
-                                            stop_waiting)
+from contrasweep.search.live_trials import (LiveTrials, controller_of, mark_for_save, repoint_checkpoint, save_now,
+                                            stop_quickly, stop_waiting)
 from contrasweep.search.warm_actors import keep_warm
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking import ledger
@@ -120,6 +120,7 @@ class MovableFIFO(FIFOScheduler):
             moved = copy.copy(storage)
             moved.storage_fs_path = here(storage.storage_fs_path)
             trial.set_storage(moved)
+        repoint_checkpoint(trial)  # Tune deleted the checkpoint its saved state names (search.live_trials)
         self._unsaved = True
         self._live.add(trial)
         super().on_trial_add(tune_controller, trial)

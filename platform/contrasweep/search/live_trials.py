@@ -28,7 +28,7 @@ Tune's own periodic save (``TUNE_GLOBAL_CHECKPOINT_S``: "auto") still copies it 
 or more, not per trial.
 
 It also holds the schedulers' other touches of Tune's controller (``stop_waiting``,
-``stop_quickly``, ``mark_for_save``).
+``stop_quickly``, ``mark_for_save``) and of a restored trial (``repoint_checkpoint``).
 
 May import: Ray Tune's ``Trial``, ``contrasweep.tracking.ledger``, ``contrasweep.folder.record``.
 """
@@ -36,6 +36,7 @@ May import: Ray Tune's ``Trial``, ``contrasweep.tracking.ledger``, ``contrasweep
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ray.tune.experiment import Trial
@@ -44,6 +45,7 @@ from contrasweep.folder.record import write_whole
 from contrasweep.tracking import ledger
 
 ENDED = (Trial.TERMINATED, Trial.ERROR)
+CHECKPOINT_DIR = re.compile(r"checkpoint_(\d+)")  # Tune's name of a trial's n-th checkpoint folder
 
 
 def controller_of(tune_controller):
@@ -177,3 +179,50 @@ def put(storage, source: str, name: str) -> None:
         return
     with filesystem.open_output_stream(f"{storage.experiment_fs_path.rstrip('/')}/{name}") as out:
         out.write(Path(source).read_bytes())
+
+
+def repoint_checkpoint(trial: Trial) -> str | None:
+    """A restored trial whose last checkpoint, as Tune's saved state names it, is gone from
+    storage: point it at the trial's newest checkpoint folder there, or at none. Returns the
+    path now named, where it changed.
+
+    Tune keeps two checkpoints a trial (``CheckpointConfig(num_to_keep=2)``) and deletes an
+    older one as a newer one registers, while its saved state is written before each new trial
+    and every ``TUNE_GLOBAL_CHECKPOINT_S``: a driver killed in between left a state naming a
+    deleted folder, and Ray 2.60's restore failed the trial ("Could not recover from checkpoint
+    as it does not exist on storage anymore"; CI of a96875d). A checkpoint is a pointer to the
+    trial's state folder, and the loop goes on from that folder's newest resume state whatever
+    the pointer (``trainables.checkpointing``), so any surviving pointer, or none, resumes the
+    same epoch. Tune's index of the trial's next checkpoint moves on with it, so that a later
+    save does not write into a surviving folder."""
+    from pyarrow import fs
+    from ray.train import Checkpoint
+
+    result = trial.latest_checkpoint_result
+    if result is None or result.checkpoint is None:
+        return None
+    filesystem, path = result.checkpoint.filesystem, result.checkpoint.path
+    if filesystem.get_file_info(path).type != fs.FileType.NotFound:
+        return None
+    named = CHECKPOINT_DIR.fullmatch(Path(path).name)
+    found = {int(m.group(1)): info.path
+             for info in filesystem.get_file_info(fs.FileSelector(str(Path(path).parent), allow_not_found=True))
+             if info.type == fs.FileType.Directory and (m := CHECKPOINT_DIR.fullmatch(info.base_name))}
+    manager = trial.run_metadata.checkpoint_manager
+    listed = any(r is result for r in manager._checkpoint_results)
+    manager._checkpoint_results = [r for r in manager._checkpoint_results if r is not result
+                                   and r.checkpoint.path in found.values()]  # the rest: none to delete
+    if not found:
+        manager._latest_checkpoint_result = None
+        trial._restore_checkpoint_result = None
+        trial.invalidate_json_state()
+        return ""
+    newest = max(found)
+    result.checkpoint = Checkpoint(path=found[newest], filesystem=filesystem)
+    manager._checkpoint_results = [r for r in manager._checkpoint_results if r.checkpoint.path != found[newest]]
+    if listed:
+        manager._checkpoint_results.append(result)
+    if named and newest > int(named.group(1)):
+        trial.storage.current_checkpoint_index += newest - int(named.group(1))
+    trial.invalidate_json_state()
+    return found[newest]
