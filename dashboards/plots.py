@@ -3,8 +3,10 @@ the caller's pyplot state is left alone). Each function writes one PNG and retur
 
 * ``curves``: a metric against a data axis (LaCon Fig. 2: k; Fig. 3: ρ; Fig. 6: classes) or
   a hyperparameter (Fig. 5: τ, λ, heads), mean ± std error bars cut at a bounded metric's
-  range, one line per series; ``write_data``: the numbers it draws, as CSV;
-* ``front``: a two-metric scatter of configuration means with the non-dominated ones joined;
+  range, one line per series, and a dashed line at the chance level (``chance_series``);
+  ``write_data``: the numbers it draws, as CSV;
+* ``front``: a two-metric scatter of configuration means with the non-dominated ones joined
+  (and each axis's chance level);
 * ``embedding``: a 2-D map of instance embeddings coloured by class, label embeddings as stars;
 * ``bars``: horizontal bars per name, one colour per series (hyperparameter importance per setting).
 """
@@ -22,6 +24,18 @@ class Series:
     mean: list[float]
     std: list[float]
     n: list[int] = field(default_factory=list)  # repeats behind each point (the figure's CSV)
+    chance: bool = False  # a chance level (contrasweep.data.chance): drawn dashed, without error bars
+
+
+CHANCE = "chance level"
+
+
+def chance_series(points: list[tuple[object, float | None]], label: str = CHANCE) -> list[Series]:
+    """The chance level at each x where there is one (none: no series)."""
+    known = list(dict((x, y) for x, y in points if y is not None).items())
+    if not known:
+        return []
+    return [Series(label, [x for x, _ in known], [y for _, y in known], [0.0] * len(known), chance=True)]
 
 
 # the range of a bounded metric (its last path part), where its error bars stop
@@ -87,6 +101,12 @@ def curves(series: list[Series], xlabel: str, ylabel: str, title: str, path: str
     for s in series:
         order = sorted(range(len(s.x)), key=lambda i: float(s.x[i]) if numeric else categories.index(str(s.x[i])))
         xs = [float(s.x[i]) if numeric else categories.index(str(s.x[i])) for i in order]
+        if s.chance:
+            ax.plot(xs, [s.mean[i] for i in order], ls="--", color="0.45", marker="_" if len(xs) > 1 else None,
+                    label=s.label)
+            if len(xs) == 1:  # one level for the whole figure: across it
+                ax.axhline(s.mean[0], ls="--", color="0.45")
+            continue
         below, above = error_bars(s, ylabel)
         ax.errorbar(xs, [s.mean[i] for i in order], yerr=[[below[i] for i in order], [above[i] for i in order]],
                     marker="o", capsize=3, label=s.label)
@@ -106,9 +126,13 @@ def curves(series: list[Series], xlabel: str, ylabel: str, title: str, path: str
 
 
 def front(points: list[tuple[float, float]], on_front: list[bool], names: list[str], xlabel: str, ylabel: str,
-          title: str, path: str) -> str:
+          title: str, path: str, chance: tuple[float | None, float | None] = (None, None)) -> str:
+    """``chance``: the chance level of each axis's metric, drawn as a dashed line where known."""
     fig = _figure()
     ax = fig.add_subplot()
+    for level, line in zip(chance, (ax.axvline, ax.axhline)):
+        if level is not None:
+            line(level, ls="--", color="0.45", label=CHANCE)
     ax.scatter([p[0] for p in points], [p[1] for p in points], c=["C3" if f else "C7" for f in on_front], zorder=3)
     best = sorted((p for p, f in zip(points, on_front) if f))
     ax.plot([p[0] for p in best], [p[1] for p in best], color="C3", lw=1, label="Pareto front")

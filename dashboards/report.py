@@ -7,7 +7,9 @@ Sections (each present only when the sweeps hold what it needs):
 
 * main table: method × dataset/setting, mean ± std of the selected configuration's test
   metric, Wilcoxon p against the baseline (LaCon Table 2, SCL-MOO Table 1);
-* every configuration of each sweep (outcome, validation and test mean ± std, selected);
+* every configuration of each sweep (outcome, validation and test mean ± std, learned, selected);
+* every table ends with the data's chance level (``contrasweep.data.chance``) and every figure
+  of a metric draws it as a dashed line; a configuration that did not learn is marked;
 * curves over data axes: k (LaCon Fig. 2), N, ρ (Fig. 3), classes (Fig. 6);
 * sensitivity: the test metric against each searched hyperparameter, the others at the
   selected configuration's values (Fig. 5);
@@ -101,7 +103,11 @@ def pick_baseline(records: list[SweepRecord], name: str | None) -> SweepRecord |
 def _main_note(records: list[SweepRecord], base: SweepRecord | None) -> str:
     metric = records[0].metric
     note = (f"Per setting, the configuration with the best mean {metric} over a complete repeat group is "
-            f"selected; the table reports its {records[0].test_metric} (never used to select).")
+            f"selected; the table reports its {records[0].test_metric} (never used to select). The last row is "
+            "the chance level: the best a predictor that never reads a text scores (one class for every text, "
+            "or classes drawn at the train split's shares); 'did not learn': the configuration's "
+            f"{selection_key(metric)} is not above its data's chance level (a one-sided t-test over its repeats "
+            "and a margin beyond the validation split's noise, at evaluation.alpha).")
     if base is not None:
         note += (f" p: two-sided Wilcoxon signed-rank test against {base.name} over repeats matched by "
                  "data split and training seed.")
@@ -136,6 +142,7 @@ def curve_sections(records: list[SweepRecord], out: Path) -> list[Section]:
         series = [_series(label, [(g, x) for _, g, x in found], _drawn(found[0][0], tested))
                   for label, found in points.items()]
         metric = _drawn(records[0], tested)
+        series += plots.chance_series([(x, r.chance(g.setting, metric)) for found in points.values() for r, g, x in found])
         path = str(out / f"curve_{axis}.png")
         plots.curves(series, meaning, metric, f"{metric} vs {axis}", path, log_x=axis in ("k", "n_total"))
         data = plots.write_data(series, metric, str(out / f"curve_{axis}.csv"))
@@ -157,6 +164,9 @@ def sensitivity_sections(records: list[SweepRecord], out: Path) -> list[Section]
                 continue
             metric = record.figure_metric([g for _, found in lines for g in found])
             series = [_series(setting or record.name, [(g, g.hp[hp]) for g in found], metric) for setting, found in lines]
+            for setting, found in lines:  # each setting's chance level, across its line
+                series += plots.chance_series([(g.hp[hp], record.chance(setting, metric)) for g in found],
+                                              plots.CHANCE + (f" {setting}" if len(lines) > 1 else ""))
             stem = f"sensitivity_{_slug(record.name)}_{_slug(hp)}"
             path = str(out / f"{stem}.png")
             plots.curves(series, hp, metric, f"{record.name}: {metric} vs {hp}", path)
@@ -209,7 +219,8 @@ def pareto_sections(records: list[SweepRecord], out: Path) -> list[Section]:
             section = table_section(f"{record.name}{' ' + setting if setting else ''}: Pareto front", table, stem)
             path = str(_file(stem, ".png"))
             plots.front([(p[0], p[1]) for p in points], [i in on for i in range(len(points))],
-                        [_hp_text(g, record) for g in found], keys[0], keys[1], table.title, path)
+                        [_hp_text(g, record) for g in found], keys[0], keys[1], table.title, path,
+                        chance=(record.chance(setting, keys[0]), record.chance(setting, keys[1])))
             section.images.append((path, f"{len(on)} of {len(points)} configurations non-dominated "
                                          f"({', '.join(f'{k} {m}' for k, m in zip(keys, record.modes))})"))
             sections.append(section)

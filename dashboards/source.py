@@ -1,6 +1,7 @@
 """A sweep read back from MLflow (read only): its parent run, the spec it ran (the parent's
 ``spec.yaml``, already validated when the sweep started), its repeat groups and each
-setting's selected configuration (``contrasweep.tracking.aggregate``: best mean validation metric)."""
+setting's selected configuration (``contrasweep.tracking.aggregate``: best mean validation metric),
+each setting's chance levels and which configurations did not learn (``contrasweep.tracking.verdict``)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from functools import cached_property
 
 import yaml
 
+from contrasweep.data.chance import level_of
 from contrasweep.errors import UserError
 from contrasweep.tracking.aggregate import Group, groups, select, selection_key
 from contrasweep.tracking.store import (BUDGET_CUT, ELIMINATED, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
                                        RACE_P_VALUE_TAG, RACE_ROUND_TAG, get_client)
+from contrasweep.tracking.rows import slug
+from contrasweep.tracking.verdict import CHANCE_PREFIX, LEARNED_TAG, P_VALUE_TAG
 
 
 @dataclass
@@ -24,6 +28,19 @@ class SweepRecord:
     groups: list[Group]
     race: dict = field(default_factory=dict)  # group -> {"round", "p_value"}: the configurations a race eliminated
     cut: set = field(default_factory=set)  # the configurations a budget cut short (sweep.budget)
+    learned: dict = field(default_factory=dict)  # group -> {"learned", "p_value"}: verdicts (contrasweep.tracking.verdict)
+
+    def chance(self, setting: str, metric: str) -> float | None:
+        """The chance level of ``metric`` (``test/accuracy``, ``best/val/accuracy``) in ``setting``
+        (the sweep run's ``chance/[<setting>/]...`` metrics: the mean over its data variants);
+        None for a metric without one or a sweep recorded before them."""
+        prefix = CHANCE_PREFIX + (f"{slug(setting)}/" if setting else "")
+        found = {k[len(prefix):]: v for k, v in self.parent.data.metrics.items() if k.startswith(prefix)}
+        return level_of(found, metric)
+
+    def at_chance(self, group: Group) -> bool:
+        """Whether ``group``'s verdict says it did not learn."""
+        return self.learned.get(group.group, {}).get("learned") is False
 
     @property
     def method(self) -> str:
@@ -109,14 +126,21 @@ def load(tracking_uri: str, name: str) -> SweepRecord:
         spec = yaml.safe_load(fh) or {}
     return SweepRecord(name=name, tracking_uri=tracking_uri, parent=parent, spec=spec,
                        groups=groups(tracking_uri, parent.info.run_id), race=eliminated(client, parent),
-                       cut={r.data.tags[GROUP_TAG] for r in configuration_runs(client, parent, BUDGET_CUT)})
+                       cut={r.data.tags[GROUP_TAG] for r in configuration_runs(client, parent, BUDGET_CUT)},
+                       learned=verdicts(client, parent))
 
 
-def configuration_runs(client, parent, outcome: str) -> list:
-    """The sweep's configuration runs that ended with ``outcome``."""
+def configuration_runs(client, parent, outcome: str, tag: str = OUTCOME_TAG) -> list:
+    """The sweep's configuration runs whose ``tag`` (default: how they ended) is ``outcome``."""
     return client.search_runs([parent.info.experiment_id], max_results=5000, filter_string=(
         f"tags.`{PARENT_TAG}` = '{parent.info.run_id}' and tags.`{KIND_TAG}` = 'configuration' and "
-        f"tags.`{OUTCOME_TAG}` = '{outcome}'"))
+        f"tags.`{tag}` = '{outcome}'"))
+
+
+def verdicts(client, parent) -> dict[str, dict]:
+    """Each judged configuration's verdict (``contrasweep.tracking.verdict``): learned or not, its p-value."""
+    return {r.data.tags[GROUP_TAG]: {"learned": answer == "yes", "p_value": float(r.data.tags.get(P_VALUE_TAG, "nan"))}
+            for answer in ("yes", "no") for r in configuration_runs(client, parent, answer, LEARNED_TAG)}
 
 
 def eliminated(client, parent) -> dict[str, dict]:

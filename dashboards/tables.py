@@ -5,7 +5,12 @@
   its repeats, with the Wilcoxon signed-rank p-value against the baseline sweep's selected
   configuration in the same column (matched repeats, ``dashboards.significance``).
 * The **configurations table**: every repeat group of one sweep, with its outcome, validation
-  and test mean ± std, and whether it was selected.
+  and test mean ± std, whether it learned (its verdict: above its data's chance level) and
+  whether it was selected.
+
+Both end with a **chance level** row: what a model that never read a text scores there
+(``contrasweep.data.chance``); a main-table cell whose configuration did not learn says so, and a
+p-value between two that both did not learn says the comparison means nothing.
 
 Each table renders as CSV rows, Markdown, HTML and fixed-width terminal text.
 """
@@ -44,6 +49,8 @@ class Cell:
     n: int
     p_value: float | None = None  # None for the baseline itself or without a baseline
     fallback: bool = False  # a test column's cell showing the validation value (SweepRecord.shown)
+    at_chance: bool = False  # its configuration did not learn (contrasweep.tracking.verdict)
+    both_at_chance: bool = False  # ... and neither did the baseline's it is compared with
 
     def text(self) -> str:
         if self.n == 0 or math.isnan(self.mean):
@@ -51,8 +58,11 @@ class Cell:
         out = mean_std(self.mean, self.std, self.n)  # ± only over 2 or more repeats
         if self.fallback:
             out += " (validation)"
+        if self.at_chance:
+            out += " (did not learn)"
         if self.p_value is not None:
-            out += f" (p={self.p_value:.3g})" if not math.isnan(self.p_value) else " (p=n/a)"
+            out += f" (p={self.p_value:.3g}" if not math.isnan(self.p_value) else " (p=n/a"
+            out += ", both at chance: the comparison says nothing)" if self.both_at_chance else ")"
         return out
 
 
@@ -88,13 +98,20 @@ class Table:
                          + [fmt.format(*row) for row in self.rows])
 
 
-def cell(record: SweepRecord, group: Group, baseline_group: Group | None) -> Cell:
+def cell(record: SweepRecord, group: Group, baseline_group: Group | None, baseline: SweepRecord | None = None) -> Cell:
     metric = record.shown(group, record.test_metric)
     stats = group.stats(metric)
     p_value = None
     if baseline_group is not None and baseline_group is not group:
         p_value = wilcoxon(group, baseline_group, metric)["p_value"]
-    return Cell(metric, stats["mean"], stats["std"], stats["n"], p_value, fallback=metric != record.test_metric)
+    at_chance = record.at_chance(group)
+    return Cell(metric, stats["mean"], stats["std"], stats["n"], p_value, fallback=metric != record.test_metric,
+                at_chance=at_chance, both_at_chance=at_chance and baseline is not None and baseline_group is not None
+                and baseline.at_chance(baseline_group))
+
+
+def chance_text(level: float | None) -> str:
+    return "–" if level is None else f"{level:.4f}"
 
 
 def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None) -> Table:
@@ -105,6 +122,7 @@ def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None) 
             if column_of(group) not in columns:
                 columns.append(column_of(group))
     base = {column_of(g): g for g in baseline.selected.values()} if baseline is not None else {}
+    settings = {column_of(g): (r, g.setting) for r in reversed(records) for g in r.selected.values()}
     rows, out = [], []
     for record in records:
         mine = {column_of(g): g for g in record.selected.values()}
@@ -115,15 +133,19 @@ def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None) 
             if group is None:
                 row.append("–")
                 continue
-            value = cell(record, group, base.get(column))
+            value = cell(record, group, base.get(column), baseline)
             row.append(value.text())
             out.append({"sweep": record.name, "method": record.method, "column": column, "metric": value.metric,
                         "mean": value.mean, "std": value.std, "n": value.n,
                         "p_value": "" if value.p_value is None else value.p_value,
-                        "baseline": baseline.name if baseline is not None else "",
+                        "baseline": baseline.name if baseline is not None else "", "did_not_learn": value.at_chance,
+                        "chance": record.chance(group.setting, value.metric),
                         "hp": " ".join(f"{k}={v}" for k, v in sorted(group.hp.items()))})
         rows.append(row)
     metric = records[0].test_metric if records else ""
+    # what a model that learned nothing scores there (contrasweep.data.chance: the best of the
+    # majority and stratified predictors; a few-shot setting's mean over its samples)
+    rows.append(["chance level"] + [chance_text(r.chance(setting, metric)) for r, setting in map(settings.get, columns)])
     return Table(f"{metric}: mean ± std over repeats of each setting's selected configuration", ["method"] + columns,
                  rows, out)
 
@@ -145,11 +167,28 @@ def configurations_table(record: SweepRecord) -> Table:
         elif group.group in record.cut:  # the budget ended the sweep before its other repeats started
             outcome = "cut short by the budget"
         hp = [hp_text(group.hp[k]) if k in group.hp else "" for k in varied]
+        learned = learned_text(record.learned.get(group.group), group)
         rows.append([group.setting or "–", *hp, outcome, f"{len(group.repeats)}/{group.size}",
                      Cell(val, v["mean"], v["std"], v["n"]).text(), Cell(test, t["mean"], t["std"], t["n"]).text(),
-                     "✓" if id(group) in chosen else ""])
+                     learned, "✓" if id(group) in chosen else ""])
         out.append({"setting": group.setting, **{f"hp.{k}": group.hp.get(k, "") for k in varied}, "outcome": outcome,
                     "repeats": len(group.repeats), "expected": group.size, f"mean {val}": v["mean"], f"std {val}": v["std"],
-                    f"mean {test}": t["mean"], f"std {test}": t["std"], "selected": id(group) in chosen})
-    return Table(f"{record.name}: every configuration (selected: best mean {val} among complete groups)",
-                 ["setting", *varied, "outcome", "repeats", val, test, "selected"], rows, out)
+                    f"mean {test}": t["mean"], f"std {test}": t["std"], "learned": learned, "selected": id(group) in chosen})
+    for setting in dict.fromkeys(g.setting for g in record.groups):  # a row per setting: what learning nothing scores
+        rows.append([setting or "–", *([""] * len(varied)), "chance level", "",
+                     chance_text(record.chance(setting, val)), chance_text(record.chance(setting, test)), "", ""])
+    return Table(f"{record.name}: every configuration (selected: best mean {val} among complete groups; learned: "
+                 f"above its data's chance level, one-sided t-test over its repeats)",
+                 ["setting", *varied, "outcome", "repeats", val, test, "learned", "selected"], rows, out)
+
+
+def learned_text(verdict: dict | None, group: Group | None = None) -> str:
+    """``yes (p=0.003)``, ``did not learn (p=0.24; 20 steps)`` (the optimiser steps its repeats
+    took, where they reported them); blank where unjudged (a stopped group)."""
+    if verdict is None:
+        return ""
+    parts = [] if math.isnan(verdict["p_value"]) else [f"p={verdict['p_value']:.2g}"]
+    steps = [r["metrics"]["train/steps"] for r in (group.repeats if group else []) if "train/steps" in r["metrics"]]
+    if steps and not verdict["learned"]:
+        parts.append(f"{max(steps):.0f} steps")
+    return ("yes" if verdict["learned"] else "did not learn") + (f" ({'; '.join(parts)})" if parts else "")

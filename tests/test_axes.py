@@ -123,6 +123,7 @@ def test_run_name_tags_and_groups():
     class Prepared:  # what the sweep's fixed part reads of a PreparedData
         num_labels, key, label_names, is_pair = 5, "abc", ["a", "b", "c", "d", "e"], False
         stats = {"train": {"n": 10}, "validation": {"n": 10}, "test": {"n": 20}}
+        chance_levels = {"val/accuracy": 0.2}
 
     class Folder:
         train_location = tune_location = "/tmp/unused"

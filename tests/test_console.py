@@ -175,7 +175,7 @@ def test_a_resume_opens_with_what_is_done_and_what_goes_on_from_where(tmp_path):
 def test_list_shows_the_selected_configurations_mean_not_a_lucky_repeat():
     """One lucky seed's 1.0 is not "best": `list` shows the configuration the summary selects,
     the best mean over complete groups, as mean ± std of its repeats."""
-    from contrasweep.console.summary import _mean_std, selected_values
+    from contrasweep.console.listing import _mean_std, selected_values
 
     trials = {"a": {"group": "g1", "group_size": 2, "outcome": "complete", "best_value": 1.0},
               "b": {"group": "g1", "group_size": 2, "outcome": "complete", "best_value": 0.5},
@@ -187,3 +187,31 @@ def test_list_shows_the_selected_configurations_mean_not_a_lucky_repeat():
     assert _mean_std(selected_values(trials, "max")) == "0.8000 ± 0.0000 (2 repeats)"
     assert _mean_std([1.0, 0.5]) == "0.7500 ± 0.3536 (2 repeats)" and _mean_std([0.5]) == "0.5000 (1 repeat)"
     assert selected_values(trials, "min") == [1.0, 0.5]
+
+
+def test_list_and_the_summary_say_when_the_selected_configuration_did_not_learn(tmp_path):
+    """Its verdict (contrasweep.tracking.verdict, kept in tracking.json) beside its mean: the chance
+    level and the optimiser steps its repeats took; the summary's one line says what would give it more."""
+    import json
+    from types import SimpleNamespace
+
+    from contrasweep.console.listing import listing
+    from contrasweep.console.summary import chance_lines
+    from contrasweep.tracking.aggregate import Group
+
+    trials = {t: {"group": "g1", "group_size": 2, "outcome": "complete", "best_value": v, "status": "FINISHED"}
+              for t, v in (("a", 0.24), ("b", 0.23))}
+    verdict = {"learned": False, "level": 0.23, "mean": 0.235, "p_value": 0.24, "n": 2, "steps": 20}
+    (tmp_path / "tracking.json").write_text(json.dumps({"trials": trials, "verdicts": {"g1": verdict}}))
+    sweep = SimpleNamespace(path=tmp_path, status=lambda: "finished", meta=lambda: {"total": 2},
+                            spec=lambda: {"sweep": {"metric": "val/accuracy"}})
+    row = listing(sweep)
+    assert row["best"] == "val/accuracy 0.2350 ± 0.0071 (2 repeats)" and row["learned"] == "no (chance 0.2300, 20 steps)"
+    best = {"n_total=20": Group("g1", "n_total=20", "c", {}, 2)}
+    assert chance_lines(tmp_path, best, "val/accuracy") == [
+        "[contrasweep] did not learn [n_total=20]: the selected configuration's best/val/accuracy 0.2350 against chance "
+        "0.2300 (p=0.24 over 2 repeats; 20 optimiser steps): it predicts no better than a model that never read a text "
+        "(its registered model says so); give it more optimiser steps (fixed.max_steps or more epochs) or a larger lr"]
+    verdict["learned"] = True
+    (tmp_path / "tracking.json").write_text(json.dumps({"trials": trials, "verdicts": {"g1": verdict}}))
+    assert listing(sweep)["learned"] == "yes" and chance_lines(tmp_path, best, "val/accuracy") == []

@@ -121,3 +121,45 @@ def test_an_errored_repeat_releases_its_waiting_group(tmp_path):
 @pytest.mark.parametrize("value", [float("nan")])
 def test_nan_never_beats_a_number(value):
     assert not survives(value, [0.3, value], 2, "max") and survives(value, [value], 2, "max")
+
+
+def test_rungs_and_outcomes_follow_a_max_steps_budgets_epochs(tmp_path):
+    """``fixed.max_steps: 200`` at k = 10 and k = 20 (50 and 100 training rows, batch 16: 4 and 7
+    steps an epoch): each trial's plan trains 50 and 29 epochs, group ASHA's ``max_t`` is the most
+    (50) and its rungs are the pause epochs the loop is given for the same rows; with no rows
+    counted a trial is bounded by one step an epoch. A trial is complete at its own epochs, or by
+    the 200 steps it reported where its rows are unknown."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    import yaml
+
+    from contrasweep.search import registry
+    from contrasweep.spec.static import SweepStatic
+    from contrasweep.spec.trial import plan_of
+    from contrasweep.tracking.aggregate import ran_every_epoch
+    from contrasweep.tracking.epochs import outcome
+    from pathlib import Path
+
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "search_spaces" / "demo.yaml").read_text())
+    raw["data"]["k"], raw["fixed"] = [10, 20], {**raw["fixed"], "batch_size": 16, "max_steps": 200}
+    sweep = registry.validate(raw)
+    unknown = SweepStatic.of(sweep)
+    static = replace(unknown, variants=tuple(replace(v, sizes={"train": 5 * v.data["k"]}) for v in unknown.variants))
+    assert static.train_rows == (50, 100) and unknown.train_rows == ()
+    plans = [plan_of({"hp": trial}, static) for trial in sweep.grid_trials()]
+    assert {(p.variant, p.epochs) for p in plans} == {(0, 50), (1, 29)}
+    scheduler = registry.scheduler(sweep, SimpleNamespace(path=tmp_path), static)
+    assert scheduler.max_t == 50 and scheduler.rungs == [1, 2, 4, 8, 16, 32] == registry.pause_epochs(sweep, static.train_rows)
+    assert registry.pause_epochs(sweep) == rungs(200, 1, 2)  # no rows: at most one step an epoch
+    raw["fixed"].pop("max_steps")
+    assert registry.pause_epochs(registry.validate(raw), (50, 100)) == [1, 2]  # the demo's 3 epochs, as before
+
+    trial = SimpleNamespace(config={"hp": sweep.grid_trials()[-1]}, last_result={"epoch": 29, "train/steps": 200})
+    assert outcome(trial, {"last_epoch": 29}, "FINISHED", static) == "complete"
+    assert outcome(trial, {"last_epoch": 16}, "FINISHED", static) == "stopped"  # stopped at a rung
+    assert plan_of(trial.config, unknown).epochs is None  # no rows: judged by its steps
+    assert outcome(trial, {"last_epoch": 29}, "FINISHED", unknown) == "complete"
+    hp = plans[-1].hp
+    assert ran_every_epoch(29, hp, steps=200) and not ran_every_epoch(16, hp, steps=112) and not ran_every_epoch(29, hp)
+    assert ran_every_epoch(3, {"epochs": 3}) and not ran_every_epoch(2, {"epochs": 3})  # no max_steps: its epochs

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from trainables.checkpoints import StateFolder, load_weights, resume_name, weights_file
 from trainables.loop import load_trained, train
 from trainables.sessions import LocalSession
 
@@ -98,3 +99,76 @@ def test_lr_schedule_after_warmup(schedule, tiny_model_dir, tmp_path):
         assert lrs[0] == pytest.approx(1e-3 * 0.5 * (1 + math.cos(math.pi / 3))) and lrs[1] == pytest.approx(0.0)
     else:  # linear decay to 0 at the last step ("method": CE's paper schedules linearly)
         assert lrs[0] == pytest.approx(1e-3 * 2 / 3) and lrs[1] == pytest.approx(0.0)
+
+
+@pytest.fixture
+def steps_taken(monkeypatch):
+    """Every optimiser step's batch (its input ids, in order), counted at ``TrainStep``."""
+    from trainables.step import TrainStep
+
+    taken = []
+    original = TrainStep.__call__
+
+    def counted(self, batch):
+        taken.append(batch["input_ids"].clone())
+        return original(self, batch)
+
+    monkeypatch.setattr(TrainStep, "__call__", counted)
+    return taken
+
+
+@pytest.mark.parametrize("max_steps, per_epoch", [(4, [4]), (12, [6, 6]), (14, [6, 6, 2])])
+def test_max_steps_trains_exactly_that_many_optimiser_steps(max_steps, per_epoch, steps_taken, tiny_model_dir, tmp_path):
+    """48 rows in batches of 8 (6 steps an epoch): ``max_steps`` overrides ``epochs`` (1 here) as
+    Hugging Face's Trainer does: ceil(max_steps / 6) epochs, the last cut after the steps left
+    (fewer than one epoch; a multiple of an epoch; not one), the batches those of whole epochs
+    in order, ``train/steps`` the steps so far, and the linear schedule at 0 after the last step."""
+    data = toy_tables(tiny_model_dir)
+    session = LocalSession(str(tmp_path / "a"))
+    train(loop_config(tiny_model_dir, epochs=1, max_steps=max_steps, warmup_ratio=0.25), data, session)
+    assert len(steps_taken) == max_steps
+    assert [r["epoch"] for r in session.reports] == list(range(1, len(per_epoch) + 1))
+    assert [r["train/steps"] for r in session.reports] == [sum(per_epoch[: i + 1]) for i in range(len(per_epoch))]
+    assert session.reports[-1]["lr"] == pytest.approx(0.0) and all(r["lr"] > 0 for r in session.reports[:-1])
+    assert "test/accuracy" in session.reports[-1]  # the cut epoch is the trial's last
+    whole = list(steps_taken)
+    steps_taken.clear()
+    train(loop_config(tiny_model_dir, epochs=3), data, LocalSession(str(tmp_path / "b")))  # the same batch order
+    assert all(torch.equal(a, b) for a, b in zip(whole, steps_taken[:max_steps]))
+
+
+def test_epochs_for_resolves_max_steps_as_the_loop_does():
+    from trainables.params import epochs_for, steps_in_epoch, steps_per_epoch, total_steps
+
+    assert steps_per_epoch(48, 8) == 6 and steps_per_epoch(20, 16) == 2 and steps_per_epoch(7, 8) == 1
+    assert epochs_for({"epochs": 10}, 48) == 10 and epochs_for({}, 48) == 10  # max_steps 0 (default): epochs decides
+    assert epochs_for({"epochs": 10, "max_steps": 0, "batch_size": 8}, 48) == 10
+    assert [epochs_for({"epochs": 1, "max_steps": n, "batch_size": 8}, 48) for n in (1, 6, 7, 12, 14)] == [1, 1, 2, 2, 3]
+    # the issue's few-shot case: N = 20 and N = 100 in batches of 16 train the same 200 steps
+    assert epochs_for({"max_steps": 200, "batch_size": 16}, 20) == 100 and epochs_for({"max_steps": 200, "batch_size": 16}, 100) == 29
+    assert total_steps({"epochs": 3, "batch_size": 8}, 20) == 9 and total_steps({"max_steps": 14, "batch_size": 8}, 48) == 14
+    assert [steps_in_epoch({"max_steps": 14, "batch_size": 8}, 48, e) for e in (1, 2, 3, 4)] == [6, 6, 2, 0]
+    assert [steps_in_epoch({"epochs": 2, "batch_size": 8}, 20, e) for e in (1, 2, 3)] == [3, 3, 0]
+
+
+def test_a_max_steps_trial_resumed_mid_way_trains_the_same_steps(steps_taken, tiny_model_dir, tmp_path):
+    """Killed after epoch 2 of 3 (6 + 6 + 2 steps), resumed from its resume state: it trains the 2
+    steps left on the restored schedule and ends where an uninterrupted trial ends."""
+    data = toy_tables(tiny_model_dir)
+    config = loop_config(tiny_model_dir, epochs=1, max_steps=14, warmup_ratio=0.25, checkpoint_every=1)
+    first = CrashAfter(str(tmp_path / "a"), 2)
+    with pytest.raises(Crash):
+        train(config, data, first)
+    resumed = LocalSession(str(tmp_path / "b"), resume_from=first.checkpoints[-1])
+    train(config, data, resumed)
+    assert len(steps_taken) == 14 and [r["epoch"] for r in resumed.reports] == [3]
+    assert resumed.reports[-1]["train/steps"] == 14 and resumed.reports[-1]["lr"] == pytest.approx(0.0)
+    interrupted = list(steps_taken)
+    steps_taken.clear()
+    straight = LocalSession(str(tmp_path / "c"))
+    train(config, data, straight)
+    assert len(steps_taken) == 14 and all(torch.equal(a, b) for a, b in zip(interrupted, steps_taken))
+    for key in ("train/loss", "train/steps", "val/accuracy", "best/val/accuracy", "test/accuracy", "best/epoch"):
+        assert straight.reports[-1][key] == pytest.approx(resumed.reports[-1][key], abs=1e-5)
+    last = [load_weights(weights_file(StateFolder(s.state_dir).path(resume_name(3)))) for s in (resumed, straight)]
+    assert last[0].keys() == last[1].keys() and all(torch.allclose(last[0][k], last[1][k], atol=1e-6) for k in last[0])

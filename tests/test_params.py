@@ -19,6 +19,8 @@ def test_yaml_style_strings_are_coerced():
         ("batch_size", 2.5, "integer"),
         ("warmup_ratio", 1.0, "[0, 1)"),
         ("epochs", 0, "[1, 10000]"),
+        ("max_steps", -1, "an integer in [0, 1000000000]"),
+        ("max_steps", 1.5, "an integer in [0, 1000000000]"),
         ("amp", "maybe", "true or false"),
         ("lr", float("nan"), "(0, 1]"),
     ],

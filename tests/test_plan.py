@@ -80,6 +80,55 @@ def test_plan_of_the_demo_and_of_a_searcher(tmp_path):
     assert found.test_passes == 4  # the selected suggestion's 4 repeats (2 settings × 2 seeds)
 
 
+def _few_shot(*overrides: str):
+    """The demo at k = 10 and k = 20 per class (5 classes: 50 and 100 training rows), 10 epochs."""
+    from contrasweep.spec.load import apply_override
+    from contrasweep.search.registry import validate
+
+    raw = yaml.safe_load((ROOT / "search_spaces" / "demo.yaml").read_text())
+    del raw["fixed"]["batch_size"]
+    for item in ("data.k=[10, 20]", "fixed.epochs=10", *overrides):
+        apply_override(raw, item)
+    sweep = validate(raw)
+    prepared = [SimpleNamespace(stats={"train": {"n": 5 * v.data["k"]}, "validation": {"n": 40}, "test": {"n": 200}})
+                for v in sweep.variants]
+    return sweep, prepared
+
+
+def test_the_plan_prints_each_settings_optimiser_steps_and_warns_under_the_floor():
+    """Issue 55: 10 epochs of batch 16 are 40 steps at k = 10 (4 an epoch) and 70 at k = 20: one
+    warning line names both, the floor and what gives more. ``fixed.max_steps: 200`` trains 200
+    steps in both (50 and 29 epochs: the cost model's epochs) and the warning goes."""
+    from contrasweep.run.plan_steps import MIN_STEPS
+    from contrasweep.run.sweep_plan import describe, plan
+
+    sweep, prepared = _few_shot("fixed.batch_size=16")
+    found = plan(sweep, prepared, CALIBRATION, {"CPU": 2.0})
+    assert found.setting_steps == {"k=10": [40, 40], "k=20": [70, 70]} and found.as_json()["setting_steps"]
+    lines = describe(sweep, found, {"CPU": 2.0}, "this machine")
+    assert "optimiser steps per trial: k=10 40, k=20 70" in lines
+    warnings = [line for line in lines if line.startswith("warning:")]
+    assert len(warnings) == 1 and MIN_STEPS == 100
+    assert warnings[0].startswith("warning: trials train as few as 40 (k=10), 70 (k=20) optimiser steps, under the "
+                                  "floor of 100")
+    assert all(word in warnings[0] for word in ("fixed.epochs", "batch_size", "fixed.max_steps=100"))
+
+    sweep, prepared = _few_shot("fixed.batch_size=16", "fixed.max_steps=200")
+    found = plan(sweep, prepared, CALIBRATION, {"CPU": 2.0})
+    assert found.setting_steps == {"k=10": [200, 200], "k=20": [200, 200]}
+    assert sorted({(c.variant, c.epochs, c.steps) for c in found.costs}) == [(0, 50, 200), (1, 29, 200)]
+    assert found.steps_total == 200 * found.trials
+    lines = describe(sweep, found, {"CPU": 2.0}, "this machine")
+    assert "optimiser steps per trial: k=10 200, k=20 200" in lines and not any(x.startswith("warning:") for x in lines)
+    # a searched batch size: each setting's fewest and most (the reported point, which sets none,
+    # trains at the default batch of 32: 2 and 4 steps an epoch); a cut last epoch reads only its steps' rows
+    sweep, prepared = _few_shot("grid.batch_size=[8, 16]")
+    assert plan(sweep, prepared, CALIBRATION, {"CPU": 2.0}).setting_steps == {"k=10": [20, 70], "k=20": [40, 130]}
+    from contrasweep.run.sweep_plan import rows_trained
+
+    assert rows_trained({"batch_size": 16, "max_steps": 10}, 50) == 2 * 50 + 2 * 16
+
+
 def test_the_plan_counts_the_test_passes_of_what_is_reported():
     """LaCon Sec. 3.1's CE grid, lr 3 × batch size 5: the selected configuration and its slices are at
     most 1 + 2 + 4 = 7 of 15 configurations; ``all`` tests every trial, in the trials."""
@@ -255,10 +304,12 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
 
     done = _cli(["plan", str(spec)], tmp_path)  # the text form: one line per part, ours only
     lines = done.stdout.strip().splitlines()
-    assert done.returncode == 0 and len(lines) == 6 and all(x.startswith("[contrasweep] ") for x in lines)
-    assert lines[5].startswith("[contrasweep] fixed costs measured on this machine at ") and "(kept from then)" in lines[5]
+    assert done.returncode == 0 and len(lines) == 8 and all(x.startswith("[contrasweep] ") for x in lines)
+    assert lines[7].startswith("[contrasweep] fixed costs measured on this machine at ") and "(kept from then)" in lines[7]
     assert lines[0].startswith("[contrasweep] 6 trials = 3 configurations × 2 repeats (1 setting)")
-    assert "estimated wall time" in lines[3] and "2 trials at a time" in lines[3]
+    # 3 epochs × 3 steps: the steps per trial, and under the floor of 100 a one-line warning
+    assert lines[2] == "[contrasweep] optimiser steps per trial: 9" and lines[3].startswith("[contrasweep] warning: ")
+    assert "estimated wall time" in lines[5] and "2 trials at a time" in lines[5]
 
 
 def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended(monkeypatch):

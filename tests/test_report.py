@@ -25,7 +25,9 @@ def test_report_tables_sections_and_artifacts(report_sweeps):
     report = build(uri, "lacon-small", tmp / "out", compare=("ce-small",))
     # main table: one row per sweep, one column per k; the baseline is the CE sweep
     assert report.main.columns == ["method", "bbc_news k=2", "bbc_news k=3"]
-    assert [row[0] for row in report.main.rows] == ["lacon (lacon-small)", "ce (ce-small) [baseline]"]
+    assert [row[0] for row in report.main.rows] == ["lacon (lacon-small)", "ce (ce-small) [baseline]", "chance level"]
+    # the last row: what learning nothing scores on each column's test split (the sweep run's chance/<setting>/...)
+    assert all(0.0 < float(level) < 1.0 for level in report.main.rows[-1][1:]), report.main.rows[-1]
     lacon, ce = load(uri, "lacon-small"), load(uri, "ce-small")
     for record in (lacon, ce):
         for setting, group in record.selected.items():

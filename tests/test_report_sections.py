@@ -25,10 +25,12 @@ def group(setting: str, hp: dict, repeats: list[dict], size: int | None = None, 
     return g
 
 
-def record(name: str, method: str, groups: list[Group], metric=("val/accuracy",), mode=("max",), grid=None) -> SweepRecord:
+def record(name: str, method: str, groups: list[Group], metric=("val/accuracy",), mode=("max",), grid=None,
+           chance: dict | None = None, learned: dict | None = None) -> SweepRecord:
+    """``chance``: the sweep run's ``chance/...`` metrics; ``learned``: group -> verdict."""
     spec = {"method": method, "grid": grid or {}, "sweep": {"metric": list(metric), "mode": list(mode)}}
-    return SweepRecord(name=name, tracking_uri="unused", parent=SimpleNamespace(info=SimpleNamespace(run_id=name)),
-                       spec=spec, groups=groups)
+    parent = SimpleNamespace(info=SimpleNamespace(run_id=name), data=SimpleNamespace(metrics=chance or {}))
+    return SweepRecord(name=name, tracking_uri="unused", parent=parent, spec=spec, groups=groups, learned=learned or {})
 
 
 def reps(val: list[float], test: list[float], **extra) -> list[dict]:
@@ -52,11 +54,32 @@ def test_main_table_selects_on_validation_and_tests_against_the_baseline():
     assert row["p_value"] == pytest.approx(stats.wilcoxon([0.58, 0.60, 0.66], [0.50, 0.52, 0.55]).pvalue)
     assert all(r["p_value"] == "" for r in table.records if r["sweep"] == "ce-s")
     assert "(p=" in table.rows[0][1] and table.rows[1][0] == "ce (ce-s) [baseline]"
-    assert table.markdown().count("\n") == 4 and table.csv().startswith("sweep,method,column,metric,mean,std,n,p_value")
+    assert table.markdown().count("\n") == 5 and table.csv().startswith("sweep,method,column,metric,mean,std,n,p_value")
+    assert table.rows[2] == ["chance level", "–", "–"]  # sweeps recorded without chance levels
     assert "0.6133 ± 0.0416" in table.text()
     configs = tables.configurations_table(lacon)
     assert [r["selected"] for r in configs.records] == [True, False, False, True]
     assert configs.records[2]["outcome"] == "1 complete" and configs.records[2]["repeats"] == 1  # 1 of 3 repeats
+
+    # chance levels (the sweep run's chance/<setting>/... metrics) end each table; a configuration
+    # that did not learn is marked, and a comparison where both sides did not learn says so
+    levels = {"chance/rho_0.1/test/accuracy": 0.55, "chance/rho_0.5/test/accuracy": 0.5,
+              "chance/rho_0.1/val/accuracy": 0.5, "chance/rho_0.5/val/accuracy": 0.45}
+    ce = record("ce-s", "ce", ce.groups, chance=levels, learned={g.group: {"learned": False, "p_value": 0.4} for g in ce.groups})
+    lacon = record("lacon-s", "lacon", lacon.groups, chance=levels,
+                   learned={good.group: {"learned": False, "p_value": 0.3}, lacon.groups[3].group: {"learned": True, "p_value": 0.01}})
+    table = tables.main_table([lacon, ce], baseline=ce)
+    assert table.rows[-1] == ["chance level", "0.5500", "0.5000"]
+    assert "(did not learn) (p=" in table.rows[0][1] and "both at chance: the comparison says nothing)" in table.rows[0][1]
+    assert "did not learn" not in table.rows[0][2] and "both at chance" not in table.rows[0][2]  # lacon learned there
+    assert "(did not learn)" in table.rows[1][1] and "p=" not in table.rows[1][1]  # the baseline itself
+    assert [r["did_not_learn"] for r in table.records if r["sweep"] == "lacon-s"] == [True, False]
+    configs = tables.configurations_table(lacon)
+    assert [r["learned"] for r in configs.records] == ["did not learn (p=0.3)", "", "", "yes (p=0.01)"]
+    good.repeats[0]["metrics"]["train/steps"] = 20.0  # the optimiser steps its repeats took, where they said
+    assert tables.configurations_table(lacon).records[0]["learned"] == "did not learn (p=0.3; 20 steps)"
+    assert configs.rows[-2:] == [["rho=0.1", "", "chance level", "", "0.5000", "0.5500", "", ""],
+                                 ["rho=0.5", "", "chance level", "", "0.4500", "0.5000", "", ""]]
 
 
 def test_curves_sensitivity_pareto_and_html(tmp_path):
@@ -69,7 +92,8 @@ def test_curves_sensitivity_pareto_and_html(tmp_path):
                 cost = 10.0 if t == "0.1" else 5.0
                 groups.append(group(f"rho={rho}", {"temperature": t, "lam": lam},
                                     reps([val, val], [val - 0.1, val - 0.05], **{"cost/train_s": [cost, cost + 2]})))
-    sweep = record("lacon-c", "lacon", groups, metric=("val/accuracy", "cost/train_s"), mode=("max", "min"), grid=grid)
+    sweep = record("lacon-c", "lacon", groups, metric=("val/accuracy", "cost/train_s"), mode=("max", "min"), grid=grid,
+                   chance={"chance/rho_0.1/test/accuracy": 0.4, "chance/rho_0.5/test/accuracy": 0.3})
     (curve,) = report.curve_sections([sweep], tmp_path)
     assert curve.title == "test/accuracy against rho" and (tmp_path / "curve_rho.png").stat().st_size > 1000
     sensitivity = report.sensitivity_sections([sweep], tmp_path)
@@ -81,6 +105,12 @@ def test_curves_sensitivity_pareto_and_html(tmp_path):
     assert [r["x"] for r in drawn] == ["0.1", "0.5"]  # lam held at the selected 0.5
     assert [float(r["mean"]) for r in drawn] == pytest.approx([0.8 - 0.075, 0.6 - 0.075])
     assert {r["metric"] for r in drawn} == {"test/accuracy"} and [r["n"] for r in drawn] == ["2", "2"]
+    with open(tmp_path / "sensitivity_lacon-c_temperature.csv") as fh:  # each setting's chance level, across its line
+        levels = {(r["series"], r["x"]): float(r["mean"]) for r in csv.DictReader(fh) if r["series"].startswith("chance")}
+    assert levels == {("chance level rho=0.1", "0.1"): 0.4, ("chance level rho=0.1", "0.5"): 0.4,
+                      ("chance level rho=0.5", "0.1"): 0.3, ("chance level rho=0.5", "0.5"): 0.3}
+    with open(tmp_path / "curve_rho.csv") as fh:  # a data axis: the level of each setting
+        assert {r["x"]: float(r["mean"]) for r in csv.DictReader(fh) if r["series"] == "chance level"} == {"0.1": 0.4, "0.5": 0.3}
     fronts = report.pareto_sections([sweep], tmp_path)
     assert len(fronts) == 2 and {p.name for p in tmp_path.glob("pareto_*.png")} == {
         "pareto_lacon-c_rho0.1.png", "pareto_lacon-c_rho0.5.png"}

@@ -65,8 +65,8 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     assert len(results) == n and not any(r.error for r in results)
     parent = parent_runs(uri, "spaces", "s")[0]
     runs = trial_runs(uri, parent.info.run_id)
+    err = capsys.readouterr().err
     if name == "ce.yaml":
-        err = capsys.readouterr().err
         assert "[contrasweep] data: dropped 2 rows of the source's train split: 1 empty text, 1 no label\n" in err
         assert "[contrasweep] data: class '7' has no row in" in err
         from mlflow.tracking import MlflowClient
@@ -105,3 +105,28 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
         by_moo = {r["moo"]: r for r in rows}
         assert set(by_moo) == {"epo", "ls"} and all(r["n"] == 1 and r["std"] == 0.0 for r in rows)
         assert by_moo["ls"]["mean"] == next(r.data.metrics["test/accuracy"] for r in runs if r.data.params["hp.moo"] == "ls")
+    # chance levels (issue 55): the sweep run holds what learning nothing scores on the objective,
+    # and each complete configuration run a verdict against it, kept in the record for the summary
+    from mlflow.tracking import MlflowClient
+
+    level = parent.data.metrics[f"chance/{sweep.objective.metric}"]
+    assert 0.0 <= level <= 1.0 and f"chance/test/{objective}" in parent.data.metrics
+    configs = MlflowClient(uri).search_runs([parent.info.experiment_id], filter_string=(
+        f"tags.`mlflow.parentRunId` = '{parent.info.run_id}' and tags.`contrasweep.kind` = 'configuration'"))
+    from contrasweep.folder.record import read as read_record
+
+    record = read_record(tmp_path / "sweeps" / "s" / "tracking.json")
+    assert configs and all(c.data.tags["contrasweep.learned"] == ("no", "yes")[record["verdicts"][c.data.tags["contrasweep.group"]]["learned"]]
+                           and c.data.metrics[f"chance/best/{sweep.objective.metric}"] == pytest.approx(level) for c in configs)
+    chosen = parent.data.tags.get("contrasweep.learned")  # the selected configuration's verdict, on the sweep run
+    from contrasweep.console.summary import summary_lines
+
+    lines = summary_lines(results, sweep.objective.metric, sweep.objective.mode, "s", "finished", sweep, tmp_path / "sweeps")[0]
+    said = [line for line in lines if line.startswith("[contrasweep] did not learn: the selected configuration's "
+                                                      f"best/{sweep.objective.metric} ")]
+    assert chosen in ("yes", "no") and len(said) == (chosen == "no"), lines
+    if name == "ce.yaml":  # the dummy predictors of the data, in data_stats.json
+        val = stats["validation"]["per_class"]
+        train = stats["train"]["per_class"]
+        majority = max(train, key=lambda c: (train[c], -list(train).index(c)))
+        assert stats["chance"]["validation"]["majority"]["accuracy"] == pytest.approx(val[majority] / sum(val.values()))

@@ -58,6 +58,24 @@ def test_a_smoke_test_cuts_the_epochs_where_the_spec_sets_them(tmp_path):
     assert searched.grid_limit == 2 and load_spec(_write(grid)).grid_limit is None
     with pytest.raises(SpecError, match="epochs is both fixed and searched"):  # a user's own --set still is checked
         load_spec(_write(grid), ["fixed.epochs=1"], smoke=True)
+    # a max_steps budget would override the one epoch: off (0) wherever the spec sets it
+    steps = load_spec(_write(base(fixed={"epochs": 10, "max_steps": 200})), smoke=True)
+    assert steps.fixed["max_steps"] == 0 and steps.most_epochs((40,)) == 1
+    grid["grid"][0]["max_steps"], grid["search"]["max_steps"] = [100, 200], {"choice": [100]}
+    searched = load_spec(_write(grid), smoke=True)
+    assert searched.grids[0]["max_steps"] == [0] and searched.domains["max_steps"].largest() == 0
+
+
+def test_max_steps_is_a_loop_hyperparameter_fixed_or_searched():
+    """``max_steps`` (0 = off) is set like any loop hyperparameter: fixed, in a grid, on a domain;
+    the most epochs a trial may train (group ASHA's ``max_t``) resolves it on the fewest rows."""
+    sweep = validate(base(fixed={"epochs": 3, "batch_size": 8, "max_steps": 40}))
+    assert sweep.fixed["max_steps"] == 40 and sweep.most_epochs((20, 100)) == 14 and sweep.most_epochs() == 40
+    grid = validate(base(grid={"lr": [1.0e-5], "max_steps": [0, 20]}, fixed={"epochs": 3, "batch_size": 8}))
+    assert grid.grid["max_steps"] == [0, 20] and grid.most_epochs((100,)) == 3  # 0: its 3 epochs; 20 steps: 2 epochs
+    raw = base(grid=None, search={"max_steps": {"randint": [50, 150]}}, fixed={"epochs": 3, "batch_size": 8})
+    raw["sweep"]["searcher"] = "random"
+    assert validate(raw).most_epochs((40,)) == 30 and validate(raw).domains["max_steps"].largest() == 150
 
 
 def test_a_relative_data_path_in_a_spec_is_read_from_the_specs_folder(tmp_path, monkeypatch):
@@ -300,6 +318,9 @@ def test_overrides():
         (lambda r: r["grid"].update(temperature=[0.1]), "grid.temperature: unknown hyperparameter"),
         (lambda r: r["fixed"].update(batch_size=-8), "fixed.batch_size=-8 is not allowed; allowed: an integer in [1, 65536]"),
         (lambda r: r["fixed"].update(warmup_ratio="lots"), "fixed.warmup_ratio='lots' is not allowed"),
+        (lambda r: r["fixed"].update(max_steps=-1), "fixed.max_steps=-1 is not allowed; allowed: an integer in [0, 1000000000]"),
+        (lambda r: r["fixed"].update(max_steps=1.5), "fixed.max_steps=1.5 is not allowed; allowed: an integer in [0, 1000000000]"),
+        (lambda r: r["grid"].update(max_steps=[100, -5]), "grid.max_steps=-5 is not allowed; allowed: an integer in [0, 1000000000]"),
         (lambda r: r["sweep"].update(searcher="bayes"), "sweep.searcher='bayes' is not allowed; allowed: grid, optuna, random"),
         (lambda r: r["sweep"].update(scheduler="pbt"), "sweep.scheduler='pbt' is not allowed; allowed: asha, none"),
         (lambda r: r["sweep"].update(metric="val/auc"), "sweep.metric='val/auc' is not allowed"),

@@ -215,9 +215,11 @@ def test_class_count_axis_gives_each_variant_its_own_head(ray_session, tiny_mode
 
 def test_asha_stops_or_continues_whole_repeat_groups(ray_session, tiny_model_dir, cache_dir, tmp_path):
     """Two configurations × 2 split repeats × 2 seeds, ASHA at epochs 1 and 2 of 4: every repeat
-    of a configuration ends at the same epoch, and the runs say whether they are complete."""
+    of a configuration ends at the same epoch, and the runs say whether they are complete. The
+    budget is 7 optimiser steps (``max_steps`` overrides the 10 epochs): 15 rows in batches of 8
+    are 4 epochs (2 + 2 + 2 + 1 steps), which the driver's rungs and outcomes count too."""
     spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": 3, "seed": [0, 1]},
-                           grid={"lr": [1.0e-3, 1.0e-7]}, fixed={"epochs": 4},
+                           grid={"lr": [1.0e-3, 1.0e-7]}, fixed={"epochs": 10, "max_steps": 7},
                            sweep={"seeds": [0, 1], "asha": {"grace_period": 1, "reduction_factor": 2.0}})
     uri, results = _run_sweep(tmp_path, spec_path, "groups")
     assert len(results) == 8 and not any(r.error for r in results)
@@ -231,6 +233,8 @@ def test_asha_stops_or_continues_whole_repeat_groups(ray_session, tiny_model_dir
         assert len(last) == 1  # the same budget for every repeat
         outcome = {r.data.tags["contrasweep.outcome"] for r in group}
         assert outcome == {"complete" if last == {4} else "stopped"}
+        assert {r.data.metrics["data/train_rows"] for r in group} == {15}
+        assert {r.data.metrics["train/steps"] for r in group} == ({7} if last == {4} else {2 * min(last)})
         assert {r.data.tags["contrasweep.group_size"] for r in group} == {"4"}
     decisions = read_record(tmp_path / "sweeps" / "groups" / "group_asha.json")["decisions"]  # snapshot + journal
     assert set(decisions["1"].values()) <= {"continue", "stop"} and len(decisions["1"]) == 2

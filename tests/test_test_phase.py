@@ -126,7 +126,8 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
 
     # the report: "–" for the configurations without test, never a number
     rows = (root / "reported" / "report" / "configurations_reported.md").read_text().splitlines()[4:]
-    assert len(rows) == 6 and sum(row.split("|")[-3].strip() == "–" for row in rows) == 6 - len(tested), rows
+    assert len(rows) == 7 and "| chance level |" in rows[-1], rows  # the configurations, then the chance level
+    assert sum(row.split("|")[-4].strip() == "–" for row in rows[:6]) == 6 - len(tested), rows
 
     # an extension by a seed: its trials skip the test split, and the phase after it evaluates every
     # repeat of what is now reported that has weights (from the MLflow model where the folder dropped

@@ -102,5 +102,9 @@ def test_the_spec_takes_reported_or_all(tmp_path, tiny_model_dir):
     assert load_spec(spec, ["evaluation.test=all"]).test_split == "all"
     with pytest.raises(SpecError, match=r"^evaluation.test='some' is not allowed; allowed: reported, all"):
         load_spec(spec, ["evaluation.test=some"])
-    with pytest.raises(SpecError, match="allowed: evaluation.sts, evaluation.test$"):
+    with pytest.raises(SpecError, match="allowed: evaluation.sts, evaluation.test, evaluation.alpha$"):
         load_spec(spec, ["evaluation.tests=all"])
+    # the level of the test that a configuration beat chance (contrasweep.tracking.verdict)
+    assert load_spec(spec).alpha == 0.05 and load_spec(spec, ["evaluation.alpha=0.01"]).alpha == 0.01
+    with pytest.raises(SpecError, match=r"^evaluation.alpha=0.7 is not allowed; allowed: a number in \(0, 0.5\]$"):
+        load_spec(spec, ["evaluation.alpha=0.7"])

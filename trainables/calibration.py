@@ -80,7 +80,8 @@ def calibrate(config: dict[str, Any], data: dict[str, Any], steps: int = STEPS, 
     for split, rows in (("validation", eval_rows), ("test", TEST_FACTOR * eval_rows)):
         if split in tables:
             sliced[split] = spread(tables[split], rows)
-    hp = {**config["hp"], "epochs": EPOCHS, "checkpoint_every": 1, "batch_size": batch}
+    # max_steps off: the calibration's epochs are whole passes over its slice, whatever the trial's budget
+    hp = {**config["hp"], "epochs": EPOCHS, "max_steps": 0, "checkpoint_every": 1, "batch_size": batch}
     threads = torch.get_num_threads()
     folder = Path(tempfile.mkdtemp(prefix="contrasweep-calibrate-"))
     started = time.perf_counter()

@@ -6,6 +6,9 @@ validation split every epoch, the test split once at the end on the best validat
 weights (unless the sweep evaluates it after selection: ``trainables.test_split``), checkpoints sized to their job (``trainables.checkpoints``: best weights on
 improvement, a full resume state every ``checkpoint_every`` epochs; what is written when and the
 restore: ``trainables.checkpointing``), seeded. ``train`` = ``set_up`` + one ``run_epoch`` per epoch.
+The budget is ``epochs``, or ``max_steps`` optimiser steps where set (``trainables.params.epochs_for``:
+the last epoch cut after the steps left, the schedule's total steps ``max_steps``); each epoch
+reports ``train/steps``, the optimiser steps so far.
 
 The loop never branches on a method's name: it builds the method from the registry and calls
 only the interface of ``trainables.base.Method``.
@@ -16,7 +19,7 @@ finds the method; never a module of ``trainables.methods`` by name).
 
 from __future__ import annotations
 
-import math
+import itertools
 import os
 import random
 import time
@@ -42,6 +45,7 @@ from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
 from trainables.params import LOOP_PARAMS, hp_value  # noqa: F401  (LOOP_PARAMS: users' and tests' name)
+from trainables.params import epochs_for, steps_in_epoch, steps_per_epoch, total_steps
 from trainables.registry import get_method
 from trainables.step import TrainStep
 
@@ -71,7 +75,7 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     that after selection (docs/architecture.md, "Selection and the test split").
     """
     run = set_up(config, data, session)
-    epochs = run.hp("epochs")
+    epochs = run.epochs
     metrics = run.metrics
     for epoch in range(run.start_epoch, epochs + 1):
         metrics = run_epoch(run, epoch)
@@ -99,6 +103,7 @@ class TrialRun:
     saver: Checkpointer
     clock: PhaseClock
     steps_per_epoch: int
+    epochs: int  # the epochs it trains (``epochs_for``: ``max_steps`` resolved)
     start_epoch: int
     parameters: float  # cost/parameters: trainable parameters
     train_seconds: float  # cost/train_s: seconds in optimisation steps so far, kept across resumes
@@ -120,11 +125,12 @@ def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
     model = session.wrap_model(method)
     device = session.device
 
-    steps_per_epoch = math.ceil(tables["train"].num_rows / hp("batch_size"))
-    total_steps = steps_per_epoch * hp("epochs")
+    rows = tables["train"].num_rows
+    per_epoch, epochs = steps_per_epoch(rows, hp("batch_size")), epochs_for(config["hp"], rows)
+    steps = total_steps(config["hp"], rows)  # max_steps where set: the schedule ends at 0 after exactly these
     optimizer = torch.optim.AdamW(method.param_groups(hp("lr"), hp("weight_decay")), lr=hp("lr"), eps=hp("adam_eps"))
-    warmup = int(hp("warmup_ratio") * total_steps)
-    scheduler = make_scheduler(optimizer, hp("lr_schedule"), method, warmup, total_steps)
+    warmup = int(hp("warmup_ratio") * steps)
+    scheduler = make_scheduler(optimizer, hp("lr_schedule"), method, warmup, steps)
     step = TrainStep(method, model, optimizer, scheduler, device=device, amp=hp("amp"), compile=hp("compile"),
                      max_grad_norm=hp("max_grad_norm"))
 
@@ -134,7 +140,7 @@ def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
     start_epoch = saver.restore(session.latest_checkpoint(), method, optimizer, scheduler, step.scaler) + 1
 
     metrics: dict[str, float] = {**saver.metrics, **tracker.best_metrics}  # the restored epoch's
-    if saver.unreported and start_epoch <= hp("epochs"):
+    if saver.unreported and start_epoch <= epochs:
         # restored from a state newer than Ray's pointer: the driver may never have seen this
         # epoch (it died between the state's write and the report); it skips what it has logged
         saver.report(dict(metrics), start_epoch - 1)
@@ -146,7 +152,7 @@ def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
     clock = PhaseClock(device)
     clock.times["setup"] = time.perf_counter() - setup_started
     return TrialRun(config, data, session, method, model, optimizer, scheduler, step, tracker, saver, clock,
-                    steps_per_epoch, start_epoch, parameters, train_seconds, metrics)
+                    per_epoch, epochs, start_epoch, parameters, train_seconds, metrics)
 
 
 def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
@@ -155,11 +161,13 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
     hp, session, method, clock, saver, tracker = run.hp, run.session, run.method, run.clock, run.saver, run.tracker
     tables, data, device = run.data["tables"], run.data, session.device
     first_step = (epoch - 1) * run.steps_per_epoch + 1
+    due = steps_in_epoch(run.config["hp"], tables["train"].num_rows, epoch)  # fewer in a max_steps trial's last
     started = time.perf_counter()
     run.model.train()
     with clock("train"):
-        batches = track(train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size),
-                        f"epoch {epoch}/{hp('epochs')} training", run.steps_per_epoch, session.rank)
+        batches = itertools.islice(train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank,
+                                                 session.world_size), due)  # the same batches, in order, as far as due
+        batches = track(batches, f"epoch {epoch}/{run.epochs} training", due, session.rank)
         try:
             sums, per_step, steps = run_steps(run.step, batches, device, method.step_metrics,
                                               first_step=first_step, epoch=epoch)
@@ -168,7 +176,7 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
             raise
     run.train_seconds += clock.times["train"]
     metrics = {"epoch": epoch, "lr": run.scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
-               "cost/train_s": run.train_seconds, "cost/parameters": run.parameters}
+               "train/steps": first_step - 1 + steps, "cost/train_s": run.train_seconds, "cost/parameters": run.parameters}
     metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
     if per_step:
         metrics[STEP_METRICS] = step_series(per_step, first_step=first_step)
@@ -177,7 +185,7 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
         metrics.update(prefixed("stage2", method.second_stage(context) or {}))
     with clock("eval"):
         metrics.update(prefixed("val", method.evaluate(context, "validation")))
-    last = epoch == hp("epochs")
+    last = epoch == run.epochs
     with clock("checkpoint"):
         if tracker.update(metrics):
             saver.save_best(method, epoch, metrics)

@@ -42,7 +42,13 @@ def _mcc(c: np.ndarray) -> float:
 
 
 def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, num_labels: int) -> dict[str, float]:
-    c = confusion(y_true, y_pred, num_labels)
+    return confusion_metrics(confusion(y_true, y_pred, num_labels))
+
+
+def confusion_metrics(c: np.ndarray) -> dict[str, float]:
+    """The metrics of one ``[K, K]`` confusion matrix; its counts may be expected counts (floats:
+    the chance levels of ``contrasweep.data.chance``)."""
+    num_labels = c.shape[0]
     total = c.sum()
     f1 = _f1_per_class(c)
     out = {

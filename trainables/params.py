@@ -34,8 +34,8 @@ class Param:
             return "a non-empty list of numbers" + element.removeprefix("a number")
         lo = "(" if self.low_open else "["
         hi = ")" if self.high_open else "]"
-        low = "-inf" if self.low is None else f"{self.low:g}"
-        high = "inf" if self.high is None else f"{self.high:g}"
+        low = "-inf" if self.low is None else _bound(self.low, self.kind)
+        high = "inf" if self.high is None else _bound(self.high, self.kind)
         return f"a{'n integer' if self.kind == 'int' else ' number'} in {lo}{low}, {high}{hi}"
 
     def coerce(self, name: str, value: Any) -> Any:
@@ -85,6 +85,11 @@ class Param:
             raise bad from None
 
 
+def _bound(value: float, kind: str) -> str:
+    """A range's bound as the message gives it: an integer parameter's exactly (10**9, not 1e+09)."""
+    return str(int(value)) if kind == "int" and float(value).is_integer() else f"{value:g}"
+
+
 def as_text(value: Any) -> Any:
     """A list-valued hyperparameter as one categorical token (the inverse of ``coerce``)."""
     if isinstance(value, (list, tuple)):
@@ -127,7 +132,14 @@ LOOP_PARAMS: dict[str, Param] = {
     "lr": Param("float", 2.0e-5, 0.0, 1.0, low_open=True, help="AdamW learning rate"),
     "batch_size": Param("int", 32, 1, 65536, help="global batch size (split across workers)"),
     "eval_batch_size": Param("int", 128, 1, 65536),
-    "epochs": Param("int", 10, 1, 10000),
+    "epochs": Param("int", 10, 1, 10000, help="passes over the training rows (ignored where max_steps > 0)"),
+    "max_steps": Param("int", 0, 0, 10**9,
+                       help="optimiser steps a trial trains; 0 (default): epochs decides. Above 0 it overrides epochs as "
+                            "Hugging Face's Trainer does: with steps per epoch = ceil(train rows / batch_size), the trial "
+                            "trains ceil(max_steps / steps per epoch) epochs, the last one cut after the steps left, so "
+                            "exactly max_steps steps, and the lr schedule's total steps (warmup_ratio's warm-up "
+                            "included) are max_steps. The epoch stays the unit of reports, checkpoints and ASHA's rungs "
+                            "(epochs_for)"),
     "warmup_ratio": Param("float", 0.06, 0.0, 1.0, high_open=True),
     "lr_schedule": Param("str", "linear", choices=("linear", "constant", "cosine", "method"),
                          help="after warm-up: linear decay to 0 (LaCon Sec. 3.1), constant (VaSCL App. A), "
@@ -152,3 +164,43 @@ LOOP_PARAMS: dict[str, Param] = {
 def hp_value(config: dict[str, Any], key: str):
     """The loop hyperparameter ``key`` of a trial config (``config["hp"]``), its default where unset."""
     return config["hp"].get(key, LOOP_PARAMS[key].default)
+
+
+# A trial's training budget (``max_steps``, ``epochs``): pure functions of its hyperparameters and
+# its data variant's training rows, which the loop (``trainables.loop``) and the driver (a trial's
+# plan, ``contrasweep.spec.trial.TrialPlan.epochs``; group ASHA's rungs; ``plan``) share, so that
+# both count the same epochs and steps.
+
+def _loop_hp(hp: dict[str, Any], key: str):
+    return hp.get(key, LOOP_PARAMS[key].default)
+
+
+def steps_per_epoch(train_rows: int, batch_size: int) -> int:
+    """Optimiser steps in one pass over ``train_rows`` rows (a short last batch is a step, as
+    ``trainables.batches.train_batches`` cuts them)."""
+    return math.ceil(int(train_rows) / int(batch_size))
+
+
+def epochs_for(hp: dict[str, Any], train_rows: int) -> int:
+    """The epochs a trial with hyperparameters ``hp`` trains on ``train_rows`` rows when not
+    stopped: ``epochs``, or with ``max_steps`` > 0 ceil(max_steps / steps per epoch) (Hugging
+    Face's Trainer: ``max_steps`` overrides ``num_train_epochs``)."""
+    max_steps = int(_loop_hp(hp, "max_steps") or 0)
+    if max_steps <= 0:
+        return int(_loop_hp(hp, "epochs"))
+    return math.ceil(max_steps / max(1, steps_per_epoch(train_rows, _loop_hp(hp, "batch_size"))))
+
+
+def total_steps(hp: dict[str, Any], train_rows: int) -> int:
+    """The optimiser steps of the whole trial: ``max_steps`` where set, else epochs × steps per epoch."""
+    max_steps = int(_loop_hp(hp, "max_steps") or 0)
+    if max_steps > 0:
+        return max_steps
+    return int(_loop_hp(hp, "epochs")) * steps_per_epoch(train_rows, _loop_hp(hp, "batch_size"))
+
+
+def steps_in_epoch(hp: dict[str, Any], train_rows: int, epoch: int) -> int:
+    """The optimiser steps epoch ``epoch`` (from 1) takes: a whole pass, except the last epoch
+    of a ``max_steps`` trial, cut after the steps left (0 past the trial's last epoch)."""
+    per_epoch = steps_per_epoch(train_rows, _loop_hp(hp, "batch_size"))
+    return max(0, min(per_epoch, total_steps(hp, train_rows) - (epoch - 1) * per_epoch))

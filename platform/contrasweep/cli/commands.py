@@ -14,7 +14,8 @@ import json
 import os
 import sys
 
-from contrasweep.console.summary import disk_use, human, listing, summary_lines
+from contrasweep.console.listing import listing
+from contrasweep.console.summary import disk_use, human, summary_lines
 from contrasweep.errors import UserError
 from contrasweep.folder import sweeps
 from contrasweep.folder.cleanup import reclaim
@@ -177,11 +178,12 @@ def cmd_list(args) -> int:
 
     notes = [note for note in (settle(s) for s in found) if note]  # dead drivers' sweeps set straight first
 
-    print(f"{'name':36} {'status':12} {'trials':>7}  {'selected configuration so far':44} {'disk':>8}  {'created':19}")
+    print(f"{'name':36} {'status':12} {'trials':>7}  {'selected configuration so far':44} {'learned':30} {'disk':>8}  "
+          f"{'created':19}")
     for s in found:
         row = listing(s)
-        print(f"{s.name:36} {row['status']:12} {row['trials']:>7}  {row['best']:44} {human(row['disk']):>8}  "
-              f"{row['created']:19}")
+        print(f"{s.name:36} {row['status']:12} {row['trials']:>7}  {row['best']:44} {row['learned']:30} "
+              f"{human(row['disk']):>8}  {row['created']:19}")
     for note in notes:
         print(f"[contrasweep] {note}", file=sys.stderr)
     return 0

@@ -1,8 +1,9 @@
 """The lines a finished (or stopped) ``run`` / ``resume`` ends with: how the sweep ended, its
 trials' outcomes, each setting's best configuration (the selection rule of
 ``contrasweep.tracking.aggregate``: best mean validation value over complete repeat groups) with its
-validation and test metric and a link to its MLflow run, the failures, the sweep folder and its
-disk use, and the commands to run next."""
+validation and test metric and a link to its MLflow run, a selection that did not learn (its
+verdict, ``contrasweep.tracking.verdict``), the failures, the sweep folder and its disk use, and
+the commands to run next."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from contrasweep.spec.text import counted, hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
 from contrasweep.tracking.runs_view import base_url, run_url, runs_url
 from contrasweep.tracking.store import BUDGET_CUT, ELIMINATED, error_line
+from contrasweep.tracking.verdict import Verdict, not_learned_text
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local store (contrasweep.tracking.runs_view)
 
@@ -37,7 +39,8 @@ def best_groups(results, sweep, metric: str, mode: str) -> dict:
             group=ident.group, setting=ident.setting, config=ident.config,
             hp={k: v for k, v in ident.hp.items() if k != "seed"},
             size=sizes if isinstance(sizes, int) else sizes.get(ident.group, 1)))
-        group.add("complete" if ran_every_epoch(result.metrics.get("epoch", 0), ident.hp) else "stopped",
+        every = ran_every_epoch(result.metrics.get("epoch", 0), ident.hp, result.metrics.get("train/steps"))
+        group.add("complete" if every else "stopped",
                   {"metrics": result.metrics})
     return select(list(found.values()), metric, mode)
 
@@ -286,7 +289,7 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     static = SweepStatic.of(sweep) if sweep is not None else None
     # a trial stopped before it ever ran (its group stopped while it waited) has no config
     complete = sum(1 for r in results if r.error is None and r.metrics and r.config and static is not None
-                   and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp))
+                   and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp, r.metrics.get("train/steps")))
     folder = Path(root) / name if root is not None else None
     unrun = not_run(results, folder)
     earlier = ended_before(results, folder)  # ended trials a resumed Tune no longer holds (search.live_trials)
@@ -308,7 +311,9 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     links = run_links(folder) if folder is not None else {}
     if sweep is not None:  # an ended sweep's best from MLflow: its test numbers came after Tune's results
         recorded = folder is not None and status in ("finished", "failed") and (folder / "tracking.json").exists()
-        lines += best_lines(results, sweep, metric, mode, links, recorded_best(folder, metric, mode) if recorded else None)
+        best = recorded_best(folder, metric, mode) if recorded else best_groups(results, sweep, metric, mode)
+        lines += best_lines(results, sweep, metric, mode, links, best)
+        lines += chance_lines(folder, best, metric)  # a selection that did not learn says so
         lines += test_lines(folder, sweep) if recorded else []
     if folder is not None and sweep is not None and sweep.racing:
         lines += race_lines(folder, sweep.racing)
@@ -334,59 +339,31 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     return lines, len(failed)
 
 
-def selected_values(trials: dict, mode: str) -> list[float]:
-    """The best validation values of the repeats of the configuration the summary would select
-    so far (``tracking.json``): the best mean over complete groups, every repeat of which
-    trained every epoch (``group_size`` of them)."""
-    import math
-
-    groups: dict[str, list[dict]] = {}
-    for entry in trials.values():
-        groups.setdefault(entry["group"], []).append(entry)
-    best, best_mean = [], None
-    for entries in groups.values():
-        values = [e["best_value"] for e in entries if e.get("outcome") == "complete"
-                  and isinstance(e.get("best_value"), (int, float)) and not math.isnan(e["best_value"])]
-        size = max([int(e["group_size"]) for e in entries] + [len(entries)])
-        if len(values) < size:
-            continue
-        mean = sum(values) / len(values)
-        if best_mean is None or (mean > best_mean if mode == "max" else mean < best_mean):
-            best, best_mean = values, mean
-    return best
+# what a setting whose selected configuration did not learn may try (issue 55)
+MORE_TRAINING = "give it more optimiser steps (fixed.max_steps or more epochs) or a larger lr"
 
 
-def _mean_std(values: list[float]) -> str:
-    """``0.7500 ± 0.3536 (2 repeats)``; one repeat: no ± (no spread to show)."""
-    import statistics
-
-    std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{mean_std(sum(values) / len(values), std, len(values))} ({counted(len(values), 'repeat')})"
-
-
-def listing(sweep) -> dict:
-    """``contrasweep list``'s row: status, trials ended / in all, the selected configuration so
-    far (mean ± std of its repeats' best validation values, ``selected_values``), disk use,
-    creation."""
-    status = sweep.status()
-    meta = sweep.meta() if status != "damaged" else {}
+def verdicts(folder: Path | None) -> dict[str, dict]:
+    """repeat group -> its verdict as the record keeps it (none for a sweep recorded before verdicts)."""
+    if folder is None:
+        return {}
     try:
-        trials = read_record(sweep.path / "tracking.json").get("trials", {})
+        return read_record(Path(folder) / "tracking.json").get("verdicts", {})
     except (OSError, ValueError):
-        trials = {}
-    ended = sum(1 for e in trials.values() if "status" in e) if trials else meta.get("trials", 0)
-    total = meta.get("total") or meta.get("trials") or "?"
-    best = "-"
-    try:
-        raw = sweep.spec().get("sweep") or {}
-    except Exception:  # noqa: BLE001 - a damaged spec: the row shows no best value
-        raw = {}
-    metric, mode = raw.get("metric", "val/accuracy"), raw.get("mode", "max")
-    metric, mode = (metric[0] if isinstance(metric, list) else metric), (mode[0] if isinstance(mode, list) else mode)
-    selected = selected_values(trials, mode)
-    if selected:
-        best = f"{metric} {_mean_std(selected)}"
-    if meta.get("extensions"):  # contrasweep extend
-        status = f"{status}+ext{len(meta['extensions'])}"
-    return {"status": status, "trials": f"{ended}/{total}", "best": best, "disk": disk_use(sweep.path),
-            "created": str(meta.get("created", ""))}
+        return {}
+
+
+def chance_lines(folder: Path | None, best: dict, metric: str) -> list[str]:
+    """One line per setting whose selected configuration (``best``: setting -> ``Group``) did not
+    learn: its value against its data's chance level, the test, the optimiser steps its repeats
+    took, and what would give it more."""
+    found, lines = verdicts(folder), []
+    for setting, group in best.items():
+        judged = found.get(group.group)
+        if judged is None or judged["learned"]:
+            continue
+        where = f" [{setting}]" if setting else ""
+        lines.append(f"[contrasweep] did not learn{where}: the selected configuration's "
+                     f"{not_learned_text(Verdict.of(judged), selection_key(metric))}: it predicts no better than a "
+                     f"model that never read a text (its registered model says so); {MORE_TRAINING}")
+    return lines

@@ -9,6 +9,7 @@ batch = collate_numpy(splits["train"], [0, 1, 2])  # numpy int64, padded to the 
 
 May import: ``contrasweep.errors``, ``trainables.collate``, ``trainables.encoder``,
 ``trainables.encoder_names`` (the tokeniser), ``trainables.evaluation`` (multi-label statistics),
+``trainables.metrics`` (chance levels),
 datasets, pyarrow, numpy. Never another room of ``contrasweep``.
 """
 

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from contrasweep.data.cache import FORMAT_VERSION, MARKER, cache_key, cache_root, read_marker, write_entry
+from contrasweep.data.chance import chance_levels, levels
 from contrasweep.data.config import DataConfig
 from contrasweep.data.protocols import apply_protocol
 from contrasweep.data.sources import open_source
@@ -35,6 +36,17 @@ class PreparedData:
     stats: dict  # {split: {"n": rows, "per_class": {label name: rows}}}
     is_pair: bool
     dropped: dict = field(default_factory=dict)  # {source split: {reason: rows}} (sources.RawData.dropped)
+
+    @property
+    def chance(self) -> dict:
+        """What predictors that never read a text score on the validation and test splits
+        (``contrasweep.data.chance``): ``{split: {predictor: {metric: value}}}``."""
+        return chance_levels(self.stats)
+
+    @property
+    def chance_levels(self) -> dict[str, float]:
+        """Each metric's chance level, keyed as trials report it (``val/accuracy``)."""
+        return levels(self.chance)
 
 
 def prepare(

@@ -97,7 +97,9 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
 def sweep_static(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> SweepStatic:
     """The sweep's fixed part (``contrasweep.spec.static``), built once per driver; ``shipped``:
     the local files a cluster's workers get (``paths``: where a worker reads each)."""
-    static = SweepStatic.of(sweep, prepared, sweep_dir, checkpoint_at=pause_epochs(sweep),
-                            paths={value: worker_path(value) for value in shipped},
+    static = SweepStatic.of(sweep, prepared, sweep_dir, paths={value: worker_path(value) for value in shipped},
                             tests_in_trials=tests_in_trials(sweep), reported=reported_names(sweep))
-    return dataclasses.replace(static, reported_config=reported_config(sweep, static))
+    # the scheduler's pause epochs for these variants' training rows (a max_steps budget's epochs):
+    # the rungs the scheduler builds from the same static (search.schedulers)
+    return dataclasses.replace(static, checkpoint_at=tuple(pause_epochs(sweep, static.train_rows)),
+                               reported_config=reported_config(sweep, static))

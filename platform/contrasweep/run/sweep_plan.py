@@ -3,12 +3,13 @@
 
 Counts come from the objects ``run`` uses (the searcher registry's trials, the spec's data
 variants, the repeat groups); each trial is costed from its own plan: its data variant's split
-sizes (the data is tokenised into the cache, which the sweep then reuses), its epochs, its
+sizes (the data is tokenised into the cache, which the sweep then reuses), its epochs (a
+``max_steps`` budget resolved on its training rows, ``trainables.params.epochs_for``), its
 batch size, the resume states its scheduler and ``checkpoint_every`` make it write. Time and disk
 come from one calibration on this machine (``trainables.calibration``: the real loop for a few
 steps of the sweep's first trial on a slice of its data, at most about 20 s):
-    trial_s = set-up + epochs × (train rows × (train + second stage) + an evaluation of the
-              validation rows) [+ an evaluation of the test rows: evaluation.test all]
+    trial_s = set-up + rows trained × train + epochs × (train rows × second stage + an
+              evaluation of the validation rows) [+ an evaluation of the test rows: evaluation.test all]
               + bytes written × write speed + the per-trial overhead
               (an evaluation: fixed seconds + rows × seconds per row)
     test_s  = set-up + an evaluation of the test rows + TEST_TASK_OVERHEAD_S, for each repeat the
@@ -26,7 +27,9 @@ day), else the defaults below.
 ``concurrency`` is what Ray would run at once: ``sweep.max_concurrent`` within the CPUs (and
 GPUs) of this machine or of the cluster at ``--address``, by ``sweep.resources``. The estimate
 assumes every trial trains all its epochs (a scheduler that stops some makes the sweep shorter)
-and, for a searched ``epochs`` or ``batch_size``, the most epochs and the smallest batch.
+and, for a searched ``epochs``, ``max_steps`` or ``batch_size``, the most epochs and steps and the
+smallest batch. The optimiser steps per trial of each setting, and a warning under ``MIN_STEPS``:
+``contrasweep.run.plan_steps``.
 
 Disk (``disk_held``): a live trial (running, or paused at a rung) holds its newest resume state
 (weights + optimiser state; a second while it writes one) and up to three best folders; a trial
@@ -55,6 +58,7 @@ from dataclasses import dataclass, field
 from contrasweep.console.summary import human
 from contrasweep.data import load_splits
 from contrasweep.run.checks import _local_gpus
+from contrasweep.run.plan_steps import floor_warning, setting_steps, steps_line
 from contrasweep.run.ray_start import init_ray
 from contrasweep.search.registry import (fewest_trials, live_limit, pause_epochs, reported_configurations, tests_in_trials,
                                         trial_configs)
@@ -63,7 +67,7 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, plan_of
 from trainables.calibration import calibrate
-from trainables.params import LOOP_PARAMS
+from trainables.params import LOOP_PARAMS, epochs_for, steps_per_epoch, total_steps
 
 # Fixed costs where none were measured on this machine (contrasweep.run.fixed_costs measures them
 # for `contrasweep plan`; these are its tests' and an earlier day's, docs/performance.md, "plan's
@@ -113,19 +117,20 @@ class SweepPlan:
     fewest_trials: int | None = None  # a race's fewest (sweep.racing: its first rounds alone); None: every trial runs
     budget_trials: int | None = None  # trials that fit in sweep.budget, in the order they start; None: no budget
     slot_seconds: float = 0.0  # the trials' slot time in all (wall × CPUs, or GPUs): what sweep.budget counts
+    setting_steps: dict = field(default_factory=dict)  # setting -> [fewest, most] optimiser steps per trial (plan_steps)
 
     def as_json(self) -> dict:
         keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
                 "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed", "fewest_trials",
-                "budget_trials", "slot_seconds")
+                "budget_trials", "slot_seconds", "setting_steps")
         return {k: getattr(self, k) for k in keys}
 
 
 def hp_of(sweep: Sweep, hp: dict, key: str):
-    """A trial's loop value; a searched one at its most expensive (most epochs, smallest batch)."""
+    """A trial's loop value; a searched one at its most expensive (most epochs and steps, smallest batch)."""
     if key in sweep.domains:
         domain = sweep.domains[key]
-        return domain.largest() if key == "epochs" else min(domain.check_values())
+        return domain.largest() if key in ("epochs", "max_steps") else min(domain.check_values())
     return hp.get(key, LOOP_PARAMS[key].default)
 
 
@@ -156,8 +161,17 @@ def available_resources(address: str | None) -> dict[str, float]:
 
 
 def resume_states(epochs: int, every: int, pauses: list[int]) -> int:
-    """Resume states a trial writes: every ``every`` epochs, at the scheduler's pauses, the last."""
-    return len({e for e in range(1, epochs + 1) if e % every == 0 or e in pauses or e == epochs})
+    """Resume states a trial writes: every ``every`` epochs, at the scheduler's pauses, the last
+    (counted, not listed: a ``max_steps`` budget on few rows may be many epochs)."""
+    extra = {p for p in pauses if 0 < p <= epochs and p % every != 0}
+    return epochs // every + len(extra) + (1 if epochs % every and epochs not in extra else 0)
+
+
+def rows_trained(hp: dict, train_rows: int) -> int:
+    """Training rows a trial's optimiser steps read (a ``max_steps`` trial's last epoch: only its steps' batches)."""
+    per_epoch = steps_per_epoch(train_rows, hp["batch_size"]) or 1
+    whole, left = divmod(total_steps(hp, train_rows), per_epoch)
+    return whole * train_rows + min(train_rows, left * int(hp["batch_size"]))
 
 
 def makespan(seconds: list[float], slots: int, start: float = 0.0) -> float:
@@ -190,24 +204,25 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
     """``sizes``: rows per split of each data variant (``sizes_of``); ``trial_overhead``: a
     trial's seconds besides its loop (``overheads``)."""
     static = SweepStatic.of(sweep)
-    pauses = pause_epochs(sweep)
+    pauses = pause_epochs(sweep, tuple(rows["train"] for rows in sizes))
     workers = int(sweep.resources["workers"])
     tests = 1 if tests_in_trials(sweep) else 0  # else after selection (test_costs)
     out = []
     for config in trial_configs(sweep):
         plan = plan_of(config, static)
         hp = {k: v for k, v in plan.hp.items() if k != DATA_KEY}
-        epochs, batch = int(hp_of(sweep, hp, "epochs")), int(hp_of(sweep, hp, "batch_size"))
+        costed = {**hp, **{key: hp_of(sweep, hp, key) for key in ("epochs", "batch_size", "max_steps")}}
         rows = sizes[plan.variant]
+        epochs, trained = epochs_for(costed, rows["train"]), rows_trained(costed, rows["train"])  # as the loop counts
         states = resume_states(epochs, int(hp_of(sweep, hp, "checkpoint_every")), pauses)
         c = calibration
         evaluations = ((epochs + tests) * c["eval_fixed_s"]
                        + (epochs * rows["validation"] + tests * rows["test"]) * c["eval_row_s"])
-        compute = (epochs * rows["train"] * (c["train_row_s"] + c["stage2_row_s"]) + evaluations) / workers
+        compute = (trained * c["train_row_s"] + epochs * rows["train"] * c["stage2_row_s"] + evaluations) / workers
         written = (epochs + 1) * c["weights_bytes"] + states * c["resume_bytes"]  # best folders, the model, resumes
         overhead = trial_overhead + (DISTRIBUTED_TRIAL_OVERHEAD_S if workers > 1 else 0.0) if overheads else 0.0
         seconds = c["setup_s"] + compute + written * c["write_byte_s"] + overhead
-        out.append(TrialCost(plan.variant, epochs, epochs * math.ceil(rows["train"] / batch), seconds, states))
+        out.append(TrialCost(plan.variant, epochs, total_steps(costed, rows["train"]), seconds, states))
     return out
 
 
@@ -235,12 +250,13 @@ def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
     return min(trials, configurations * max(1, sweep.repeats) * settings)
 
 
-def disk_held(sweep: Sweep, trials: int, running: int, settings: int, weights: int, resume: int) -> int:
+def disk_held(sweep: Sweep, trials: int, running: int, settings: int, weights: int, resume: int,
+              train_rows: tuple[int, ...] = ()) -> int:
     """The most bytes the sweep folder holds at once (module docstring): ``3 ×`` the live trials'
     best folders + the repeats of each setting's ``max(keep_models, 1) + 1`` best configurations
     (one closing while another leaves) and of the grid's reported point; resume states: one per
-    live trial and one more per running trial."""
-    live = min(trials, live_limit(sweep)) if pause_epochs(sweep) else running  # paused trials hold theirs
+    live trial and one more per running trial. ``train_rows``: each variant's (``pause_epochs``)."""
+    live = min(trials, live_limit(sweep)) if pause_epochs(sweep, train_rows) else running  # paused trials hold theirs
     repeats = max(1, sweep.setting_repeats)  # a repeat group's trials
     kept = 0 if sweep.keep_models == "all" else max(1, int(sweep.keep_models)) + 1  # "all": in MLflow at once
     reported = repeats if sweep.has_reported_point else 0
@@ -273,14 +289,15 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
     return SweepPlan(
         trials=len(costs), configurations=configurations, settings=len(settings),
         repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
-        disk_bytes=disk_held(sweep, len(costs), running, len(settings), weights, resume),
+        disk_bytes=disk_held(sweep, len(costs), running, len(settings), weights, resume, tuple(s["train"] for s in sizes)),
         kept_bytes=kept_models(sweep, len(costs), len(settings)) * weights,  # one copy each, MLflow's
         estimated_seconds=(over["sweep_s"] + makespan([c.seconds for c in costs], slots, over["worker_start_s"])
                            + makespan(tests, min(slots, len(tests)), over["worker_start_s"])
                            + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)),
         concurrency=slots, test_passes=passes, calibration=calibration, costs=costs, fixed=fixed or {},
         fewest_trials=fewest_trials(sweep) if sweep.racing else None,
-        budget_trials=fit_in_budget(sweep, slot_costs) if sweep.budget else None, slot_seconds=sum(slot_costs))
+        budget_trials=fit_in_budget(sweep, slot_costs) if sweep.budget else None, slot_seconds=sum(slot_costs),
+        setting_steps=setting_steps(sweep, sizes))
 
 
 def trial_slot_seconds(sweep: Sweep, costs: list[TrialCost], slots: int, worker_start: float) -> list[float]:
@@ -342,6 +359,7 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all; test split: "
         + (f"once in each of the {found.test_passes} trials (evaluation.test: {sweep.test_split})" if tests_in_trials(sweep)
            else f"{found.test_passes} evaluations after selection, at most (evaluation.test: reported)"),
+        *[line for line in (steps_line(found.setting_steps), floor_warning(found.setting_steps)) if line],
         f"disk: up to {human(found.disk_bytes)} in the sweep folder while it runs, {human(found.kept_bytes)} kept "
         f"when it has finished (best weights {human(c['weights_bytes'])} and a resume state "
         f"{human(c['resume_bytes'])} per trial; the MLflow models in the store)",

@@ -96,8 +96,8 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: Sw
     }
     if sweep.warm_start:  # the earlier sweeps whose results seeded the study (search.warm_start)
         params["warm_start"] = ",".join(sweep.warm_start)
-    def with_dropped(p) -> dict:  # the source rows dropped and why, next to the splits' sizes
-        return {**p.stats, "dropped": p.dropped} if p.dropped else p.stats
+    def with_dropped(p) -> dict:  # the source rows dropped and why, and the chance levels, next to the splits' sizes
+        return {**p.stats, **({"dropped": p.dropped} if p.dropped else {}), "chance": p.chance}
 
     if len(prepared) == 1:
         stats = with_dropped(prepared[0])
@@ -115,7 +115,8 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: Sw
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.objective.metric, sweep.objective.mode, progress=progress,
         static=static, group_sizes=sizes if sizes is not None else group_sizes(sweep),
-        # per-split sizes and class / label frequencies (multi-label: head/tail, combinations)
+        # per-split sizes and class / label frequencies (multi-label: head/tail, combinations);
+        # what predictors that never read a text score (contrasweep.data.chance)
         texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )
 

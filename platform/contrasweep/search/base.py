@@ -141,10 +141,12 @@ class Searcher(ABC):
 class Scheduler(ABC):
     """When a sweep's trials start, pause and stop. contrasweep calls it in this order:
 
-    1. **Plan**: ``pause_epochs`` (where the loop must write a full resume state) and
+    1. **Plan**: ``pause_epochs`` (where the loop must write a full resume state; ``train_rows``,
+       each data variant's, resolve a ``max_steps`` budget into epochs: ``Sweep.most_epochs``) and
        ``live_limit`` (how many trials the searcher may keep live).
     2. **Launch**: ``build`` makes Tune's scheduler over the sweep's repeat groups (its
-       ``static``: ``contrasweep.spec.static.SweepStatic``, whose key names a trial's group).
+       ``static``: ``contrasweep.spec.static.SweepStatic``, whose key names a trial's group and
+       whose ``train_rows`` give the same epochs as ``pause_epochs``).
     3. **Resume**: the scheduler built again reads the sweep's record (``tracking.json``: what
        finished) and, for group ASHA, ``group_asha.json`` (its rung values and decisions);
        ``group_asha.MovableFIFO.settle`` ends what finished before any trial starts.
@@ -157,7 +159,7 @@ class Scheduler(ABC):
         """Tune's scheduler."""
 
     @abstractmethod
-    def pause_epochs(self, sweep: Sweep) -> list[int]:
+    def pause_epochs(self, sweep: Sweep, train_rows: tuple[int, ...] = ()) -> list[int]:
         """Epochs at which it may pause a trial."""
 
     @abstractmethod

@@ -122,7 +122,8 @@ class RaceSearcher(Searcher):
         if error:
             outcome = "failed"
         else:
-            every_epoch = ran_every_epoch(result.get("epoch", 0), self.trials[(group, repeat)])
+            # a max_steps budget: the steps it reported (no training rows counted here)
+            every_epoch = ran_every_epoch(result.get("epoch", 0), self.trials[(group, repeat)], result.get("train/steps"))
             outcome = "complete" if result and every_epoch else "stopped"
         value = float(value) if isinstance(value, (int, float)) else None
         if race.record(group, repeat, value, outcome):

@@ -103,9 +103,10 @@ def fewest_trials(sweep) -> int:
     return searcher_of(sweep).fewest_trials(sweep)
 
 
-def pause_epochs(sweep) -> list[int]:
-    """Epochs at which the scheduler may pause a trial: the loop writes a full resume state there."""
-    return scheduler_of(sweep).pause_epochs(sweep)
+def pause_epochs(sweep, train_rows: tuple[int, ...] = ()) -> list[int]:
+    """Epochs at which the scheduler may pause a trial: the loop writes a full resume state there.
+    ``train_rows``: each data variant's (``SweepStatic.train_rows``), for a ``max_steps`` budget."""
+    return scheduler_of(sweep).pause_epochs(sweep, tuple(train_rows))
 
 
 def candidate_configs(sweep) -> list[tuple[dict, str]]:

@@ -41,7 +41,7 @@ class NoScheduler(Scheduler):
         # what finished (contrasweep.tracking.ledger)
         return MovableFIFO(sweep_dir.path / "tracking.json", budget_gate(sweep, sweep_dir, group_sizes, static))
 
-    def pause_epochs(self, sweep) -> list[int]:
+    def pause_epochs(self, sweep, train_rows: tuple[int, ...] = ()) -> list[int]:
         return []
 
     def live_limit(self, sweep, group_sizes) -> int:
@@ -53,18 +53,21 @@ class GroupAshaScheduler(Scheduler):
 
     name = "asha"
 
-    def grace_period(self, sweep) -> int:
-        return min(sweep.asha["grace_period"], sweep.max_epochs)
+    def grace_period(self, sweep, train_rows: tuple[int, ...] = ()) -> int:
+        return min(sweep.asha["grace_period"], sweep.most_epochs(train_rows))
 
     def build(self, sweep, sweep_dir, group_sizes, static):
-        """``static``: the sweep's fixed part (``contrasweep.spec.static``), whose repeat groups it ranks."""
+        """``static``: the sweep's fixed part (``contrasweep.spec.static``), whose repeat groups it
+        ranks and whose variants' training rows resolve a ``max_steps`` budget into epochs (the
+        rungs ``pause_epochs`` gave the loop for the same rows)."""
         from contrasweep.search.group_asha import GroupASHA
 
+        rows = static.train_rows
         return GroupASHA(
             metric=sweep.objective.metric,
             mode=sweep.objective.mode,
-            max_t=sweep.max_epochs,
-            grace_period=self.grace_period(sweep),
+            max_t=sweep.most_epochs(rows),
+            grace_period=self.grace_period(sweep, rows),
             reduction_factor=sweep.asha["reduction_factor"],
             group_of=GroupKey(static),
             group_sizes=group_sizes,
@@ -74,11 +77,11 @@ class GroupAshaScheduler(Scheduler):
             budget=budget_gate(sweep, sweep_dir, group_sizes, static),
         )
 
-    def pause_epochs(self, sweep) -> list[int]:
+    def pause_epochs(self, sweep, train_rows: tuple[int, ...] = ()) -> list[int]:
         """ASHA's rungs: a trial paused there continues exactly from the resume state written there."""
         from contrasweep.search.group_asha import rungs
 
-        return rungs(sweep.max_epochs, self.grace_period(sweep), sweep.asha["reduction_factor"])
+        return rungs(sweep.most_epochs(train_rows), self.grace_period(sweep, train_rows), sweep.asha["reduction_factor"])
 
     def live_limit(self, sweep, group_sizes) -> int:
         """A whole repeat group must be live to pass a rung; RUNNING trials stay within

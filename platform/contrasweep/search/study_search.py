@@ -50,7 +50,7 @@ from contrasweep.spec.objective import objectives
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import reported_point
 from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
-from contrasweep.tracking.aggregate import selection_key
+from contrasweep.tracking.aggregate import ran_every_epoch, selection_key
 from trainables.params import LOOP_PARAMS, as_text
 
 logger = logging.getLogger(__name__)
@@ -68,18 +68,19 @@ class StudySearcher(Searcher):
 
     ``metrics``/``modes``: one or several (NSGA-II); ``num_samples``: suggestions in all;
     ``max_concurrent``: Tune trials live at once; ``reported``: the paper's point, asked first
-    (enqueued once, when the study is new); ``epochs``: the budget of a trial that does not
-    search ``epochs`` (a repeat that ended below its budget was stopped by the scheduler)."""
+    (enqueued once, when the study is new); ``epochs``, ``max_steps``: the budget of a trial that
+    does not search them (a repeat that ended below its budget was stopped by the scheduler; a
+    ``max_steps`` budget is judged by the ``train/steps`` the repeat reported)."""
 
     def __init__(self, space: dict, metrics: list[str], modes: list[str], sampler, study_name: str, storage_url: str,
                  repeats: int, num_samples: int, max_concurrent: int, reported: dict | None = None, epochs: int = 1,
-                 warm: list[dict] | None = None, race: StudyRace | None = None):
+                 warm: list[dict] | None = None, race: StudyRace | None = None, max_steps: int = 0):
         super().__init__(metric=metrics if len(metrics) > 1 else metrics[0],
                          mode=modes if len(modes) > 1 else modes[0])
         self.space, self.metrics, self.modes, self.sampler = space, list(metrics), list(modes), sampler
         self.study_name, self.storage_url = study_name, storage_url
         self.repeats, self.num_samples, self.max_concurrent = repeats, num_samples, max_concurrent
-        self.reported, self.epochs = reported, epochs
+        self.reported, self.epochs, self.max_steps = reported, epochs, max_steps
         self.warm = list(warm or [])  # earlier sweeps' points (search.warm_start), added once to a new study
         self.race = race  # sweep.racing (contrasweep.search.study_race): which repeats a suggestion runs
         self.live: dict[str, tuple[int, int]] = {}  # Tune trial id -> (suggestion number, repeat)
@@ -266,8 +267,10 @@ class StudySearcher(Searcher):
         repeat stopped while paused at a rung ends without a result."""
         result = result or {}
         epoch = int(result.get("epoch", 0))
-        budget = int(params.get("epochs", self.epochs))
-        outcome = "failed" if error else ("complete" if epoch >= budget else "stopped")
+        budget = {"epochs": params.get("epochs", self.epochs),
+                  "max_steps": params.get("max_steps", getattr(self, "max_steps", 0))}  # a study pickled before: 0
+        complete = bool(result) and ran_every_epoch(epoch, budget, result.get("train/steps"))
+        outcome = "failed" if error else ("complete" if complete else "stopped")
         values = [float(result[m]) if isinstance(result.get(m), (int, float)) else None for m in self.metrics]
         # what the selection (and a race) judges a repeat by: its best validation value
         selection = result.get(selection_key(self.metrics[0]), result.get(self.metrics[0]))
@@ -315,7 +318,8 @@ def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | Non
         study_name=sweep_dir.name, storage_url=sweep_dir.optuna_uri, repeats=sweep.repeats,
         num_samples=sweep.num_samples, max_concurrent=max_concurrent,
         reported={k: as_text(v) for k, v in reported.items()} if reported else None,
-        epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)), warm=warm,
+        epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)),
+        max_steps=int(sweep.fixed.get("max_steps", LOOP_PARAMS["max_steps"].default)), warm=warm,
         race=StudyRace.of(sweep, static, GroupKey(static), str(sweep_dir.path / race_record.RACE_FILE))
         if sweep.racing else None,
     )

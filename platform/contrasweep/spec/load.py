@@ -206,18 +206,23 @@ def _data(section: dict, method_cls) -> tuple[dict, list]:
     return section, variants
 
 
+# evaluation.alpha: the level of the test that a configuration beat its data's chance level
+# (contrasweep.tracking.verdict)
+ALPHA = Param("float", 0.05, 0.0, 0.5, low_open=True)
+
+
 def _evaluation(section: dict) -> dict:
     """``sts``: STS pairs; ``test``: which trials evaluate the test split (``TEST_MODES``:
     ``reported``, the default, after selection for what the report shows; ``all``, every
-    complete trial after its last epoch)."""
-    unknown = sorted(set(section) - {"sts", "test"})
+    complete trial after its last epoch); ``alpha``: ``ALPHA``."""
+    unknown = sorted(set(section) - {"sts", "test", "alpha"})
     if unknown:
-        raise SpecError(f"unknown key evaluation.{unknown[0]}; allowed: evaluation.sts, evaluation.test")
+        raise SpecError(f"unknown key evaluation.{unknown[0]}; allowed: evaluation.sts, evaluation.test, evaluation.alpha")
     test = section.get("test", TEST_MODES[0])
     if test not in TEST_MODES:
         raise SpecError(f"evaluation.test={test!r} is not allowed; allowed: {', '.join(TEST_MODES)} (reported: the "
                         "selected configurations and their sensitivity slices, after selection; all: every trial)")
-    out = {"test": test}
+    out = {"test": test, "alpha": ALPHA.coerce("evaluation.alpha", section.get("alpha", ALPHA.default))}
     if section.get("sts") is not None:
         out["sts"] = check_source(section["sts"])
     return out

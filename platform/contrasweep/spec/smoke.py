@@ -5,6 +5,7 @@ every grid block's, the search domain's and the reported point's ``epochs`` when
 searched (ABALONE's grid picks the baselines' epochs from {10, 40, 80}: a ``fixed.epochs`` there
 would be "both fixed and searched"). A grid of blocks that differ only in their epochs then
 repeats a configuration; the first two trials of the grid are what a smoke test trains anyway.
+A ``max_steps`` budget, which would override the epochs, is set to 0 (off) wherever the spec sets it.
 
 May import: nothing of the project (it edits the raw spec that ``load`` validates).
 """
@@ -33,5 +34,19 @@ def smoke_raw(raw: dict) -> None:
         raw["fixed"] = {**fixed, "epochs": 1}
         if isinstance(reported, dict):
             reported.pop("epochs", None)  # the fixed value wins: one epoch for the reported point too
+    no_max_steps(raw)
     sweep = raw.get("sweep") if isinstance(raw.get("sweep"), dict) else {}
     raw["sweep"] = {**sweep, "num_samples": min(int(sweep.get("num_samples") or TRIALS), TRIALS)}
+
+
+def no_max_steps(raw: dict) -> None:
+    """``max_steps`` 0 (the epochs decide) wherever the raw spec sets it: fixed, grid, search, reported."""
+    grid = raw.get("grid")
+    for block in grid if isinstance(grid, list) else [grid]:
+        if isinstance(block, dict) and "max_steps" in block:
+            block["max_steps"] = [0]
+    if isinstance(raw.get("search"), dict) and "max_steps" in raw["search"]:
+        raw["search"]["max_steps"] = {"choice": [0]}
+    for section in ("fixed", "reported"):
+        if isinstance(raw.get(section), dict) and "max_steps" in raw[section]:
+            raw[section]["max_steps"] = 0

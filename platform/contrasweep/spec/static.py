@@ -58,6 +58,9 @@ class VariantStatic:
     # what a trial's MLflow model is described by (contrasweep.tracking.model_flavor)
     label_names: tuple[str, ...] = ()
     is_pair: bool = False
+    # what a model that learned nothing scores, keyed as trials report it (``val/accuracy``: the
+    # best of the predictors of contrasweep.data.chance); empty where nothing was prepared
+    chance: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,7 @@ class SweepStatic:
     # or after selection what a report shows plus the best keep_models configurations per setting
     keep_models: int | str = "all"
     paths: dict = field(default_factory=dict)  # a shipped local file -> where a worker reads it
+    alpha: float = 0.05  # evaluation.alpha: a configuration at chance level (contrasweep.tracking.verdict)
 
     @classmethod
     def of(cls, sweep, prepared: list = (), folder=None, checkpoint_at: list[int] = (),
@@ -109,12 +113,18 @@ class SweepStatic:
             train_storage=folder.train_location if folder is not None else None,
             trial_storage=folder.tune_location if folder is not None else None,
             checkpoint_at=tuple(checkpoint_at), tests_in_trials=tests_in_trials, keep_models=sweep.keep_models,
-            paths=dict(paths or {}),
+            paths=dict(paths or {}), alpha=sweep.alpha,
         )
 
     def variant(self, index: int) -> VariantStatic:
         """The variant a trial or a record's entry names (the last one for an index past them)."""
         return self.variants[min(index, len(self.variants) - 1)]
+
+    @property
+    def train_rows(self) -> tuple[int, ...]:
+        """Each variant's training rows, in order; () where a variant's are unknown (nothing prepared)."""
+        rows = tuple(v.sizes.get("train") for v in self.variants)
+        return () if any(r is None for r in rows) else rows
 
     def moved(self, trial_storage: str) -> SweepStatic:
         """The same sweep whose trial folders are now under ``trial_storage`` (a moved folder)."""
@@ -124,4 +134,5 @@ class SweepStatic:
 def _prepared_facts(prepared) -> dict[str, Any]:
     return {"num_labels": prepared.num_labels, "cache_key": prepared.key,
             "sizes": {s: v["n"] for s, v in prepared.stats.items() if isinstance(v, dict) and "n" in v},
-            "label_names": tuple(str(n) for n in prepared.label_names), "is_pair": prepared.is_pair}
+            "label_names": tuple(str(n) for n in prepared.label_names), "is_pair": prepared.is_pair,
+            "chance": prepared.chance_levels}

@@ -14,7 +14,7 @@ from contrasweep.spec.trial import DATA_KEY
 from contrasweep.spec.objective import MODES, Objective  # noqa: F401  (MODES: the spec's words, spec.load checks them)
 from contrasweep.spec.budget import Budget
 from contrasweep.spec.racing import Racing
-from trainables.params import LOOP_PARAMS, Param
+from trainables.params import LOOP_PARAMS, Param, epochs_for
 from trainables.registry import declaration
 
 SHIP_MODES = ("code", "installed")  # sweep.ship (contrasweep.run.shipping)
@@ -99,13 +99,45 @@ class Sweep:
         return self.evaluation.get("test", TEST_MODES[0])
 
     @property
+    def alpha(self) -> float:
+        """``evaluation.alpha``: the level of the test that a configuration beat chance."""
+        return float(self.evaluation.get("alpha", 0.05))
+
+    @property
     def max_epochs(self) -> int:
-        """The most epochs a trial of this sweep may train (fixed, reported, grid and search values)."""
+        """The most epochs a trial of this sweep may train by its ``epochs`` values (fixed, reported,
+        grid and search); with a ``max_steps`` budget: ``most_epochs``."""
         candidates = [self.fixed.get("epochs"), self.reported.get("epochs"), *self.grid.get("epochs", [])]
         if "epochs" in self.domains:
             candidates.append(self.domains["epochs"].largest())
         values = [int(c) for c in candidates if c is not None]
         return max(values) if values else LOOP_PARAMS["epochs"].default
+
+    def most_epochs(self, train_rows: tuple[int, ...] | list[int] = ()) -> int:
+        """The most epochs a trial may train with ``max_steps`` resolved (``trainables.params.epochs_for``
+        on the fewest of ``train_rows``, each variant's, and the largest batch): group ASHA's ``max_t``,
+        above its rungs. Without ``train_rows`` (nothing prepared) a ``max_steps`` trial is bounded
+        by one step an epoch: ``max_steps`` epochs."""
+        steps = [int(v) for v in self.loop_values("max_steps")]
+        most = self.max_epochs if min(steps) <= 0 else 0
+        if max(steps) > 0:
+            hp = {"max_steps": max(steps), "batch_size": max(int(b) for b in self.loop_values("batch_size"))}
+            most = max(most, epochs_for(hp, min(train_rows) if train_rows else 1))
+        return most
+
+    def loop_values(self, key: str) -> list:
+        """Every value loop hyperparameter ``key`` may take in a trial: its domain's (a large one's
+        bounds) or its grid blocks' values, the fixed value or the default where a trial sets none,
+        and the reported point's."""
+        base = self.fixed.get(key, LOOP_PARAMS[key].default)
+        if key in self.domains:
+            values = [*self.domains[key].check_values(), self.domains[key].largest()]
+        else:
+            blocks = self.grids or [self.grid]
+            values = list(self.grid.get(key, [])) + ([base] if any(key not in b for b in blocks) else [])
+        if self.reported:
+            values.append(self.reported.get(key, base))
+        return values
 
     @property
     def repeats(self) -> int:

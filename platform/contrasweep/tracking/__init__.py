@@ -9,11 +9,12 @@ names, the default store, trial runs by tag, a store failure in one line (the sw
 description and a data variant as a dataset input. ``models``: the model registry.
 ``runs_view``: the MLflow UI's runs table. ``reattach``: the record rebuilt from MLflow's tags.
 ``model_flavor``: a trial's MLflow Model (pyfunc over ``trainables.inference``).
-``provenance``: which code, versions, spec, user and host made the runs. ``writer``: the
+``provenance``: which code, versions, spec, user and host made the runs. ``verdict``: did a
+configuration learn (its repeats against their data's chance level). ``writer``: the
 tracker's MLflow calls, in a process of their own, behind a write-ahead log.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder`` (the record, moved
-folders, Tune's uploads), ``trainables.checkpoints`` and ``trainables.storage`` (the state folder),
+folders, Tune's uploads), ``contrasweep.data.chance`` (what learning nothing scores), ``trainables.checkpoints`` and ``trainables.storage`` (the state folder),
 ``trainables.params``, ``trainables.registry``, ``trainables.encoder_names``, ``trainables.outputs``,
 ``trainables.errors``, ``trainables.loop`` (the registry's loader), ``trainables.phase_progress``,
 ``trainables.inference`` (inside an MLflow model), MLflow, Ray Tune's ``Callback``, GitPython

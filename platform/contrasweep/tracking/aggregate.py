@@ -89,8 +89,15 @@ def groups_of(runs: list) -> list[Group]:
     return list(out.values())
 
 
-def ran_every_epoch(last_epoch: int, hp: dict) -> bool:
-    """Whether a trial that reached ``last_epoch`` trained its whole budget (``hp["epochs"]``)."""
+def ran_every_epoch(last_epoch: int, hp: dict, steps: float | None = None, epochs: int | None = None) -> bool:
+    """Whether a trial that reached ``last_epoch`` trained its whole budget: its ``epochs``
+    (``TrialPlan.epochs``, ``max_steps`` resolved; else ``hp["epochs"]``) or, for a ``max_steps``
+    trial whose training rows nobody counted here, the optimiser ``steps`` it reported (``train/steps``)."""
+    if epochs is not None:
+        return int(last_epoch) >= int(epochs)
+    max_steps = int(hp.get("max_steps", 0) or 0)
+    if max_steps > 0:
+        return steps is not None and int(steps) >= max_steps
     return int(last_epoch) >= int(hp.get("epochs", LOOP_PARAMS["epochs"].default))
 
 

@@ -20,7 +20,6 @@ from contrasweep.tracking.aggregate import ran_every_epoch
 from contrasweep.tracking.rows import metric_entity, numeric, step_series
 from contrasweep.tracking.runs_view import BEST_TRIAL_PREFIX, ENDED_KEY
 from contrasweep.tracking.store import store_errors
-from trainables.params import LOOP_PARAMS
 
 BATCH = 1000  # MLflow takes at most 1000 metrics a batch
 PROGRESS_EVERY_S = 5.0  # the sweep run's live numbers: written at most this often (EpochLog.sweep_progress)
@@ -118,9 +117,11 @@ def outcome(trial, entry: dict, status: str, static) -> str:
     if status != "FINISHED":
         return "failed"
 
-    return "complete" if ran_every_epoch(entry.get("last_epoch", 0), plan_of(trial.config, static).hp) else "stopped"
+    plan, steps = plan_of(trial.config, static), (getattr(trial, "last_result", None) or {}).get("train/steps")
+    return "complete" if ran_every_epoch(entry.get("last_epoch", 0), plan.hp, steps, plan.epochs) else "stopped"
 
 
 def planned_epochs(trial, static) -> int | None:
-    """The epochs a trial trains when not stopped (its own ``epochs`` or the loop's default)."""
-    return plan_of(trial.config, static).hp.get("epochs", LOOP_PARAMS["epochs"].default)
+    """The epochs a trial trains when not stopped (``TrialPlan.epochs``: ``max_steps`` resolved;
+    None where its training rows are unknown)."""
+    return plan_of(trial.config, static).epochs

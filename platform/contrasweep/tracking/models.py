@@ -28,8 +28,10 @@ def alias_for(setting: str) -> str:
     return "best" if not setting else "best-" + re.sub(r"[^A-Za-z0-9_-]+", "-", setting.replace("=", "")).strip("-")
 
 
-def register(client, name: str, run_id: str, setting: str, data: dict, description: str) -> str:
-    """A new version of model ``name`` from ``run_id``'s best checkpoint; returns its version."""
+def register(client, name: str, run_id: str, setting: str, data: dict, description: str,
+             tags: dict[str, str] | None = None) -> str:
+    """A new version of model ``name`` from ``run_id``'s best checkpoint, with ``tags`` besides
+    its setting and data; returns its version."""
     from mlflow.exceptions import MlflowException
 
     try:
@@ -45,7 +47,7 @@ def register(client, name: str, run_id: str, setting: str, data: dict, descripti
     source = client.get_run(run_id).info.artifact_uri.rstrip("/") + "/" + folder
     version = client.create_model_version(
         name, source=source, run_id=run_id, description=description,
-        tags={SETTING_TAG: setting, DATA_TAG: json.dumps(data, sort_keys=True, default=str)},
+        tags={SETTING_TAG: setting, DATA_TAG: json.dumps(data, sort_keys=True, default=str), **(tags or {})},
     ).version
     client.set_registered_model_alias(name, alias_for(setting), version)
     return str(version)

@@ -9,12 +9,13 @@ May import: ``contrasweep.tracking.store``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.describe``,
 ``contrasweep.tracking.reattach``, ``contrasweep.spec``, ``contrasweep.folder.record``,
 ``contrasweep.folder.race_record`` (a race's eliminations), ``contrasweep.folder.budget_record``
-(the groups a budget cut short).
+(the groups a budget cut short), ``contrasweep.tracking.verdict`` (did a configuration learn).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -23,13 +24,14 @@ from contrasweep.folder.record import TrackingState
 from contrasweep.spec.identity import config_run_name, identify, key_of, run_name, tags
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import hp_defaults
-from contrasweep.tracking.aggregate import Group, summary
+from contrasweep.tracking.aggregate import Group, selection_key, summary
 from contrasweep.tracking.describe import NOTE_TAG, dataset_input, sweep_description, sweep_tags
 from contrasweep.tracking.provenance import UI_TAGS
 from contrasweep.tracking.reattach import rebuild
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
 from contrasweep.tracking.store import (BUDGET_CUT, CONFIG_KEY_TAG, ELIMINATED, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
                                        RACE_BEST_TAG, RACE_P_VALUE_TAG, RACE_ROUND_TAG, SWEEP_RUN_TAG, VARIANT_TAG)
+from contrasweep.tracking.verdict import CHANCE_PREFIX, LEARNED_TAG, P_VALUE_TAG, judge_repeats, sweep_chance
 
 # the identity tags a configuration run carries (a trial run carries them all)
 CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.protocol", "contrasweep.k",
@@ -70,14 +72,16 @@ class RunTree:
 
     # -- the sweep run ------------------------------------------------------------------
     def open_parent(self, experiment_id: str, spec: dict, params: dict, texts: dict[str, str]) -> str:
-        """The sweep's run: created with its description, params, spec and data statistics."""
+        """The sweep's run: created with its description, params, spec, data statistics and each
+        setting's chance levels (``chance/[<setting>/]val/accuracy``, ...)."""
         run = self.client.create_run(experiment_id, run_name=self.sweep_name, tags={
             **self.provenance, **sweep_tags(spec, self.sweep_name), NOTE_TAG: sweep_description(spec, self.sweep_name)})
         parent = run.info.run_id
         self._per_run(self.provenance)
         self.state.data.update(parent_run_id=parent, experiment_id=experiment_id)
         self.state.save()
-        self.client.log_batch(parent, params=param_entities(params))
+        self.client.log_batch(parent, params=param_entities(params),  # and each setting's chance levels
+                              metrics=[metric_entity(k, v) for k, v in sweep_chance(self.static).items()])
         self.client.log_text(parent, spec_yaml(spec), "spec.yaml")
         for name, text in texts.items():
             self.client.log_text(parent, text, name)
@@ -286,12 +290,30 @@ class RunTree:
                     RACE_BEST_TAG: self.state.data["configs"].get(left["best"], left["best"])}
         elif out.get(group, {}).get("outcome") == BUDGET_CUT and set(found.outcomes) == {"complete"} and not found.complete:
             outcome = BUDGET_CUT
-        self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in summary(found).items()],
+        metrics = summary(found)
+        if outcome in ("complete", ELIMINATED, BUDGET_CUT):  # did it learn? (contrasweep.tracking.verdict)
+            judged = self._judge(group, members, found)
+            if judged is not None:
+                metrics[CHANCE_PREFIX + selection_key(self.static.metric)] = judged.level
+                tags.update({LEARNED_TAG: "yes" if judged.learned else "no",
+                             **({} if math.isnan(judged.p_value) else {P_VALUE_TAG: f"{judged.p_value:.3g}"})})
+        self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in metrics.items()],
                               tags=[RunTag(OUTCOME_TAG, outcome), *(RunTag(k, v) for k, v in tags.items())])
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
         self._closed.add(group)
         for entry in members:
             self._latest.pop(entry["run_id"], None)
+
+    def _judge(self, group: str, members: list[dict], found: Group):
+        """The group's verdict against its repeats' chance levels, kept in the record (``verdicts``)."""
+        complete = [(e, r["metrics"]) for e, r in zip(members, found.repeats) if r["outcome"] == "complete"]
+        variants = [self.static.variant(e.get("variant", 0)) for e, _ in complete]
+        judged = judge_repeats([m for _, m in complete], variants,
+                               selection_key(self.static.metric), self.static.mode, self.static.alpha)
+        if judged is not None:
+            self.state.data.setdefault("verdicts", {})[group] = judged.record()
+            self.state.save_key("verdicts", group)
+        return judged
 
     def close_open_groups(self) -> None:
         """On resume: a group whose last repeat ended just before the stop gets its aggregates."""

@@ -6,6 +6,7 @@ tag naming its configuration run), and that configuration's best repeat in the m
 
 May import: ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.models``,
 ``contrasweep.tracking.runs_view``, ``contrasweep.tracking.rows``, ``contrasweep.tracking.store``,
+``contrasweep.tracking.verdict`` (a selection that did not learn says so in the registry),
 ``contrasweep.folder.record``, ``contrasweep.spec``.
 """
 
@@ -18,6 +19,7 @@ from contrasweep.tracking.models import has_checkpoint, register
 from contrasweep.tracking.rows import metric_entity, slug
 from contrasweep.tracking.runs_view import best_config_columns, publish
 from contrasweep.tracking.store import trial_runs
+from contrasweep.tracking.verdict import LEARNED_TAG, Verdict, not_learned_text
 
 
 class Selection:
@@ -41,6 +43,10 @@ class Selection:
             if group.group in configs:
                 self.client.set_tag(parent_run_id, f"contrasweep.best_config{'.' + slug(setting) if setting else ''}",
                                     configs[group.group])
+            judged = self.state.data.get("verdicts", {}).get(group.group)
+            if judged is not None:  # did the selected configuration learn (contrasweep.tracking.verdict)
+                self.client.set_tag(parent_run_id, f"{LEARNED_TAG}{'.' + slug(setting) if setting else ''}",
+                                    "yes" if judged["learned"] else "no")
             self.register(parent_run_id, setting, group, selection_key(metric))
         if shown:
             publish(self.client, self.state.data["experiment_id"], shown)
@@ -59,9 +65,13 @@ class Selection:
             return
         entry = next((e for e in self.state.trials.values() if e["run_id"] == best["run_id"]), {})
         data = self.variants[min(entry.get("variant", 0), len(self.variants) - 1)].data
-        version = register(self.client, self.sweep_name, best["run_id"], setting, data,
-                           f"{metric}={best['metrics'][metric]:.4f}; configuration mean over "
-                           f"{len(group.repeats)} repeats: {group.stats(metric)['mean']:.4f}")
+        description = (f"{metric}={best['metrics'][metric]:.4f}; configuration mean over "
+                       f"{len(group.repeats)} repeats: {group.stats(metric)['mean']:.4f}")
+        judged = self.state.data.get("verdicts", {}).get(group.group)
+        tags = {} if judged is None else {LEARNED_TAG: "yes" if judged["learned"] else "no"}
+        if judged is not None and not judged["learned"]:  # registered as the selection, and saying what it is
+            description = f"did not learn: {not_learned_text(Verdict.of(judged), metric)}. " + description
+        version = register(self.client, self.sweep_name, best["run_id"], setting, data, description, tags)
         done[setting] = {"run_id": best["run_id"], "version": version}
         self.state.save()
         self.client.set_tag(parent_run_id, f"contrasweep.model{'.' + slug(setting) if setting else ''}",

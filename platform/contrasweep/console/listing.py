@@ -1,0 +1,81 @@
+"""``contrasweep list``'s row of a sweep: the configuration selected so far, marked where it did
+not learn (its verdict: ``contrasweep.tracking.verdict``, kept in the sweep's record).
+
+May import: ``contrasweep.folder`` (the record), ``contrasweep.spec``, ``contrasweep.tracking``,
+``contrasweep.console.summary`` (disk use).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+
+from contrasweep.console.summary import disk_use
+from contrasweep.folder.record import read as read_record
+from contrasweep.spec.text import counted, mean_std
+
+def selected(trials: dict, mode: str) -> tuple[list[float], str | None]:
+    """The best validation values of the repeats of the configuration the summary would select
+    so far (``tracking.json``), and its repeat group: the best mean over complete groups, every
+    repeat of which trained every epoch (``group_size`` of them)."""
+    groups: dict[str, list[dict]] = {}
+    for entry in trials.values():
+        groups.setdefault(entry["group"], []).append(entry)
+    best, best_mean, chosen = [], None, None
+    for group, entries in groups.items():
+        values = [e["best_value"] for e in entries if e.get("outcome") == "complete"
+                  and isinstance(e.get("best_value"), (int, float)) and not math.isnan(e["best_value"])]
+        size = max([int(e["group_size"]) for e in entries] + [len(entries)])
+        if len(values) < size:
+            continue
+        mean = sum(values) / len(values)
+        if best_mean is None or (mean > best_mean if mode == "max" else mean < best_mean):
+            best, best_mean, chosen = values, mean, group
+    return best, chosen
+
+
+def selected_values(trials: dict, mode: str) -> list[float]:
+    return selected(trials, mode)[0]
+
+
+def _mean_std(values: list[float]) -> str:
+    """``0.7500 ± 0.3536 (2 repeats)``; one repeat: no ± (no spread to show)."""
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean_std(sum(values) / len(values), std, len(values))} ({counted(len(values), 'repeat')})"
+
+
+def listing(sweep) -> dict:
+    """``contrasweep list``'s row: status, trials ended / in all, the selected configuration so
+    far (mean ± std of its repeats' best validation values, ``selected``), whether it learned (its
+    verdict: "no (chance 0.2300, 20 steps)"), disk use, creation."""
+    status = sweep.status()
+    meta = sweep.meta() if status != "damaged" else {}
+    try:
+        record = read_record(sweep.path / "tracking.json")
+    except (OSError, ValueError):
+        record = {}
+    trials = record.get("trials", {})
+    ended = sum(1 for e in trials.values() if "status" in e) if trials else meta.get("trials", 0)
+    total = meta.get("total") or meta.get("trials") or "?"
+    best = "-"
+    try:
+        raw = sweep.spec().get("sweep") or {}
+    except Exception:  # noqa: BLE001 - a damaged spec: the row shows no best value
+        raw = {}
+    metric, mode = raw.get("metric", "val/accuracy"), raw.get("mode", "max")
+    metric, mode = (metric[0] if isinstance(metric, list) else metric), (mode[0] if isinstance(mode, list) else mode)
+    values, group = selected(trials, mode)
+    learned = "-"
+    if values:
+        best = f"{metric} {_mean_std(values)}"
+        judged = record.get("verdicts", {}).get(group)
+        if judged is not None and not judged["learned"]:
+            steps = f", {judged['steps']} steps" if judged.get("steps") else ""
+            learned = f"no (chance {judged['level']:.4f}{steps})"
+        elif judged is not None:
+            learned = "yes"
+    if meta.get("extensions"):  # contrasweep extend
+        status = f"{status}+ext{len(meta['extensions'])}"
+    return {"status": status, "trials": f"{ended}/{total}", "best": best, "learned": learned,
+            "disk": disk_use(sweep.path), "created": str(meta.get("created", ""))}
