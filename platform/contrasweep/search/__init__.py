@@ -7,7 +7,7 @@ sweep's study (``study_storage``: that study's storage, following a moved folder
 ``racing``, ``race_search`` and ``study_race``: racing over repeats (a grid's, a study's);
 ``budget_gate``: ``sweep.budget``, which both schedulers ask before a trial starts;
 ``live_trials`` and ``warm_actors``: the schedulers' touches of Tune's controller (its saved
-state, its actor cache).
+state, its actor cache); ``held``: a restored searcher's live trials made those Tune restored.
 
 May import: ``contrasweep.errors``, ``contrasweep.data`` (a data axis's default),
 ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking`` (the ledger, what ran, warm

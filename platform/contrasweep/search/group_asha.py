@@ -36,6 +36,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
+from contrasweep.search.held import hold
 from contrasweep.search.live_trials import (LiveTrials, controller_of, mark_for_save, repoint_checkpoint, save_now,
                                             stop_quickly, stop_waiting)
 from contrasweep.search.warm_actors import keep_warm
@@ -121,6 +122,7 @@ class MovableFIFO(FIFOScheduler):
             moved.storage_fs_path = here(storage.storage_fs_path)
             trial.set_storage(moved)
         repoint_checkpoint(trial)  # Tune deleted the checkpoint its saved state names (search.live_trials)
+        hold(tune_controller, trial)  # after a restore, the searcher's live trials are Tune's (search.held)
         self._unsaved = True
         self._live.add(trial)
         super().on_trial_add(tune_controller, trial)

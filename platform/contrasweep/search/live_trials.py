@@ -198,7 +198,7 @@ def repoint_checkpoint(trial: Trial) -> str | None:
     from pyarrow import fs
     from ray.train import Checkpoint
 
-    result = trial.latest_checkpoint_result
+    result = getattr(trial, "latest_checkpoint_result", None)  # None: a trial double, or another Tune
     if result is None or result.checkpoint is None:
         return None
     filesystem, path = result.checkpoint.filesystem, result.checkpoint.path

@@ -10,10 +10,12 @@ per change) is written the moment a repeat ends, before the tracker records it (
 searcher first), so a driver killed at any moment resumes the race exactly: a repeat whose value
 is in the journal is never run again (the schedulers' ``settle`` ends a restored copy of it from
 the sweep's record), and no elimination is undone. Tune's copy of this object
-(``save``/``restore``) holds only which trials Tune has, as the study searcher's does.
+(``save``/``restore``) holds only which trials Tune has, as the study searcher's does, made to
+agree with the trials Tune restored (``contrasweep.search.held``).
 
 May import: Ray Tune's ``Searcher``, ``contrasweep.search.racing``, ``contrasweep.spec``,
-``contrasweep.folder`` (the journal, a moved folder), ``contrasweep.tracking.aggregate``.
+``contrasweep.folder`` (the journal, a moved folder), ``contrasweep.tracking.aggregate``,
+``contrasweep.search.held``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ray.tune.search import Searcher
 
 from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here
+from contrasweep.search.held import HeldByTune, same
 from contrasweep.search.racing import Entry, Race, entries_of
 from contrasweep.spec.objective import Objective
 from contrasweep.spec.static import SweepStatic
@@ -33,7 +36,7 @@ from contrasweep.tracking.aggregate import ran_every_epoch, selection_key
 logger = logging.getLogger(__name__)
 
 
-class RaceSearcher(Searcher):
+class RaceSearcher(HeldByTune, Searcher):
     """``trials``: the grid's trials (``Sweep.grid_trials``) and ``entries`` their race entries,
     in the same order; ``metric``/``mode``: the sweep's objective (a repeat's value is its
     ``selection_key``, as the selection judges it); ``path``: ``race.json``."""
@@ -68,6 +71,12 @@ class RaceSearcher(Searcher):
         with open(checkpoint_path, "rb") as fh:
             self.live = pickle.load(fh)["live"]
         self._race = None
+        self.await_held()
+
+    def identity(self, config: dict) -> tuple[str, str] | None:
+        """A trial's (group, repeat), from its config (``contrasweep.search.held``)."""
+        hp = config.get("hp", {})
+        return next((entry for entry, trial in self.trials.items() if same(trial, hp)), None)
 
     @property
     def race(self) -> Race:
@@ -93,6 +102,7 @@ class RaceSearcher(Searcher):
 
     # -- Searcher API ------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict | str | None:
+        self.settle_held()
         race = self.race
         if len(self.live) >= self.max_concurrent:
             return None
@@ -112,6 +122,7 @@ class RaceSearcher(Searcher):
         holds (nothing new), and group ASHA stops the waiting repeats of a group it stopped, or
         of one whose repeat failed: ``stopped``, and the configuration leaves the race (never
         issued again: the group's deciding repeat reports only after its waiting ones end)."""
+        self.settle_held()
         race = self.race
         if trial_id not in self.live:
             logger.debug("trial %s is not a repeat this race issued (or it ended before a restore)", trial_id)

@@ -17,7 +17,8 @@ already finished (``UpdateFinishedTrialError``), and suggestions made after the 
 again. Here the study is the memory, written as things happen: each repeat's outcome and values
 are user attributes of its study trial (``repeat.<i>``) the moment Tune reports it, and a tell
 checks the stored state first, so it happens exactly once whatever was replayed. Tune's copy
-contributes only which repeats Tune itself holds (``save``/``restore``); ``_reconcile`` issues
+contributes only which repeats Tune itself holds (``save``/``restore``, made to agree with the
+trials Tune restored: ``contrasweep.search.held``); ``_reconcile`` issues
 the repeats of open suggestions that Tune does not hold, and tells a suggestion whose repeats
 had all ended before the kill. The budget is counted in the study: suggestions made before a
 kill are kept, never drawn again.
@@ -28,8 +29,8 @@ With ``sweep.racing`` a suggestion runs only the repeats its race asks for
 May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
 trial reads, the domains), ``contrasweep.folder`` (a moved folder, the race's journal),
 ``contrasweep.search.study_storage``, ``contrasweep.search.warm_start`` (warm points as trials),
-``contrasweep.search.study_race``, ``contrasweep.tracking.aggregate`` (what a repeat is judged
-by), ``trainables.params``.
+``contrasweep.search.study_race``, ``contrasweep.search.held``, ``contrasweep.tracking.aggregate``
+(what a repeat is judged by), ``trainables.params``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ray.tune.search import Searcher
 
 from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here_uri
+from contrasweep.search.held import HeldByTune
 from contrasweep.search.study_race import RACE_PREFIX, REPEAT_PREFIX, StudyRace, recorded
 from contrasweep.search.warm_start import WARM_ATTR, warm_trials
 from contrasweep.spec.identity import GroupKey
@@ -63,7 +65,7 @@ def distributions(domains: dict) -> dict:
     return {key: domain.distribution() for key, domain in domains.items()}
 
 
-class StudySearcher(Searcher):
+class StudySearcher(HeldByTune, Searcher):
     """Suggestions from an Optuna study, each run ``repeats`` times and told once.
 
     ``metrics``/``modes``: one or several (NSGA-II); ``num_samples``: suggestions in all;
@@ -113,6 +115,11 @@ class StudySearcher(Searcher):
         self.live, self.sampler = state["live"], state["sampler"]
         self._study = self._storage = self._queue = self._asked = None
         self._ids = {}
+        self.await_held()
+
+    def identity(self, config: dict) -> tuple[int, int]:
+        """A trial's (suggestion, repeat), from its config (``contrasweep.search.held``)."""
+        return config[SUGGESTION], config[TRIAL_INDEX]
 
     # -- the study ---------------------------------------------------------------------
     @property
@@ -200,6 +207,7 @@ class StudySearcher(Searcher):
 
     # -- Searcher API ------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict | str | None:
+        self.settle_held()
         if self._queue is None:
             self._reconcile()
         if len(self.live) >= self.max_concurrent:
@@ -220,6 +228,7 @@ class StudySearcher(Searcher):
         pass  # stopping early is the scheduler's (group ASHA), not Optuna's pruners
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        self.settle_held()
         if trial_id not in self.live:
             logger.warning("trial %s is not a repeat of any suggestion; its result is not told", trial_id)
             return
