@@ -14,6 +14,7 @@ from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
 from contrasweep.search import held
+from contrasweep.search.study_search import REPEAT_ATTR
 from contrasweep.search.grid_queue import GridQueue
 from contrasweep.search.race_search import build as build_race
 from contrasweep.search.registry import validate
@@ -111,3 +112,37 @@ def test_a_study_hears_the_end_of_a_repeat_its_saved_state_had_not_issued(tmp_pa
     r.on_trial_complete("b", done(0.6))
     (trial,) = study(tmp_path).trials
     assert trial.value == 0.5  # b was heard
+
+
+def test_a_study_told_nothing_because_the_kill_came_between_a_repeat_and_its_tell_is_told_on_its_replay(tmp_path):
+    """CI of cf61389 (``test_searcher_resume[moo-2seed-asha]``): a group's last repeat was recorded
+    on its study trial, the driver was killed before the tell, and the resumed driver's replay
+    of that repeat (Tune still held it) was taken for one already told: the suggestion stayed
+    RUNNING in a finished sweep."""
+    s = make(tmp_path, repeats=2, num_samples=1)
+    a, b = s.suggest("a"), s.suggest("b")
+    s.on_trial_complete("a", done(0.4))
+    pickled = _saved(s, tmp_path)
+    record = s._record(done(0.6), False, s.frozen(0).params)
+    s.storage.set_trial_user_attr(s.trial_id(0), REPEAT_ATTR.format(1), record)  # b recorded; killed before the tell
+    assert study(tmp_path).trials[0].state.is_finished() is False
+    r = _restored(pickled, tmp_path, ("b", b))
+    r.on_trial_complete("b", done(0.6))  # the schedulers end b's restored copy from the sweep's record
+    (trial,) = study(tmp_path).trials
+    assert trial.state.is_finished() and trial.value == 0.5
+
+
+def test_a_restore_opens_tunes_search_generator_again_and_the_searcher_says_when_it_has_finished(tmp_path):
+    """Tune's SearchGenerator saved as finished, or counting a trial it never saved, would never
+    ask the searcher again for the point it hands out again."""
+    from ray.tune.search import SearchGenerator
+
+    grid = GridQueue(GRID[:2], max_concurrent=2)
+    a, _ = grid.suggest("a"), grid.suggest("b")
+    generator = SearchGenerator(_restored(_saved(grid, tmp_path), tmp_path))
+    generator.set_state({"counter": 2, "total_samples": 2, "finished": True, "experiment": None})
+    assert generator.is_finished()
+    held.hold(SimpleNamespace(search_alg=generator), SimpleNamespace(trial_id="a", config=a, status=Trial.PENDING))
+    assert not generator.is_finished()
+    assert generator.searcher.suggest("c") == {"hp": GRID[1]}  # b's point, which Tune never saved
+    assert generator.searcher.suggest("d") == Searcher.FINISHED

@@ -6,10 +6,9 @@ each new trial (``live_trials.save_now``) copies the searcher's first and the tr
 Tune's periodic copy copies the staging folder in any order. A driver killed between the two
 left a searcher whose live trials were not those Tune restored:
 
-* newer than Tune's: it waited for a trial Tune never saved, for ever. A racing grid hung
-  ("2 not started yet", no trial ever started); a study's suggestion stayed RUNNING while the
-  sweep ended (CI of ded29a5, ``test_racing_sweep``, ``test_searcher_resume[moo-2seed-asha]``);
-  a grid skipped that point;
+* newer than Tune's: it waited for a trial Tune never saved, for ever. A racing grid's resume
+  hung with 2 trials "not started yet" (CI of ded29a5, ``test_racing_sweep``); a study would
+  have waited for that repeat and a grid skipped that point;
 * older than Tune's: it did not know a trial Tune runs, would hand its repeat out again, and
   would not hear of its end.
 
@@ -27,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
 from ray.tune.experiment import Trial
 
@@ -76,10 +76,20 @@ class HeldByTune:
 
 def hold(tune_controller, trial: Trial) -> None:
     """Tell the sweep's searcher a trial Tune added (the scheduler's view of the controller
-    exposes its search algorithm; Tune wraps the searcher in a ``SearchGenerator``)."""
-    searcher = getattr(getattr(tune_controller, "search_alg", None), "searcher", None)
-    if isinstance(searcher, HeldByTune):
-        searcher.hold(trial)
+    exposes its search algorithm; Tune wraps the searcher in a ``SearchGenerator``).
+
+    At the first trial after a restore the ``SearchGenerator`` is opened again: its own saved
+    state (a third file, ``search_gen_state-``) may count a trial Tune never saved, or say the
+    searcher had finished, and Tune then never asks the searcher again, so a repeat it hands out
+    again never ran. After a restore the searcher alone says when it has finished (each of ours
+    returns ``Searcher.FINISHED`` once it has nothing left)."""
+    search_alg = getattr(tune_controller, "search_alg", None)
+    searcher = getattr(search_alg, "searcher", None)
+    if not isinstance(searcher, HeldByTune) or searcher._held is None:
+        return
+    if not searcher._held and hasattr(search_alg, "_total_samples"):  # Ray 2.60's SearchGenerator
+        search_alg._total_samples, search_alg._finished = sys.maxsize, False
+    searcher.hold(trial)
 
 
 def same(a: dict, b: dict) -> bool:

@@ -235,8 +235,12 @@ class StudySearcher(HeldByTune, Searcher):
         number, repeat = self.live.pop(trial_id)
         frozen = self.frozen(number)
         key = REPEAT_ATTR.format(repeat)
-        if frozen.state.is_finished() or key in frozen.user_attrs:
-            return  # told already, or this repeat's outcome is recorded (a replay after a restore)
+        if frozen.state.is_finished():
+            return  # told already
+        if key in frozen.user_attrs:  # recorded: a replay after a restore, the driver killed before or after its tell
+            if self._queue is None:
+                self._reconcile()  # tells a suggestion whose repeats had all ended (judges a race's round)
+            return
         record = self._record(result, error, frozen.params)
         self.storage.set_trial_user_attr(self.trial_id(number), key, record)
         if self.race is not None:
