@@ -212,6 +212,15 @@ def test_list_and_the_summary_say_when_the_selected_configuration_did_not_learn(
         "[contrasweep] did not learn [n_total=20]: the selected configuration's best/val/accuracy 0.2350 against chance "
         "0.2300 (p=0.24 over 2 repeats; 20 optimiser steps): it predicts no better than a model that never read a text "
         "(its registered model says so); give it more optimiser steps (fixed.max_steps or more epochs) or a larger lr"]
+    # the README's demo: 0.65 and 0.85 against 0.20 clear the split's noise, but two repeats (df = 1) give p = 0.057
+    demo = {"learned": False, "level": 0.2, "mean": 0.75, "p_value": 0.057, "n": 2, "steps": 15, "margin": 0.19}
+    (tmp_path / "tracking.json").write_text(json.dumps({"trials": trials, "verdicts": {"g1": demo}}))
+    assert chance_lines(tmp_path, best, "val/accuracy") == [
+        "[contrasweep] not shown to learn [n_total=20]: the selected configuration's best/val/accuracy 0.7500 against "
+        "chance 0.2000 (p=0.057 over 2 repeats; 15 optimiser steps): its mean clears what the evaluation split scores by "
+        "luck (0.190), but its repeats do not show it at evaluation.alpha (its registered model says it did not learn); "
+        "give it more repeats (sweep.seeds, or data.seed's values)"]
+    assert chance_lines(tmp_path, best, "val/loss", "min")[0].startswith("[contrasweep] did not learn [n_total=20]")
     verdict["learned"] = True
     (tmp_path / "tracking.json").write_text(json.dumps({"trials": trials, "verdicts": {"g1": verdict}}))
     assert listing(sweep)["learned"] == "yes" and chance_lines(tmp_path, best, "val/accuracy") == []

@@ -122,8 +122,9 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     from contrasweep.console.summary import summary_lines
 
     lines = summary_lines(results, sweep.objective.metric, sweep.objective.mode, "s", "finished", sweep, tmp_path / "sweeps")[0]
-    said = [line for line in lines if line.startswith("[contrasweep] did not learn: the selected configuration's "
-                                                      f"best/{sweep.objective.metric} ")]
+    said = [line for line in lines if line.startswith(tuple(f"[contrasweep] {verdict}: the selected configuration's "
+                                                            f"best/{sweep.objective.metric} "
+                                                            for verdict in ("did not learn", "not shown to learn")))]
     assert chosen in ("yes", "no") and len(said) == (chosen == "no"), lines
     if name == "ce.yaml":  # the dummy predictors of the data, in data_stats.json
         val = stats["validation"]["per_class"]

@@ -313,7 +313,7 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
         recorded = folder is not None and status in ("finished", "failed") and (folder / "tracking.json").exists()
         best = recorded_best(folder, metric, mode) if recorded else best_groups(results, sweep, metric, mode)
         lines += best_lines(results, sweep, metric, mode, links, best)
-        lines += chance_lines(folder, best, metric)  # a selection that did not learn says so
+        lines += chance_lines(folder, best, metric, mode)  # a selection that did not learn says so
         lines += test_lines(folder, sweep) if recorded else []
     if folder is not None and sweep is not None and sweep.racing:
         lines += race_lines(folder, sweep.racing)
@@ -341,6 +341,7 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
 
 # what a setting whose selected configuration did not learn may try (issue 55)
 MORE_TRAINING = "give it more optimiser steps (fixed.max_steps or more epochs) or a larger lr"
+MORE_REPEATS = "give it more repeats (sweep.seeds, or data.seed's values)"
 
 
 def verdicts(folder: Path | None) -> dict[str, dict]:
@@ -353,17 +354,26 @@ def verdicts(folder: Path | None) -> dict[str, dict]:
         return {}
 
 
-def chance_lines(folder: Path | None, best: dict, metric: str) -> list[str]:
+def chance_lines(folder: Path | None, best: dict, metric: str, mode: str = "max") -> list[str]:
     """One line per setting whose selected configuration (``best``: setting -> ``Group``) did not
     learn: its value against its data's chance level, the test, the optimiser steps its repeats
-    took, and what would give it more."""
+    took, and what would give it more. A mean that clears what the evaluation split scores by
+    luck while its repeats' test does not reach ``evaluation.alpha`` (two repeats: df = 1) is
+    "not shown to learn": more repeats would show it, not more training."""
     found, lines = verdicts(folder), []
+    sign = 1 if mode == "max" else -1
     for setting, group in best.items():
         judged = found.get(group.group)
         if judged is None or judged["learned"]:
             continue
         where = f" [{setting}]" if setting else ""
-        lines.append(f"[contrasweep] did not learn{where}: the selected configuration's "
-                     f"{not_learned_text(Verdict.of(judged), selection_key(metric))}: it predicts no better than a "
-                     f"model that never read a text (its registered model says so); {MORE_TRAINING}")
+        verdict = Verdict.of(judged)
+        said = not_learned_text(verdict, selection_key(metric))
+        if judged.get("margin") is not None and sign * (verdict.mean - verdict.level) > verdict.margin:  # older records: none
+            lines.append(f"[contrasweep] not shown to learn{where}: the selected configuration's {said}: its mean "
+                         f"clears what the evaluation split scores by luck ({verdict.margin:.3f}), but its repeats do not "
+                         f"show it at evaluation.alpha (its registered model says it did not learn); {MORE_REPEATS}")
+            continue
+        lines.append(f"[contrasweep] did not learn{where}: the selected configuration's {said}: it predicts no "
+                     f"better than a model that never read a text (its registered model says so); {MORE_TRAINING}")
     return lines
