@@ -3,6 +3,7 @@ repeats, on the bundled data with the default encoder (MiniLM), against its data
 (issue 55). Not a test: real sweeps (`contrasweep run`), on CPU.
 
     python benchmarks/spec_learns.py [--specs lacon.yaml scl_moo.yaml ...] [--repeats 3] [--workdir DIR]
+                                     [--max-steps N]   # a CPU-sized cap on each trial's optimiser steps
     python benchmarks/spec_learns.py --issue-runs      # issue 55's four runs that learned nothing
 
 For each spec the sweep is cut to one configuration: the reported point, every other grid key at
@@ -10,7 +11,9 @@ its default as the spec runs the point (a spec that reports none: the first valu
 with the fewest training examples (the smallest ``k`` or ``n_total``; the first value of any other
 setting axis); ``--repeats`` repeats (the first values of a listed ``data.seed``, else that many
 training seeds); no early stopping. Everything else is the spec's own: its epochs (or
-``fixed.max_steps``), batch size, lr. The verdict is the sweep's own
+``fixed.max_steps``), batch size, lr; with ``--max-steps N`` a point whose budget is more than N
+optimiser steps trains N (``fixed.max_steps``: its schedule and warm-up scaled to them; a lower
+bound on what the spec's own budget learns, said in the table's "spec steps" column). The verdict is the sweep's own
 (``contrasweep.tracking.verdict``: a one-sided t-test of the repeats' ``best/val/<metric>``
 against their data's chance level at ``evaluation.alpha``), read from its record; the sweep's
 summary lines are printed as they came. Results: ``benchmarks/results/spec_learns_<date>.json``.
@@ -74,12 +77,40 @@ def one_point(spec: dict, repeats: int) -> dict:
     return out
 
 
+def spec_steps(spec: dict) -> int:
+    """The optimiser steps a trial of the one-point ``spec`` trains (its setting's most), as
+    ``plan`` counts them: the data is prepared (tokenised into the cache the sweep then reuses)."""
+    from contrasweep.run.inputs import prepare_data
+    from contrasweep.run.plan_steps import setting_steps
+    from contrasweep.run.sweep_plan import sizes_of
+    from contrasweep.spec.load import validate
+
+    sweep = validate(copy.deepcopy(spec))
+    return max(most for _, most in setting_steps(sweep, sizes_of(prepare_data(sweep))).values())
+
+
+def capped(spec: dict, max_steps: int | None) -> tuple[dict, int | None]:
+    """``spec`` with at most ``max_steps`` optimiser steps a trial, and the steps the spec's own
+    budget trains (None without a cap)."""
+    if not max_steps:
+        return spec, None
+    own = spec_steps(spec)
+    if own <= max_steps:
+        return spec, own
+    out = copy.deepcopy(spec)
+    out["fixed"] = {**(out.get("fixed") or {}), "max_steps": max_steps}
+    for section in ("grid", "reported"):
+        (out.get(section) or {}).pop("epochs", None)
+    return out, own
+
+
 def issue_runs() -> dict[str, dict]:
     """Issue 55's table: name -> spec."""
     moo = yaml.safe_load((ROOT / "search_spaces" / "scl_moo.yaml").read_text())
     moo_point = {"temperature": [0.3], "lam": [0.3], "r1": [0.1]}
     bbc = copy.deepcopy(moo)
     bbc["data"].update(n_total=20, seed=[0, 1, 2, 3])
+    bbc["fixed"] = {"lr": 1.0e-5, "batch_size": 16, "classifier_dropout": 0.1, "epochs": 10}  # as the issue ran it (20 steps)
     for key in ("search", "reported"):
         bbc.pop(key, None)
     bbc["sweep"].update(scheduler="none", max_concurrent=2, resources={"cpu": 1})
@@ -94,7 +125,7 @@ def issue_runs() -> dict[str, dict]:
             "issue55-tweet-k10-ce": tweet_ce, "issue55-tweet-k10-scl-moo-epo": tweet_moo}
 
 
-def run(name: str, spec: dict, work: Path, uri: str) -> dict:
+def run(name: str, spec: dict, work: Path, uri: str, own_steps: int | None = None) -> dict:
     from contrasweep.folder.record import read as read_record
 
     spec = {**spec, "name": name, "tracking": {**(spec.get("tracking") or {}), "experiment": "spec-learns"}}
@@ -113,7 +144,7 @@ def run(name: str, spec: dict, work: Path, uri: str) -> dict:
             return {"name": name, "error": done.stderr.strip().splitlines()[-1:], "seconds": seconds}
     record = read_record(folder / "tracking.json")
     out = {"name": name, "method": spec["method"], "data": spec["data"], "grid": spec.get("grid"),
-           "fixed": spec.get("fixed"), "seconds": seconds, "configurations": []}
+           "fixed": spec.get("fixed"), "seconds": seconds, "spec_steps": own_steps, "configurations": []}
     for group, judged in record.get("verdicts", {}).items():
         values = [e["best_value"] for e in record["trials"].values() if e.get("group") == group and "best_value" in e]
         out["configurations"].append({"group": group, "values": values, **judged})
@@ -126,6 +157,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--issue-runs", action="store_true")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--max-steps", type=int, default=None,
+                        help="CPU-sized: train at most this many optimiser steps a trial (default: the spec's budget)")
     args = parser.parse_args()
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="contrasweep-learns-"))
@@ -136,7 +169,10 @@ def main() -> None:
     else:
         specs = {f"learns-{Path(s).stem}": one_point(yaml.safe_load((ROOT / "search_spaces" / s).read_text()), args.repeats)
                  for s in args.specs}
-    results = [run(name, spec, work, uri) for name, spec in specs.items()]
+    results = []
+    for name, spec in specs.items():
+        spec, own = capped(spec, args.max_steps)
+        results.append(run(name, spec, work, uri, own))
     if args.issue_runs:  # each pair in one report: the main table says whether both sides are at chance level
         for pair in (("issue55-bbc-n20-scl-moo", "issue55-bbc-n20-ce"), ("issue55-tweet-k10-scl-moo-epo", "issue55-tweet-k10-ce")):
             cmd = [sys.executable, "-m", "contrasweep", "--root", str(work / "sweeps"), "report", pair[0], "--compare",
@@ -145,13 +181,13 @@ def main() -> None:
         listed = subprocess.run([sys.executable, "-m", "contrasweep", "--root", str(work / "sweeps"), "list"],
                                 cwd=work, capture_output=True, text=True).stdout
         print(listed, flush=True)
-    print("| run | method | repeats | best val mean | chance | p | steps | learned | sweep s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| run | method | repeats | best val mean | chance | p | steps | spec steps | learned | sweep s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for c in r.get("configurations", []):
             p = "–" if c.get("p_value") is None else f"{c['p_value']:.2g}"
             print(f"| {r['name']} | {r['method']} | {c['n']} | {c['mean']:.4f} | {c['level']:.4f} | {p} | {c.get('steps') or '–'} "
-                  f"| {'yes' if c['learned'] else 'no'} | {r['seconds'] or 0:.0f} |")
+                  f"| {r.get('spec_steps') or '–'} | {'yes' if c['learned'] else 'no'} | {r['seconds'] or 0:.0f} |")
         if "error" in r:
             print(f"| {r['name']} | error: {r['error']} |")
     out = ROOT / "benchmarks" / "results" / f"spec_learns_{time.strftime('%Y-%m-%d_%H%M')}.json"

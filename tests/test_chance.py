@@ -118,6 +118,9 @@ def test_a_configuration_learned_only_where_its_repeats_beat_their_own_chance_le
     assert found.p_value < 0.05 and not found.learned and found.steps == 20
     # the best of 10 epochs: a union bound, z(1 - 0.05 / 10)
     assert found.margin == pytest.approx(stats.norm.ppf(1 - 0.005) * math.sqrt(0.23 * 0.77 / 500))
+    # validated every 5 epochs (eval_every): the best of the 2 validations it reports, not of 10 epochs
+    sparse = judge_repeats([{**m, "evaluations": 2} for m in collapsed], [variant] * 4, "best/val/accuracy", "max", 0.05)
+    assert sparse.margin == pytest.approx(stats.norm.ppf(1 - 0.025) * math.sqrt(0.23 * 0.77 / 500))
     # tweet sentiment, k = 10 (measured): 0.539 ± 0.039 over 6 repeats, best of 10 epochs on 30
     # validation rows, against 1/3; its test accuracy was under the test split's majority share
     small = SimpleNamespace(chance={"val/accuracy": 1 / 3}, sizes={"validation": 30}, num_labels=3)

@@ -120,6 +120,13 @@ def test_the_plan_prints_each_settings_optimiser_steps_and_warns_under_the_floor
     assert found.steps_total == 200 * found.trials
     lines = describe(sweep, found, {"CPU": 2.0}, "this machine")
     assert "optimiser steps per trial: k=10 200, k=20 200" in lines and not any(x.startswith("warning:") for x in lines)
+    # validated every 10 epochs (eval_every): 5 and 3 validations instead of 50 and 29, cheaper by the rest
+    sparse = plan(*_few_shot("fixed.batch_size=16", "fixed.max_steps=200", "fixed.eval_every=10"), CALIBRATION, {"CPU": 2.0})
+    saved = {a.variant: a.seconds - b.seconds for a, b in zip(found.costs, sparse.costs)}
+    assert saved[0] > saved[1] > 0  # ASHA's rungs (1, 2, 4, 8, 16, 32) are validated too: 50 - 10 at k=10, 29 - 8 at k=20
+    # resume states every 5 epochs (checkpoint_every), at the rungs, the last: at validated epochs only
+    assert {(c.variant, c.resume_states) for c in found.costs} == {(0, 16), (1, 11)}
+    assert {(c.variant, c.resume_states) for c in sparse.costs} == {(0, 11), (1, 8)}
     # a searched batch size: each setting's fewest and most (the reported point, which sets none,
     # trains at the default batch of 32: 2 and 4 steps an epoch); a cut last epoch reads only its steps' rows
     sweep, prepared = _few_shot("grid.batch_size=[8, 16]")

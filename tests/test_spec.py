@@ -207,7 +207,8 @@ def test_scl_moo_yaml_is_section_3():
     sweep = load_spec(ROOT / "search_spaces" / "scl_moo.yaml")
     assert sweep.grid == {"temperature": ODD, "lam": ODD, "r1": ODD, "moo": ["ls", "epo"]}
     assert sweep.reported == {"temperature": 0.3, "lam": 0.3, "r1": 0.1}
-    assert sweep.fixed == {"lr": 1e-5, "batch_size": 16, "classifier_dropout": 0.1, "epochs": 10}
+    # 200 optimiser steps at every N (issue 55: 10 epochs were 20 steps at N = 20, at the majority class)
+    assert sweep.fixed == {"lr": 1e-5, "batch_size": 16, "classifier_dropout": 0.1, "max_steps": 200, "eval_every": 10}
     configs = sweep.grid_configs()
     # reported point = (0.3, 0.3, 0.1) with the default solver (ls): a grid point, run first once
     assert len(configs) == 250 and configs[0]["r1"] == 0.1 and "moo" not in configs[0]
@@ -321,6 +322,7 @@ def test_overrides():
         (lambda r: r["fixed"].update(max_steps=-1), "fixed.max_steps=-1 is not allowed; allowed: an integer in [0, 1000000000]"),
         (lambda r: r["fixed"].update(max_steps=1.5), "fixed.max_steps=1.5 is not allowed; allowed: an integer in [0, 1000000000]"),
         (lambda r: r["grid"].update(max_steps=[100, -5]), "grid.max_steps=-5 is not allowed; allowed: an integer in [0, 1000000000]"),
+        (lambda r: r["fixed"].update(eval_every=0), "fixed.eval_every=0 is not allowed; allowed: an integer in [1, 10000]"),
         (lambda r: r["sweep"].update(searcher="bayes"), "sweep.searcher='bayes' is not allowed; allowed: grid, optuna, random"),
         (lambda r: r["sweep"].update(scheduler="pbt"), "sweep.scheduler='pbt' is not allowed; allowed: asha, none"),
         (lambda r: r["sweep"].update(metric="val/auc"), "sweep.metric='val/auc' is not allowed"),

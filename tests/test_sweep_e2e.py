@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import write_spec
+from mlflow import MlflowClient
 
 from contrasweep.folder.record import read as read_record
 from dashboards.trials import history, parent_runs, trial_runs
@@ -217,9 +218,10 @@ def test_asha_stops_or_continues_whole_repeat_groups(ray_session, tiny_model_dir
     """Two configurations × 2 split repeats × 2 seeds, ASHA at epochs 1 and 2 of 4: every repeat
     of a configuration ends at the same epoch, and the runs say whether they are complete. The
     budget is 7 optimiser steps (``max_steps`` overrides the 10 epochs): 15 rows in batches of 8
-    are 4 epochs (2 + 2 + 2 + 1 steps), which the driver's rungs and outcomes count too."""
+    are 4 epochs (2 + 2 + 2 + 1 steps), which the driver's rungs and outcomes count too. Validated
+    every 4 epochs (``eval_every``), and at the rungs and the last: epoch 3 only trains."""
     spec_path = write_spec(tmp_path / "spec.yaml", tiny_model_dir, data={"k": 3, "seed": [0, 1]},
-                           grid={"lr": [1.0e-3, 1.0e-7]}, fixed={"epochs": 10, "max_steps": 7},
+                           grid={"lr": [1.0e-3, 1.0e-7]}, fixed={"epochs": 10, "max_steps": 7, "eval_every": 4},
                            sweep={"seeds": [0, 1], "asha": {"grace_period": 1, "reduction_factor": 2.0}})
     uri, results = _run_sweep(tmp_path, spec_path, "groups")
     assert len(results) == 8 and not any(r.error for r in results)
@@ -236,8 +238,14 @@ def test_asha_stops_or_continues_whole_repeat_groups(ray_session, tiny_model_dir
         assert {r.data.metrics["data/train_rows"] for r in group} == {15}
         assert {r.data.metrics["train/steps"] for r in group} == ({7} if last == {4} else {2 * min(last)})
         assert {r.data.tags["contrasweep.group_size"] for r in group} == {"4"}
+        if last == {4}:  # validated at the rungs (1, 2) and the last; epoch 3's steps reach epoch 4's report
+            history = MlflowClient(uri).get_metric_history(group[0].info.run_id, "val/accuracy")
+            assert sorted(m.step for m in history) == [1, 2, 4] and group[0].data.metrics["evaluations"] == 3
+            steps = MlflowClient(uri).get_metric_history(group[0].info.run_id, "train/steps")
+            assert sorted((m.step, m.value) for m in steps) == [(1, 2), (2, 4), (4, 7)]
     decisions = read_record(tmp_path / "sweeps" / "groups" / "group_asha.json")["decisions"]  # snapshot + journal
     assert set(decisions["1"].values()) <= {"continue", "stop"} and len(decisions["1"]) == 2
+    assert any(int(g[0].data.tags["contrasweep.last_epoch"]) == 4 for g in groups.values())  # the first group goes on
 
 
 def test_second_sweep_hits_the_data_cache(report_sweeps):

@@ -81,6 +81,7 @@ class Checkpointer:
         self.best: str | None = None        # best folder of the current best epoch
         self.best_weights: dict[str, torch.Tensor] | None = None
         self.resume: str | None = None      # newest resume state
+        self.state_epoch = 0                # its epoch (0: none)
         self.reported: set[str] = set()     # what the newest resume state names (its pointer)
         self.unreported = False             # restored from a state newer than the pointer Ray gave
         self.metrics: dict[str, float] = {}  # the restored pointer's metrics (cost/train_s)
@@ -99,7 +100,10 @@ class Checkpointer:
             raise TrainingDiverged(f"{failure['message']} (an earlier attempt of this trial; not trained again)")
 
     def resume_due(self, epoch: int, last: bool) -> bool:
-        return last or epoch % self.every == 0 or epoch in self.pause_epochs
+        """At a validated ``epoch`` (the loop asks at no other): the last, a pause epoch, or the
+        first since a multiple of ``checkpoint_every`` passed (that multiple itself when every
+        epoch is validated)."""
+        return last or epoch // self.every > self.state_epoch // self.every or epoch in self.pause_epochs
 
     def save_best(self, method, epoch: int, metrics: dict[str, Any]) -> None:
         """Copy the weights to host memory now; rank 0 writes them to disk in a background
@@ -127,7 +131,7 @@ class Checkpointer:
                      "metrics": numeric(metrics or {})}
             same = self.folder.path(self.best) / WEIGHTS_FILE if self.best == best_name(epoch) else None
             name = self.folder.write_resume(method, state, epoch, same_weights=same)
-        self.resume = name
+        self.resume, self.state_epoch = name, epoch
         # the state just written is what a restore goes on from (``restore``): the older one and
         # the best folder only it names go now, before a scheduler may pause the trial here
         self.reported = {self.resume, self.best}
@@ -189,7 +193,8 @@ class Checkpointer:
                 self.best = self.folder.write_best(self.best_weights, best_meta["epoch"], best_meta)
         self.reported = {self.resume, self.best}
         self.metrics = dict(state.get("metrics") or meta.get("metrics", {}))
-        return int(state["epoch"])
+        self.state_epoch = int(state["epoch"])
+        return self.state_epoch
 
     def load_best_into(self, method) -> None:
         """The best validation epoch's weights into ``method`` (from memory, or from the state

@@ -2,7 +2,7 @@
 
 AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a linear decay
 (default), a constant rate or a half-cosine decay (``lr_schedule``), gradient clipping, evaluation on the
-validation split every epoch, the test split once at the end on the best validation epoch's
+validation split every epoch (every ``eval_every`` epochs: ``trainables.report_window``), the test split once at the end on the best validation epoch's
 weights (unless the sweep evaluates it after selection: ``trainables.test_split``), checkpoints sized to their job (``trainables.checkpoints``: best weights on
 improvement, a full resume state every ``checkpoint_every`` epochs; what is written when and the
 restore: ``trainables.checkpointing``), seeded. ``train`` = ``set_up`` + one ``run_epoch`` per epoch.
@@ -23,7 +23,6 @@ import itertools
 import os
 import random
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,13 +39,14 @@ from trainables.checkpoints import (META_FILE, UNREAD_WEIGHTS, WEIGHTS_FILE, bes
                                     weights_file)
 from trainables.encoder import load_encoder
 from trainables.errors import TrainingDiverged
-from trainables.phase_progress import STEP_METRICS, track
+from trainables.phase_progress import track
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
 from trainables.params import LOOP_PARAMS, hp_value  # noqa: F401  (LOOP_PARAMS: users' and tests' name)
 from trainables.params import epochs_for, steps_in_epoch, steps_per_epoch, total_steps
 from trainables.registry import get_method
+from trainables.report_window import PhaseClock, ReportWindow, validated
 from trainables.step import TrainStep
 
 
@@ -108,6 +108,7 @@ class TrialRun:
     parameters: float  # cost/parameters: trainable parameters
     train_seconds: float  # cost/train_s: seconds in optimisation steps so far, kept across resumes
     metrics: dict[str, float] = field(default_factory=dict)  # the restored epoch's (the result if none is left)
+    window: ReportWindow = field(default_factory=ReportWindow)  # the epochs trained since the last report
 
     def hp(self, key: str):
         return hp_value(self.config, key)
@@ -151,18 +152,23 @@ def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
     # where an epoch's time goes (benchmarks/epoch_costs.py, sweep_overhead.py): time/<phase>_s
     clock = PhaseClock(device)
     clock.times["setup"] = time.perf_counter() - setup_started
-    return TrialRun(config, data, session, method, model, optimizer, scheduler, step, tracker, saver, clock,
-                    per_epoch, epochs, start_epoch, parameters, train_seconds, metrics)
+    run = TrialRun(config, data, session, method, model, optimizer, scheduler, step, tracker, saver, clock,
+                   per_epoch, epochs, start_epoch, parameters, train_seconds, metrics)
+    run.window.evaluations = int(saver.metrics.get("evaluations", start_epoch - 1))  # a state before eval_every: each epoch
+    return run
 
 
 def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
-    """One epoch: the optimiser steps, the method's second stage, validation, the checkpoints
-    due, the test split after the last epoch (``tests_in_trial``); reports the epoch's metrics and returns them."""
+    """One epoch: the optimiser steps, then where the epoch is validated (``report_window.validated``:
+    every ``eval_every``-th, the scheduler's pause epochs, the last) the method's second stage,
+    validation, the checkpoints due, the test split after the last epoch (``tests_in_trial``) and
+    the report of every epoch since the last one; returns the epoch's metrics (an epoch that only
+    trained: its ``epoch`` and ``train/steps``)."""
     hp, session, method, clock, saver, tracker = run.hp, run.session, run.method, run.clock, run.saver, run.tracker
     tables, data, device = run.data["tables"], run.data, session.device
     first_step = (epoch - 1) * run.steps_per_epoch + 1
     due = steps_in_epoch(run.config["hp"], tables["train"].num_rows, epoch)  # fewer in a max_steps trial's last
-    started = time.perf_counter()
+    started, trained = time.perf_counter(), clock.times.get("train", 0.0)
     run.model.train()
     with clock("train"):
         batches = itertools.islice(train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank,
@@ -174,18 +180,19 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
         except TrainingDiverged as error:
             saver.record_failure(error, epoch)  # a retry fails at once instead of diverging again
             raise
-    run.train_seconds += clock.times["train"]
+    run.train_seconds += clock.times["train"] - trained
+    run.window.add(sums, per_step, steps, first_step, started)
+    last = epoch == run.epochs
+    if not validated(run.config, epoch, run.epochs, saver.pause_epochs):
+        return {"epoch": epoch, "train/steps": first_step - 1 + steps}
     metrics = {"epoch": epoch, "lr": run.scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
                "train/steps": first_step - 1 + steps, "cost/train_s": run.train_seconds, "cost/parameters": run.parameters}
-    metrics.update(mean_over_ranks(session, {k: float(v) for k, v in sums.items()}, steps))
-    if per_step:
-        metrics[STEP_METRICS] = step_series(per_step, first_step=first_step)
+    metrics.update(run.window.take(session))
     context = StageContext(tables, data["num_labels"], hp("eval_batch_size"), session, hp("seed"), epoch, data)
     with clock("stage2"):
         metrics.update(prefixed("stage2", method.second_stage(context) or {}))
     with clock("eval"):
         metrics.update(prefixed("val", method.evaluate(context, "validation")))
-    last = epoch == run.epochs
     with clock("checkpoint"):
         if tracker.update(metrics):
             saver.save_best(method, epoch, metrics)
@@ -196,7 +203,7 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
         with clock("test"):
             metrics.update(evaluate_test(method, data, run.config, saver, session))
     metrics.update(clock.report())
-    metrics["time/epoch_s"] = time.perf_counter() - started
+    metrics["time/epoch_s"] = time.perf_counter() - run.window.epoch_started  # every epoch it reports
     saver.report(metrics, epoch)
     return metrics
 
@@ -242,31 +249,6 @@ def check_finite(losses: list[torch.Tensor], first_step: int, epoch: int) -> Non
                            "diverged; try a lower lr, gradient clipping (max_grad_norm) or less weight_decay")
 
 
-class PhaseClock:
-    """Seconds per phase of the current epoch (``time/<phase>_s``). On a GPU it waits for the
-    device at the end of a phase, once per phase and epoch (never per step), so that queued
-    kernels are counted where they were launched."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.times: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, phase: str):
-        started = time.perf_counter()
-        try:
-            yield
-        finally:
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            self.times[phase] = self.times.get(phase, 0.0) + time.perf_counter() - started
-
-    def report(self) -> dict[str, float]:
-        out = {f"time/{phase}_s": seconds for phase, seconds in self.times.items()}
-        self.times = {}
-        return out
-
-
 def tests_in_trial(config: dict[str, Any]) -> bool:
     """Whether the trial evaluates the test split after its last epoch (``evaluate_test`` in the
     loop's config, default yes). A sweep with ``evaluation.test: reported`` says no: it
@@ -296,26 +278,6 @@ def make_scheduler(optimizer, schedule: str, method, warmup: int, total_steps: i
     if schedule == "cosine":  # half a cosine period from the peak to 0 at the last step
         return get_cosine_schedule_with_warmup(optimizer, warmup, total_steps)
     return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
-
-
-def step_series(per_step: dict[str, list[torch.Tensor]], first_step: int) -> dict[str, list[list[float]]]:
-    """This rank's per-step values as ``{key: [[global_step, value], ...]}`` (rank 0's are the
-    ones logged; one host sync per epoch, not per step)."""
-    out = {}
-    for key, values in per_step.items():
-        host = torch.stack(values).cpu().tolist() if values else []
-        out[key] = [[first_step + i, v] for i, v in enumerate(host)]
-    return out
-
-
-def mean_over_ranks(session, sums: dict[str, float], steps: int) -> dict[str, float]:
-    """Training losses averaged over every rank's steps. Every rank must report the same
-    numbers: the loop branches on them (best epoch -> test evaluation, a collective), and a
-    rank that branched alone would wait forever in the other's all_gather."""
-    gathered = session.all_gather((sums, steps))
-    total_steps = max(sum(n for _, n in gathered), 1)
-    keys = sorted({k for part, _ in gathered for k in part})
-    return {f"train/{k}": sum(part.get(k, 0.0) for part, _ in gathered) / total_steps for k in keys}
 
 
 def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:

@@ -154,9 +154,14 @@ LOOP_PARAMS: dict[str, Param] = {
                          "else fp16 with a GradScaler; ignored on CPU. The old true/false read as auto/off"),
     "compile": Param("bool", False, help="torch.compile the method's training forward and loss; a compilation "
                                          "failure warns once and training goes on in eager mode"),
+    "eval_every": Param("int", 1, 1, 10000,
+                        help="epochs between validations (and reports): also at each epoch a scheduler may pause "
+                             "at and the last. Between two, an epoch only trains: a few-shot max_steps budget of "
+                             "many short epochs is not dominated by its validation split"),
     "checkpoint_every": Param("int", 5, 1, 10000,
-                              help="epochs between full resume states (weights + optimiser + RNG); also written "
-                                   "at ASHA rungs and the last epoch. A killed trial redoes at most this many epochs"),
+                              help="epochs between full resume states (weights + optimiser + RNG), written at the "
+                                   "first validated epoch once this many have passed; also at ASHA rungs and the "
+                                   "last epoch. A killed trial redoes at most this many epochs (and eval_every's)"),
     "torch_threads": Param("int", 1, 1, 1024, help="torch intra-op threads per worker"),
 }
 
@@ -204,3 +209,24 @@ def steps_in_epoch(hp: dict[str, Any], train_rows: int, epoch: int) -> int:
     of a ``max_steps`` trial, cut after the steps left (0 past the trial's last epoch)."""
     per_epoch = steps_per_epoch(train_rows, _loop_hp(hp, "batch_size"))
     return max(0, min(per_epoch, total_steps(hp, train_rows) - (epoch - 1) * per_epoch))
+
+
+def validated_epochs(epochs: int, eval_every: int, pauses=()) -> list[int]:
+    """The epochs a trial validates and reports (``trainables.report_window.validated``): every
+    ``eval_every``-th, each of the scheduler's pause epochs, the last."""
+    return sorted({*range(eval_every, epochs + 1, eval_every), *(int(p) for p in pauses if 0 < int(p) <= epochs), epochs})
+
+
+def resume_states(epochs: int, every: int, pauses: list[int], eval_every: int = 1) -> int:
+    """Resume states a trial writes: every ``every`` epochs, at the scheduler's pauses, the last
+    (counted, not listed: a ``max_steps`` budget on few rows may be many epochs); with
+    ``eval_every`` above 1, at the first validated epoch once ``every`` have passed
+    (``trainables.checkpointing.Checkpointer.resume_due``; ``plan`` counts them)."""
+    if eval_every > 1:
+        written = last = 0
+        for epoch in validated_epochs(epochs, eval_every, pauses):
+            if epoch == epochs or epoch // every > last // every or epoch in pauses:
+                written, last = written + 1, epoch
+        return written
+    extra = {p for p in pauses if 0 < p <= epochs and p % every != 0}
+    return epochs // every + len(extra) + (1 if epochs % every and epochs not in extra else 0)

@@ -8,8 +8,8 @@ sizes (the data is tokenised into the cache, which the sweep then reuses), its e
 batch size, the resume states its scheduler and ``checkpoint_every`` make it write. Time and disk
 come from one calibration on this machine (``trainables.calibration``: the real loop for a few
 steps of the sweep's first trial on a slice of its data, at most about 20 s):
-    trial_s = set-up + rows trained × train + epochs × (train rows × second stage + an
-              evaluation of the validation rows) [+ an evaluation of the test rows: evaluation.test all]
+    trial_s = set-up + rows trained × train + validated epochs (``eval_every``) × (train rows ×
+              second stage + an evaluation of the validation rows) [+ an evaluation of the test rows: evaluation.test all]
               + bytes written × write speed + the per-trial overhead
               (an evaluation: fixed seconds + rows × seconds per row)
     test_s  = set-up + an evaluation of the test rows + TEST_TASK_OVERHEAD_S, for each repeat the
@@ -67,7 +67,7 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, plan_of
 from trainables.calibration import calibrate
-from trainables.params import LOOP_PARAMS, epochs_for, steps_per_epoch, total_steps
+from trainables.params import LOOP_PARAMS, epochs_for, resume_states, steps_per_epoch, total_steps, validated_epochs
 
 # Fixed costs where none were measured on this machine (contrasweep.run.fixed_costs measures them
 # for `contrasweep plan`; these are its tests' and an earlier day's, docs/performance.md, "plan's
@@ -160,13 +160,6 @@ def available_resources(address: str | None) -> dict[str, float]:
     return {"CPU": float(os.cpu_count() or 1), "GPU": float(_local_gpus())}
 
 
-def resume_states(epochs: int, every: int, pauses: list[int]) -> int:
-    """Resume states a trial writes: every ``every`` epochs, at the scheduler's pauses, the last
-    (counted, not listed: a ``max_steps`` budget on few rows may be many epochs)."""
-    extra = {p for p in pauses if 0 < p <= epochs and p % every != 0}
-    return epochs // every + len(extra) + (1 if epochs % every and epochs not in extra else 0)
-
-
 def rows_trained(hp: dict, train_rows: int) -> int:
     """Training rows a trial's optimiser steps read (a ``max_steps`` trial's last epoch: only its steps' batches)."""
     per_epoch = steps_per_epoch(train_rows, hp["batch_size"]) or 1
@@ -214,12 +207,14 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
         costed = {**hp, **{key: hp_of(sweep, hp, key) for key in ("epochs", "batch_size", "max_steps")}}
         rows = sizes[plan.variant]
         epochs, trained = epochs_for(costed, rows["train"]), rows_trained(costed, rows["train"])  # as the loop counts
-        states = resume_states(epochs, int(hp_of(sweep, hp, "checkpoint_every")), pauses)
+        every = int(hp_of(sweep, hp, "eval_every"))
+        states = resume_states(epochs, int(hp_of(sweep, hp, "checkpoint_every")), pauses, every)
+        validated = len(validated_epochs(epochs, every, pauses)) if every > 1 else epochs
         c = calibration
-        evaluations = ((epochs + tests) * c["eval_fixed_s"]
-                       + (epochs * rows["validation"] + tests * rows["test"]) * c["eval_row_s"])
-        compute = (trained * c["train_row_s"] + epochs * rows["train"] * c["stage2_row_s"] + evaluations) / workers
-        written = (epochs + 1) * c["weights_bytes"] + states * c["resume_bytes"]  # best folders, the model, resumes
+        evaluations = ((validated + tests) * c["eval_fixed_s"]
+                       + (validated * rows["validation"] + tests * rows["test"]) * c["eval_row_s"])
+        compute = (trained * c["train_row_s"] + validated * rows["train"] * c["stage2_row_s"] + evaluations) / workers
+        written = (validated + 1) * c["weights_bytes"] + states * c["resume_bytes"]  # best folders, the model, resumes
         overhead = trial_overhead + (DISTRIBUTED_TRIAL_OVERHEAD_S if workers > 1 else 0.0) if overheads else 0.0
         seconds = c["setup_s"] + compute + written * c["write_byte_s"] + overhead
         out.append(TrialCost(plan.variant, epochs, total_steps(costed, rows["train"]), seconds, states))

@@ -112,7 +112,8 @@ def judge_repeats(metrics: list[dict], variants: list, key: str, mode: str, alph
     split = SPLIT_OF.get(key.removeprefix("best/").split("/", 1)[0], "validation")
     noise = [evaluation_noise(key, c, v.sizes.get(split, 0), v.num_labels or 1) if c is not None else 0.0
              for c, v in zip(levels, variants)]
-    looks = max([int(m.get("epoch", 1)) for m in metrics] + [1]) if key.startswith("best/") else 1  # epochs it is the best of
+    # the validations it is the best of (``evaluations``; a trial before eval_every: one an epoch)
+    looks = max([int(m.get("evaluations", m.get("epoch", 1))) for m in metrics] + [1]) if key.startswith("best/") else 1
     return judge([m.get(key, math.nan) for m in metrics], levels, mode, alpha, max(steps) if steps else None, noise,
                  looks)
 
