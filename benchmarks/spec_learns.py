@@ -4,6 +4,8 @@ repeats, on the bundled data with the default encoder (MiniLM), against its data
 
     python benchmarks/spec_learns.py [--specs lacon.yaml scl_moo.yaml ...] [--repeats 3] [--workdir DIR]
                                      [--max-steps N]   # a CPU-sized cap on each trial's optimiser steps
+                                     [--max-concurrent 1]  # batches of 480-1024 rows: one trial at a time
+                                     [--set fixed.gradient_checkpointing=true ...]  # any override, as for run
     python benchmarks/spec_learns.py --issue-runs      # issue 55's four runs that learned nothing
 
 For each spec the sweep is cut to one configuration: the reported point, every other grid key at
@@ -45,7 +47,7 @@ PAPER_SPECS = ("ce.yaml", "ce_scl.yaml", "lacon.yaml", "lacon_fusion.yaml", "scl
 SMALLEST = ("k", "n_total")  # setting axes whose smallest value trains on the fewest examples
 
 
-def one_point(spec: dict, repeats: int) -> dict:
+def one_point(spec: dict, repeats: int, concurrent: int = 2) -> dict:
     """The spec cut to its reported point at its smallest setting, ``repeats`` repeats, no early stopping."""
     out = copy.deepcopy(spec)
     from contrasweep.spec.sweep import hp_defaults
@@ -71,7 +73,7 @@ def one_point(spec: dict, repeats: int) -> dict:
         sweep["seeds"] = (sweep.get("seeds") or [0])[:1]
     else:
         sweep["seeds"] = list(range(repeats))
-    sweep.update(searcher="grid", scheduler="none", max_concurrent=2, resources={"cpu": 1})
+    sweep.update(searcher="grid", scheduler="none", max_concurrent=concurrent, resources={"cpu": 1})
     sweep.pop("racing", None)
     sweep.pop("budget", None)
     return out
@@ -157,6 +159,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--issue-runs", action="store_true")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--max-concurrent", type=int, default=2, help="trials at once (default 2, one a core)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a value of each one-point spec, as for `contrasweep run --set`")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="CPU-sized: train at most this many optimiser steps a trial (default: the spec's budget)")
     args = parser.parse_args()
@@ -167,10 +172,14 @@ def main() -> None:
     if args.issue_runs:
         specs = issue_runs()
     else:
-        specs = {f"learns-{Path(s).stem}": one_point(yaml.safe_load((ROOT / "search_spaces" / s).read_text()), args.repeats)
-                 for s in args.specs}
+        specs = {f"learns-{Path(s).stem}": one_point(yaml.safe_load((ROOT / "search_spaces" / s).read_text()), args.repeats,
+                                                      args.max_concurrent) for s in args.specs}
     results = []
     for name, spec in specs.items():
+        from contrasweep.spec.load import apply_override
+
+        for item in args.set:
+            apply_override(spec, item)
         spec, own = capped(spec, args.max_steps)
         results.append(run(name, spec, work, uri, own))
     if args.issue_runs:  # each pair in one report: the main table says whether both sides are at chance level

@@ -17,19 +17,7 @@ from trainables.report_window import STEP_METRICS
 from trainables.sessions import LocalSession
 
 from helpers import loop_config, toy_tables
-
-
-class CrashAfter(LocalSession):
-    prune = True
-
-    def __init__(self, root, n=None, **kwargs):
-        super().__init__(root, **kwargs)
-        self.n = n
-
-    def report(self, metrics, checkpoint_dir):
-        super().report(metrics, checkpoint_dir)
-        if len(self.reports) == self.n:
-            raise RuntimeError("killed")
+from test_checkpoints import CrashAfter, PruningSession
 
 
 def test_validated_epochs_and_the_resume_states_they_carry():
@@ -91,11 +79,11 @@ def test_a_kill_resumes_from_the_last_validated_state_exactly(tiny_model_dir, tm
         train(config, data, killed)
     assert [r["epoch"] for r in killed.reports] == [2, 4]
     assert [json.load(open(os.path.join(c, META_FILE)))["epoch"] for c in killed.checkpoints] == [4]
-    resumed = CrashAfter(str(tmp_path / "a"), resume_from=killed.checkpoints[-1])
+    resumed = PruningSession(str(tmp_path / "a"), resume_from=killed.checkpoints[-1])
     train(config, data, resumed)
     assert [r["epoch"] for r in resumed.reports] == [6, 7] and [r["evaluations"] for r in resumed.reports] == [3, 4]
     assert [json.load(open(os.path.join(c, META_FILE)))["epoch"] for c in resumed.checkpoints] == [6, 7]
-    straight = CrashAfter(str(tmp_path / "b"))
+    straight = PruningSession(str(tmp_path / "b"))
     train(config, data, straight)
     for key in ("train/loss", "val/accuracy", "best/val/accuracy", "best/epoch", "test/accuracy"):
         assert resumed.reports[-1][key] == pytest.approx(straight.reports[-1][key], abs=1e-5)

@@ -87,6 +87,32 @@ def test_seeded_runs_are_identical(tiny_model_dir, tmp_path):
     assert runs[0] == runs[1]
 
 
+def test_gradient_checkpointing_trains_the_same_steps(tiny_model_dir, tmp_path):
+    """Hugging Face's gradient checkpointing recomputes the encoder's activations in the backward
+    pass, replaying dropout's random state: the same losses, weights and validation as without."""
+    from types import SimpleNamespace
+
+    from trainables.errors import SpecError
+    from trainables.loop import checkpoint_activations
+
+    data = toy_tables(tiny_model_dir)
+    reports = []
+    for on in (False, True):
+        s = LocalSession(str(tmp_path / f"gc{on}"))
+        train(loop_config(tiny_model_dir, epochs=2, gradient_checkpointing=on), data, s)
+        reports.append(s.reports)
+    assert all(a["train/loss"] > 0 for a in reports[0])
+    for plain, checkpointed in zip(*reports):
+        for key in ("train/loss", "val/accuracy", "val/macro_f1"):
+            assert checkpointed[key] == pytest.approx(plain[key], abs=1e-5)
+    from trainables.loop import build_method
+
+    built = [build_method(loop_config(tiny_model_dir, gradient_checkpointing=on), 2).encoder.backbone for on in (False, True)]
+    assert [b.is_gradient_checkpointing for b in built] == [False, True]
+    with pytest.raises(SpecError, match="gradient_checkpointing=true is not allowed for Module"):
+        checkpoint_activations(SimpleNamespace(backbone=torch.nn.Module()))
+
+
 @pytest.mark.parametrize("schedule", ["linear", "constant", "cosine", "method"])
 def test_lr_schedule_after_warmup(schedule, tiny_model_dir, tmp_path):
     data = toy_tables(tiny_model_dir, n_per_class=8)  # 16 rows, batch 8: 2 steps per epoch

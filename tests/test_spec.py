@@ -221,7 +221,7 @@ def test_scl_moo_yaml_is_section_3():
 def test_ce_scl_yaml_grid():
     sweep = load_spec(ROOT / "search_spaces" / "ce_scl.yaml")
     assert sweep.grid == {"temperature": ODD, "lam": ODD}
-    assert sweep.fixed == {"lr": 1e-5, "batch_size": 16, "classifier_dropout": 0.1}
+    assert sweep.fixed == {"lr": 1e-5, "batch_size": 16, "classifier_dropout": 0.1, "epochs": 10}
     assert len(sweep.grid_configs()) == 25
 
 

@@ -38,7 +38,7 @@ from trainables.checkpointing import BestTracker, Checkpointer
 from trainables.checkpoints import (META_FILE, UNREAD_WEIGHTS, WEIGHTS_FILE, best_folder, load_weights, read_meta,
                                     weights_file)
 from trainables.encoder import load_encoder
-from trainables.errors import TrainingDiverged
+from trainables.errors import SpecError, TrainingDiverged
 from trainables.phase_progress import track
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
@@ -61,7 +61,18 @@ def build_method(config: dict[str, Any], num_labels: int, pretrained: bool = Tru
     weights replace the pretrained ones: ``pretrained=False`` reads the encoder's config only)."""
     encoder_cfg = config.get("encoder", {})
     encoder = load_encoder(encoder_cfg.get("name", "default"), encoder_cfg.get("pooling", "mean"), pretrained)
+    if hp_value(config, "gradient_checkpointing"):
+        checkpoint_activations(encoder)
     return get_method(config["method"])(encoder, num_labels, config["hp"])
+
+
+def checkpoint_activations(encoder) -> None:
+    """Hugging Face's gradient checkpointing on the encoder's backbone (``gradient_checkpointing``)."""
+    backbone = encoder.backbone
+    if not getattr(backbone, "supports_gradient_checkpointing", False):
+        raise SpecError(f"fixed.gradient_checkpointing=true is not allowed for {type(backbone).__name__}, which does not "
+                        "support it; allowed: false, or an encoder whose model does (BERT, RoBERTa, MiniLM)")
+    backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, float]:

@@ -163,6 +163,12 @@ LOOP_PARAMS: dict[str, Param] = {
                                    "first validated epoch once this many have passed; also at ASHA rungs and the "
                                    "last epoch. A killed trial redoes at most this many epochs (and eval_every's)"),
     "torch_threads": Param("int", 1, 1, 1024, help="torch intra-op threads per worker"),
+    "gradient_checkpointing": Param("bool", False,
+                                    help="recompute the encoder's activations in the backward pass (Hugging Face's "
+                                         "gradient_checkpointing, non-reentrant; dropout replays its random state, so "
+                                         "the gradients are the same): measured on CPU, MiniLM, 240 rows of 128 "
+                                         "tokens: peak memory 9.1 -> 2.4 GB, step 23.9 -> 28.3 s. For the papers' "
+                                         "batches of 480-1024 rows on a machine without the memory for them"),
 }
 
 

@@ -47,9 +47,9 @@ class ReportWindow:
         self.started = started if self.started is None else self.started
 
     def take(self, session) -> dict[str, Any]:
-        """The report's training part (``train/<loss>`` means over every rank's steps, the
-        per-step series, ``time/epoch_s``: the seconds since its first epoch began), counting one
-        more validation; the window starts again."""
+        """The report's training part (``train/<loss>``: means over every rank's steps; the
+        per-step series; ``evaluations``), counting one more validation; the window starts again
+        (``epoch_started`` keeps when this one began: the report's ``time/epoch_s``)."""
         out = mean_over_ranks(session, {k: float(v) for k, v in self.sums.items()}, self.steps)
         if any(self.per_step.values()):
             out[STEP_METRICS] = step_series(self.per_step, first_step=self.first_step or 1)
@@ -61,9 +61,9 @@ class ReportWindow:
 
 
 class PhaseClock:
-    """Seconds per phase since the last report (``time/<phase>_s``: the epoch's, when every epoch is validated). On a GPU it waits for the
-    device at the end of a phase, once per phase and epoch (never per step), so that queued
-    kernels are counted where they were launched."""
+    """Seconds per phase since the last report (``time/<phase>_s``: the epoch's when every epoch
+    is validated). On a GPU it waits for the device at the end of a phase, once per phase and
+    epoch (never per step), so that queued kernels are counted where they were launched."""
 
     def __init__(self, device: torch.device):
         self.device = device

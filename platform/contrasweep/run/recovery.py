@@ -4,6 +4,7 @@ KILLED, as after Ctrl-C (once the MLflow writes the driver had queued are applie
 sets them RUNNING again (``tracking.json``'s ``interrupted_runs``, or their KILLED status when
 that file is gone: ``contrasweep.tracking.reattach``).
 Tune's own saved state that the kill cut off mid-write: ``contrasweep.folder.tune_state``.
+A trial process Ray killed for memory ends the driver with one line (``out_of_memory``).
 """
 
 from __future__ import annotations
@@ -65,3 +66,23 @@ def close_runs(sweep: SweepDir, meta: dict) -> int:
         state.data["interrupted_runs"] = sorted(reopen)
         state.save()
     return len(running)
+
+
+def out_of_memory(exc: BaseException, name: str) -> UserError | None:
+    """The one line for a sweep whose trial process Ray's memory monitor killed (Tune's
+    controller re-raises ``ray.exceptions.OutOfMemoryError`` as a RuntimeError and ends the
+    driver: measured, SupCL-Seq's batch of 480 and SimCSE's of 1024 two at a time on 24 GB);
+    None for any other error."""
+    from ray.exceptions import OutOfMemoryError
+
+    seen, chain = exc, set()
+    while seen is not None and id(seen) not in chain:
+        if isinstance(seen, OutOfMemoryError):
+            return UserError(
+                f"sweep {name!r} stopped: Ray killed a trial's process because this machine ran low on memory (over "
+                "95 % of it in use); nothing finished is lost; allowed: fewer trials at once (`--set "
+                "sweep.max_concurrent=1` in a new sweep) or a smaller batch_size or eval_batch_size, or "
+                f"`contrasweep resume {name}` on a machine with more memory")
+        chain.add(id(seen))
+        seen = seen.__cause__ or seen.__context__
+    return None

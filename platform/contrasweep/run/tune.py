@@ -263,8 +263,11 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
     try:  # its run config names Tune's loggers (run_config): Tune's automatic ones stay off
         with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}), ctrl_c_seen() as seen:
             results = tuner.fit()
-    except BaseException:
+    except BaseException as exc:
         sweep_dir.update_meta(status="interrupted")
+        memory = recovery.out_of_memory(exc, sweep_dir.name)
+        if memory is not None:
+            raise memory from None
         raise
     errors = [r for r in results if r.error is not None]
     store_error = TrackingState(sweep_dir.path / "tracking.json").data.get("store_error")
