@@ -87,9 +87,11 @@ def test_seeded_runs_are_identical(tiny_model_dir, tmp_path):
     assert runs[0] == runs[1]
 
 
-def test_gradient_checkpointing_trains_the_same_steps(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("method", ["ce", "supcl_seq"])
+def test_gradient_checkpointing_trains_the_same_steps(method, tiny_model_dir, tmp_path):
     """Hugging Face's gradient checkpointing recomputes the encoder's activations in the backward
-    pass, replaying dropout's random state: the same losses, weights and validation as without."""
+    pass, replaying dropout's random state and, for SupCL-Seq's views, each dropout rate as it was
+    in the forward pass: the same losses, weights and validation as without."""
     from types import SimpleNamespace
 
     from trainables.errors import SpecError
@@ -99,7 +101,8 @@ def test_gradient_checkpointing_trains_the_same_steps(tiny_model_dir, tmp_path):
     reports = []
     for on in (False, True):
         s = LocalSession(str(tmp_path / f"gc{on}"))
-        train(loop_config(tiny_model_dir, epochs=2, gradient_checkpointing=on), data, s)
+        extra = {"dropouts": [0.0, 0.1, 0.3]} if method == "supcl_seq" else {}
+        train({**loop_config(tiny_model_dir, epochs=2, gradient_checkpointing=on, **extra), "method": method}, data, s)
         reports.append(s.reports)
     assert all(a["train/loss"] > 0 for a in reports[0])
     for plain, checkpointed in zip(*reports):

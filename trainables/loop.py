@@ -23,6 +23,7 @@ import itertools
 import os
 import random
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,12 +68,35 @@ def build_method(config: dict[str, Any], num_labels: int, pretrained: bool = Tru
 
 
 def checkpoint_activations(encoder) -> None:
-    """Hugging Face's gradient checkpointing on the encoder's backbone (``gradient_checkpointing``)."""
+    """Hugging Face's gradient checkpointing on the encoder's backbone (``gradient_checkpointing``).
+    The recomputation replays dropout's random state (torch's checkpoint) and, through
+    ``context_fn``, each dropout module's rate as it was in the forward pass: SupCL-Seq passes a
+    batch through the encoder once per dropout rate and back-propagates after the last view,
+    which without it would recompute every view at the last rate (and fail torch's check)."""
     backbone = encoder.backbone
     if not getattr(backbone, "supports_gradient_checkpointing", False):
         raise SpecError(f"fixed.gradient_checkpointing=true is not allowed for {type(backbone).__name__}, which does not "
                         "support it; allowed: false, or an encoder whose model does (BERT, RoBERTa, MiniLM)")
-    backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    dropouts = [m for m in backbone.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
+
+    def rates_as_in_forward():
+        rates = [m.p for m in dropouts]
+
+        @contextmanager
+        def recompute():
+            now = [m.p for m in dropouts]
+            for module, rate in zip(dropouts, rates):
+                module.p = rate
+            try:
+                yield
+            finally:
+                for module, rate in zip(dropouts, now):
+                    module.p = rate
+
+        return nullcontext(), recompute()
+
+    backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False,
+                                                                          "context_fn": rates_as_in_forward})
 
 
 def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, float]:
