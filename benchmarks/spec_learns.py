@@ -175,9 +175,9 @@ def main() -> None:
         specs = {f"learns-{Path(s).stem}": one_point(yaml.safe_load((ROOT / "search_spaces" / s).read_text()), args.repeats,
                                                       args.max_concurrent) for s in args.specs}
     results = []
-    for name, spec in specs.items():
-        from contrasweep.spec.load import apply_override
+    from contrasweep.spec.load import apply_override
 
+    for name, spec in specs.items():
         for item in args.set:
             apply_override(spec, item)
         spec, own = capped(spec, args.max_steps)

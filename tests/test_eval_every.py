@@ -12,7 +12,7 @@ import pytest
 
 from trainables.checkpoints import META_FILE
 from trainables.loop import train
-from trainables.params import resume_states, validated_epochs
+from trainables.params import is_validated, resume_states, validated_epochs
 from trainables.report_window import STEP_METRICS
 from trainables.sessions import LocalSession
 
@@ -23,6 +23,9 @@ from test_checkpoints import CrashAfter, PruningSession
 def test_validated_epochs_and_the_resume_states_they_carry():
     assert validated_epochs(7, 2) == [2, 4, 6, 7] and validated_epochs(6, 3, [1, 5, 9]) == [1, 3, 5, 6]
     assert validated_epochs(5, 1) == [1, 2, 3, 4, 5]
+    # the loop's question each epoch and plan's list agree
+    for epochs, every, pauses in ((7, 2, ()), (6, 3, (1, 5, 9)), (50, 10, (1, 2, 4, 8, 16, 32))):
+        assert [e for e in range(1, epochs + 1) if is_validated(e, epochs, every, pauses)] == validated_epochs(epochs, every, pauses)
     # eval_every 1: a state every checkpoint_every epochs, at the pauses and the last (unchanged)
     assert resume_states(10, 5, [], 1) == 2 and resume_states(7, 5, [4], 1) == 3
     # eval_every 2, checkpoint_every 3, 7 epochs: validated 2, 4, 6, 7; states at 4 (3 passed), 6, 7

@@ -2,8 +2,8 @@
 
 AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a linear decay
 (default), a constant rate or a half-cosine decay (``lr_schedule``), gradient clipping, evaluation on the
-validation split every epoch (every ``eval_every`` epochs: ``trainables.report_window``), the test split once at the end on the best validation epoch's
-weights (unless the sweep evaluates it after selection: ``trainables.test_split``), checkpoints sized to their job (``trainables.checkpoints``: best weights on
+validation split every epoch (or every ``eval_every``-th: ``trainables.report_window``), the test split
+once at the end on the best validation epoch's weights (unless the sweep evaluates it after selection: ``trainables.test_split``), checkpoints sized to their job (``trainables.checkpoints``: best weights on
 improvement, a full resume state every ``checkpoint_every`` epochs; what is written when and the
 restore: ``trainables.checkpointing``), seeded. ``train`` = ``set_up`` + one ``run_epoch`` per epoch.
 The budget is ``epochs``, or ``max_steps`` optimiser steps where set (``trainables.params.epochs_for``:
@@ -45,9 +45,9 @@ from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
 from trainables.params import LOOP_PARAMS, hp_value  # noqa: F401  (LOOP_PARAMS: users' and tests' name)
-from trainables.params import epochs_for, steps_in_epoch, steps_per_epoch, total_steps
+from trainables.params import epochs_for, is_validated, steps_in_epoch, steps_per_epoch, total_steps
 from trainables.registry import get_method
-from trainables.report_window import PhaseClock, ReportWindow, validated
+from trainables.report_window import PhaseClock, ReportWindow
 from trainables.step import TrainStep
 
 
@@ -194,7 +194,7 @@ def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
 
 
 def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
-    """One epoch: the optimiser steps, then where the epoch is validated (``report_window.validated``:
+    """One epoch: the optimiser steps, then where the epoch is validated (``params.is_validated``:
     every ``eval_every``-th, the scheduler's pause epochs, the last) the method's second stage,
     validation, the checkpoints due, the test split after the last epoch (``tests_in_trial``) and
     the report of every epoch since the last one; returns the epoch's metrics (an epoch that only
@@ -218,7 +218,7 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
     run.train_seconds += clock.times["train"] - trained
     run.window.add(sums, per_step, steps, first_step, started)
     last = epoch == run.epochs
-    if not validated(run.config, epoch, run.epochs, saver.pause_epochs):
+    if not is_validated(epoch, run.epochs, int(hp("eval_every")), saver.pause_epochs):
         return {"epoch": epoch, "train/steps": first_step - 1 + steps}
     metrics = {"epoch": epoch, "lr": run.scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
                "train/steps": first_step - 1 + steps, "cost/train_s": run.train_seconds, "cost/parameters": run.parameters}

@@ -217,9 +217,15 @@ def steps_in_epoch(hp: dict[str, Any], train_rows: int, epoch: int) -> int:
     return max(0, min(per_epoch, total_steps(hp, train_rows) - (epoch - 1) * per_epoch))
 
 
+def is_validated(epoch: int, epochs: int, eval_every: int, pauses=()) -> bool:
+    """Whether a trial of ``epochs`` epochs validates and reports ``epoch`` (the loop asks each
+    epoch): every ``eval_every``-th, each of the scheduler's pause epochs, the last."""
+    return epoch == epochs or epoch % eval_every == 0 or epoch in pauses
+
+
 def validated_epochs(epochs: int, eval_every: int, pauses=()) -> list[int]:
-    """The epochs a trial validates and reports (``trainables.report_window.validated``): every
-    ``eval_every``-th, each of the scheduler's pause epochs, the last."""
+    """Every epoch ``is_validated`` names, for ``plan`` (built from the multiples, not by asking
+    each epoch: a ``max_steps`` budget on few rows may be many epochs)."""
     return sorted({*range(eval_every, epochs + 1, eval_every), *(int(p) for p in pauses if 0 < int(p) <= epochs), epochs})
 
 

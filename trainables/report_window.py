@@ -3,7 +3,7 @@
 every epoch since the last one: the mean training losses over their steps, the per-step series
 of all of them (``STEP_METRICS``) and the seconds of each phase (``PhaseClock``).
 
-May import: torch, ``trainables.params`` and ``trainables.phase_progress``.
+May import: torch and ``trainables.phase_progress``.
 """
 
 from __future__ import annotations
@@ -14,14 +14,7 @@ from typing import Any
 
 import torch
 
-from trainables.params import hp_value
 from trainables.phase_progress import STEP_METRICS
-
-
-def validated(config: dict[str, Any], epoch: int, epochs: int, pause_epochs) -> bool:
-    """Whether ``epoch`` is validated and reported: every ``eval_every``-th, each epoch a
-    scheduler may pause at (``checkpoint_at``: its rungs) and the last."""
-    return epoch == epochs or epoch % int(hp_value(config, "eval_every")) == 0 or epoch in pause_epochs
 
 
 class ReportWindow:
