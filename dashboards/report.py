@@ -134,7 +134,7 @@ def curve_sections(records: list[SweepRecord], out: Path) -> list[Section]:
                 if axis not in setting:
                     continue
                 others = " ".join(f"{k}={v}" for k, v in setting.items() if k != axis)
-                label = f"{record.method} ({record.name})" + (f" {others}" if others else "")
+                label = f"{record.label} ({record.name})" + (f" {others}" if others else "")
                 points.setdefault(label, []).append((record, group, setting[axis]))
         if len({x for found in points.values() for _, _, x in found}) < 2:
             continue

@@ -17,6 +17,7 @@ from contrasweep.tracking.store import (BUDGET_CUT, ELIMINATED, GROUP_TAG, KIND_
                                        RACE_P_VALUE_TAG, RACE_ROUND_TAG, get_client)
 from contrasweep.tracking.rows import slug
 from contrasweep.tracking.verdict import CHANCE_PREFIX, LEARNED_TAG, P_VALUE_TAG
+from trainables.user_methods import short_name
 
 
 @dataclass
@@ -45,6 +46,11 @@ class SweepRecord:
     @property
     def method(self) -> str:
         return str(self.spec.get("method", ""))
+
+    @property
+    def label(self) -> str:
+        """The method as tables and figures name it: a built-in's name, a user's class name."""
+        return short_name(self.method)
 
     @property
     def metrics(self) -> list[str]:

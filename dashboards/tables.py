@@ -126,7 +126,7 @@ def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None) 
     rows, out = [], []
     for record in records:
         mine = {column_of(g): g for g in record.selected.values()}
-        label = f"{record.method} ({record.name})" + (" [baseline]" if record is baseline else "")
+        label = f"{record.label} ({record.name})" + (" [baseline]" if record is baseline else "")
         row = [label]
         for column in columns:
             group = mine.get(column)

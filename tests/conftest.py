@@ -16,32 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from trainables.toy import build_tiny_bert
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
-def build_tiny_bert(directory: Path) -> Path:
-    """Save a 2-layer, 32-wide BERT with random weights and the MiniLM tokenizer."""
-    from transformers import AutoTokenizer, BertConfig, BertModel
-
-    from trainables.encoder import resolve_model_path
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("default"))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=128,
-    )
-    import torch
-
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    return directory
 
 
 @pytest.fixture(scope="session")

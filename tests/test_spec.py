@@ -312,7 +312,7 @@ def test_overrides():
 @pytest.mark.parametrize(
     "mutate, fragment",
     [
-        (lambda r: r.update(method="lacon9"), "method 'lacon9' is not registered; allowed: abalone, ce"),
+        (lambda r: r.update(method="lacon9"), "method 'lacon9' is not a built-in method; allowed: abalone, ce"),
         (lambda r: r.update(bogus=1), "unknown spec key 'bogus'"),
         (lambda r: r["grid"].update(lr=[0.0]), "grid.lr=0.0 is not allowed; allowed: a number in (0, 1]"),
         (lambda r: r["grid"].update(lr=[]), "grid.lr=[] is not allowed; allowed: a non-empty list"),

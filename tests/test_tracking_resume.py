@@ -140,7 +140,7 @@ def test_provenance_goes_once_on_the_sweep_run_and_a_resume_by_other_code_marks_
 
     commit = {"mlflow.source.git.commit": "a" * 40}
     real = tracker_module.provenance_tags
-    monkeypatch.setattr(tracker_module, "provenance_tags", lambda spec: {**real(spec), **commit})
+    monkeypatch.setattr(tracker_module, "provenance_tags", lambda spec, *rest: {**real(spec, *rest), **commit})
     first, restored, done, cut, trials = done_and_cut(tmp_path)
     first.on_experiment_end(trials)
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")

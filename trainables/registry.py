@@ -1,14 +1,18 @@
 """A lazy registry of methods by name (Ray Tune style): importing the registry imports no
 method module; ``get_method`` imports the one asked for. A new method = one module in
 ``trainables/methods/`` + one line here + its declaration (``trainables.methods.declarations``).
+A user's method is named by its import path instead (``mylab.losses:Class``, ``./file.py:Class``:
+``trainables.user_methods``), imported and checked when first asked for.
 
-May import: ``trainables.errors``, and ``trainables.methods.declarations`` (torch-free) lazily."""
+May import: ``trainables.errors``, ``trainables.methods.declarations`` (torch-free),
+``trainables.user_methods``."""
 
 from __future__ import annotations
 
 import importlib
 
 from trainables.errors import SpecError
+from trainables import user_methods
 from trainables.methods.declarations import DECLARATIONS
 
 _METHODS: dict[str, str] = {
@@ -21,6 +25,9 @@ _METHODS: dict[str, str] = {
     "supcl_seq": "trainables.methods.supcl_seq:SupCLSeq",
     "vascl": "trainables.methods.vascl:VaSCL",
 }
+
+
+_CHECKED: set[str] = set()  # user references checked in this process
 
 
 def register(name: str, target: str) -> None:
@@ -41,7 +48,16 @@ def declaration(name: str):
 
 
 def get_method(name: str):
+    """The class of a built-in (or registered) name, or of a user's reference, checked
+    (``trainables.user_methods.check_class``) the first time it is asked for."""
+    if name not in _METHODS and user_methods.is_reference(name):
+        cls = user_methods.load_class(name)
+        if name not in _CHECKED:
+            user_methods.check_class(name, cls, _METHODS)
+            _CHECKED.add(name)
+        return cls
     if name not in _METHODS:
-        raise SpecError(f"method {name!r} is not registered; allowed: {', '.join(method_names())}")
+        raise SpecError(f"method {name!r} is not a built-in method; allowed: {', '.join(method_names())}, or your own "
+                        "as package.module:Class or path/to/file.py:Class (docs/methods-own.md)")
     module_name, _, attr = _METHODS[name].partition(":")
     return getattr(importlib.import_module(module_name), attr)

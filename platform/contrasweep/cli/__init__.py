@@ -1,14 +1,16 @@
-"""contrasweep: run, resume, extend, plan, list, clean and report sweeps, and open the MLflow UI.
+"""contrasweep: run, resume, extend, plan, list, clean and report sweeps, open the MLflow UI, and
+check a method (your own) against the loop's contract.
 
 User errors print one line (``contrasweep: error: ...``) and exit with status 2, without a
 traceback; a sweep interrupted that way loses nothing already finished (resume it).
-``parser``: the arguments; ``commands``: what each command does; ``ui``: the MLflow UI command.
+``parser``: the arguments; ``commands``: what each command does; ``ui``: the MLflow UI command;
+``check_method``: a method's contract with the loop.
 A command's module is imported when that command runs (``COMMANDS``, as pip's command table
 does), so ``--help`` and a bad argument answer without importing the data or tracking layers.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
 ``contrasweep.console``, ``contrasweep.run``, ``contrasweep.search`` (a spec checked by its searcher),
-``dashboards`` (the report after a sweep).
+``dashboards`` (the report after a sweep), ``trainables.contract`` (``check-method``).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ __all__ = ["build_parser", "main"]
 
 # command -> (module, function)
 COMMANDS = {name: ("contrasweep.cli.commands", f"cmd_{name}") for name in
-            ("run", "resume", "extend", "plan", "list", "report", "clean")} | {"ui": ("contrasweep.cli.ui", "cmd_ui")}
+            ("run", "resume", "extend", "plan", "list", "report", "clean")} | {"ui": ("contrasweep.cli.ui", "cmd_ui"),
+            "check-method": ("contrasweep.cli.check_method", "cmd_check_method")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -78,10 +78,11 @@ def cmd_resume(args) -> int:
     from contrasweep.run.tune import resume
 
     if (root / args.name / "sweep.json").exists() and never_started(sweeps.open_existing(root, args.name)):
-        results = grow_again(args.name, root, args.address, args.ray_dashboard, args.ray_bind_all)
+        results = grow_again(args.name, root, args.address, args.ray_dashboard, args.ray_bind_all,
+                             args.allow_changed_method)
     else:
         results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
-                         ray_bind_all=args.ray_bind_all)
+                         ray_bind_all=args.ray_bind_all, allow_changed_method=args.allow_changed_method)
     sweep_dir = sweeps.open_existing(root, args.name)
 
     sweep = load_sweep(sweep_dir)
@@ -96,7 +97,7 @@ def cmd_extend(args) -> int:
     sweeps.open_existing(root, _name(args.name))  # before Ray is imported: an error within a second
 
     results = extend(args.name, root, args.overrides, args.top, args.address, ray_dashboard=args.ray_dashboard,
-                     ray_bind_all=args.ray_bind_all)
+                     ray_bind_all=args.ray_bind_all, allow_changed_method=args.allow_changed_method)
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep, status = load_sweep(sweep_dir), sweep_dir.meta()["status"]
     code = _summary(results, sweep.objective.metric, sweep.objective.mode, args.name, status, sweep, root)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-DESCRIPTION = "run, resume, extend, plan, list, clean and report sweeps, and open the MLflow UI"
+DESCRIPTION = ("run, resume, extend, plan, list, clean and report sweeps, open the MLflow UI, and check a method "
+               "against the loop's contract")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "of each setting by validation mean (default: every complete configuration)")
     extend.add_argument("--address", help="Ray cluster address (default: $RAY_ADDRESS or a local Ray)")
     extend.add_argument("--ray-dashboard", action="store_true", help="start the local Ray's dashboard (127.0.0.1)")
+    for sub_parser in (resume, extend):
+        sub_parser.add_argument("--allow-changed-method", action="store_true", help="go on although your own method's "
+                                "file changed since the sweep started (its runs then record both hashes)")
     for sub_parser in (run, resume, extend):
         sub_parser.add_argument("--ray-bind-all", action="store_true", help="let the local Ray's services listen on every "
                                 "interface (default: 127.0.0.1 only; token authentication stays on)")
@@ -89,6 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--host", default="127.0.0.1", help="address to serve on (default 127.0.0.1: this machine only; "
                     "MLflow has no authentication, so anyone who reaches another address can read and change every run)")
+    check = sub.add_parser("check-method", help="check a method (yours: package.module:Class or path/to/file.py:Class) "
+                           "against the loop's contract on a tiny random BERT, in seconds; exit 1 if a check fails")
+    check.add_argument("method", help="a built-in name (ce, lacon, ...), package.module:Class or path/to/file.py:Class")
+    check.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="a hyperparameter for the check, e.g. --set temperature=0.1 (repeatable)")
     for sub_parser in sub.choices.values():  # global options after the subcommand too
         add_global_options(sub_parser, default=argparse.SUPPRESS)
     return parser

@@ -2,19 +2,27 @@
 tracking server and the Ray address answer, one trial fits the local machine, and every value
 the searcher may give suits the encoder (docs/architecture.md, "The method interface": ``check``).
 
+``resume`` and ``extend`` also check that a user's method is the code the sweep started with
+(``method_unchanged``).
+
 May import: ``contrasweep.run.preflight``, ``contrasweep.search.registry``, ``contrasweep.errors``,
-``contrasweep.spec`` (the ``Sweep``), ``trainables`` (the methods' torch-free declarations and encoder
-names; transformers only for a plugin method's check).
+``contrasweep.spec`` (the ``Sweep``), ``contrasweep.folder`` (``sweep.json``), ``contrasweep.tracking``
+(a method's fingerprint), ``trainables`` (the methods' torch-free declarations and encoder names;
+transformers only for a plugin method's check).
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import time
 
 from contrasweep.errors import UserError
+from contrasweep.folder.sweeps import SweepDir
 from contrasweep.run import preflight
 from contrasweep.search.registry import candidate_configs
 from contrasweep.spec.sweep import Sweep
+from contrasweep.tracking.provenance import method_fingerprint
 from trainables.encoder_names import config_width, resolve_model_path
 from trainables.registry import declaration, get_method
 
@@ -90,3 +98,26 @@ def _auto_config_width(name: str) -> int | None:
         return int(AutoConfig.from_pretrained(resolve_model_path(name)).hidden_size)
     except (OSError, AttributeError, ValueError):
         return None
+
+
+def method_unchanged(sweep: Sweep, sweep_dir: SweepDir, allow: bool) -> None:
+    """A user's method whose file changed since the sweep started (``sweep.json``'s ``method``,
+    its sha256) is one line, unless ``allow`` (``--allow-changed-method``): then the change is
+    kept in ``sweep.json`` (``method_changes``) and the runs made from now on carry both hashes
+    (``tracking.provenance.method_tags``)."""
+    meta = sweep_dir.meta()
+    started = meta.get("method")
+    if not started:  # a built-in method, or a sweep from before methods were fingerprinted
+        return
+    now = method_fingerprint(sweep.method)
+    if now.get("sha256") == started.get("sha256"):
+        return
+    change = f"{now['file']}: sha256 {started.get('sha256', '?')[:12]} when it started, {now['sha256'][:12]} now"
+    if not allow:
+        raise UserError(f"method {sweep.method!r} of sweep {sweep_dir.name!r} changed since the sweep started ({change}); "
+                        "allowed: restore the file, or --allow-changed-method to go on with the new code (its runs "
+                        "then record both hashes)")
+    changes = [*meta.get("method_changes", []), {**now, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}]
+    sweep_dir.update_meta(method_changes=changes)
+    print(f"[contrasweep] method changed since the sweep started ({change}): going on with the new code "
+          "(--allow-changed-method); its runs record both hashes", file=sys.stderr, flush=True)

@@ -28,7 +28,7 @@ from contrasweep.errors import UserError
 from contrasweep.folder import driver, sweeps
 from contrasweep.folder.record import TrackingState
 from contrasweep.run import recovery
-from contrasweep.run.checks import check_services
+from contrasweep.run.checks import check_services, method_unchanged
 from contrasweep.run.inputs import load_sweep
 from contrasweep.search.grid_search import REPEAT_GROWTH, default_of, shown
 from contrasweep.search.registry import SEARCHERS, searcher_of, total_trials
@@ -146,7 +146,7 @@ def reopen_groups(client, state: dict, sizes: dict) -> list[str]:
 
 
 def extend(name: str, root, overrides: list[str], top: int | None, address: str | None, ray_dashboard: bool = False,
-           ray_bind_all: bool = False):
+           ray_bind_all: bool = False, allow_changed_method: bool = False):
     """Grow the sweep ``name``; returns Tune's results of the new trials (or of the resume, when
     the sweep was unfinished and did not finish). An unfinished sweep is resumed first."""
     from contrasweep.run import tune  # Ray: only once the growth was checked
@@ -158,12 +158,14 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
     if top is not None and top < 1:
         raise UserError(f"--top {top} is not allowed; allowed: a whole number of configurations, 1 or more")
     old, new, grown = grown_sweep(sweep_dir, overrides)
+    method_unchanged(new, sweep_dir, allow_changed_method)
     if top is not None and not set(grown) & set(REPEAT_GROWTH):  # a grid's repeats
         raise UserError("--top chooses which configurations get new repeats; allowed with a larger sweep.seeds, "
                         "data.seed or data.split_seed")
     if status != "finished":
         print(f"[contrasweep] sweep {name!r} is {status}: resuming it before it grows", file=sys.stderr, flush=True)
-        results = tune.resume(name, root, address, ray_dashboard=ray_dashboard, ray_bind_all=ray_bind_all)
+        results = tune.resume(name, root, address, ray_dashboard=ray_dashboard, ray_bind_all=ray_bind_all,
+                              allow_changed_method=True)  # checked above
         if sweep_dir.meta().get("status") != "finished":
             print(f"[contrasweep] sweep {name!r} did not finish ({sweep_dir.meta().get('status')}): it did not grow; "
                   "extend it once it has finished", file=sys.stderr, flush=True)
@@ -183,7 +185,8 @@ def never_started(sweep_dir: sweeps.SweepDir) -> bool:
     return sweep_dir.tune_name != "tune" and not ray_tune.Tuner.can_restore(sweep_dir.tune_location)
 
 
-def grow_again(name: str, root, address: str | None, ray_dashboard: bool = False, ray_bind_all: bool = False):
+def grow_again(name: str, root, address: str | None, ray_dashboard: bool = False, ray_bind_all: bool = False,
+               allow_changed_method: bool = False):
     """``resume`` of an extension whose Tune experiment has no saved state: the same extension
     (``sweep.json``'s last entry, ``spec.yaml`` already grown) runs again; what ended is kept,
     unfinished trials are created again and re-attached to their runs by configuration key."""
@@ -194,7 +197,9 @@ def grow_again(name: str, root, address: str | None, ray_dashboard: bool = False
     recovery.settle(sweep_dir)
     print(f"[contrasweep] sweep {name!r}: its extension {sweep_dir.tune_name} never saved a Tune state; it runs again",
           file=sys.stderr, flush=True)
-    return _grow(sweep_dir, load_sweep(sweep_dir), None, address, ray_dashboard, ray_bind_all)
+    sweep = load_sweep(sweep_dir)
+    method_unchanged(sweep, sweep_dir, allow_changed_method)
+    return _grow(sweep_dir, sweep, None, address, ray_dashboard, ray_bind_all)
 
 
 def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray_bind_all):

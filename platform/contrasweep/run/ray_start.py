@@ -16,11 +16,11 @@ from contrasweep.run.shipping import worker_env
 
 
 def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
-             dashboard: bool = True, bind_all: bool = False) -> None:
+             dashboard: bool = True, bind_all: bool = False, method: str = "") -> None:
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
     which the job ships the project's code and the spec's local files (``ship: code``), or on
     whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
-    ``contrasweep.run.shipping``).
+    ``contrasweep.run.shipping``); ``method``: the spec's, shipped there when it is a user's.
 
     ``dashboard`` (local Ray only; bound to 127.0.0.1): Train V2 frees the CPUs of a Train run
     that ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about
@@ -39,7 +39,7 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         return
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
-        env = shipping.runtime_env(ship, local_files)  # a one-line error before connecting, when too large
+        env = shipping.runtime_env(ship, local_files, method=method)  # a one-line error before connecting, when too large
         ray.init(address=address, runtime_env=env, log_to_driver=True)
         if ship == "installed":
             shipping.check_worker_versions(__version__)

@@ -10,6 +10,11 @@ Two ways to get the project onto worker nodes, chosen with ``ship``:
 * ``installed``: every worker node has contrasweep installed (a container image); nothing is
   shipped, and ``check_worker_versions`` makes sure the nodes run the driver's version.
 
+A user's method (``method: mylab.losses:Class`` or ``path/to/file.py:Class``,
+``trainables.user_methods``) ships with ``code`` as one more ``py_modules`` entry
+(``trainables.user_methods.shipped_sources``): the file, or the module's top-level package folder, unless it is installed
+(in site-packages: then, as with ``installed``, every node must have it).
+
 Tokenised data are not shipped here: they go through the object store (``contrasweep.run.inputs.put_data``);
 data files are read on the driver only.
 
@@ -27,6 +32,7 @@ from __future__ import annotations
 import atexit
 import fnmatch
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -40,6 +46,7 @@ from contrasweep.spec.sweep import SHIP_MODES  # the spec's allowed values
 from trainables.checkpoints import best_folder, read_meta
 from trainables.encoder_names import DEFAULT_ENCODER
 from trainables.storage import is_uri, local_path
+from trainables.user_methods import shipped_sources
 
 PACKAGES = ("contrasweep", "trainables")  # what a trial process imports; dashboards never runs there
 FILES_DIR = "contrasweep_files"  # folder of the working_dir that holds the shipped local files
@@ -72,17 +79,18 @@ def check_ship(ship: str) -> str:
     return ship
 
 
-def runtime_env(ship: str, local_files: Sequence[str | Path] = (), limit: int | None = None) -> dict:
+def runtime_env(ship: str, local_files: Sequence[str | Path] = (), limit: int | None = None, method: str = "") -> dict:
     """The job's ``runtime_env`` for ``ray.init(address=..., runtime_env=...)``.
 
     ``local_files``: the spec's values that name local files or folders workers read
     (``local_files_of``); with ``ship == "installed"`` they must already be where the value
-    says on every node. ``limit``: bytes per shipped package (default: Ray's own limit)."""
+    says on every node. ``limit``: bytes per shipped package (default: Ray's own limit);
+    ``method``: the spec's method (a user's is shipped: ``shipped_sources``)."""
     env = {"env_vars": worker_env()}
     if check_ship(ship) == "installed":
         return env
     limit = ray_package_limit() if limit is None else limit
-    modules = [package_dir(name) for name in PACKAGES]
+    modules = [package_dir(name) for name in PACKAGES] + [Path(m) for m in shipped_sources(method)]
     for folder in modules:
         check_size(folder, f"package folder {str(folder)!r}", limit)
     # Always a working_dir: without one Ray puts the driver's cwd first on every worker's
@@ -96,8 +104,6 @@ def runtime_env(ship: str, local_files: Sequence[str | Path] = (), limit: int | 
 def package_dir(name: str) -> Path:
     """The folder an imported package was loaded from: the repository folder for an editable
     install, site-packages for a normal one (what this driver runs is what workers get)."""
-    import importlib
-
     module = importlib.import_module(name)
     return Path(module.__file__).resolve().parent
 

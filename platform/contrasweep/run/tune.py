@@ -27,7 +27,7 @@ from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_s
 from contrasweep.folder.cleanup import reclaim
 from contrasweep.folder.record import TrackingState
 from contrasweep.run import recovery, sweep_plan, test_phase
-from contrasweep.run.checks import check_against_encoder, check_services
+from contrasweep.run.checks import check_against_encoder, check_services, method_unchanged
 from contrasweep.run.executor import make_trainable, torch_threads_env
 from contrasweep.run.inputs import (data_notes, load_sweep, prepare_data, prepare_sts, put_data, reported_line, rows_line,
                                     sweep_static)
@@ -38,6 +38,7 @@ from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking import writer
+from contrasweep.tracking.provenance import method_fingerprint
 from contrasweep.tracking.store import default_tracking_uri, store_errors, store_line
 from contrasweep.tracking.tracker import MlflowTracker
 from trainables.storage import display
@@ -131,7 +132,7 @@ def start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: 
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
     init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard),
-             bind_all=ray_bind_all)
+             bind_all=ray_bind_all, method=sweep.method)
     sweep_storage.check(storage, folder, alive_machines())
     return prepared, put_data(prepared, sts), files
 
@@ -177,8 +178,9 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep.storage, root / name)
     if overwrite:
         sweeps.replace(root, name)
-    sweep_dir = sweeps.create(root, name, sweep.raw, {"tracking_uri": tracking_uri, "storage": sweep.storage,
-                                                      "total": total_trials(sweep)})
+    meta = {"tracking_uri": tracking_uri, "storage": sweep.storage, "total": total_trials(sweep)}
+    fingerprint = method_fingerprint(sweep.method)  # a user's method: what resume and extend compare
+    sweep_dir = sweeps.create(root, name, sweep.raw, {**meta, "method": fingerprint} if fingerprint else meta)
     console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         with deferred_ctrl_c() as asked:  # a Ctrl-C before Tune runs: the sweep stops once its Tuner is saved
@@ -206,7 +208,7 @@ def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, r
 
 
 def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
-           ray_bind_all: bool = False):
+           ray_bind_all: bool = False, allow_changed_method: bool = False):
     """Resume an interrupted sweep: unfinished and errored trials continue from their latest
     checkpoint, finished trials are not rerun, MLflow runs are re-attached. ``storage``: where
     to find a sweep this machine has no folder of (its driver files are mirrored there)."""
@@ -229,6 +231,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
         raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
                         "with `contrasweep run`")
     sweep = load_sweep(sweep_dir)
+    method_unchanged(sweep, sweep_dir, allow_changed_method)
     torch_threads_env()
     check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
     writer.prestart(meta["tracking_uri"])

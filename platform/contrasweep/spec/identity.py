@@ -17,6 +17,7 @@ from contrasweep.spec.axes import short_value
 from contrasweep.spec.static import SweepStatic, VariantStatic
 from contrasweep.spec.text import hp_text
 from contrasweep.spec.trial import DATA_KEY, SUGGESTION, TrialPlan, plan_of
+from trainables.user_methods import short_name
 
 # Short names of hyperparameters in run names (the papers' symbols where they have one).
 SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
@@ -91,7 +92,7 @@ def _described(identity: TrialIdentity, static: SweepStatic) -> str:
     mark = ""
     if reported and {k: v for k, v in hp.items() if k != "seed"} == reported["config"]:
         hp, mark = {**reported["defaults"], **hp}, " (reported)"
-    return " ".join([method] + [f"{SYMBOLS.get(k, k)}={hp_text(hp[k])}" for k in varied if k in hp]) + mark
+    return " ".join([short_name(method)] + [f"{SYMBOLS.get(k, k)}={hp_text(hp[k])}" for k in varied if k in hp]) + mark
 
 
 def tags(identity: TrialIdentity, method: str) -> dict[str, str]:

@@ -149,7 +149,11 @@ def validate(raw: dict) -> Sweep:
     if unknown:
         raise SpecError(f"unknown spec key {unknown[0]!r}; allowed: {', '.join(TOP_KEYS)}")
     if "method" not in raw:
-        raise SpecError(f"spec has no 'method'; allowed: {', '.join(method_names())}")
+        raise SpecError(f"spec has no 'method'; allowed: {', '.join(method_names())}, or your own as "
+                        "package.module:Class or path/to/file.py:Class")
+    if not isinstance(raw["method"], str):
+        raise SpecError(f"method={raw['method']!r} is not allowed; allowed: {', '.join(method_names())}, or your "
+                        "own as package.module:Class or path/to/file.py:Class")
     method_cls = declaration(str(raw["method"]))
     params = all_params(str(raw["method"]))
     sweep = Sweep(method=str(raw["method"]))
@@ -194,7 +198,7 @@ def _data(section: dict, method_cls) -> tuple[dict, list]:
     kind = "multi" if is_multilabel(section) else "single"
     if kind != method_cls.label_kind:
         takes = [n for n in method_names() if declaration(n).label_kind == kind]
-        raise SpecError(f"method {method_cls.name!r} takes {method_cls.label_kind}-label data but data.task is "
+        raise SpecError(f"method {method_cls.name or method_cls.__name__!r} takes {method_cls.label_kind}-label data but data.task is "
                         f"{'multilabel' if kind == 'multi' else 'single-label'}; allowed methods for this data: "
                         f"{', '.join(takes) or 'none registered yet'}")
     if kind == "single" and "source" not in section:

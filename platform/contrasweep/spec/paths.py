@@ -3,8 +3,9 @@ spec next to its data expects wherever they run it from; a path given on the com
 (``--set data.source=...``) is read from the working directory, as every shell path is.
 
 Which values: ``data.source`` (a file, a list of files as a data axis, or a ``{train, validation,
-test}`` mapping of files) and ``evaluation.sts``, when they end in a data file's suffix;
-bundled corpus names, ``hub:`` names, absolute and ``~`` paths stay as written.
+test}`` mapping of files) and ``evaluation.sts``, when they end in a data file's suffix, and the
+file of a ``method: path/to/file.py:Class`` (``trainables.user_methods``); bundled corpus names,
+``hub:`` names, module paths, absolute and ``~`` paths stay as written.
 
 May import: ``contrasweep.data.config`` (the file suffixes).
 """
@@ -23,6 +24,11 @@ def absolute_paths(raw: dict, folder: Path) -> None:
     data = raw.get("data")
     if isinstance(data, dict) and "source" in data:
         data["source"] = _resolved(data["source"], folder)
+    method = raw.get("method")
+    if isinstance(method, str) and ".py:" in method:
+        where, _, attr = method.rpartition(":")
+        if where.endswith(".py") and not where.startswith("~") and not Path(where).is_absolute():
+            raw["method"] = f"{folder.resolve() / where}:{attr}"
     evaluation = raw.get("evaluation")
     if isinstance(evaluation, dict) and "sts" in evaluation:
         evaluation["sts"] = _resolved(evaluation["sts"], folder)

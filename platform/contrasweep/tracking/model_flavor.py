@@ -14,8 +14,11 @@ pair task); requirements pinned to the versions that trained it. A representatio
 model (SimCSE, VaSCL) also carries ``artifacts/sentence_transformer``, a folder
 sentence-transformers loads (its encoder's weights a second time, in Hugging Face's layout).
 
+A user's method (``trainables.user_methods``) travels in the model's ``code_paths`` (its file or
+package), which MLflow puts on ``sys.path`` where the model loads.
+
 May import: MLflow, pandas, ``contrasweep.tracking.store``, ``trainables`` (declarations, checkpoint
-names, ``outputs``; ``inference`` inside the model).
+names, ``outputs``, ``user_methods``; ``inference`` inside the model).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from trainables.checkpoints import META_FILE, UNREAD_WEIGHTS, WEIGHTS_FILE
 from trainables.encoder_names import resolve_model_path
 from trainables.outputs import output_columns
 from trainables.registry import declaration
+from trainables.user_methods import shipped_sources
 
 SENTENCE_TRANSFORMER = "sentence_transformer"  # in a representation method's model: artifacts/<this>
 # the encoder folder's files a model needs besides the weights: its architecture and tokenizer
@@ -144,6 +148,7 @@ def build_model(tmp: Path, best: Path, info: dict, encoder: str, method: str) ->
         str(model), python_model=ContrasweepModel(), signature=signature(info, kind),
         input_example=pd.DataFrame(example), pip_requirements=requirements(), artifacts=artifacts,
         metadata={"contrasweep.method": method, "contrasweep.output": kind},
+        code_paths=shipped_sources(method) or None,  # a user's method: its module, importable where the model loads
     )
     return model
 

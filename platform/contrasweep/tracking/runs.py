@@ -26,7 +26,7 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import hp_defaults
 from contrasweep.tracking.aggregate import Group, selection_key, summary
 from contrasweep.tracking.describe import NOTE_TAG, dataset_input, sweep_description, sweep_tags
-from contrasweep.tracking.provenance import UI_TAGS
+from contrasweep.tracking.provenance import METHOD_TAGS, UI_TAGS
 from contrasweep.tracking.reattach import rebuild
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
 from contrasweep.tracking.store import (BUDGET_CUT, CONFIG_KEY_TAG, ELIMINATED, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
@@ -46,7 +46,8 @@ class RunTree:
     number for every group); ``provenance``: which
     code made the runs (``contrasweep.tracking.provenance``), once on the sweep run; a
     configuration or trial run carries only the MLflow UI's user and source columns and what
-    differs from the sweep run's (a resume by other code or on another host)."""
+    differs from the sweep run's (a resume by other code or on another host), and a user's
+    method's path and hash (``provenance.METHOD_TAGS``) on every run."""
 
     def __init__(self, client, state: TrackingState, sweep_name: str, static: SweepStatic,
                  group_sizes: dict[str, int] | int = 1, provenance: dict[str, str] | None = None,
@@ -64,7 +65,8 @@ class RunTree:
         self._latest: dict[str, dict[str, tuple]] = {}
 
     def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
-        self.run_provenance = {k: v for k, v in self.provenance.items() if k in UI_TAGS or sweep_run_tags.get(k) != v}
+        self.run_provenance = {k: v for k, v in self.provenance.items()
+                               if k in UI_TAGS or k.startswith(METHOD_TAGS) or sweep_run_tags.get(k) != v}
 
     @property
     def parent_run_id(self) -> str:

@@ -27,6 +27,7 @@ from contrasweep.errors import UserError
 from contrasweep.folder import budget_record, race_record
 from contrasweep.folder.record import Follower, TrackingState
 from contrasweep.folder.relocation import here
+from contrasweep.folder.sweeps import SweepDir
 from contrasweep.folder.tune_state import clear_staging
 from contrasweep.spec.objective import Objective
 from contrasweep.spec.static import SweepStatic
@@ -123,8 +124,9 @@ class MlflowTracker(Callback):
 
     def _setup(self) -> None:
         self.client = QueuedClient(self.tracking_uri, self.sweep_dir)  # MLflow's writes off Tune's loop
+        started_with = SweepDir(self.sweep_dir).meta().get("method")  # a user's method as the sweep began
         self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
-                            provenance_tags(self.spec), self.sweep_dir / race_record.RACE_FILE,
+                            provenance_tags(self.spec, started_with), self.sweep_dir / race_record.RACE_FILE,
                             self.sweep_dir / budget_record.BUDGET_FILE)
         self.artifacts = Artifacts(self.client, self.state, self.static)
         self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
