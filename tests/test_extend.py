@@ -173,12 +173,19 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
                                                                                      tmp_path):
     """Real drivers attached to the suite's Ray (``--address``), SIGKILLed mid-epoch: first the sweep itself (``extend`` resumes it, then
     grows it), then the extension (``resume`` finishes it). Nothing trains twice; MLflow ends
-    with one sweep run, 2 configuration runs of 2 repeats and 4 trial runs, each epoch logged once."""
+    with one sweep run, 2 configuration runs of 2 repeats and 4 trial runs, each epoch logged once.
+    The method is a user's (issue 56): ``examples/ce_supcon.py`` copied outside the repository and
+    named by its path in the spec. Changed between the kill and ``extend``, it is refused in one
+    line (exit 2, nothing started); ``--allow-changed-method`` goes on, and every run records the
+    method's path and hash, those trained by the new code both hashes."""
+    import hashlib
     import os
+    import shutil
     import signal
     import subprocess
     import sys
     import time
+    from pathlib import Path
 
     from contrasweep.tracking.store import get_client
 
@@ -187,7 +194,9 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env["CONTRASWEEP_HOME"] = str(tmp_path / "sweeps")
     folder = tmp_path / "sweeps" / "x"
-    spec = write_spec(tmp_path / "x.yaml", tiny_model_dir, data={"k": 2},
+    method_file = tmp_path / "ce_supcon.py"
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "ce_supcon.py", method_file)
+    spec = write_spec(tmp_path / "x.yaml", tiny_model_dir, method="./ce_supcon.py:CESupCon", data={"k": 2},
                       fixed={"epochs": epochs, "batch_size": 8, "checkpoint_every": 1},
                       sweep={"scheduler": "none", "seeds": [0], "max_concurrent": 1},
                       evaluation={"test": "all"})  # each trial tests itself: no test-phase process per driver
@@ -215,7 +224,19 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
         proc.communicate(timeout=120)
 
     kill_mid_epoch(start("run", str(spec), "--name", "x", "--tracking-uri", uri, "--no-tsne"), set())
-    proc = start("extend", "x", "--set", "sweep.seeds=[0, 1]", "--no-tsne")
+    started = hashlib.sha256(method_file.read_bytes()).hexdigest()
+    method_file.write_text(method_file.read_text() + "# changed after the kill\n")
+    changed = hashlib.sha256(method_file.read_bytes()).hexdigest()
+    before = (folder / "sweep.json").read_text()
+    refused = subprocess.run([sys.executable, "-m", "contrasweep", "extend", "x", "--set", "sweep.seeds=[0, 1]",
+                              "--address", ray_address], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert refused.stderr.strip().splitlines() == [
+        f"contrasweep: error: method '{method_file}:CESupCon' of sweep 'x' changed since the sweep last ran ({method_file}: "
+        f"sha256 {started[:12]} when it last ran, {changed[:12]} now); allowed: restore the file, or --allow-changed-method "
+        "to go on with the new code (its runs then record both hashes)"]
+    assert not (folder / "tune-ext1").exists() and (folder / "sweep.json").read_text() == before  # nothing started
+    proc = start("extend", "x", "--set", "sweep.seeds=[0, 1]", "--no-tsne", "--allow-changed-method")
     kill_mid_epoch(proc, set(), "tune-ext1")  # once resumed and grown: a new repeat, in the extension's experiment
     assert sum("status" in e for e in trials().values()) == 2  # the two first repeats, finished by the resume
     done = subprocess.run([sys.executable, "-m", "contrasweep", "resume", "x", "--no-tsne", "--address", ray_address],
@@ -239,3 +260,16 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
     assert len(list((folder / "tune-ext1").glob("run_trial_*"))) == 2
     meta = json.loads((folder / "sweep.json").read_text())
     assert meta["status"] == "finished" and len(meta["extensions"]) == 1
+    assert meta["method"]["sha256"] == started and [c["sha256"] for c in meta["method_changes"]] == [changed]
+    # every run names the method and its hash; what the new code trained carries the first hash too
+    for run in runs:
+        tags = run.data.tags
+        assert tags["contrasweep.method.path"] == f"{method_file}:CESupCon"
+        assert tags["contrasweep.method.file"] == str(method_file)
+        assert tags["contrasweep.method.sha256"] in (started, changed)
+        assert tags.get("contrasweep.method.sha256_at_start") == (started if tags["contrasweep.method.sha256"] == changed
+                                                                   else None)
+    assert kinds["sweep"][0].data.tags["contrasweep.method.sha256"] == started
+    new_code = [r for r in kinds["trial"] if r.data.tags["contrasweep.method.sha256"] == changed]
+    assert {r.data.tags["contrasweep.seed"] for r in new_code} >= {"1"}  # the new repeats, at least
+    assert all(r.info.run_name.startswith("CESupCon") for r in kinds["trial"])

@@ -247,3 +247,37 @@ def test_a_model_that_cannot_be_built_is_one_line_and_the_weights_stay_logged(tm
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[contrasweep]")]
     assert lines == [f"[contrasweep] ce lr=0.001 · seed=0: no MLflow model ({entry['model_error']}); its best weights "
                     "are logged as files (best_checkpoint/)"]
+
+
+def test_a_user_methods_model_carries_its_code_and_loads_where_the_file_is_not(tables, tiny_model_dir, tmp_path):
+    """Issue 56: the model of a method named by its file (``examples/ce_supcon.py`` copied to a
+    folder of its own) carries that file (MLflow ``code_paths``); loaded in a fresh process after
+    the folder is gone, it predicts what the trained method predicts."""
+    import json
+    import subprocess
+    import sys
+
+    from contrasweep.tracking.model_flavor import build_model
+
+    source = tmp_path / "lab"
+    source.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "ce_supcon.py", source / "ce_supcon.py")
+    method = f"{source}/ce_supcon.py:CESupCon"
+    session = LocalSession(str(tmp_path / "trial"))
+    train({**loop_config(tiny_model_dir, epochs=1), "method": method}, tables["single"], session)
+    best = best_folder(session.checkpoints[-1])
+    info = {"label_names": ["negative", "positive"], "is_pair": False, "max_length": MAX_LENGTH}
+    folder = build_model(tmp_path / "build", best, info, tiny_model_dir, method)
+    assert (folder / "code" / "ce_supcon.py").read_text() == (source / "ce_supcon.py").read_text()
+    import mlflow.pyfunc
+
+    expected = mlflow.pyfunc.load_model(str(folder)).predict(pd.DataFrame({"text": TEXTS}))
+    shutil.rmtree(source)
+    script = ("import json, sys, mlflow.pyfunc, pandas as pd; m = mlflow.pyfunc.load_model(sys.argv[1]); "
+              "print(json.dumps(m.predict(pd.DataFrame({'text': json.loads(sys.argv[2])}))"
+              "[['prob_negative', 'prob_positive']].values.tolist()))")
+    done = subprocess.run([sys.executable, "-c", script, str(folder), json.dumps(TEXTS)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    mlflow_predict = np.array(json.loads(done.stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(mlflow_predict, expected[["prob_negative", "prob_positive"]].to_numpy(), rtol=1e-5)

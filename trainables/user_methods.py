@@ -30,6 +30,9 @@ LABEL_KINDS = ("single", "multi")
 SERVING_OUTPUTS = ("probabilities", "similarities", "multilabel", "embedding")  # trainables.inference.OUTPUTS
 
 
+_FROM_FILE: dict[str, Path] = {}  # module name -> the method file this process loaded it from
+
+
 def is_reference(method: str) -> bool:
     """``module:Class`` or ``file.py:Class`` (a built-in name has no colon)."""
     return ":" in method
@@ -106,12 +109,14 @@ def _from_file(where: str):
         raise SpecError(f"method file {where!r}: {name!r} is not a Python module name; allowed: a file name of "
                         "letters, digits and '_' (not starting with a digit)")
     loaded = sys.modules.get(name)
-    if loaded is not None:
+    if loaded is not None and name not in _FROM_FILE:  # a module of that name that is not a method file
         if Path(getattr(loaded, "__file__", "") or "").resolve() == path.resolve():
             return loaded
         raise SpecError(f"method file {where!r}: the module name {name!r} is already taken by "
                         f"{getattr(loaded, '__file__', None) or 'a built-in module'}; allowed: rename the file")
-    spec = importlib.util.spec_from_file_location(name, path)
+    if loaded is not None and _FROM_FILE[name] == path.resolve():
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, path)  # new, or another file of that name: (re)loaded
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -119,6 +124,7 @@ def _from_file(where: str):
     except BaseException as exc:  # noqa: BLE001 - whatever the user's module raises is one line
         sys.modules.pop(name, None)
         raise SpecError(f"method file {where!r} does not import ({_short(exc)}); allowed: a module Python imports") from None
+    _FROM_FILE[name] = path.resolve()
     return module
 
 

@@ -101,23 +101,24 @@ def _auto_config_width(name: str) -> int | None:
 
 
 def method_unchanged(sweep: Sweep, sweep_dir: SweepDir, allow: bool) -> None:
-    """A user's method whose file changed since the sweep started (``sweep.json``'s ``method``,
-    its sha256) is one line, unless ``allow`` (``--allow-changed-method``): then the change is
+    """A user's method whose file changed since the sweep last ran (``sweep.json``'s ``method``,
+    its sha256, or the last change it accepted) is one line, unless ``allow`` (``--allow-changed-method``): then the change is
     kept in ``sweep.json`` (``method_changes``) and the runs made from now on carry both hashes
     (``tracking.provenance.method_tags``)."""
     meta = sweep_dir.meta()
     started = meta.get("method")
     if not started:  # a built-in method, or a sweep from before methods were fingerprinted
         return
+    accepted = (meta.get("method_changes") or [started])[-1]  # the code it last ran with
     now = method_fingerprint(sweep.method)
-    if now.get("sha256") == started.get("sha256"):
+    if now.get("sha256") == accepted.get("sha256"):
         return
-    change = f"{now['file']}: sha256 {started.get('sha256', '?')[:12]} when it started, {now['sha256'][:12]} now"
+    change = f"{now['file']}: sha256 {accepted.get('sha256', '?')[:12]} when it last ran, {now['sha256'][:12]} now"
     if not allow:
-        raise UserError(f"method {sweep.method!r} of sweep {sweep_dir.name!r} changed since the sweep started ({change}); "
+        raise UserError(f"method {sweep.method!r} of sweep {sweep_dir.name!r} changed since the sweep last ran ({change}); "
                         "allowed: restore the file, or --allow-changed-method to go on with the new code (its runs "
                         "then record both hashes)")
     changes = [*meta.get("method_changes", []), {**now, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}]
     sweep_dir.update_meta(method_changes=changes)
-    print(f"[contrasweep] method changed since the sweep started ({change}): going on with the new code "
+    print(f"[contrasweep] method changed since the sweep last ran ({change}): going on with the new code "
           "(--allow-changed-method); its runs record both hashes", file=sys.stderr, flush=True)

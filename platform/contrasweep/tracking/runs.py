@@ -95,11 +95,17 @@ class RunTree:
         from mlflow.entities import RunTag
 
         have = self.client.get_run(self.parent_run_id).data.tags  # a sweep started by a version that recorded none:
-        self.client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in self.provenance.items() if k not in have])
+        self.client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in self.provenance.items()
+                                                        if k not in have and k != METHOD_TAGS + "sha256_at_start"])
         self._per_run({**self.provenance, **have})
         for run_id in self.state.data.get("interrupted_runs", []):
             self.client.update_run(run_id, status="RUNNING")
         self.state.data.pop("interrupted_runs", None)
+        changed = {k: v for k, v in self.provenance.items() if k.startswith(METHOD_TAGS)}
+        if METHOD_TAGS + "sha256_at_start" in changed:  # a user's method changed (--allow-changed-method): the
+            for entry in self.state.trials.values():   # unfinished runs go on with the new code and say so
+                if "status" not in entry:
+                    self.client.log_batch(entry["run_id"], tags=[RunTag(k, v) for k, v in changed.items()])
 
     def reattach(self, experiment_id: str, sweep_dir: Path, metric: str, mode: str) -> None:
         """No ``tracking.json`` (deleted, or lost with a disk): the sweep's runs in MLflow, found
