@@ -7,5 +7,6 @@ the sweep run).
 May import: ``contrasweep.tracking`` (the store, aggregation, the registry), ``contrasweep.data``
 (a checkpoint's test split), ``contrasweep.spec`` (how numbers read, objectives),
 ``contrasweep.errors``, ``trainables.loop``, ``trainables.sessions``, ``trainables.gather`` (to
-load a checkpoint and embed), ``trainables.user_methods`` (a user's method's short name), MLflow, scipy, Optuna, matplotlib, scikit-learn. Nothing in ``contrasweep`` imports this package except the CLI.
+load a checkpoint and embed), ``trainables.user_methods`` (a user's method's short name), MLflow,
+scipy, Optuna, matplotlib, scikit-learn. Nothing in ``contrasweep`` imports this package except the CLI.
 """

@@ -40,8 +40,10 @@ def cmd_check_method(args) -> int:
     width = max(len(r.name) for r in results)
     print(f"contrasweep check-method {args.method}: a tiny random BERT (2 layers, 48 wide) on a toy task")
     print(f"{'check':<{width}}  result  detail")
-    for r in results:
-        print(f"{r.name:<{width}}  {'pass' if r.passed else 'FAIL':<6}  {r.detail if not r.passed else what[r.name] + ': ' + r.detail}")
+    for r in results:  # a pass says what was checked and what it found; a failure, why
+        detail = f"{what[r.name]}: {r.detail}" if r.passed else r.detail
+        print(f"{r.name:<{width}}  {'pass' if r.passed else 'FAIL':<6}  {detail}")
     failed = [r.name for r in results if not r.passed]
-    print(f"{len(results) - len(failed)} of {len(results)} checks passed" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(f"{len(results) - len(failed)} of {len(results)} checks passed"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

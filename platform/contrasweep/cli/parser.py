@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     extend.add_argument("--ray-dashboard", action="store_true", help="start the local Ray's dashboard (127.0.0.1)")
     for sub_parser in (resume, extend):
         sub_parser.add_argument("--allow-changed-method", action="store_true", help="go on although your own method's "
-                                "file changed since the sweep started (its runs then record both hashes)")
+                                "file changed since the sweep last ran (its runs then record both hashes)")
     for sub_parser in (run, resume, extend):
         sub_parser.add_argument("--ray-bind-all", action="store_true", help="let the local Ray's services listen on every "
                                 "interface (default: 127.0.0.1 only; token authentication stays on)")

@@ -102,9 +102,9 @@ def _auto_config_width(name: str) -> int | None:
 
 def method_unchanged(sweep: Sweep, sweep_dir: SweepDir, allow: bool) -> None:
     """A user's method whose file changed since the sweep last ran (``sweep.json``'s ``method``,
-    its sha256, or the last change it accepted) is one line, unless ``allow`` (``--allow-changed-method``): then the change is
-    kept in ``sweep.json`` (``method_changes``) and the runs made from now on carry both hashes
-    (``tracking.provenance.method_tags``)."""
+    its sha256, or the last change it accepted) is one line, unless ``allow``
+    (``--allow-changed-method``): then the change is kept in ``sweep.json`` (``method_changes``)
+    and the runs made from now on carry both hashes (``tracking.provenance.method_tags``)."""
     meta = sweep_dir.meta()
     started = meta.get("method")
     if not started:  # a built-in method, or a sweep from before methods were fingerprinted

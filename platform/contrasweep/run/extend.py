@@ -158,10 +158,10 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
     if top is not None and top < 1:
         raise UserError(f"--top {top} is not allowed; allowed: a whole number of configurations, 1 or more")
     old, new, grown = grown_sweep(sweep_dir, overrides)
-    method_unchanged(new, sweep_dir, allow_changed_method)
     if top is not None and not set(grown) & set(REPEAT_GROWTH):  # a grid's repeats
         raise UserError("--top chooses which configurations get new repeats; allowed with a larger sweep.seeds, "
                         "data.seed or data.split_seed")
+    method_unchanged(new, sweep_dir, allow_changed_method)  # last: an allowed change is recorded
     if status != "finished":
         print(f"[contrasweep] sweep {name!r} is {status}: resuming it before it grows", file=sys.stderr, flush=True)
         results = tune.resume(name, root, address, ray_dashboard=ray_dashboard, ray_bind_all=ray_bind_all,

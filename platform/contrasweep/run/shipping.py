@@ -12,8 +12,9 @@ Two ways to get the project onto worker nodes, chosen with ``ship``:
 
 A user's method (``method: mylab.losses:Class`` or ``path/to/file.py:Class``,
 ``trainables.user_methods``) ships with ``code`` as one more ``py_modules`` entry
-(``trainables.user_methods.shipped_sources``): the file, or the module's top-level package folder, unless it is installed
-(in site-packages: then, as with ``installed``, every node must have it).
+(``trainables.user_methods.shipped_sources``): the file, or the module's top-level package
+folder, unless it is installed (in site-packages: then, as with ``installed``, every node must
+have it).
 
 Tokenised data are not shipped here: they go through the object store (``contrasweep.run.inputs.put_data``);
 data files are read on the driver only.

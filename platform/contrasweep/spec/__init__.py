@@ -8,7 +8,8 @@ config; ``identity``: a trial's configuration, setting, repeat group and MLflow 
 ``domains``: the search domains as typed objects; ``objective``: a metric and its mode.
 
 May import: ``contrasweep.errors``, ``contrasweep.data``, ``trainables.params``,
-``trainables.registry`` (torch-free declarations), ``trainables.user_methods`` (a user's method's short name). Never Ray, MLflow or torch; Optuna only inside a domain's
-``distribution()``, which the searcher calls.
+``trainables.registry`` (torch-free declarations), ``trainables.user_methods`` (a user's method's
+short name). Never Ray, MLflow or torch; Optuna only inside a domain's ``distribution()``, which
+the searcher calls.
 """
 

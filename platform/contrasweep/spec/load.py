@@ -198,7 +198,8 @@ def _data(section: dict, method_cls) -> tuple[dict, list]:
     kind = "multi" if is_multilabel(section) else "single"
     if kind != method_cls.label_kind:
         takes = [n for n in method_names() if declaration(n).label_kind == kind]
-        raise SpecError(f"method {method_cls.name or method_cls.__name__!r} takes {method_cls.label_kind}-label data but data.task is "
+        raise SpecError(f"method {method_cls.name or method_cls.__name__!r} takes {method_cls.label_kind}-label data "
+                        "but data.task is "
                         f"{'multilabel' if kind == 'multi' else 'single-label'}; allowed methods for this data: "
                         f"{', '.join(takes) or 'none registered yet'}")
     if kind == "single" and "source" not in section:
