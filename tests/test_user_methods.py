@@ -117,6 +117,12 @@ def test_a_file_beside_the_spec_and_a_module_on_the_path_are_searched_like_built
     assert run_name(identify({"hp": trials[0]}, static), static).startswith("Good weight=0.1")
     with pytest.raises(SpecError, match=r"weight=3 is not allowed; allowed: a number in \[0, 1\]"):
         load_spec(_spec(folder, "./m.py:Good", grid={"weight": [3]}))
+    # the reported point, --smoke-test, racing and a budget take it as they take a built-in
+    raced = load_spec(_spec(folder, "./m.py:Good", reported={"weight": 0.3}, grid={"weight": [0.1, 0.9]},
+                            sweep={"seeds": [0, 1, 2], "racing": {"min_repeats": 2}, "budget": {"slot_hours": 1}}),
+                      smoke=True)
+    assert raced.reported == {"weight": 0.3} and raced.grid_points()[0]["weight"] == 0.3 and raced.grid_limit == 2
+    assert raced.racing is not None and raced.budget is not None
 
     package = tmp_path / "lab" / "mylab"
     package.mkdir(parents=True)
