@@ -226,14 +226,25 @@ def test_a_sweep_through_an_address_ships_or_checks(ship, ray_session, tiny_mode
     """``contrasweep run --address`` (the cluster path, in a process of its own, started outside
     the repository) on the suite's Ray: with ``ship: code`` the job ships the packages and the
     local encoder folder, and trials read the folder at its worker path; with ``ship:
-    installed`` the nodes' installed version is checked. Both sweeps finish."""
+    installed`` the nodes' installed version is checked. Both sweeps finish.
+
+    With ``code`` the method is a user's module in the driver's folder (``mylab.losses:CESupCon``,
+    examples/ce_supcon.py, issue 56): a job with a working_dir does not put the driver's folder
+    on its workers' path, so its trials import it only because the job shipped its package."""
+    import shutil
     import subprocess
     import sys
 
     from conftest import write_spec
 
+    method = {}
+    if ship == "code":
+        (tmp_path / "mylab").mkdir()
+        (tmp_path / "mylab" / "__init__.py").write_text("")
+        shutil.copy(ROOT / "examples" / "ce_supcon.py", tmp_path / "mylab" / "losses.py")
+        method = {"method": "mylab.losses:CESupCon"}
     spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, fixed={"epochs": 1}, grid={"lr": [1.0e-3]},
-                      sweep={"seeds": [0], "scheduler": "none", "ship": ship})
+                      sweep={"seeds": [0], "scheduler": "none", "ship": ship}, **method)
     address = ray_session.get_runtime_context().gcs_address
     done = subprocess.run(
         [sys.executable, "-m", "contrasweep", "--root", str(tmp_path / "sweeps"), "run", str(spec), "--name", "shipped",
@@ -245,3 +256,7 @@ def test_a_sweep_through_an_address_ships_or_checks(ship, ray_session, tiny_mode
     # the driver's report rebuilds the best model from the folder it shipped, not the worker path
     assert "report not written" not in done.stderr, done.stderr[-2000:]
     assert (tmp_path / "sweeps" / "shipped" / "report").is_dir()
+    if ship == "code":
+        assert meta["method"]["path"] == "mylab.losses:CESupCon"
+        assert meta["method"]["file"] == str((tmp_path / "mylab" / "losses.py").resolve())
+        assert "CESupCon lr=0.001 · seed=0: complete" in done.stderr
