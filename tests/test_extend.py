@@ -228,13 +228,14 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
     method_file.write_text(method_file.read_text() + "# changed after the kill\n")
     changed = hashlib.sha256(method_file.read_bytes()).hexdigest()
     before = (folder / "sweep.json").read_text()
-    refused = subprocess.run([sys.executable, "-m", "contrasweep", "extend", "x", "--set", "sweep.seeds=[0, 1]",
-                              "--address", ray_address], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
-    assert refused.stderr.strip().splitlines() == [
-        f"contrasweep: error: method '{method_file}:CESupCon' of sweep 'x' changed since the sweep last ran ({method_file}: "
-        f"sha256 {started[:12]} when it last ran, {changed[:12]} now); allowed: restore the file, or --allow-changed-method "
-        "to go on with the new code (its runs then record both hashes)"]
+    for command in (["resume", "x"], ["extend", "x", "--set", "sweep.seeds=[0, 1]"]):  # each refused, one line
+        refused = subprocess.run([sys.executable, "-m", "contrasweep", *command, "--address", ray_address], cwd=tmp_path,
+                                 env=env, capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+        assert refused.stderr.strip().splitlines() == [
+            f"contrasweep: error: method '{method_file}:CESupCon' of sweep 'x' changed since the sweep last ran "
+            f"({method_file}: sha256 {started[:12]} when it last ran, {changed[:12]} now); allowed: restore the file, or "
+            "--allow-changed-method to go on with the new code (its runs then record both hashes)"]
     assert not (folder / "tune-ext1").exists() and (folder / "sweep.json").read_text() == before  # nothing started
     proc = start("extend", "x", "--set", "sweep.seeds=[0, 1]", "--no-tsne", "--allow-changed-method")
     kill_mid_epoch(proc, set(), "tune-ext1")  # once resumed and grown: a new repeat, in the extension's experiment
