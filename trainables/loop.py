@@ -95,8 +95,12 @@ def checkpoint_activations(encoder) -> None:
 
         return nullcontext(), recompute()
 
-    backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False,
-                                                                          "context_fn": rates_as_in_forward})
+    kwargs = {"use_reentrant": False, "context_fn": rates_as_in_forward}
+    enable = getattr(backbone, "activation_checkpointing_enable", None)  # transformers >= 5.2x: the old name warns
+    if enable is not None:
+        enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, float]:
