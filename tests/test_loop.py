@@ -201,3 +201,20 @@ def test_a_max_steps_trial_resumed_mid_way_trains_the_same_steps(steps_taken, ti
         assert straight.reports[-1][key] == pytest.approx(resumed.reports[-1][key], abs=1e-5)
     last = [load_weights(weights_file(StateFolder(s.state_dir).path(resume_name(3)))) for s in (resumed, straight)]
     assert last[0].keys() == last[1].keys() and all(torch.allclose(last[0][k], last[1][k], atol=1e-6) for k in last[0])
+
+
+def test_a_session_that_never_writes_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    """Issue 57: every trial's TuneSession made an empty ``contrasweep-ckpt-*`` in the system's
+    temp folder (2,342 after a day of sweeps); a LocalSession makes one only when it writes."""
+    import tempfile
+
+    from trainables.sessions import TuneSession
+
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    sessions = [TuneSession(str(tmp_path / "state")), LocalSession()]
+    assert [s.all_gather(1) for s in sessions] == [[1], [1]] and list(folder.iterdir()) == []
+    assert sessions[0].state_dir == str(tmp_path / "state") and list(folder.iterdir()) == []
+    assert sessions[1].state_dir.startswith(str(folder / "contrasweep-ckpt-"))  # written to: made then
+    assert len(list(folder.iterdir())) == 1

@@ -33,9 +33,18 @@ class LocalSession:
     def __init__(self, checkpoint_root: str | None = None, resume_from: str | None = None, use_gpu: bool = False):
         self.reports: list[dict[str, Any]] = []
         self.checkpoints: list[str] = []
-        self._root = checkpoint_root or tempfile.mkdtemp(prefix="contrasweep-ckpt-")
+        self._given_root = checkpoint_root
         self._resume_from = resume_from
         self.device = torch.device("cuda" if use_gpu and torch.cuda.is_available() else "cpu")
+
+    @property
+    def _root(self) -> str:
+        """The folder it keeps states in: a temporary one made when first written to, so a
+        session that never writes (a ``TuneSession``, an embedding pass) leaves nothing behind
+        (issue 57: an empty ``contrasweep-ckpt-*`` per trial)."""
+        if self._given_root is None:
+            self._given_root = tempfile.mkdtemp(prefix="contrasweep-ckpt-")
+        return self._given_root
 
     @property
     def state_dir(self) -> str:
