@@ -204,16 +204,28 @@ def test_few_shot_k_too_large(run, toy_csv):
     # cherry: 30 rows, 21 of them in train after the 70/10/20 split -> k <= 10.
     with pytest.raises(DataError) as excinfo:
         run(source=toy_csv, protocol="few_shot", k=11)
-    _one_line_error(excinfo, "class 'cherry'", "it has 21", "allowed: k <= 10")
+    _one_line_error(excinfo, "needs 22 training rows of each class", "'cherry' has 21 (needs 22)",
+                    "allowed: k <= 10 (the most every class can give)")
 
 
-def test_few_shot_k_too_large_names_the_class_that_limits_k(run, toy_csv):
+def test_few_shot_k_too_large_names_every_class_short_of_rows(run, toy_csv):
     """k = 18 needs 36 rows of every class: banana (28 in train) and cherry (21) both fall
-    short; the message names cherry, whose size gives the allowed k (it named banana, the
-    first short class in label order, with cherry's bound)."""
+    short, and both are named with their counts; the allowed k is cherry's."""
     with pytest.raises(DataError) as excinfo:
         run(source=toy_csv, protocol="few_shot", k=18)
-    _one_line_error(excinfo, "class 'cherry'", "it has 21", "allowed: k <= 10")
+    _one_line_error(excinfo, "short: 'banana' has 28 (needs 36), 'cherry' has 21 (needs 36)", "allowed: k <= 10")
+    assert "apple" not in str(excinfo.value)
+
+
+def test_few_shot_n_total_too_large_gives_the_largest_that_works(run, toy_csv):
+    # shares of apple/banana/cherry (42/28/21 in train): n_total 91 would need every training row twice
+    with pytest.raises(DataError) as excinfo:
+        run(source=toy_csv, protocol="few_shot", n_total=91)
+    message = str(excinfo.value)
+    largest = int(message.split("n_total <= ")[1].split()[0])
+    run(source=toy_csv, protocol="few_shot", n_total=largest)  # that one works
+    with pytest.raises(DataError):
+        run(source=toy_csv, protocol="few_shot", n_total=largest + 1)
 
 
 def test_same_seed_same_rows_other_seed_other_rows(tiny_model_dir, toy_csv, tmp_path):
@@ -278,7 +290,7 @@ def test_dev_rule_with_few_shot_keeps_the_dev_validation_and_draws_the_same_trai
     assert _per_class(run(source=paths, protocol="few_shot", k=20, dev_test_fraction=0.5), "train") == {"a": 20, "b": 20}
     with pytest.raises(DataError) as excinfo:
         run(source=paths, protocol="few_shot", k=21, dev_test_fraction=0.5)
-    _one_line_error(excinfo, "needs 21 training rows of class 'a', it has 20", "allowed: k <= 20")
+    _one_line_error(excinfo, "needs 21 training rows of each class;", "'a' has 20 (needs 21)", "allowed: k <= 20")
 
 
 def test_dev_rule_without_a_dev_split_carves_one_from_train(run, toy_csv):

@@ -56,7 +56,9 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     if name == "ce.yaml":  # a user's own CSV with dirty rows: what was dropped, and why, is said and logged
         from test_data import _rows, _write_csv
 
-        dirty = _rows() + [{"text": " ", "label": "apple"}, {"text": "orphan", "label": ""}, {"text": "odd", "label": "7"}]
+        # issue 57: 'banana ' is banana (spaces stripped by default); 'Apple' is another class, named with the setting
+        dirty = _rows() + [{"text": " ", "label": "apple"}, {"text": "orphan", "label": ""}, {"text": "odd", "label": "7"},
+                           {"text": "spaced", "label": "banana "}, {"text": "cased", "label": "Apple"}]
         overrides.append(f"data={{source: {_write_csv(tmp_path / 'own.csv', dirty)}, protocol: full, test_fraction: 0.1}}")
     sweep = spec.load_spec(ROOT / "search_spaces" / name, overrides, smoke=True)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -69,10 +71,16 @@ def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, ca
     if name == "ce.yaml":
         assert "[contrasweep] data: dropped 2 rows of the source's train split: 1 empty text, 1 no label\n" in err
         assert "[contrasweep] data: class '7' has no row in" in err
+        assert ("[contrasweep] data: labels 'banana' and 'banana ' are one class 'banana' (data.labels: surrounding "
+                "spaces stripped)\n") in err
+        assert ("[contrasweep] data: labels 'Apple' and 'apple' differ only in case: set data.labels.casefold: true "
+                "to merge them\n") in err
         from mlflow.tracking import MlflowClient
 
         stats = json.loads(Path(MlflowClient(uri).download_artifacts(parent.info.run_id, "data_stats.json", str(tmp_path))).read_text())
         assert stats["dropped"] == {"train": {"empty text": 1, "no label": 1}} and stats["train"]["per_class"]["7"] in (0, 1)
+        assert stats["labels"] == {"merged": {"banana": ["banana", "banana "]}, "similar": [
+            {"names": ["Apple", "apple"], "differ_in": "case", "set": "data.labels.casefold: true"}]}
     assert len(runs) == n and all(r.info.status == "FINISHED" for r in runs)
     assert all(r.data.tags["contrasweep.last_epoch"] == "1" for r in runs)  # one epoch, wherever the spec sets them
     objective = sweep.metric[0].removeprefix("val/")

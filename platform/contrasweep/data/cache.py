@@ -18,7 +18,7 @@ from pathlib import Path
 
 # Bump when what is stored (columns, dtypes, cleaning, split or sampling rules) changes, so
 # old entries are not reused.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: label names stripped of surrounding spaces by default (data.labels)
 MARKER = "contrasweep.json"
 
 

@@ -24,11 +24,12 @@ MAX_SEED = 2**32 - 1  # numpy's RandomState accepts seeds up to this
 COMMON_KEYS = (
     "source", "text", "text_pair", "label",
     "split_seed", "validation_fraction", "test_fraction", "protocol", "seed",
-    "dev_test_fraction", "dev_validation_max",
+    "dev_test_fraction", "dev_validation_max", "labels",
 )
 # Keys that are left out of ``to_dict`` (and so of the cache key) while unset, so that data
 # sections written before they existed keep their cache entries.
 OPTIONAL_KEYS = ("dev_test_fraction", "dev_validation_max")
+LABEL_RULES = {"strip": True, "casefold": False}  # data.labels and its defaults (LabelRule)
 PROTOCOL_KEYS = {
     "full": (),
     "max_per_class": ("max_per_class",),
@@ -38,6 +39,25 @@ PROTOCOL_KEYS = {
 }
 PROTOCOLS = tuple(PROTOCOL_KEYS)
 ALL_KEYS = COMMON_KEYS + tuple(k for keys in PROTOCOL_KEYS.values() for k in keys)
+
+
+@dataclass(frozen=True)
+class LabelRule:
+    """``data.labels``: how class names are compared. ``strip`` (default on) removes the spaces
+    around a name, so ``'Billing '`` is ``'Billing'``; ``casefold`` (default off) also ignores
+    case, so ``'Billing'`` is ``'billing'``. Names equal under the rule are one class
+    (``contrasweep.data.labels``)."""
+
+    strip: bool = True
+    casefold: bool = False
+
+    def key(self, name: str) -> str:
+        name = name.strip() if self.strip else name
+        return name.casefold() if self.casefold else name
+
+    @property
+    def is_default(self) -> bool:
+        return (self.strip, self.casefold) == tuple(LABEL_RULES.values())
 
 
 @dataclass(frozen=True)
@@ -68,6 +88,7 @@ class DataConfig:
     num_classes: int | None = None
     classes: tuple[str, ...] | None = None
     per_class: int | None = None
+    labels: LabelRule = LabelRule()
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "DataConfig":
@@ -101,6 +122,8 @@ class DataConfig:
         for key in ("minority_classes", "classes"):
             if out.get(key) is not None:
                 out[key] = list(out[key])
+        if self.labels.is_default:  # left out while default, like OPTIONAL_KEYS
+            out.pop("labels")
         return out
 
     def key_dict(self) -> dict[str, Any]:
@@ -183,6 +206,7 @@ def _common(d: Mapping[str, Any]) -> dict[str, Any]:
         "seed": _int(d, "seed", 0, lo=0, hi=MAX_SEED),
         "dev_test_fraction": _fraction(d, "dev_test_fraction", None) if d.get("dev_test_fraction") is not None else None,
         "dev_validation_max": _int(d, "dev_validation_max", None, lo=1),
+        "labels": _label_rule(d.get("labels")),
     }
     if out["dev_test_fraction"] is not None:
         # the dev rule (splits.dev_splits): test comes from the dev split, never from train
@@ -201,6 +225,18 @@ def _common(d: Mapping[str, Any]) -> dict[str, Any]:
     if len(set(names)) != len(names):
         raise DataError(f"data.text, data.text_pair and data.label must name different columns, got {names}")
     return out
+
+
+def _label_rule(value) -> LabelRule:
+    if value is None:
+        return LabelRule()
+    allowed = ", ".join(f"{k} (true/false, default {str(v).lower()})" for k, v in LABEL_RULES.items())
+    if not isinstance(value, Mapping) or any(k not in LABEL_RULES for k in value):
+        raise DataError(f"data.labels {value!r} is not allowed; allowed: a mapping of {allowed}")
+    bad = [k for k, v in value.items() if not isinstance(v, bool)]
+    if bad:
+        raise DataError(f"data.labels.{bad[0]} must be true or false, got {value[bad[0]]!r}")
+    return LabelRule(**{k: bool(v) for k, v in value.items()})
 
 
 def _parse_max_per_class(d):

@@ -13,6 +13,7 @@ import pyarrow as pa
 from contrasweep.data.cache import FORMAT_VERSION, MARKER, cache_key, cache_root, read_marker, write_entry
 from contrasweep.data.chance import chance_levels, levels
 from contrasweep.data.config import DataConfig
+from contrasweep.data.labels import merge_hint, notes as label_notes
 from contrasweep.data.protocols import apply_protocol
 from contrasweep.data.sources import open_source
 from contrasweep.data.splits import labels_of, make_splits
@@ -36,6 +37,7 @@ class PreparedData:
     stats: dict  # {split: {"n": rows, "per_class": {label name: rows}}}
     is_pair: bool
     dropped: dict = field(default_factory=dict)  # {source split: {reason: rows}} (sources.RawData.dropped)
+    labels: dict = field(default_factory=dict)  # label spellings merged or kept apart (contrasweep.data.labels)
 
     @property
     def chance(self) -> dict:
@@ -70,12 +72,17 @@ def prepare(
         return _prepared(final, key, meta, cache_hit=True)
 
     raw = source.load(cfg)
-    splits, names = apply_protocol(make_splits(raw, cfg), raw.label_names, cfg)
+    try:
+        splits, names = apply_protocol(make_splits(raw, cfg), raw.label_names, cfg)
+    except DataError as exc:  # a class short of rows may be one spelling of another
+        short = getattr(exc, "label", None)
+        raise DataError(f"{exc}{merge_hint(raw.labels, short)}" if short else str(exc)) from None
     meta = {
         "format": FORMAT_VERSION,
         "label_names": names,
         "stats": split_stats(splits, names),
         "dropped": raw.dropped,
+        "labels": raw.labels,
         "is_pair": cfg.is_pair,
         "config": cfg.to_dict(),
         "tokenizer": str(tokenizer),
@@ -109,11 +116,12 @@ def split_stats(splits: dict[str, pa.Table], names: list[str]) -> dict:
     return out
 
 
-def data_notes(stats: dict, dropped: dict) -> list[str]:
+def data_notes(stats: dict, dropped: dict, labels: dict | None = None) -> list[str]:
     """What a user should know about prepared data besides its sizes: the source rows dropped
-    and why (``PreparedData.dropped``), and each class that some split has no row of (a stray
+    and why (``PreparedData.dropped``), label spellings merged or kept apart
+    (``PreparedData.labels``), and each class that some split has no row of (a stray
     label such as a typo: it is never learned, or never judged, there)."""
-    notes = []
+    notes = label_notes(labels or {})
     for split, reasons in dropped.items():
         total = sum(reasons.values())
         parts = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))  # the cache's JSON sorts them too
@@ -134,6 +142,7 @@ def _prepared(path: Path, key: str, meta: dict, cache_hit: bool) -> PreparedData
     return PreparedData(
         path=str(path), label_names=names, num_labels=len(names), key=key,
         cache_hit=cache_hit, stats=meta["stats"], is_pair=bool(meta["is_pair"]), dropped=meta.get("dropped") or {},
+        labels=meta.get("labels") or {},
     )
 
 

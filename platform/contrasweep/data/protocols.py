@@ -61,13 +61,9 @@ def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
         what = f"k={cfg.k}"
     keep_validation = cfg.dev_test_fraction is not None
     chunks = 1 if keep_validation else 2
-    # name the class that limits k: the one short by the most rows (with k, the smallest class)
-    c = int(np.argmax(chunks * per_class - counts))
-    if counts[c] < chunks * per_class[c]:
-        allowed = f"k <= {int(counts.min()) // chunks}" if cfg.n_total is None else "a smaller n_total"
-        parts = "" if keep_validation else f" ({per_class[c]} for train + {per_class[c]} for validation)"
-        raise DataError(f"few_shot {what} needs {chunks * per_class[c]} training rows of class {names[c]!r}{parts}, "
-                        f"it has {counts[c]}; allowed: {allowed}")
+    short = [c for c in range(len(names)) if counts[c] < chunks * per_class[c]]
+    if short:
+        _few_shot_shortfall(short, counts, per_class, chunks, names, cfg)
     sizes = {c: [int(per_class[c])] * chunks for c in range(len(names))}
     train, *validation = draw_per_class(labels, sizes, cfg.seed)
     pool = splits["train"]
@@ -75,6 +71,30 @@ def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
     if validation:
         out["validation"] = take(pool, validation[0])
     return out, names
+
+
+def _few_shot_shortfall(short, counts, per_class, chunks: int, names: list[str], cfg: DataConfig):
+    """The one-line error of a few-shot draw that some classes cannot give: each short class
+    with its rows, and what works (the largest k or n_total, else dropping or merging a class)."""
+    what = f"n_total={cfg.n_total}" if cfg.n_total is not None else f"k={cfg.k}"
+    need = (f"{chunks * int(per_class[0])} training rows of each class" if cfg.n_total is None
+            else "its share of training rows from each class")
+    parts = " (as many for train as for validation)" if chunks == 2 else ""
+    listed = ", ".join(f"{names[c]!r} has {int(counts[c])} (needs {chunks * int(per_class[c])})" for c in short)
+    if cfg.n_total is None:
+        largest = int(counts.min()) // chunks
+        works = f"k <= {largest} (the most every class can give)" if largest else None
+    else:
+        largest = next((n for n in range(cfg.n_total - 1, 1, -1)
+                        if np.all(chunks * stratified_counts(counts, n) <= counts)), 0)
+        works = f"n_total <= {largest} (the most the classes' shares allow)" if largest else None
+    if works is None:
+        poorest = int(np.argmin(counts))
+        works = (f"drop class {names[poorest]!r} ({int(counts[poorest])} {'row' if counts[poorest] == 1 else 'rows'}) "
+                 f"from the source or merge it into another class, then a k every class can give")
+    error = DataError(f"few_shot {what} needs {need}{parts}; short: {listed}; allowed: {works}")
+    error.label = names[int(np.argmin(counts))]  # prepare names another spelling it could merge with
+    raise error
 
 
 def imbalance(splits: Splits, names: list[str], cfg: DataConfig):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from contrasweep.data import corpora
+from contrasweep.data import corpora, labels
 from contrasweep.data.config import BUNDLED, HUB_PREFIX, DataConfig
 from contrasweep.errors import DataError
 
@@ -37,6 +37,7 @@ class RawData:
     splits: dict[str, pa.Table]  # "train", and "validation"/"test" when the source has them
     label_names: list[str]
     dropped: dict[str, dict[str, int]] = field(default_factory=dict)  # {split: {"no label": n, "empty text": n}}
+    labels: dict = field(default_factory=dict)  # spellings merged into one class, or kept apart (data.labels.encode)
 
 
 def open_source(cfg: DataConfig):
@@ -176,15 +177,16 @@ def normalize(tables: dict[str, pa.Table], cfg: DataConfig, where: str, class_na
     if picked["train"].num_rows == 0:
         raise DataError(f"{where}: the train split has no row with both a text and a label (empty or missing cells "
                         "are dropped); allowed: rows with a non-empty text and label")
+    report = {}
     if class_names is None:
-        picked, class_names = _encode_labels(picked)
+        picked, class_names, report = _encode_labels(picked, cfg)
     else:
         picked = {s: _set_label(t, t["label"].cast(pa.int64())) for s, t in picked.items()}
     if len(class_names) < 2:
         raise DataError(
             f"{where}: column {cfg.label!r} has {len(class_names)} class(es) {class_names}; allowed: at least 2"
         )
-    return RawData(picked, [str(n) for n in class_names], dropped)
+    return RawData(picked, [str(n) for n in class_names], dropped, report)
 
 
 def _pick_columns(table: pa.Table, cfg: DataConfig, where: str) -> pa.Table:
@@ -237,20 +239,21 @@ def _non_empty(column):
     return pc.fill_null(pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(column)), 0), False)
 
 
-def _encode_labels(tables: dict[str, pa.Table]):
+def _encode_labels(tables: dict[str, pa.Table], cfg: DataConfig):
+    """Class indices in the order of the sorted label values: numbers as they are, names under
+    ``data.labels`` (``contrasweep.data.labels``: spellings that differ only in spaces are one class)."""
     columns = {split: table["label"] for split, table in tables.items()}
-    if all(pa.types.is_integer(c.type) or pa.types.is_floating(c.type) for c in columns.values()):
-        columns = {s: _as_int(c) for s, c in columns.items()}
-        value_type = pa.int64()
-    else:
+    if not all(pa.types.is_integer(c.type) or pa.types.is_floating(c.type) for c in columns.values()):
         columns = {s: _cast(c, pa.string(), "labels must be strings or integers") for s, c in columns.items()}
-        value_type = pa.string()
+        codes, names, report = labels.encode(columns, cfg.labels)
+        return {s: _set_label(t, codes[s]) for s, t in tables.items()}, names, report
+    columns = {s: _as_int(c) for s, c in columns.items()}
     values = sorted({v for c in columns.values() for v in pc.unique(c).to_pylist()})
-    value_set = pa.array(values, type=value_type)
+    value_set = pa.array(values, type=pa.int64())
     out = {}
     for split, table in tables.items():
         out[split] = _set_label(table, pc.index_in(columns[split], value_set=value_set).cast(pa.int64()))
-    return out, [str(v) for v in values]
+    return out, [str(v) for v in values], {}
 
 
 def _set_label(table: pa.Table, labels) -> pa.Table:

@@ -59,7 +59,8 @@ def rows_line(prepared: list) -> str:
 
 def data_notes(prepared: list) -> list[str]:
     """Every variant's notes on its data (``contrasweep.data.prepare.data_notes``), each once."""
-    return list(dict.fromkeys(note for one in prepared for note in notes_of(one.stats, one.dropped)))
+    return list(dict.fromkeys(note for one in prepared
+                              for note in notes_of(one.stats, one.dropped, getattr(one, "labels", None))))
 
 
 def reported_line(sweep: Sweep) -> str | None:

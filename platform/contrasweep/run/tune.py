@@ -97,8 +97,10 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: Sw
     }
     if sweep.warm_start:  # the earlier sweeps whose results seeded the study (search.warm_start)
         params["warm_start"] = ",".join(sweep.warm_start)
-    def with_dropped(p) -> dict:  # the source rows dropped and why, and the chance levels, next to the splits' sizes
-        return {**p.stats, **({"dropped": p.dropped} if p.dropped else {}), "chance": p.chance}
+    def with_dropped(p) -> dict:  # the source rows dropped and why, label spellings merged or kept apart, and the
+        # chance levels, next to the splits' sizes
+        return {**p.stats, **({"dropped": p.dropped} if p.dropped else {}),
+                **({"labels": p.labels} if getattr(p, "labels", None) else {}), "chance": p.chance}
 
     if len(prepared) == 1:
         stats = with_dropped(prepared[0])
@@ -198,7 +200,7 @@ def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, r
     print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
           f"seeds={sweep.seeds}; data: {rows_line(prepared)}, {prepared[0].num_labels} classes "
           f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
-    for note in data_notes(prepared):  # rows dropped and why, classes a split lacks
+    for note in data_notes(prepared):  # rows dropped and why, label spellings, classes a split lacks
         print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
     line = reported_line(sweep)
     if line:  # a user's grid replaced the paper's: say what the extra first trial is
