@@ -63,7 +63,13 @@ def test_a_budget_ends_the_grid_early_and_extend_runs_what_it_left(ray_session, 
     text = out.out + out.err
     assert "[contrasweep] sweep 'b' finished: 1 trial: 1 complete" in text
     assert "it ended the sweep: 5 trials did not run, 1 configuration cut short (outcome budget" in text
-    assert "contrasweep extend b --set sweep.budget.slot_hours=" in text
+    # nothing completed all its repeats: nothing selected, said with the budget that would complete one (issue 57)
+    line = next(l for l in text.splitlines() if l.startswith("[contrasweep] nothing selected: "))
+    assert "before any configuration completed its 3 repeats, so there is no best configuration" in line
+    assert float(line.split("contrasweep extend b --set sweep.budget.slot_hours=")[1]) > TINY
+    assert "[contrasweep] best configuration" not in text
+    assert main(["--root", str(root), "list"]) == 0
+    assert "none: the budget ended the sweep first" in capsys.readouterr().out
 
     # a budget may only grow; a larger one runs the five trials it left, none of them twice
     assert main(["--root", str(root), "extend", "b", "--set", "sweep.budget.slot_hours=0.0000001"]) == 2

@@ -104,7 +104,10 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
     assert {configs[run_id].data.metrics["n_repeats"] for run_id in best.values()} == {3.0}
     assert all(r.info.status == "FINISHED" and r.data.tags["contrasweep.outcome"] == "complete" for r in configs.values())
     assert main(["--root", str(root), "list"]) == 0
-    assert "finished+ext3" in capsys.readouterr().out
+    header, *rows = capsys.readouterr().out.splitlines()
+    (row,) = [r for r in rows if r.startswith("g ")]
+    # the columns align whatever the status text (issue 57: finished+ext3 pushed the rest right)
+    assert row.index("finished+ext3") == header.index("status") and row.index("val/") == header.index("selected")
 
 
 def test_an_optuna_sweep_grows_its_study(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
@@ -127,7 +130,7 @@ def test_an_optuna_sweep_grows_its_study(ray_session, tiny_model_dir, tmp_path, 
     trials = optuna.load_study(study_name="o", storage=f"sqlite:///{root / 'o' / 'optuna.db'}").trials
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 5
     assert len({t.params["lr"] for t in trials}) == 5  # the new suggestions are new points
-    for args, expected in ((["--set", "sweep.seeds=[0, 1]"], "sweep.seeds cannot grow in a optuna sweep"),
+    for args, expected in ((["--set", "sweep.seeds=[0, 1]"], "sweep.seeds cannot grow in an optuna sweep"),
                            (["--set", "sweep.num_samples=4"], "sweep.num_samples=4 is not larger than the 5")):
         code = main(["--root", str(root), "extend", "o", *args])
         err = capsys.readouterr().err.strip().splitlines()

@@ -183,6 +183,25 @@ def test_the_disk_bound_follows_what_the_sweep_folder_keeps():
     assert small.concurrency == 2 and small.disk_bytes == (3 * 2 + 2 * 10 + 10) * 1000 + (2 + 2) * 3000
 
 
+def test_a_run_opens_with_its_size_and_a_large_one_with_plans_estimate_and_the_smoke_test(cache_dir):
+    """issue 57: `contrasweep run search_spaces/lacon.yaml` started 15,000 trials without a word."""
+    from contrasweep.run.size_line import LARGE_TRIALS, size_lines
+    from contrasweep.run.sweep_plan import clock, plan
+    from contrasweep.spec.load import load_spec
+
+    demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
+    (line,) = size_lines(demo, _prepared(demo), {"CPU": 2.0}, None, calibration=CALIBRATION)
+    assert line.startswith("4 trials to run: 2 configurations × 2 repeats, 2 at a time (`contrasweep plan SPEC`")
+    lacon = load_spec(str(ROOT / "search_spaces" / "lacon.yaml"), ["sweep.max_concurrent=1"])
+    assert registry.total_trials(lacon) > LARGE_TRIALS
+    first, second = size_lines(lacon, _prepared(lacon), {"CPU": 2.0}, None, calibration=CALIBRATION)
+    found = plan(lacon, _prepared(lacon), CALIBRATION, {"CPU": 2.0}, tsne=False)
+    assert first.startswith(f"{found.trials:,} trials to run: {found.configurations:,} configurations × "
+                            f"{found.repeats} repeats, 1 at a time; plan's estimate: {clock(found.estimated_seconds)} on "
+                            "this machine")
+    assert "--smoke-test (1 epoch, at most 2 trials" in second and "Ctrl-C keeps its state" in second
+
+
 def test_the_cost_model_by_hand():
     from contrasweep.run.sweep_plan import concurrency, makespan, resume_states
     from contrasweep.spec.sweep import Sweep
@@ -228,6 +247,14 @@ def test_measured_fixed_costs_replace_the_defaults_in_the_estimate():
     assert lines[-1].startswith("fixed costs measured on this machine at ") and "sweep 12.0 s" in lines[-1]
     assert "a trial process's start 6.0 s, 0.50 s per trial" in lines[-1]
     assert describe(demo, default, {"CPU": 2.0}, "this machine")[-1].endswith("(defaults: not measured on this machine)")
+    # counted nouns, and the load the estimate assumes and measures (issue 57: 40 s planned, 89.5 s beside other work)
+    assert lines[0].startswith("4 trials = 2 configurations × 2 repeats (1 setting); method ce")
+    (wall,) = [line for line in lines if line.startswith("estimated wall time: ")]
+    assert "every trial training all its epochs, with nothing else running (load average now " in wall
+    assert describe(demo, found, {"CPU": 2.0}, "10.0.0.1:6379")[-3].endswith("with nothing else running there")
+    one = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), ["grid.lr=[3.0e-5]"])
+    first = describe(one, plan(one, _prepared(one), CALIBRATION, {"CPU": 2.0}), {"CPU": 2.0}, "this machine")[0]
+    assert first.startswith("2 trials = 1 configuration × 2 repeats (1 setting)")
 
 
 @pytest.fixture(scope="module")

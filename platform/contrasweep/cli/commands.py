@@ -179,15 +179,21 @@ def cmd_list(args) -> int:
 
     notes = [note for note in (settle(s) for s in found) if note]  # dead drivers' sweeps set straight first
 
-    print(f"{'name':36} {'status':12} {'trials':>7}  {'selected configuration so far':44} {'learned':30} {'disk':>8}  "
-          f"{'created':19}")
-    for s in found:
-        row = listing(s)
-        print(f"{s.name:36} {row['status']:12} {row['trials']:>7}  {row['best']:44} {row['learned']:30} "
-              f"{human(row['disk']):>8}  {row['created']:19}")
+    rows = [(s.name, r["status"], r["trials"], r["best"], r["learned"], human(r["disk"]), r["created"])
+            for s, r in ((s, listing(s)) for s in found)]
+    for line in table(("name", "status", "trials", "selected configuration so far", "learned", "disk", "created"),
+                      rows, right=(2, 5)):
+        print(line)
     for note in notes:
         print(f"[contrasweep] {note}", file=sys.stderr)
     return 0
+
+
+def table(header: tuple, rows: list[tuple], right: tuple = ()) -> list[str]:
+    """``header`` and ``rows`` in columns as wide as their widest cell (``right``: right-aligned columns)."""
+    widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
+    return ["  ".join(str(cell).rjust(w) if i in right else str(cell).ljust(w)
+                      for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in (header, *rows)]
 
 
 def cmd_clean(args) -> int:

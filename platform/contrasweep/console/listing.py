@@ -12,8 +12,10 @@ import statistics
 from pathlib import Path
 
 from contrasweep.console.summary import disk_use
+from contrasweep.folder import budget_record
 from contrasweep.folder.record import read as read_record
 from contrasweep.spec.text import counted, mean_std
+
 
 def selected(trials: dict, mode: str) -> tuple[list[float], str | None]:
     """The best validation values of the repeats of the configuration the summary would select
@@ -75,6 +77,8 @@ def listing(sweep) -> dict:
             learned = f"no (chance {judged['level']:.4f}{steps})"
         elif judged is not None:
             learned = "yes"
+    elif (budget_record.read(sweep.path / budget_record.BUDGET_FILE) or {}).get("ended"):
+        best = "none: the budget ended the sweep first"
     if meta.get("extensions"):  # contrasweep extend
         status = f"{status}+ext{len(meta['extensions'])}"
     return {"status": status, "trials": f"{ended}/{total}", "best": best, "learned": learned,

@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from contrasweep.folder import budget_record, race_record
+from contrasweep.console.limits import budget_lines, not_run, nothing_selected, race_lines, sweep_meta
 from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
 from contrasweep.search.registry import group_sizes, searcher_of
@@ -21,7 +21,7 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.text import counted, hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
 from contrasweep.tracking.runs_view import base_url, run_url, runs_url
-from contrasweep.tracking.store import BUDGET_CUT, ELIMINATED, error_line
+from contrasweep.tracking.store import error_line
 from contrasweep.tracking.verdict import Verdict, not_learned_text
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `contrasweep ui` serves a local store (contrasweep.tracking.runs_view)
@@ -49,7 +49,7 @@ def recorded_best(folder: Path, metric: str, mode: str) -> dict:
     """setting -> the best configuration's ``Group``, read from MLflow: an extended sweep's
     (``contrasweep extend``) Tune results hold only its newest trials."""
     state = read_record(folder / "tracking.json")
-    uri = _meta(folder)["tracking_uri"]
+    uri = sweep_meta(folder)["tracking_uri"]
     return select(groups(uri, state["parent_run_id"]), metric, mode)
 
 
@@ -115,52 +115,6 @@ def run_links(folder: Path) -> dict[str, str]:
     return {"": runs_url(base, experiment), **links}
 
 
-def race_lines(folder: Path, racing) -> list[str]:
-    """What the race did (``race.json``): the configurations it eliminated, and the trials it saved
-    against every repeat of every configuration."""
-    journal = race_record.read(folder / race_record.RACE_FILE)
-    if not journal or journal.get("total") is None:
-        return []
-    eliminated = sum(1 for o in journal["out"].values() if o["outcome"] == ELIMINATED)
-    ran, total = race_record.ran(journal), journal["total"]
-    saved = total - ran - (journal.get("needed") or 0)
-    return [f"[contrasweep] racing (min_repeats {racing.min_repeats}, alpha {racing.alpha:g}): {eliminated} "
-            f"configuration{'' if eliminated == 1 else 's'} eliminated; racing saved {saved} of {total} trials "
-            f"({ran} ran)"]
-
-
-def budget_lines(folder: Path, budget, unit: str) -> list[str]:
-    """What the budget allowed (``budget.json``): the slot time spent, and where it ended the
-    sweep, the trials that did not run and how to go on."""
-    journal = budget_record.read(folder / budget_record.BUDGET_FILE)
-    if not journal:
-        return []
-    spent = f"{journal['spent_s'] / 3600:.3g} of {budget.slot_hours:g} {unit}-hours spent"
-    ended = journal.get("ended")
-    if not ended:
-        return [f"[contrasweep] budget: {spent}"]
-    started = len(read_record(folder / "tracking.json").get("trials", {}))
-    race = race_record.read(folder / race_record.RACE_FILE)
-    if race and race.get("needed") is not None:  # what the race would still have run
-        not_run = race["needed"]
-    else:
-        not_run = max(_meta(folder).get("total", 0) - started, 0)
-    cut = len(ended["cut"])
-    return [f"[contrasweep] budget: {spent}; it ended the sweep: {counted(not_run, 'trial')} did not run"
-            + (f", {counted(cut, 'configuration')} cut short (outcome {BUDGET_CUT}, never selected)" if cut else "")
-            + f"; the selection is from what completed; to go on: contrasweep extend {folder.name} "
-            f"--set sweep.budget.slot_hours=<more than {budget.slot_hours:g}>"]
-
-
-def not_run(results, folder: Path | None) -> int:
-    """Tune's trials the budget ended before they started (``budget.json``, by their folders' names)."""
-    journal = budget_record.read(folder / budget_record.BUDGET_FILE) if folder is not None else None
-    if not journal or not journal.get("ended"):
-        return 0
-    names = set(journal["ended"]["not_run"])
-    return sum(1 for r in results if str(r.path).rstrip("/").rsplit("/", 1)[-1] in names)
-
-
 def ended_before(results, folder: Path | None) -> list[str]:
     """The outcomes of the trials of this Tune experiment that ended FINISHED and are not among
     ``results``: a resumed driver's Tune holds no trial that had ended and was recorded before
@@ -171,7 +125,7 @@ def ended_before(results, folder: Path | None) -> list[str]:
         trials = read_record(folder / "tracking.json").get("trials", {})
     except (OSError, ValueError):
         return []
-    extensions = len(_meta(folder).get("extensions", []))
+    extensions = len(sweep_meta(folder).get("extensions", []))
     experiment = f"tune-ext{extensions}" if extensions else "tune"
     held = {tune_trial_id(r) for r in results}
     return [e.get("outcome", "") for tid, e in trials.items() if e.get("status") == "FINISHED"
@@ -255,7 +209,7 @@ def resume_line(folder: Path, name: str) -> str:
         trials = {}
     ended = [e for e in trials.values() if "status" in e]
     outcomes = [e.get("outcome") for e in ended]
-    total = _meta(folder).get("total") or len(trials)
+    total = sweep_meta(folder).get("total") or len(trials)
     going = [e for e in trials.values() if "status" not in e]
     shown = "; ".join(f"{e.get('name', '?')} had reached epoch {e.get('last_epoch', 0)}" for e in going[:3])
     more = f"; {len(going) - 3} more" if len(going) > 3 else ""
@@ -276,13 +230,6 @@ def _scheduler_stops(folder: Path | None) -> int:
     return sum(1 for e in trials.values() if e.get("status") == "FINISHED" and e.get("outcome") == "stopped")
 
 
-def _meta(folder: Path) -> dict:
-    try:
-        return json.loads((folder / "sweep.json").read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep, root) -> tuple[list[str], int]:
     """The summary's lines, and how many trials failed."""
     failed = [r for r in results if r.error is not None]
@@ -296,7 +243,7 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     complete += earlier.count("complete")
     total = len(results) + len(earlier)
     stopped = total - len(failed) - complete - unrun
-    extensions = len(_meta(folder).get("extensions", [])) if folder else 0
+    extensions = len(sweep_meta(folder).get("extensions", [])) if folder else 0
     where = f" (its extension {extensions}, contrasweep extend)" if extensions else ""
     counts = f"{complete} complete, {stopped} stopped early"
     if status == "interrupted":  # a trial the interruption cut is "interrupted"; the scheduler's stops are "stopped early"
@@ -318,7 +265,11 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     if folder is not None and sweep is not None and sweep.racing:
         lines += race_lines(folder, sweep.racing)
     if folder is not None and sweep is not None and sweep.budget:
-        lines += budget_lines(folder, sweep.budget, trial_slots(sweep.resources["cpu"], sweep.resources["gpu"], 1)[1])
+        unit = trial_slots(sweep.resources["cpu"], sweep.resources["gpu"], 1)[1]
+        lines += budget_lines(folder, sweep.budget, unit, selected=bool(best))
+        if not best:  # nothing completed: say so, and what would complete one configuration
+            sizes = group_sizes(sweep)
+            lines += nothing_selected(folder, sweep.budget, unit, sizes if isinstance(sizes, int) else max(sizes.values()))
     if folder is not None and sweep is not None and status in ("finished", "failed"):
         lines += model_lines(folder, sweep.keep_models)
     errors = model_errors(folder) if folder is not None else []

@@ -35,7 +35,7 @@ from contrasweep.search.registry import SEARCHERS, searcher_of, total_trials
 from contrasweep.spec.axes import REPEAT_AXES, keep_order
 from contrasweep.spec.load import apply_override
 from contrasweep.spec.sweep import Sweep
-from contrasweep.spec.text import counted
+from contrasweep.spec.text import a, counted
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking import writer
 from contrasweep.tracking.store import OUTCOME_TAG, get_client
@@ -94,7 +94,7 @@ def check_growth(ran: Sweep, new: Sweep) -> list[str]:
                 grown.append(key)
             continue
         if key in growable:
-            raise UserError(f"{key} cannot grow in a {ran.searcher} sweep ({searcher.cannot_grow}); {ALLOWED}")
+            raise UserError(f"{key} cannot grow in {a(ran.searcher)} sweep ({searcher.cannot_grow}); {ALLOWED}")
         raise UserError(f"extend cannot change {key} ({shown(was)} -> {shown(now)}); {ALLOWED}")
     if not grown:
         raise UserError(f"nothing to extend: the overrides add no seed, data value or suggestion; {ALLOWED}")

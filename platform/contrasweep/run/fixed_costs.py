@@ -56,23 +56,36 @@ def cache_file() -> Path:
     return Path(cache_root()) / "fixed_costs.json"
 
 
+def kept(method: str, slots: int, address: str | None) -> dict | None:
+    """The fixed costs ``measured`` keeps for these (a day old at most), or None: never a probe."""
+    try:
+        found = json.loads(cache_file().read_text()).get(_key(method, slots, address))
+    except (OSError, ValueError, AttributeError):
+        return None
+    return {**found, "kept": True} if found and time.time() - found.get("when", 0) < KEEP_S else None
+
+
+def _key(method: str, slots: int, address: str | None) -> str:
+    return f"{socket.gethostname()}|{address or 'local'}|{slots}|{method}"
+
+
 def measured(method: str, slots: int, address: str | None, remeasure: bool = False) -> dict:
     """The fixed costs of a sweep of ``method`` with ``slots`` trials at a time: kept ones (a
     day old at most, same host, address and slots), or a new probe's."""
-    key = f"{socket.gethostname()}|{address or 'local'}|{slots}|{method}"
+    found = None if remeasure else kept(method, slots, address)
+    if found:
+        return found
+    key = _key(method, slots, address)
     file = cache_file()
     try:
-        kept = json.loads(file.read_text())
+        kept_all = json.loads(file.read_text())
     except (OSError, ValueError):
-        kept = {}
-    found = kept.get(key)
-    if found and not remeasure and time.time() - found.get("when", 0) < KEEP_S:
-        return {**found, "kept": True}
+        kept_all = {}
     found = probe(method, slots, address)
-    kept[key] = found
+    kept_all[key] = found
     file.parent.mkdir(parents=True, exist_ok=True)
     tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(kept, indent=1))
+    tmp.write_text(json.dumps(kept_all, indent=1))
     os.replace(tmp, file)
     return {**found, "kept": False}
 

@@ -63,6 +63,7 @@ from contrasweep.run.ray_start import init_ray
 from contrasweep.search.registry import (fewest_trials, live_limit, pause_epochs, reported_configurations, tests_in_trials,
                                         trial_configs)
 from contrasweep.spec.budget import trial_slots
+from contrasweep.spec.text import counted
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.trial import DATA_KEY, plan_of
@@ -343,8 +344,8 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
     c = found.calibration
     resources = ", ".join(f"{v:g} {k}" for k, v in available.items() if v) or "no resources"
     return [
-        f"{found.trials} trials = {found.configurations} configurations × {found.repeats} repeats "
-        f"({found.settings} setting{'s' if found.settings != 1 else ''}); method {sweep.method}, searcher "
+        f"{counted(found.trials, 'trial')} = {counted(found.configurations, 'configuration')} × "
+        f"{counted(found.repeats, 'repeat')} ({counted(found.settings, 'setting')}); method {sweep.method}, searcher "
         f"{sweep.searcher}, scheduler {sweep.scheduler}",
         *([f"racing (min_repeats {sweep.racing.min_repeats}, alpha {sweep.racing.alpha:g}): between "
            f"{found.fewest_trials} and {found.trials} trials (every configuration's first {sweep.racing.min_repeats} "
@@ -360,12 +361,22 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"{human(c['resume_bytes'])} per trial; the MLflow models in the store)",
         f"estimated wall time: {clock(found.estimated_seconds)} with {found.concurrency} trial"
         f"{'s' if found.concurrency != 1 else ''} at a time on {where} ({resources}), every trial training "
-        "all its epochs",
+        f"all its epochs, {load_text(where)}",
         f"calibrated in {c['measured_s']:.1f} s on this machine (the real loop, {c['steps']} steps on the first "
         f"trial's data): {1000 * c['train_row_s']:.1f} ms per training row, {1000 * c['eval_row_s']:.1f} ms per "
         f"evaluated row + {c['eval_fixed_s']:.1f} s per evaluation, set-up {c['setup_s']:.1f} s",
         fixed_line(found.fixed, where),
     ]
+
+
+def load_text(where: str) -> str:
+    """What the estimate assumes of other work: nothing else running, and the load measured now
+    (this machine's 1-minute load average; a cluster's is not measured)."""
+    if where != "this machine" or not hasattr(os, "getloadavg"):
+        return "with nothing else running there"
+    load, cpus = os.getloadavg()[0], os.cpu_count() or 1
+    busy = "; other work there would slow it" if load >= 0.5 else ""
+    return f"with nothing else running (load average now {load:.1f} on {counted(cpus, 'CPU')}{busy})"
 
 
 def budget_line(sweep: Sweep, found: SweepPlan) -> str:

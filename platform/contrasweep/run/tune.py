@@ -33,6 +33,7 @@ from contrasweep.run.inputs import (data_notes, load_sweep, prepare_data, prepar
                                     sweep_static)
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
 from contrasweep.run.shipping import local_files_of
+from contrasweep.run.size_line import size_lines
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.static import SweepStatic
@@ -186,7 +187,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     console.attach_log(sweep_dir.path)
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         with deferred_ctrl_c() as asked:  # a Ctrl-C before Tune runs: the sweep stops once its Tuner is saved
-            tuner, static = _open(sweep, name, sweep_dir, prepared, refs, files, tracking_uri)
+            tuner, static = _open(sweep, name, sweep_dir, prepared, refs, files, tracking_uri, address)
         if asked():  # resume runs it from its saved Tuner (tuner.pkl), nothing having started
             sweep_dir.update_meta(status="interrupted")
             return []
@@ -194,14 +195,19 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
 
 
 def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, refs: list, files: list[str],
-          tracking_uri: str):
-    """A new sweep's opening lines and its Tuner (saved as ``tuner.pkl``), for ``run``."""
+          tracking_uri: str, address: str | None = None):
+    """A new sweep's opening lines (its data, its size: ``size_line``) and its Tuner (saved as
+    ``tuner.pkl``), for ``run``."""
+    import ray
+
     sweep_storage.mirror(sweep.storage, sweep_dir.path)
     print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
           f"seeds={sweep.seeds}; data: {rows_line(prepared)}, {prepared[0].num_labels} classes "
           f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
     for note in data_notes(prepared):  # rows dropped and why, label spellings, classes a split lacks
         print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
+    for line in size_lines(sweep, prepared, {k: float(v) for k, v in ray.cluster_resources().items()}, address):
+        print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
     line = reported_line(sweep)
     if line:  # a user's grid replaced the paper's: say what the extra first trial is
         print(f"[contrasweep] {line}", file=sys.stderr, flush=True)

@@ -1,7 +1,7 @@
 """How numbers and counts read in every line a user sees (run names, console lines, the
 summary, ``list``, report tables): hyperparameters to 4 significant digits, metrics to 4
-decimals with ``±`` only where 2 or more repeats give a spread, and counted nouns in the right
-number.
+decimals with ``±`` only where 2 or more repeats give a spread, counted nouns in the right
+number, and the article a word takes.
 
 May import: nothing of the project.
 """
@@ -38,6 +38,11 @@ def mean_std(mean: float, std: float, n: int) -> str:
 def counted(n: int, noun: str, plural: str | None = None) -> str:
     """``1 repeat``, ``2 repeats``, ``1 configuration``."""
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def a(word: str) -> str:
+    """``a grid``, ``an optuna``: the article a word takes (by its first letter)."""
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
 
 
 def _number(text: str) -> bool:

@@ -1,0 +1,46 @@
+"""The line a new sweep opens with about its size: how many trials it starts (configurations ×
+repeats, how many at a time) and, for a large sweep, ``plan``'s estimate of its wall time and how
+to try it small first.
+
+Above ``LARGE_TRIALS`` trials the run calibrates its first trial as ``contrasweep plan`` does
+(``contrasweep.run.sweep_plan``: the real loop for a few steps, at most about 20 s, nothing
+against the hours such a sweep takes) with the fixed costs ``plan`` kept for this machine, or
+the defaults (never a probe here). A smaller sweep names ``plan`` instead, and its status line
+shows an ETA once a trial has ended (``contrasweep.console.progress``).
+
+May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.fixed_costs``, ``contrasweep.search``,
+``contrasweep.spec``.
+"""
+
+from __future__ import annotations
+
+from contrasweep.run import fixed_costs, sweep_plan
+from contrasweep.search.registry import total_trials
+from contrasweep.spec.smoke import TRIALS as SMOKE_TRIALS
+from contrasweep.spec.sweep import Sweep
+from contrasweep.spec.text import counted
+
+LARGE_TRIALS = 100  # above this many trials a run says what it will cost and how to try it small
+
+
+def size_lines(sweep: Sweep, prepared: list, available: dict[str, float], address: str | None,
+               calibration: dict | None = None) -> list[str]:
+    """The line(s), without their ``[contrasweep]`` mark. ``calibration``: one already measured
+    (tests), else the first trial's when the sweep is large."""
+    total, slots = total_trials(sweep), sweep_plan.concurrency(sweep, available)
+    configurations = total // max(1, sweep.repeats)
+    head = (f"{total:,} trial{'' if total == 1 else 's'} to run: {configurations:,} "
+            f"configuration{'' if configurations == 1 else 's'} × {counted(sweep.repeats, 'repeat')}, {slots} at a time")
+    if total <= LARGE_TRIALS:
+        return [f"{head} (`contrasweep plan SPEC` estimates time and disk before a run; the status line shows an ETA "
+                "once a trial has ended)"]
+    if calibration is None:
+        sweep_plan.quiet()
+        calibration = sweep_plan.calibrate_first_trial(sweep, prepared)
+    fixed = fixed_costs.kept(sweep.method, slots, address)
+    found = sweep_plan.plan(sweep, prepared, calibration, available, tsne=False, fixed=fixed)
+    where = address or "this machine"
+    return [f"{head}; plan's estimate: {sweep_plan.clock(found.estimated_seconds)} on {where}, every trial training "
+            f"all its epochs ({found.steps_total:,} optimiser steps in all; `contrasweep plan SPEC` details it)",
+            f"a large sweep (over {LARGE_TRIALS} trials): to try it small first, stop it (Ctrl-C keeps its state) and "
+            f"run the same command with --smoke-test (1 epoch, at most {SMOKE_TRIALS} trials, its own experiment)"]
