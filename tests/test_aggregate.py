@@ -87,3 +87,11 @@ def test_cli_names_the_best_mean_configuration_not_the_best_trial():
     assert best_lines(results, sweep, "val/accuracy", "max", {}) == [
         "[contrasweep] best configuration: lr=1e-05: val/accuracy 0.7000 ± 0.1414, test/accuracy 0.6000 ± 0.1414 "
         "(2 repeats)"]
+    # one configuration (an empty grid): what the spec's fixed section set, not every default (issue 57)
+    one = validate({"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 5}, "grid": {},
+                    "fixed": {"lr": 1.0e-4, "epochs": 2}, "sweep": {"seeds": [0, 1]}})
+    results = [SimpleNamespace(error=None, config={"hp": trial}, metrics={"best/val/accuracy": 0.5, "epoch": 2})
+               for trial in one.grid_trials()]
+    (line,) = best_lines(results, one, "val/accuracy", "max", {})
+    assert line == ("[contrasweep] best configuration: the spec's configuration (lr=0.0001, epochs=2): val/accuracy "
+                    "0.5000 ± 0.0000, test/accuracy – (2 repeats)")

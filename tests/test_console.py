@@ -11,7 +11,7 @@ from contrasweep.console import LOG_FILE, Console, attach_log
 
 def _emit(logger: logging.Logger) -> None:
     print("(run_trial pid=1) Checkpoint successfully created at: /a/very/long/path")
-    print("[contrasweep] 1/4 ce lr=3e-05 · seed=0: complete", file=sys.stderr)
+    print("[contrasweep] trials ended 1/4: ce lr=3e-05 · seed=0: complete", file=sys.stderr)
     logger.warning("Experiment state snapshotting has been triggered multiple times")
     print("╭──── Trial status ────╮")
 
@@ -29,9 +29,9 @@ def test_the_terminal_gets_our_lines_and_the_log_gets_everything(tmp_path, capsy
         logger.removeHandler(handler)
     shown = capsys.readouterr()
     assert shown.out == "[contrasweep] sweep 'x': starting\n"
-    assert shown.err == "[contrasweep] 1/4 ce lr=3e-05 · seed=0: complete\n"
+    assert shown.err == "[contrasweep] trials ended 1/4: ce lr=3e-05 · seed=0: complete\n"
     log = (tmp_path / LOG_FILE).read_text()
-    for text in ("sweep 'x': starting", "Checkpoint successfully created", "1/4 ce", "snapshotting", "Trial status"):
+    for text in ("sweep 'x': starting", "Checkpoint successfully created", "trials ended 1/4: ce", "snapshotting", "Trial status"):
         assert text in log, log
     assert sys.stdout is not None and handler.stream is sys.stderr  # everything put back
 
@@ -43,7 +43,7 @@ def test_verbose_shows_everything(tmp_path, capsys):
         _emit(logger)
     shown = capsys.readouterr()
     assert "Checkpoint successfully created" in shown.out and "Trial status" in shown.out
-    assert "[contrasweep] 1/4" in shown.err
+    assert "[contrasweep] trials ended 1/4" in shown.err
 
 
 def test_progress_inside_an_epoch_reaches_the_progress_display_not_the_terminal(tmp_path, capsys, monkeypatch):
@@ -77,7 +77,7 @@ def test_progress_inside_an_epoch_reaches_the_progress_display_not_the_terminal(
         phase_progress.set_trial(None)
     shown = capsys.readouterr()
     assert phase_progress.PREFIX not in shown.out + shown.err
-    assert "[contrasweep] ce lr=0.1 · seed=0 epoch 2/3 training " in shown.err  # not a terminal: a line (throttled)
+    assert "[contrasweep] ce lr=0.1 · seed=0 epoch 2/3 training: batch " in shown.err  # not a terminal: a line (throttled)
     assert phase_progress.PREFIX not in (tmp_path / LOG_FILE).read_text()
     assert list(phase_progress.track(range(3), "x", 3)) == [0, 1, 2]  # no trial set: silent
 
@@ -112,11 +112,11 @@ def test_on_a_terminal_one_status_line_is_kept_current(tmp_path):
         output += chunk
     assert proc.wait(timeout=30) == 0, output
     text = output.decode()
-    assert "\r[contrasweep] 0/2 done" in text and "ce lr=0.1 · seed=0 epoch 1/3 val/accuracy=0.5000" in text
-    assert "ce lr=0.1 · seed=0 epoch 2/3 training [#######---] 7/10" in text  # progress inside the epoch, in place
-    assert "\r[contrasweep] 1/2 done, 0m00s, ETA ~0m00s" in text and "0/2 done, 0m00s, ETA" not in text  # once one ended
+    assert "\r[contrasweep] trials ended 0/2" in text and "ce lr=0.1 · seed=0 epoch 1/3 val/accuracy=0.5000" in text
+    assert "ce lr=0.1 · seed=0 epoch 2/3 training [#######---] 7/10 batches" in text  # progress inside the epoch, in place
+    assert "\r[contrasweep] trials ended 1/2, 0m00s so far, ETA ~0m00s" in text and "0/2, 0m00s so far, ETA" not in text  # once one ended
     lines = [shown for shown in (line.split("\r")[-1].strip() for line in text.replace("\r\n", "\n").split("\n")) if shown]
-    assert lines == ["[contrasweep] 1/2 ce lr=0.1 · seed=0: complete (3 epochs), best val/accuracy=0.7500 at epoch 2"], text
+    assert lines == ["[contrasweep] trials ended 1/2: ce lr=0.1 · seed=0: complete (3 epochs), best val/accuracy=0.7500 at epoch 2"], text
 
 
 def test_an_interrupted_sweeps_summary_calls_the_cut_trials_interrupted(tmp_path):

@@ -194,6 +194,9 @@ def _console(out: str, total: int, tmp_path: Path, folder: Path) -> None:
     assert len(lines) < 60 and all(line.startswith(("[contrasweep]", "contrasweep:")) for line in lines), out
     assert f"sweep 'sweep' finished: {total} trials: " in out and ", 0 failed" in out, out
     assert f"folder: {folder}" in out and "MLflow runs table: http://127.0.0.1:5000/#/experiments/" in out, out
+    from test_demo_console import documented, undocumented
+
+    assert undocumented(out, documented()) == [], out  # every line is one docs/cli.md's Console table explains
     assert "Trial status" in (folder / "driver.log").read_text()
     # the report written at the end, without its t-SNE map (--no-tsne: the map loads the model)
     assert f"[contrasweep] report: {folder / 'report' / 'report.html'}" in out, out
@@ -353,7 +356,7 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     assert "tuner.pkl" in saved and [name for name, state in saved.items() if after.get(name, state) != state] == []
     # the console never counted past the total
     for text in outs:
-        for done, of in re.findall(r"\[contrasweep\] (\d+)/(\d+) ", text):
+        for done, of in re.findall(r"\[contrasweep\] trials ended (\d+)/(\d+): ", text):
             assert int(done) <= int(of) == total, text[-3000:]
 
     if searcher == "grid":

@@ -111,7 +111,7 @@ def test_reported_tests_the_selected_configuration_and_its_slices(ray_session, t
             "repeats a report shows") in out
     assert (f"test split: not evaluated for {4 - len(tested)} repeats a report shows, whose weights went while the "
             "sweep ran (each setting keeps its 2 best configurations'") in out
-    assert "test split: evaluated in each of 6 complete trials (evaluation.test: all)" in out
+    assert "test split: each complete trial evaluated it once, at its best epoch (6 trials; evaluation.test: all)" in out
     # MLflow models (tracking.keep_models): the 2 best configurations (a report's other ones have no
     # weights left), or all; one copy of each kept weight file: the sweep folder keeps no state
     # folder once MLflow holds its weights

@@ -21,6 +21,7 @@ import sys
 from contrasweep.cli.parser import build_parser
 from contrasweep.console import Console
 from contrasweep.errors import UserError
+from contrasweep.run.stop_signal import interrupted_exit, take_sigterm
 
 __all__ = ["build_parser", "main"]
 
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     command = getattr(importlib.import_module(module), function)
     try:
         if args.command in ("run", "resume", "extend"):  # our lines on the terminal, all of it in driver.log
+            take_sigterm()  # a preempted job's SIGTERM: as Ctrl-C (contrasweep.run.stop_signal)
             with Console(args.verbose):
                 return command(args)
         return command(args)
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("contrasweep: interrupted; finished trials are kept — `contrasweep resume NAME` continues", file=sys.stderr)
-        return 130
+        return interrupted_exit()
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from contrasweep.run.extend import extend, grow_again, never_started
 from contrasweep.run.inputs import load_sweep, prepare_data
 from contrasweep.run.preflight import services
 from contrasweep.run.recovery import settle
+from contrasweep.run.stop_signal import interrupted_exit
 from contrasweep.search.registry import load_spec
 from contrasweep.spec.load import _name, storage_location
 from contrasweep.tracking.store import default_tracking_uri
@@ -66,7 +67,7 @@ def _summary(results, metric: str, mode: str, name: str, status: str, sweep=None
     for line in lines:
         print(line, flush=True)
     if status == "interrupted":
-        return 130
+        return interrupted_exit()  # 130 after Ctrl-C, 143 after SIGTERM
     return 1 if errors else 0
 
 

@@ -1,6 +1,7 @@
 """A sweep's progress on the console, fed by the tracker (``MlflowTracker``): a line when a
-trial ends (its readable name, outcome, best objective), the running trials' epochs, and on a
-terminal a status line kept current in place (how many trials are done, each running trial's
+trial ends (``trials ended 3/8: <its readable name>: <outcome>, <best objective>``), the running
+trials' epochs (and batches inside a long epoch or evaluation), and on a terminal a status line
+kept current in place (how many trials have ended, each running trial's
 epoch and objective or a bar of its progress inside the epoch, the time so far and, once a
 trial has ended, the time left by the plan's cost model: ``eta``). Not on a
 terminal (a log, CI) the epochs are lines of their own: each trial's first, then at most one
@@ -59,13 +60,13 @@ class Progress:
         self._status()
 
     def trial_phase(self, trial_id: str, phase: str, done: int, total: int) -> None:
-        """Inside an epoch (``trainables.phase_progress``): ``training [###-------] 120/400`` in
-        the status line, ``training 120/400`` as a line of its own."""
+        """Inside an epoch (``trainables.phase_progress``): ``training [###-------] 120/400 batches``
+        in the status line, ``training: batch 120 of 400`` as a line of its own."""
         name = self.names.get(trial_id)
         if name is None or name not in self.running:
             return
-        text = f"{name} {phase} {done}/{total}"
-        self.running[name] = f"{name} {phase} {bar(done, total)} {done}/{total}"
+        text = f"{name} {phase}: batch {done} of {total}"
+        self.running[name] = f"{name} {phase} {bar(done, total)} {done}/{total} batches"
         if not self._terminal() and time.monotonic() - self.shown.get(name, 0.0) >= EVERY_S:
             self.shown[name] = time.monotonic()
             self._line(f"[contrasweep] {text}")
@@ -90,7 +91,7 @@ class Progress:
                 "failed": f"FAILED after epoch {last_epoch}"}.get(outcome, status)
         best_text = f", best {self.metric}={best:.4f}" + (f" at epoch {best_epoch}" if best_epoch else "") \
             if isinstance(best, (int, float)) else ""
-        self._line(f"[contrasweep] {done}/{self.total} {name}: {what}{best_text}")
+        self._line(f"[contrasweep] trials ended {done}/{self.total}: {name}: {what}{best_text}")
         self._status(done)
 
     def close(self) -> None:
@@ -134,7 +135,7 @@ class Progress:
         if not self._terminal():
             return
         elapsed = int(time.monotonic() - self.started)
-        head = f"[contrasweep] {self.done}/{self.total} done, {elapsed // 60}m{elapsed % 60:02d}s"
+        head = f"[contrasweep] trials ended {self.done}/{self.total}, {elapsed // 60}m{elapsed % 60:02d}s so far"
         left = self.eta()
         if left is not None:
             head += f", ETA ~{int(left) // 60}m{int(left) % 60:02d}s"

@@ -18,7 +18,7 @@ from contrasweep.search.registry import group_sizes, searcher_of
 from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.identity import identify
 from contrasweep.spec.static import SweepStatic
-from contrasweep.spec.text import counted, hp_text, mean_std
+from contrasweep.spec.text import a, counted, hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
 from contrasweep.tracking.runs_view import base_url, run_url, runs_url
 from contrasweep.tracking.store import error_line
@@ -63,17 +63,29 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
     lines = []
     best = best_groups(results, sweep, metric, mode) if best is None else best
     for setting, group in best.items():
-        shown = {k: group.hp[k] for k in sweep.varied if k in group.hp} or group.hp
         where = f" [{setting}]" if setting else ""
         val = group.stats(selection_key(metric))
-        text = (f"[contrasweep] best configuration{where}: {', '.join(f'{k}={hp_text(v)}' for k, v in shown.items())}: "
-                f"{metric} {mean_std(**val)}")
+        text = f"[contrasweep] best configuration{where}: {configuration_text(group.hp, sweep)}: {metric} {mean_std(**val)}"
         if test:  # not evaluated (yet): "–", never a number
             text += f", {test} {mean_std(**group.stats(test))}"
         lines.append(text + f" ({counted(val['n'], 'repeat')})")
         if links and group.group in links:
-            lines.append(f"[contrasweep]   MLflow: {links[group.group]}")
+            local = links[group.group].startswith(LOCAL_UI)
+            lines.append(f"[contrasweep]   its MLflow run: {links[group.group]}"
+                         + (" (served by `contrasweep ui`)" if local else ""))
     return lines
+
+
+def configuration_text(hp: dict, sweep) -> str:
+    """A configuration by the values that vary in the sweep; where none vary (one configuration),
+    ``the spec's configuration`` with the values the spec's ``fixed`` section sets, never every
+    default of the loop."""
+    varied = {k: hp[k] for k in sweep.varied if k in hp}
+    if varied:
+        return ", ".join(f"{k}={hp_text(v)}" for k, v in varied.items())
+    fixed = {k: hp[k] for k in ((sweep.raw or {}).get("fixed") or {}) if k in hp}
+    values = ", ".join(f"{k}={hp_text(v)}" for k, v in fixed.items())
+    return f"the spec's configuration ({values})" if values else "the spec's configuration (the method's defaults)"
 
 
 def test_lines(folder: Path, sweep) -> list[str]:
@@ -84,9 +96,10 @@ def test_lines(folder: Path, sweep) -> list[str]:
         return []
     if searcher_of(sweep).tests_in_trials(sweep):
         complete = sum(1 for e in state.get("trials", {}).values() if e.get("outcome") == "complete")
-        why = "" if sweep.test_split == "all" else ", where a report shows every configuration"
-        return [f"[contrasweep] test split: evaluated in each of {complete} complete trial{'' if complete == 1 else 's'} "
-                f"(evaluation.test: {sweep.test_split}{why})"]
+        why = ("evaluation.test: all" if sweep.test_split == "all" else
+               f"{a(sweep.searcher)} sweep's report shows every configuration, so evaluation.test: reported tests them all")
+        return [f"[contrasweep] test split: each complete trial evaluated it once, at its best epoch "
+                f"({counted(complete, 'trial')}; {why})"]
     tests = state.get("tests") or {}
     evaluated, shown, pruned = int(tests.get("evaluated", 0)), len(tests.get("reported", [])), int(tests.get("pruned", 0))
     lines = [f"[contrasweep] test split: {evaluated} evaluation{'' if evaluated == 1 else 's'} after selection, for the "

@@ -2,7 +2,7 @@
 the cluster at ``--address`` / ``$RAY_ADDRESS`` with the project's code shipped or its installed
 version checked (docs/architecture.md, "Storage and clusters", "Facts about the stack").
 
-May import: ``contrasweep.run.shipping``, ``contrasweep.run.preflight``; Ray.
+May import: ``contrasweep.run.shipping``, ``contrasweep.run.preflight``, ``contrasweep.run.stop_signal``; Ray.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from contrasweep import __version__
 from contrasweep.run import shipping
 from contrasweep.run.preflight import free_port
 from contrasweep.run.shipping import worker_env
+from contrasweep.run.stop_signal import take_sigterm
 
 
 def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
@@ -41,6 +42,7 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
     if address:
         env = shipping.runtime_env(ship, local_files, method=method)  # a one-line error before connecting, when too large
         ray.init(address=address, runtime_env=env, log_to_driver=True)
+        take_sigterm()  # Ray's core worker installed its own (stop_signal)
         if ship == "installed":
             shipping.check_worker_versions(__version__)
         return
@@ -62,6 +64,7 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         options = {"include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port}
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
              runtime_env={"env_vars": env}, **options)
+    take_sigterm()
 
 
 def loopback_only() -> None:
