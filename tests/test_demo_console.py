@@ -5,6 +5,8 @@ job they preempt) once a trial has ended, and finished by ``contrasweep resume``
 - SIGTERM ends the run as Ctrl-C does: one line, exit status 143, no native signal dump, the
   sweep ``interrupted`` with its state kept; ``resume`` finishes it with each repeat trained and
   logged once (MLflow's runs, the sweep folder).
+- Nothing is left in the system's temporary folder (a trial's session folder, Ray's copy of a
+  restored checkpoint: ``LITTER``).
 - Every line both commands print is one that docs/cli.md's Console table explains (``LINES``
   below reads the table), and so is every line of the demo output docs/cli.md quotes."""
 
@@ -22,6 +24,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_DOC = ROOT / "docs" / "cli.md"
+LITTER = ("contrasweep-ckpt-", "checkpoint_tmp_", "contrasweep-restore-")  # what trials left in the temp folder before issue 57
+
+
+def litter() -> set[str]:
+    import tempfile
+
+    return {p.name for p in Path(tempfile.gettempdir()).iterdir() if p.name.startswith(LITTER)}
 
 
 def documented() -> list[re.Pattern]:
@@ -67,6 +76,7 @@ def test_the_demo_stopped_by_sigterm_and_resumed_prints_only_explained_lines(ray
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     env.update(CONTRASWEEP_HOME=str(tmp_path / "sweeps"), CONTRASWEEP_PROGRESS_S="0.001")
     common = ["--address", ray_address, "--no-tsne"]
+    before = litter()
     first = tmp_path / "run.out"
     with first.open("w") as out:
         proc = subprocess.Popen(
@@ -98,6 +108,7 @@ def test_the_demo_stopped_by_sigterm_and_resumed_prints_only_explained_lines(ray
     trials = [r for r in runs if r.data.tags.get(KIND_TAG) == "trial"]
     assert len(trials) == 4 and all(r.info.status == "FINISHED" for r in trials)
     assert len({r.data.tags["contrasweep.config_key"] for r in trials}) == 4  # each repeat once
+    assert litter() - before == set()  # the resumed trials read their checkpoints where they are
     patterns = documented()
     assert undocumented(ran, patterns) == [] and undocumented(again, patterns) == [], ran + again
     # what the demo shows, in order: its first line, its size, trial lines, the summary

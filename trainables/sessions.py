@@ -67,6 +67,26 @@ class LocalSession:
         return [obj]
 
 
+def checkpoint_path(ckpt) -> str | None:
+    """Where a restored Ray checkpoint (the loop's small pointer) can be read: in place on a
+    local file system; else a copy in one folder per process, replaced by the next restore and
+    removed at exit. Ray's ``to_directory()`` made a new ``checkpoint_tmp_*`` in the temp folder
+    on every restore and never removed it (issue 57)."""
+    if ckpt is None:
+        return None
+    import pyarrow.fs
+
+    if isinstance(ckpt.filesystem, pyarrow.fs.LocalFileSystem):
+        return ckpt.path
+    import atexit
+
+    target = os.path.join(tempfile.gettempdir(), f"contrasweep-restore-{os.getpid()}")
+    if not os.path.exists(target):
+        atexit.register(shutil.rmtree, target, True)
+    shutil.rmtree(target, ignore_errors=True)
+    return ckpt.to_directory(target)
+
+
 class TuneSession(LocalSession):
     """The trial process itself runs the loop (no Train worker group: ~1 s start-up, not ~30 s),
     on the GPU Tune gave the trial when ``use_gpu`` (a fraction of one GPU is enough: several
@@ -86,8 +106,7 @@ class TuneSession(LocalSession):
     def latest_checkpoint(self) -> str | None:
         from ray import tune
 
-        ckpt = tune.get_checkpoint()
-        return ckpt.to_directory() if ckpt else None
+        return checkpoint_path(tune.get_checkpoint())
 
     def report(self, metrics: dict, checkpoint_dir: str | None) -> None:
         from ray import tune
@@ -119,8 +138,7 @@ class TrainSession:
     def latest_checkpoint(self) -> str | None:
         import ray.train
 
-        ckpt = ray.train.get_checkpoint()
-        return ckpt.to_directory() if ckpt else None
+        return checkpoint_path(ray.train.get_checkpoint())
 
     def report(self, metrics: dict, checkpoint_dir: str | None) -> None:
         import ray.train
