@@ -131,7 +131,8 @@ def test_ending_the_budget_ends_the_trials_that_never_started_and_cuts_their_gro
 
 
 def test_plan_counts_the_trials_that_fit_in_the_budget():
-    from contrasweep.run.sweep_plan import SweepPlan, TrialCost, describe, fit_in_budget, trial_slot_seconds
+    from contrasweep.run.plan_lines import describe
+    from contrasweep.run.sweep_plan import SweepPlan, TrialCost, fit_in_budget, trial_slot_seconds
 
     sweep = validate(_spec({"seeds": [0, 1], "budget": {"slot_hours": 0.01}, "resources": {"cpu": 2}}))
     costs = [TrialCost(0, 1, 1, 5.0, 1) for _ in range(4)]

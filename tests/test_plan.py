@@ -100,7 +100,8 @@ def test_the_plan_prints_each_settings_optimiser_steps_and_warns_under_the_floor
     warning line names both, the floor and what gives more. ``fixed.max_steps: 200`` trains 200
     steps in both (50 and 29 epochs: the cost model's epochs) and the warning goes."""
     from contrasweep.run.plan_steps import MIN_STEPS
-    from contrasweep.run.sweep_plan import describe, plan
+    from contrasweep.run.plan_lines import describe
+    from contrasweep.run.sweep_plan import plan
 
     sweep, prepared = _few_shot("fixed.batch_size=16")
     found = plan(sweep, prepared, CALIBRATION, {"CPU": 2.0})
@@ -186,7 +187,8 @@ def test_the_disk_bound_follows_what_the_sweep_folder_keeps():
 def test_a_run_opens_with_its_size_and_a_large_one_with_plans_estimate_and_the_smoke_test(cache_dir):
     """issue 57: `contrasweep run search_spaces/lacon.yaml` started 15,000 trials without a word."""
     from contrasweep.run.size_line import LARGE_TRIALS, size_lines
-    from contrasweep.run.sweep_plan import clock, plan
+    from contrasweep.run.plan_lines import clock
+    from contrasweep.run.sweep_plan import plan
     from contrasweep.spec.load import load_spec
 
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
@@ -229,7 +231,8 @@ def test_measured_fixed_costs_replace_the_defaults_in_the_estimate():
     """The demo's estimate by hand with measured fixed costs (``contrasweep.run.fixed_costs``):
     the sweep's (driver's imports + Ray's start + the tracker's end + the summary and figures),
     each slot's process start, and each trial's besides its loop; the console names them."""
-    from contrasweep.run.sweep_plan import SWEEP_END_S, cost_trials, describe, makespan, plan, sizes_of, test_costs
+    from contrasweep.run.plan_lines import describe
+    from contrasweep.run.sweep_plan import SWEEP_END_S, cost_trials, makespan, plan, sizes_of, test_costs
     from contrasweep.spec.load import load_spec
 
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
@@ -250,7 +253,14 @@ def test_measured_fixed_costs_replace_the_defaults_in_the_estimate():
     # counted nouns, and the load the estimate assumes and measures (issue 57: 40 s planned, 89.5 s beside other work)
     assert lines[0].startswith("4 trials = 2 configurations × 2 repeats (1 setting); method ce")
     (wall,) = [line for line in lines if line.startswith("estimated wall time: ")]
-    assert "every trial training all its epochs, with nothing else running (load average now " in wall
+    assert wall.endswith("every trial training all its epochs, with nothing else running there")  # not measured
+    from contrasweep.run.plan_lines import busy_cpus
+
+    busy = busy_cpus(0.2)
+    assert 0.0 <= busy <= (os.cpu_count() or 1) + 0.01
+    wall = describe(demo, found, {"CPU": 2.0}, "this machine", 1.5)[-3]
+    assert wall.endswith(f"with nothing else running (1.5 of {os.cpu_count()} CPU{'s' if os.cpu_count() > 1 else ''} busy "
+                         "with other work when measured; other work there would slow it)")
     assert describe(demo, found, {"CPU": 2.0}, "10.0.0.1:6379")[-3].endswith("with nothing else running there")
     one = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), ["grid.lr=[3.0e-5]"])
     first = describe(one, plan(one, _prepared(one), CALIBRATION, {"CPU": 2.0}), {"CPU": 2.0}, "this machine")[0]

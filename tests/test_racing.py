@@ -220,7 +220,8 @@ def test_the_race_searcher_never_issues_again_a_repeat_the_scheduler_stopped_whi
 
 
 def test_plan_says_a_race_runs_between_its_fewest_trials_and_all():
-    from contrasweep.run.sweep_plan import SweepPlan, describe
+    from contrasweep.run.plan_lines import describe
+    from contrasweep.run.sweep_plan import SweepPlan
 
     sweep = validate(_spec({"seeds": [0, 1, 2, 3], "racing": {"min_repeats": 2}}))
     calibration = {"weights_bytes": 1, "resume_bytes": 1, "measured_s": 1.0, "steps": 3, "train_row_s": 0.01,

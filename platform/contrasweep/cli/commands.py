@@ -19,7 +19,7 @@ from contrasweep.console.summary import disk_use, human, summary_lines
 from contrasweep.errors import UserError
 from contrasweep.folder import sweeps
 from contrasweep.folder.cleanup import reclaim
-from contrasweep.run import fixed_costs, sweep_plan
+from contrasweep.run import fixed_costs, plan_lines, sweep_plan
 from contrasweep.run.checks import check_against_encoder
 from contrasweep.run.extend import extend, grow_again, never_started
 from contrasweep.run.inputs import load_sweep, prepare_data
@@ -154,6 +154,7 @@ def cmd_plan(args) -> int:
         services(None, args.address)
     check_against_encoder(sweep)
     sweep_plan.quiet()
+    busy = plan_lines.busy_cpus() if not args.address else None  # other work, before the plan's own
     prepared = prepare_data(sweep)  # the cache the sweep then reuses
     available = sweep_plan.available_resources(args.address)
     calibration = sweep_plan.calibrate_first_trial(sweep, prepared)
@@ -166,7 +167,7 @@ def cmd_plan(args) -> int:
     if args.json:
         print(json.dumps(found.as_json(), indent=1))
         return 0
-    for line in sweep_plan.describe(sweep, found, available, args.address or "this machine"):
+    for line in plan_lines.describe(sweep, found, available, args.address or "this machine", busy):
         print(f"[contrasweep] {line}")
     return 0
 

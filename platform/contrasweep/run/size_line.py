@@ -8,13 +8,13 @@ against the hours such a sweep takes) with the fixed costs ``plan`` kept for thi
 the defaults (never a probe here). A smaller sweep names ``plan`` instead, and its status line
 shows an ETA once a trial has ended (``contrasweep.console.progress``).
 
-May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.fixed_costs``, ``contrasweep.search``,
+May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.plan_lines``, ``contrasweep.run.fixed_costs``, ``contrasweep.search``,
 ``contrasweep.spec``.
 """
 
 from __future__ import annotations
 
-from contrasweep.run import fixed_costs, sweep_plan
+from contrasweep.run import fixed_costs, plan_lines, sweep_plan
 from contrasweep.search.registry import total_trials
 from contrasweep.spec.smoke import TRIALS as SMOKE_TRIALS
 from contrasweep.spec.sweep import Sweep
@@ -40,7 +40,7 @@ def size_lines(sweep: Sweep, prepared: list, available: dict[str, float], addres
     fixed = fixed_costs.kept(sweep.method, slots, address)
     found = sweep_plan.plan(sweep, prepared, calibration, available, tsne=False, fixed=fixed)
     where = address or "this machine"
-    return [f"{head}; plan's estimate: {sweep_plan.clock(found.estimated_seconds)} on {where}, every trial training "
+    return [f"{head}; plan's estimate: {plan_lines.clock(found.estimated_seconds)} on {where}, every trial training "
             f"all its epochs ({found.steps_total:,} optimiser steps in all; `contrasweep plan SPEC` details it)",
             f"a large sweep (over {LARGE_TRIALS} trials): to try it small first, stop it (Ctrl-C keeps its state) and "
             f"run the same command with --smoke-test (1 epoch, at most {SMOKE_TRIALS} trials, its own experiment)"]
