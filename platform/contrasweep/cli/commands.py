@@ -22,7 +22,7 @@ from contrasweep.folder.cleanup import reclaim
 from contrasweep.run import fixed_costs, plan_lines, sweep_plan
 from contrasweep.run.checks import check_against_encoder
 from contrasweep.run.extend import extend, grow_again, never_started
-from contrasweep.run.inputs import load_sweep, prepare_data
+from contrasweep.run.inputs import data_notes, load_sweep, prepare_data
 from contrasweep.run.preflight import services
 from contrasweep.run.recovery import settle
 from contrasweep.run.stop_signal import interrupted_exit
@@ -156,6 +156,8 @@ def cmd_plan(args) -> int:
     sweep_plan.quiet()
     busy = plan_lines.busy_cpus() if not args.address else None  # other work, before the plan's own
     prepared = prepare_data(sweep)  # the cache the sweep then reuses
+    for note in data_notes(prepared):  # as run says them: rows dropped, label spellings, classes a split lacks
+        print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
     available = sweep_plan.available_resources(args.address)
     calibration = sweep_plan.calibrate_first_trial(sweep, prepared)
     try:

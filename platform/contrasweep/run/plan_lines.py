@@ -34,9 +34,10 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
            "repeats; more while a configuration is not significantly worse than the best); the figures below are "
            "for all of them"] if found.fewest_trials is not None else []),
         *([budget_line(sweep, found)] if found.budget_trials is not None else []),
-        f"training: {found.epochs_total} epochs, {found.steps_total} optimiser steps in all; test split: "
-        + (f"once in each of the {found.test_passes} trials (evaluation.test: {sweep.test_split})" if tests_in_trials(sweep)
-           else f"{found.test_passes} evaluations after selection, at most (evaluation.test: reported)"),
+        f"training: {counted(found.epochs_total, 'epoch')}, {counted(found.steps_total, 'optimiser step')} in all; "
+        "test split: " + (f"once in each trial ({counted(found.test_passes, 'trial')}; evaluation.test: {sweep.test_split})"
+                          if tests_in_trials(sweep) else
+                          f"{counted(found.test_passes, 'evaluation')} after selection, at most (evaluation.test: reported)"),
         *[line for line in (steps_line(found.setting_steps), floor_warning(found.setting_steps)) if line],
         f"disk: up to {human(found.disk_bytes)} in the sweep folder while it runs, {human(found.kept_bytes)} kept "
         f"when it has finished (best weights {human(c['weights_bytes'])} and a resume state "
