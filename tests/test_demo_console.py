@@ -6,7 +6,7 @@ job they preempt) once a trial has ended, and finished by ``contrasweep resume``
   sweep ``interrupted`` with its state kept; ``resume`` finishes it with each repeat trained and
   logged once (MLflow's runs, the sweep folder).
 - Nothing is left in the system's temporary folder (a trial's session folder, Ray's copy of a
-  restored checkpoint: ``LITTER``).
+  restored checkpoint, a reported pointer, the driver's staged files: ``LITTER``).
 - Every line both commands print is one that docs/cli.md's Console table explains (``LINES``
   below reads the table), and so is every line of the demo output docs/cli.md quotes."""
 
@@ -24,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_DOC = ROOT / "docs" / "cli.md"
-LITTER = ("contrasweep-ckpt-", "checkpoint_tmp_", "contrasweep-restore-")  # what trials left in the temp folder before issue 57
+LITTER = ("contrasweep-ckpt-", "checkpoint_tmp_", "contrasweep-restore-", "contrasweep-pointer-", "contrasweep-ship-")  # what trials left in the temp folder before issue 57
 
 
 def litter() -> set[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -201,6 +202,31 @@ def test_a_max_steps_trial_resumed_mid_way_trains_the_same_steps(steps_taken, ti
         assert straight.reports[-1][key] == pytest.approx(resumed.reports[-1][key], abs=1e-5)
     last = [load_weights(weights_file(StateFolder(s.state_dir).path(resume_name(3)))) for s in (resumed, straight)]
     assert last[0].keys() == last[1].keys() and all(torch.allclose(last[0][k], last[1][k], atol=1e-6) for k in last[0])
+
+
+def test_a_reported_pointer_is_written_in_the_trials_state_folder(tiny_model_dir, tmp_path, monkeypatch):
+    """Issue 57: the pointer a report hands Tune was a ``contrasweep-pointer-*`` in the system's
+    temp folder, removed after the report: a trial process Tune ended inside its report left it
+    (400 here). It is now ``.pointer.tmp`` in the trial's state folder, where a leftover is
+    removed by the next report or prune."""
+    import tempfile
+
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    seen = []
+
+    class Watching(LocalSession):
+        def report(self, metrics, checkpoint_dir):
+            if checkpoint_dir is not None:
+                seen.append(checkpoint_dir)
+                (Path(checkpoint_dir).parent / ".pointer.tmp" / "stale").mkdir(exist_ok=True)  # what a kill would leave
+            super().report(metrics, checkpoint_dir)
+
+    session = Watching(str(tmp_path / "trial"))
+    train(loop_config(tiny_model_dir, epochs=2, checkpoint_every=1), toy_tables(tiny_model_dir), session)
+    assert len(seen) == 2 and all(Path(p) == Path(session.state_dir) / ".pointer.tmp" for p in seen)
+    assert list(folder.iterdir()) == [] and not (Path(session.state_dir) / ".pointer.tmp").exists()
 
 
 def test_a_session_that_never_writes_leaves_no_temporary_folder(tmp_path, monkeypatch):

@@ -81,6 +81,25 @@ def test_local_files_are_staged_where_worker_path_says(tmp_path, monkeypatch):
     assert manifest == {shipping.worker_path(v): str(v) for v in ("a/bert", other, weights)}
 
 
+def test_a_killed_drivers_staged_folder_goes_at_the_next_stage(tmp_path, monkeypatch):
+    """atexit never runs in a SIGKILLed driver: its folder of links stayed in the temp folder
+    (issue 57: 360 here); the next driver that stages removes those whose driver is gone."""
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    orphan = tmp_path / f"{shipping.STAGE_PREFIX}{gone.pid}-abc"
+    live = tmp_path / f"{shipping.STAGE_PREFIX}{os.getpid()}-def"
+    for folder in (orphan, live):
+        (folder / shipping.FILES_DIR).mkdir(parents=True)
+    staged = shipping.stage([], limit=10**9)
+    assert not orphan.exists() and live.exists() and staged.parent == tmp_path
+    assert staged.name.startswith(f"{shipping.STAGE_PREFIX}{os.getpid()}-")
+
+
 def test_a_reported_checkpoint_ships_its_best_folder(tmp_path, monkeypatch):
     """A pointer to a state folder on this machine only ships the best folder it names; one on
     a network file system ships as it is (workers follow it)."""

@@ -11,8 +11,8 @@ never ``trainables.loop`` (which imports this module).
 from __future__ import annotations
 
 import shutil
-import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,6 +34,8 @@ from trainables.checkpoints import (
 )
 from trainables.errors import TrainingDiverged
 from trainables.params import hp_value
+
+POINTER_DIR = ".pointer.tmp"  # the reported pointer's folder inside the state folder (StateFolder.prune: ``.*.tmp``)
 
 
 class BestTracker:
@@ -142,7 +144,14 @@ class Checkpointer:
         due = pointer and self.resume == resume_name(epoch)
         if due:
             self.wait()
-        tmp = tempfile.mkdtemp(prefix="contrasweep-pointer-") if due and self.session.rank == 0 else None
+        tmp = None
+        if due and self.session.rank == 0:
+            # in the trial's own state folder, not the system's temp folder: a trial process Tune
+            # ends inside its report never runs the ``finally`` below, and the next ``_prune`` (or
+            # the next report) removes what it left (``.*.tmp``; issue 57: one per killed report)
+            tmp = Path(self.folder.root) / POINTER_DIR
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
         if tmp:
             write_meta(tmp, {"epoch": epoch, "config": self.config, "metrics": numeric(metrics),
                              "state_dir": self.folder.location, "resume": self.resume, "best": self.best})

@@ -148,12 +148,35 @@ def worker_path(driver_path: str | Path) -> str:
     return f"{FILES_DIR}/{tag}/{path.name}"
 
 
+STAGE_PREFIX = "contrasweep-ship-"  # + the driver's pid: a staged folder whose driver is gone is an orphan
+
+
+def remove_orphans() -> None:
+    """Remove staged folders of drivers that are gone: ``atexit`` never ran in a killed driver
+    (SIGKILL, a lost machine), which left its folder of links in the temp folder (issue 57)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}*-*"):
+        pid = folder.name[len(STAGE_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: alive
+        return True
+    return True
+
+
 def stage(values: Iterable[str | Path], limit: int) -> Path:
     """A temporary working_dir of symbolic links, ``worker_path(value)`` -> the driver's file
     (Ray's packaging follows links, so the files are read once, when Ray zips the folder),
     and a manifest (worker path -> value, for people). Checked against ``limit`` as a whole:
     the working_dir is one package."""
-    root = Path(tempfile.mkdtemp(prefix="contrasweep-ship-"))
+    remove_orphans()
+    root = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}-"))
     atexit.register(shutil.rmtree, root, True)  # links only: the targets are never touched
     values = list(dict.fromkeys(str(v) for v in values))
     (root / FILES_DIR).mkdir()
