@@ -80,7 +80,7 @@ def test_a_configuration_at_chance_leaves_the_race_and_a_learning_one_runs_every
     out = capsys.readouterr()
     assert "[contrasweep] racing (min_repeats 3, alpha 0.05): 1 configuration eliminated; racing saved 1 of 8 trials " \
            "(7 ran)" in out.out + out.err
-    assert "7/7 ce lr=0.01 · seed=3" in out.err  # the progress counts what the race still needs
+    assert "trials ended 7/7: ce lr=0.01 · seed=3" in out.err  # the progress counts what the race still needs
 
     # the report draws the race, and its table says where the eliminated configuration left
     report = (tmp_path / "sweeps" / "race" / "report" / "report.html").read_text()
