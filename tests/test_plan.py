@@ -30,8 +30,8 @@ CALIBRATION = {"setup_s": 0.5, "first_setup_s": 3.0, "train_row_s": 0.1, "stage2
 
 
 def _prepared(sweep, train=40, validation=40, test=200) -> list:
-    return [SimpleNamespace(stats={"train": {"n": train}, "validation": {"n": validation}, "test": {"n": test}})
-            for _ in (sweep.variants or [None])]
+    return [SimpleNamespace(stats={"train": {"n": train}, "validation": {"n": validation}, "test": {"n": test}},
+                            num_labels=5, key="k") for _ in (sweep.variants or [None])]
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "search_spaces").glob("*.yaml")), ids=lambda p: p.stem)
@@ -192,8 +192,10 @@ def test_a_run_opens_with_its_size_and_a_large_one_with_plans_estimate_and_the_s
     from contrasweep.spec.load import load_spec
 
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
-    (line,) = size_lines(demo, _prepared(demo), {"CPU": 2.0}, None, calibration=CALIBRATION)
+    (line,) = size_lines(demo, _prepared(demo), {"CPU": 2.0}, None)  # no plan kept a calibration: none here
     assert line.startswith("4 trials to run: 2 configurations × 2 repeats, 2 at a time (`contrasweep plan SPEC`")
+    (line,) = size_lines(demo, _prepared(demo), {"CPU": 2.0}, None, calibration=CALIBRATION)  # one plan kept
+    assert line.startswith("4 trials to run: 2 configurations × 2 repeats, 2 at a time; plan's estimate: ")
     lacon = load_spec(str(ROOT / "search_spaces" / "lacon.yaml"), ["sweep.max_concurrent=1"])
     assert registry.total_trials(lacon) > LARGE_TRIALS
     first, second = size_lines(lacon, _prepared(lacon), {"CPU": 2.0}, None, calibration=CALIBRATION)
@@ -345,6 +347,11 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
     print(f"plan {planned['estimated_seconds']:.1f} s, run {wall:.1f} s, ratio {ratio:.2f}")
     assert 1 / 1.5 <= ratio <= 1.5, (planned["estimated_seconds"], wall, planned["fixed"])
     assert planned["fixed"]["trial_s"] > 0 and planned["fixed"]["ray_start_s"] > 0 and not planned["fixed"]["kept"]
+    # the run opened with its size and the plan's estimate, from the calibration the plan kept (issue 57)
+    from contrasweep.run.plan_lines import clock
+
+    assert (f"[contrasweep] 6 trials to run: 3 configurations × 2 repeats, 2 at a time; plan's estimate: "
+            f"{clock(planned['estimated_seconds'])} on this machine") in done.stderr, done.stderr[:3000]
 
     done = _cli(["plan", str(spec)], tmp_path)  # the text form: one line per part, ours only
     lines = done.stdout.strip().splitlines()

@@ -2,11 +2,13 @@
 repeats, how many at a time) and, for a large sweep, ``plan``'s estimate of its wall time and how
 to try it small first.
 
-Above ``LARGE_TRIALS`` trials the run calibrates its first trial as ``contrasweep plan`` does
-(``contrasweep.run.sweep_plan``: the real loop for a few steps, at most about 20 s, nothing
-against the hours such a sweep takes) with the fixed costs ``plan`` kept for this machine, or
-the defaults (never a probe here). A smaller sweep names ``plan`` instead, and its status line
-shows an ETA once a trial has ended (``contrasweep.console.progress``).
+The estimate is ``plan``'s, from the calibration ``plan`` kept for this sweep's first trial on
+this machine within a day (``sweep_plan.kept_calibration``); without one, a sweep of over
+``LARGE_TRIALS`` trials calibrates its first trial as ``plan`` does (the real loop for a few
+steps, at most about 20 s, nothing against the hours such a sweep takes), with the fixed costs
+``plan`` kept for this machine or the defaults (never a probe here). A smaller sweep without a
+kept calibration names ``plan`` instead; its status line shows an ETA once a trial has ended
+(``contrasweep.console.progress``).
 
 May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.plan_lines``, ``contrasweep.run.fixed_costs``, ``contrasweep.search``,
 ``contrasweep.spec``.
@@ -31,7 +33,9 @@ def size_lines(sweep: Sweep, prepared: list, available: dict[str, float], addres
     configurations = total // max(1, sweep.repeats)
     head = (f"{total:,} trial{'' if total == 1 else 's'} to run: {configurations:,} "
             f"configuration{'' if configurations == 1 else 's'} × {counted(sweep.repeats, 'repeat')}, {slots} at a time")
-    if total <= LARGE_TRIALS:
+    large = total > LARGE_TRIALS
+    calibration = calibration or sweep_plan.kept_calibration(sweep, prepared)
+    if calibration is None and not large:
         return [f"{head} (`contrasweep plan SPEC` estimates time and disk before a run; the status line shows an ETA "
                 "once a trial has ended)"]
     if calibration is None:
@@ -40,7 +44,10 @@ def size_lines(sweep: Sweep, prepared: list, available: dict[str, float], addres
     fixed = fixed_costs.kept(sweep.method, slots, address)
     found = sweep_plan.plan(sweep, prepared, calibration, available, tsne=False, fixed=fixed)
     where = address or "this machine"
-    return [f"{head}; plan's estimate: {plan_lines.clock(found.estimated_seconds)} on {where}, every trial training "
-            f"all its epochs ({found.steps_total:,} optimiser steps in all; `contrasweep plan SPEC` details it)",
-            f"a large sweep (over {LARGE_TRIALS} trials): to try it small first, stop it (Ctrl-C keeps its state) and "
-            f"run the same command with --smoke-test (1 epoch, at most {SMOKE_TRIALS} trials, its own experiment)"]
+    lines = [f"{head}; plan's estimate: {plan_lines.clock(found.estimated_seconds)} on {where}, every trial training "
+             f"all its epochs ({found.steps_total:,} optimiser steps in all; `contrasweep plan SPEC` details it)"]
+    if large:
+        lines.append(f"a large sweep (over {LARGE_TRIALS} trials): to try it small first, stop it (Ctrl-C keeps its "
+                     f"state) and run the same command with --smoke-test (1 epoch, at most {SMOKE_TRIALS} trials, its "
+                     "own experiment)")
+    return lines

@@ -48,12 +48,18 @@ May import: ``contrasweep.spec``, ``contrasweep.search.registry``, ``contrasweep
 
 from __future__ import annotations
 
+import hashlib
 import heapq
+import json
 import math
 import os
+import socket
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from contrasweep.data import load_splits
+from contrasweep.data.cache import cache_root
 from contrasweep.run.checks import _local_gpus
 from contrasweep.run.plan_steps import setting_steps
 from contrasweep.run.ray_start import init_ray
@@ -320,8 +326,11 @@ def quiet() -> None:
     hf_logging.disable_progress_bar()
 
 
-def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
-    """``trainables.calibration`` on the sweep's first trial and its data variant."""
+KEEP_CALIBRATION_S = 24 * 3600.0  # a calibration is kept a day, like the fixed costs (run/fixed_costs.py)
+
+
+def _first_trial(sweep: Sweep, prepared: list) -> tuple[dict, object]:
+    """The loop config of the sweep's first trial and its prepared data variant."""
     config = trial_configs(sweep)[0]
     trial = plan_of(config, SweepStatic.of(sweep))
     hp = {k: v for k, v in trial.hp.items() if k != DATA_KEY}
@@ -331,5 +340,47 @@ def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
     loop_config = {"method": sweep.method, "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
                    "hp": hp, "metric": sweep.objective.metric, "mode": sweep.objective.mode,
                    "num_labels": one.num_labels}
+    return loop_config, one
+
+
+def _calibration_key(sweep: Sweep, prepared: list) -> str:
+    loop_config, one = _first_trial(sweep, prepared)
+    text = json.dumps([socket.gethostname(), loop_config, getattr(one, "key", "")], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _calibrations_file() -> Path:
+    return Path(cache_root()) / "calibrations.json"
+
+
+def kept_calibration(sweep: Sweep, prepared: list) -> dict | None:
+    """The calibration ``plan`` measured for this sweep's first trial on this host within a
+    day, or None: what lets ``run`` print plan's estimate without calibrating again."""
+    try:
+        found = json.loads(_calibrations_file().read_text()).get(_calibration_key(sweep, prepared))
+    except (OSError, ValueError, AttributeError, KeyError, IndexError, TypeError):  # none kept, or no first trial
+        return None
+    return found if found and time.time() - found.get("when", 0) < KEEP_CALIBRATION_S else None
+
+
+def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
+    """``trainables.calibration`` on the sweep's first trial and its data variant, kept a day
+    (``kept_calibration``)."""
+    loop_config, one = _first_trial(sweep, prepared)
     data = {"tables": load_splits(one.path), "num_labels": one.num_labels, "label_names": one.label_names}
-    return calibrate(loop_config, data)
+    found = {**calibrate(loop_config, data), "when": time.time()}
+    file = _calibrations_file()
+    try:
+        kept = json.loads(file.read_text())
+    except (OSError, ValueError):
+        kept = {}
+    kept = {k: v for k, v in kept.items() if time.time() - v.get("when", 0) < KEEP_CALIBRATION_S}
+    kept[_calibration_key(sweep, prepared)] = found
+    try:  # best effort: a cache folder that cannot be written only means no kept calibration
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(kept))
+        os.replace(tmp, file)
+    except OSError:
+        pass
+    return found
