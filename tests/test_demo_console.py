@@ -115,4 +115,5 @@ def test_the_demo_stopped_by_sigterm_and_resumed_prints_only_explained_lines(ray
     ours = [line for line in ran.splitlines() if line.startswith("[contrasweep]")]
     assert ours[0].startswith("[contrasweep] sweep 'demo': method=ce searcher=grid scheduler=asha seeds=[0, 1]; data:")
     assert ours[1].startswith("[contrasweep] 4 trials to run: 2 configurations × 2 repeats, 2 at a time")
-    assert re.search(r"\[contrasweep\] ce lr=3e-05 · seed=\d (epoch \d/3 )?(training|evaluating): batch \d+ of \d+", ran)
+    # progress inside an epoch (when a batch outlasts $CONTRASWEEP_PROGRESS_S: timing decides) says what it counts
+    assert not re.search(r"(training|evaluating) \d+/\d+$", ran + again, re.MULTILINE), ran + again
