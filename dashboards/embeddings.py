@@ -11,6 +11,7 @@ first: the methods compare them by cosine similarity, and label vectors have ano
 from __future__ import annotations
 
 import json
+import tempfile
 
 import numpy as np
 
@@ -34,7 +35,8 @@ def tsne_map(record: SweepRecord, path: str, version: str | None = None, max_poi
         return None, "t-SNE is drawn for single-label data only (a multi-label instance has no one colour)"
     from trainables.loop import load_trained  # torch and transformers: only where embeddings are drawn
 
-    method = load_trained(download(record.tracking_uri, chosen))
+    with tempfile.TemporaryDirectory(prefix="contrasweep-model-") as folder:  # a copy of the weights per report
+        method = load_trained(download(record.tracking_uri, chosen, folder))  # stayed in the temp folder (issue 57)
     table, names = _test_split(record, data, max_points, seed)
     x, y, labels = _embed(method, table)
     coords = _tsne(np.concatenate([x, labels]) if labels is not None else x, seed)

@@ -5,6 +5,7 @@ each setting's chance levels and which configurations did not learn (``contraswe
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -126,10 +127,11 @@ def load(tracking_uri: str, name: str) -> SweepRecord:
 
     client = get_client(tracking_uri)
     parent = find_parent(client, name)
-    path = mlflow.artifacts.download_artifacts(run_id=parent.info.run_id, artifact_path="spec.yaml",
-                                               tracking_uri=tracking_uri)
-    with open(path, encoding="utf-8") as fh:
-        spec = yaml.safe_load(fh) or {}
+    with tempfile.TemporaryDirectory(prefix="contrasweep-spec-") as folder:  # MLflow's own temp folder stays (issue 57)
+        path = mlflow.artifacts.download_artifacts(run_id=parent.info.run_id, artifact_path="spec.yaml",
+                                                   tracking_uri=tracking_uri, dst_path=folder)
+        with open(path, encoding="utf-8") as fh:
+            spec = yaml.safe_load(fh) or {}
     return SweepRecord(name=name, tracking_uri=tracking_uri, parent=parent, spec=spec,
                        groups=groups(tracking_uri, parent.info.run_id), race=eliminated(client, parent),
                        cut={r.data.tags[GROUP_TAG] for r in configuration_runs(client, parent, BUDGET_CUT)},

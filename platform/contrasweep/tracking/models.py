@@ -79,15 +79,16 @@ def resolve(client, name: str, version: str | None = None):
     return chosen
 
 
-def download(tracking_uri: str, model_version) -> str:
+def download(tracking_uri: str, model_version, dst_path: str | None = None) -> str:
     """A local folder with the version's checkpoint (its model's ``artifacts/checkpoint``, or the
     plain ``best_checkpoint`` files of an older run): fetched from the run's artifacts (the
-    registry client would look the model up under the global registry URI, not ``tracking_uri``)."""
+    registry client would look the model up under the global registry URI, not ``tracking_uri``)
+    into ``dst_path``, else a temporary folder of MLflow's that stays (the caller's to remove)."""
     import mlflow
 
     folder = logged_weights(get_client(tracking_uri), model_version.run_id) or CHECKPOINT_PATH
     return mlflow.artifacts.download_artifacts(run_id=model_version.run_id, artifact_path=folder,
-                                               tracking_uri=tracking_uri)
+                                               tracking_uri=tracking_uri, dst_path=dst_path)
 
 
 def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> str:
@@ -96,7 +97,11 @@ def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> 
 
 
 def load_registered(tracking_uri: str, name: str, version: str | None = None):
-    """The registered method, rebuilt by ``trainables.loop.load_trained`` (eval mode, CPU)."""
+    """The registered method, rebuilt by ``trainables.loop.load_trained`` (eval mode, CPU) from a
+    download removed once loaded."""
+    import tempfile
+
     from trainables.loop import load_trained  # torch and transformers: only where a model is loaded
 
-    return load_trained(checkpoint_dir(tracking_uri, name, version))
+    with tempfile.TemporaryDirectory(prefix="contrasweep-model-") as folder:
+        return load_trained(download(tracking_uri, resolve(get_client(tracking_uri), name, version), folder))
