@@ -75,6 +75,10 @@ def test_strip_false_keeps_the_spaced_label_and_names_the_setting(run, support):
     (similar,) = prep.labels["similar"]
     assert similar["names"] == ["Billing", "billing", "billing "]
     assert similar["set"] == "data.labels.casefold: true and data.labels.strip: true"
+    cased = run(source=support, labels={"strip": False, "casefold": True})  # case folded, spaces kept
+    assert cased.labels["merged"] == {"billing": ["Billing", "billing"]}
+    assert data_notes(cased.stats, cased.dropped, cased.labels)[0] == (
+        "labels 'Billing' and 'billing' are one class 'billing' (data.labels: case folded)")
 
 
 def test_clean_labels_report_nothing(run, tmp_path):

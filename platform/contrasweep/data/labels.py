@@ -57,8 +57,9 @@ def notes(report: dict) -> list[str]:
     """One line per merge and per set of names the rule keeps apart (the sweep's first lines)."""
     out = []
     for name, values in (report or {}).get("merged", {}).items():
-        out.append(f"labels {_listed(values)} are one class {name!r} (data.labels: surrounding spaces stripped"
-                   f"{', case folded' if any(v.strip() != values[0].strip() for v in values) else ''})")
+        how = [what for what, on in (("surrounding spaces stripped", any(v != v.strip() for v in values)),
+                                     ("case folded", len({v.strip() for v in values}) > 1)) if on]
+        out.append(f"labels {_listed(values)} are one class {name!r} (data.labels: {', '.join(how)})")
     for one in (report or {}).get("similar", []):
         out.append(f"labels {_listed(one['names'])} differ only in {one['differ_in']}: set {one['set']} to merge them")
     return out
