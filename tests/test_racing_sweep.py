@@ -133,8 +133,12 @@ def test_a_race_killed_mid_race_resumes_without_running_a_repeat_twice(ray_addre
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     after = _check_race(uri, folder)
     assert after["out"] == before  # no elimination undone or redone
-    # seven repeats, each a trial of its own that trained each epoch once
-    assert len(list((folder / "tune").glob("run_trial_*"))) == 7
+    # seven repeats, each a trial of its own that trained each epoch once. A kill in the moment Tune
+    # had made the next trial's folder, before its state was saved, leaves that folder without a
+    # result (the resume makes the trial again): CI of 9871e9d counted 8 folders once in 4 runs
+    folders = list((folder / "tune").glob("run_trial_*"))
+    trained = [p for p in folders if (p / "result.json").exists() and (p / "result.json").stat().st_size]
+    assert len(trained) == 7 and len(folders) - len(trained) <= 1, [p.name for p in folders]
     client = get_client(uri)
     for run in _runs(uri, "trial"):
         assert [m.step for m in client.get_metric_history(run.info.run_id, "val/accuracy")] == [1, 2, 3]
