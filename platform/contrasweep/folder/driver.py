@@ -45,7 +45,8 @@ def _started(pid: int) -> str:
     return fields[19] if len(fields) > 19 else ""  # field 22 of proc(5)
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_exists(pid: int) -> bool:
+    """Whether process ``pid`` lives on this machine (a zombie does not)."""
     fields = _stat(pid)
     if fields and fields[0] in ("Z", "X"):  # killed, not yet reaped by its parent
         return False
@@ -91,7 +92,7 @@ def state(folder: Path) -> tuple[str, str]:
         return ("dead" if age > STALE_S else "alive"), named
     if rec.get("boot_id") and rec["boot_id"] != _boot_id():
         return "dead", named + " (before a reboot)"
-    if not _pid_exists(pid):
+    if not pid_exists(pid):
         return "dead", named
     if rec.get("started") and _started(pid) and rec["started"] != _started(pid):
         return "dead", named + " (the pid now belongs to another process)"

@@ -42,11 +42,11 @@ import time
 from pathlib import Path
 
 from contrasweep.data.cache import cache_root
+from contrasweep.run import kept_day
 from contrasweep.run.ray_start import init_ray
 from contrasweep.spec.static import SweepStatic
 from trainables.registry import get_method
 
-KEEP_S = 24 * 3600.0
 # what the driver imports before Ray starts (contrasweep.cli's run: the launcher and the tracker;
 # the summary and report: MLflow's client, Optuna's importance, matplotlib)
 DRIVER_IMPORTS = ("contrasweep.run.tune", "contrasweep.tracking.tracker", "mlflow", "optuna", "matplotlib.pyplot")
@@ -58,11 +58,8 @@ def cache_file() -> Path:
 
 def kept(method: str, slots: int, address: str | None) -> dict | None:
     """The fixed costs ``measured`` keeps for these (a day old at most), or None: never a probe."""
-    try:
-        found = json.loads(cache_file().read_text()).get(_key(method, slots, address))
-    except (OSError, ValueError, AttributeError):
-        return None
-    return {**found, "kept": True} if found and time.time() - found.get("when", 0) < KEEP_S else None
+    found = kept_day.get(cache_file(), _key(method, slots, address))
+    return {**found, "kept": True} if found else None
 
 
 def _key(method: str, slots: int, address: str | None) -> str:
@@ -75,18 +72,8 @@ def measured(method: str, slots: int, address: str | None, remeasure: bool = Fal
     found = None if remeasure else kept(method, slots, address)
     if found:
         return found
-    key = _key(method, slots, address)
-    file = cache_file()
-    try:
-        kept_all = json.loads(file.read_text())
-    except (OSError, ValueError):
-        kept_all = {}
     found = probe(method, slots, address)
-    kept_all[key] = found
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = file.with_suffix(".tmp")
-    tmp.write_text(json.dumps(kept_all, indent=1))
-    os.replace(tmp, file)
+    kept_day.put(cache_file(), _key(method, slots, address), found)
     return {**found, "kept": False}
 
 

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from contrasweep.errors import UserError
+from contrasweep.folder.driver import pid_exists
 from contrasweep.spec.domains import Choice
 from contrasweep.spec.sweep import SHIP_MODES  # the spec's allowed values
 from trainables.checkpoints import best_folder, read_meta
@@ -156,18 +157,8 @@ def remove_orphans() -> None:
     (SIGKILL, a lost machine), which left its folder of links in the temp folder (issue 57)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}*-*"):
         pid = folder.name[len(STAGE_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_exists(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's: alive
-        return True
-    return True
 
 
 def stage(values: Iterable[str | Path], limit: int) -> Path:

@@ -60,6 +60,7 @@ from pathlib import Path
 
 from contrasweep.data import load_splits
 from contrasweep.data.cache import cache_root
+from contrasweep.run import kept_day
 from contrasweep.run.checks import _local_gpus
 from contrasweep.run.plan_steps import setting_steps
 from contrasweep.run.ray_start import init_ray
@@ -326,9 +327,6 @@ def quiet() -> None:
     hf_logging.disable_progress_bar()
 
 
-KEEP_CALIBRATION_S = 24 * 3600.0  # a calibration is kept a day, like the fixed costs (run/fixed_costs.py)
-
-
 def _first_trial(sweep: Sweep, prepared: list) -> tuple[dict, object]:
     """The loop config of the sweep's first trial and its prepared data variant."""
     config = trial_configs(sweep)[0]
@@ -357,10 +355,10 @@ def kept_calibration(sweep: Sweep, prepared: list) -> dict | None:
     """The calibration ``plan`` measured for this sweep's first trial on this host within a
     day, or None: what lets ``run`` print plan's estimate without calibrating again."""
     try:
-        found = json.loads(_calibrations_file().read_text()).get(_calibration_key(sweep, prepared))
-    except (OSError, ValueError, AttributeError, KeyError, IndexError, TypeError):  # none kept, or no first trial
+        key = _calibration_key(sweep, prepared)
+    except (AttributeError, KeyError, IndexError, TypeError):  # no first trial, or data without a key
         return None
-    return found if found and time.time() - found.get("when", 0) < KEEP_CALIBRATION_S else None
+    return kept_day.get(_calibrations_file(), key)
 
 
 def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
@@ -369,18 +367,5 @@ def calibrate_first_trial(sweep: Sweep, prepared: list) -> dict:
     loop_config, one = _first_trial(sweep, prepared)
     data = {"tables": load_splits(one.path), "num_labels": one.num_labels, "label_names": one.label_names}
     found = {**calibrate(loop_config, data), "when": time.time()}
-    file = _calibrations_file()
-    try:
-        kept = json.loads(file.read_text())
-    except (OSError, ValueError):
-        kept = {}
-    kept = {k: v for k, v in kept.items() if time.time() - v.get("when", 0) < KEEP_CALIBRATION_S}
-    kept[_calibration_key(sweep, prepared)] = found
-    try:  # best effort: a cache folder that cannot be written only means no kept calibration
-        file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = file.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(kept))
-        os.replace(tmp, file)
-    except OSError:
-        pass
+    kept_day.put(_calibrations_file(), _calibration_key(sweep, prepared), found)
     return found
