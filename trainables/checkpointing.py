@@ -10,6 +10,7 @@ never ``trainables.loop`` (which imports this module).
 
 from __future__ import annotations
 
+import math
 import shutil
 import threading
 from pathlib import Path
@@ -32,19 +33,26 @@ from trainables.checkpoints import (
     weights_file,
     write_meta,
 )
-from trainables.errors import TrainingDiverged
+from trainables.errors import ObjectiveNotFinite, TrainingDiverged
 from trainables.params import hp_value
 
 POINTER_DIR = ".pointer.tmp"  # the reported pointer's folder inside the state folder (StateFolder.prune: ``.*.tmp``)
 
 
 class BestTracker:
-    """Best value of the objective so far and the validation metrics of that epoch."""
+    """Best value of the objective so far and the validation metrics of that epoch.
+
+    A non-finite value (NaN, as ``val/sts_spearman`` is when every cosine is the same, or
+    infinite) is never the best: the first finite value is, whatever came before it (issue 69:
+    ``value > nan`` is never true, so a NaN epoch 1 stayed "best" for ever). The epochs whose
+    value was non-finite are kept (``non_finite``, in the resume state too), so that a trial
+    with no finite value at all fails saying so (``failure``)."""
 
     def __init__(self, metric: str, mode: str):
         self.metric, self.mode = metric, mode
         self.best_value: float | None = None
         self.best_metrics: dict[str, float] = {}
+        self.non_finite: list[tuple[int, float]] = []  # (epoch, value) of each non-finite value
 
     @property
     def best_epoch(self) -> int | None:
@@ -55,6 +63,9 @@ class BestTracker:
         value = metrics.get(self.metric)
         if value is None:
             return False
+        if not math.isfinite(value):
+            self.non_finite.append((int(metrics["epoch"]), float(value)))
+            return False
         better = self.best_value is None or (value > self.best_value if self.mode == "max" else value < self.best_value)
         if better:
             self.best_value = value
@@ -62,11 +73,32 @@ class BestTracker:
             self.best_metrics["best/epoch"] = metrics["epoch"]
         return better
 
+    def failure(self) -> ObjectiveNotFinite | None:
+        """Why the trial has no best epoch, where every value it validated was non-finite
+        (None where one was finite, or none was validated)."""
+        if self.best_value is not None or not self.non_finite:
+            return None
+        values = list(dict.fromkeys(repr(v) for _, v in self.non_finite))
+        what = "NaN" if values == ["nan"] else f"not finite ({', '.join(values)})"
+        epochs = ", ".join(str(e) for e, _ in self.non_finite)
+        return ObjectiveNotFinite(
+            f"{self.metric} was {what} at every one of its {len(self.non_finite)} validated epochs ({epochs}): "
+            "no epoch can be the trial's best, so it has no best weights to keep or test (a constant output, "
+            "e.g. every prediction or cosine the same, gives this); try another lr, or check the method's evaluation")
+
     def state(self) -> dict:
-        return {"best_value": self.best_value, "best_metrics": self.best_metrics}
+        return {"best_value": self.best_value, "best_metrics": self.best_metrics,
+                "non_finite": [list(pair) for pair in self.non_finite]}
 
     def load(self, state: dict) -> None:
+        """A resume state's tracker. One saved before issue 69 may hold a NaN best (its first
+        epoch's, kept since): it loads as no best yet, that epoch as a non-finite one."""
         self.best_value, self.best_metrics = state["best_value"], dict(state["best_metrics"])
+        self.non_finite = [(int(e), float(v)) for e, v in state.get("non_finite", [])]
+        if self.best_value is not None and not math.isfinite(self.best_value):
+            if "non_finite" not in state and self.best_epoch is not None:
+                self.non_finite = [(self.best_epoch, float(self.best_value))]
+            self.best_value, self.best_metrics = None, {}
 
 
 class Checkpointer:
@@ -99,7 +131,8 @@ class Checkpointer:
         weights from the same resume state): fail again at once, without training."""
         failure = self.folder.failure()
         if failure:
-            raise TrainingDiverged(f"{failure['message']} (an earlier attempt of this trial; not trained again)")
+            error = ObjectiveNotFinite if failure.get("error") == ObjectiveNotFinite.__name__ else TrainingDiverged
+            raise error(f"{failure['message']} (an earlier attempt of this trial; not trained again)")
 
     def resume_due(self, epoch: int, last: bool) -> bool:
         """At a validated ``epoch`` (the loop asks at no other): the last, a pause epoch, or the
@@ -194,7 +227,8 @@ class Checkpointer:
             scaler.load_state_dict(state["scaler"])
         self.tracker.load(state["tracker"])
         set_rng_state(state["rng"])
-        self.resume, self.best = meta["resume"], state.get("best")
+        # no best where the tracker has none (a state whose only "best" was a NaN: BestTracker.load)
+        self.resume, self.best = meta["resume"], state.get("best") if self.tracker.best_value is not None else None
         if self.best and folder is not self.folder:  # resumed into another folder: bring the best along
             self.best_weights = load_weights(folder.local(self.best) / WEIGHTS_FILE)
             best_meta = read_meta(folder.local(self.best))

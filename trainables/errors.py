@@ -20,3 +20,10 @@ class TrainingDiverged(RuntimeError):
     """The training loss became NaN or infinite: the trial failed (not bad input, so not a
     ``UserError``). Its state folder keeps a ``failure`` record, so a retry of the trial fails
     at once instead of training into the same divergence again (``trainables.loop``)."""
+
+
+class ObjectiveNotFinite(TrainingDiverged):
+    """The objective (the sweep's validation metric) was NaN or infinite at every validated
+    epoch: no epoch can be the trial's best, so it has no best weights to keep or to test
+    (``trainables.checkpointing.BestTracker.failure``). Fails the trial after its last epoch
+    is reported, recorded like a divergence (a retry fails at once)."""

@@ -39,7 +39,7 @@ from trainables.checkpointing import BestTracker, Checkpointer
 from trainables.checkpoints import (META_FILE, UNREAD_WEIGHTS, WEIGHTS_FILE, best_folder, load_weights, read_meta,
                                     weights_file)
 from trainables.encoder import load_encoder
-from trainables.errors import SpecError, TrainingDiverged
+from trainables.errors import ObjectiveNotFinite, SpecError, TrainingDiverged
 from trainables.phase_progress import track
 from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
@@ -111,7 +111,9 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     may pause the trial there) and ``evaluate_test`` (``tests_in_trial``). Returns the final
     metrics (also reported every epoch through ``session``); the test split is evaluated once,
     after the last epoch, on the weights of the best validation epoch, unless the sweep does
-    that after selection (docs/architecture.md, "Selection and the test split").
+    that after selection (docs/architecture.md, "Selection and the test split"). A trial whose
+    objective was NaN or infinite at every validated epoch has no best epoch: it reports its
+    last epoch, then raises ``ObjectiveNotFinite`` (``no_best``), untested.
     """
     run = set_up(config, data, session)
     epochs = run.epochs
@@ -119,9 +121,12 @@ def train(config: dict[str, Any], data: dict[str, Any], session) -> dict[str, fl
     for epoch in range(run.start_epoch, epochs + 1):
         metrics = run_epoch(run, epoch)
     if run.start_epoch > epochs:  # restored after the last epoch: its report may not have arrived
-        if tests_in_trial(config):
+        failure = no_best(run, epochs)
+        if tests_in_trial(config) and failure is None:
             metrics.update(evaluate_test(run.method, data, config, run.saver, session))
         run.saver.report(metrics, epochs, pointer=False)
+        if failure is not None:
+            raise failure
     run.saver.wait()
     return metrics
 
@@ -238,13 +243,26 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
         if saver.resume_due(epoch, last):
             saver.save_resume(method, run.optimizer, run.scheduler, run.step.scaler, epoch, metrics)
     metrics.update(tracker.best_metrics)
-    if last and tests_in_trial(run.config):
+    failure = no_best(run, epoch) if last else None
+    if last and tests_in_trial(run.config) and failure is None:
         with clock("test"):
             metrics.update(evaluate_test(method, data, run.config, saver, session))
     metrics.update(clock.report())
     metrics["time/epoch_s"] = time.perf_counter() - run.window.epoch_started  # every epoch it reports
     saver.report(metrics, epoch)
+    if failure is not None:  # the last epoch reported as every other, then the trial fails
+        raise failure
     return metrics
+
+
+def no_best(run: TrialRun, epoch: int) -> ObjectiveNotFinite | None:
+    """After the last epoch: the trial's objective was non-finite at every validated epoch
+    (``BestTracker.failure``), so no epoch is its best and nothing is tested; recorded in the
+    state folder before the last report (a retry fails at once, never trains again)."""
+    failure = run.tracker.failure()
+    if failure is not None:
+        run.saver.record_failure(failure, epoch)
+    return failure
 
 
 # The loss is read on the host once every this many steps (one GPU sync per window, never per
