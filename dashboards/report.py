@@ -63,8 +63,10 @@ class Report:
 
 
 def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str, ...] = (),
-          baseline: str | None = None, log: bool = True, tsne: bool = True) -> Report:
-    records = [load(tracking_uri, n) for n in dict.fromkeys([name, *compare])]
+          baseline: str | None = None, log: bool = True, tsne: bool = True,
+          run_ids: dict[str, str] | None = None) -> Report:
+    """``run_ids``: sweep name -> its sweep run, where its folder's record names it (else found by tags)."""
+    records = [load(tracking_uri, n, (run_ids or {}).get(n)) for n in dict.fromkeys([name, *compare])]
     base = pick_baseline(records, baseline)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

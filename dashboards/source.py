@@ -15,7 +15,8 @@ from contrasweep.data.chance import level_of
 from contrasweep.errors import UserError
 from contrasweep.tracking.aggregate import Group, groups, select, selection_key
 from contrasweep.tracking.store import (BUDGET_CUT, ELIMINATED, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
-                                       RACE_P_VALUE_TAG, RACE_ROUND_TAG, get_client)
+                                       RACE_P_VALUE_TAG, RACE_ROUND_TAG, get_client, search_all,
+                                       search_experiments_all)
 from contrasweep.tracking.rows import slug
 from contrasweep.tracking.verdict import CHANCE_PREFIX, LEARNED_TAG, P_VALUE_TAG
 from trainables.user_methods import short_name
@@ -109,12 +110,15 @@ class SweepRecord:
         return selection_key(self.metric)
 
 
-def find_parent(client, name: str):
-    """The newest parent run tagged with sweep ``name`` in any experiment."""
+def find_parent(client, name: str, run_id: str | None = None):
+    """The sweep run: ``run_id`` where the sweep's folder names it (``tracking.json``), else the
+    newest sweep run tagged with sweep ``name`` in any experiment (every page: it is its sweep's
+    oldest run, so its trials push it past the first)."""
+    if run_id:
+        return client.get_run(run_id)
     found = []
-    for exp in client.search_experiments():
-        runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`contrasweep.sweep` = '{name}'",
-                                  max_results=5000)
+    for exp in search_experiments_all(client):
+        runs = search_all(client, [exp.experiment_id], f"tags.`contrasweep.sweep` = '{name}'")
         found += [r for r in runs if PARENT_TAG not in r.data.tags]
     if not found:
         raise UserError(f"no sweep {name!r} in MLflow at {client.tracking_uri}; allowed: a sweep name from "
@@ -122,11 +126,12 @@ def find_parent(client, name: str):
     return max(found, key=lambda r: r.info.start_time or 0)
 
 
-def load(tracking_uri: str, name: str) -> SweepRecord:
+def load(tracking_uri: str, name: str, run_id: str | None = None) -> SweepRecord:
+    """Sweep ``name`` read back; ``run_id``: its sweep run, where its folder's record names it."""
     import mlflow
 
     client = get_client(tracking_uri)
-    parent = find_parent(client, name)
+    parent = find_parent(client, name, run_id)
     with tempfile.TemporaryDirectory(prefix="contrasweep-spec-") as folder:  # MLflow's own temp folder stays (issue 57)
         path = mlflow.artifacts.download_artifacts(run_id=parent.info.run_id, artifact_path="spec.yaml",
                                                    tracking_uri=tracking_uri, dst_path=folder)
@@ -140,7 +145,7 @@ def load(tracking_uri: str, name: str) -> SweepRecord:
 
 def configuration_runs(client, parent, outcome: str, tag: str = OUTCOME_TAG) -> list:
     """The sweep's configuration runs whose ``tag`` (default: how they ended) is ``outcome``."""
-    return client.search_runs([parent.info.experiment_id], max_results=5000, filter_string=(
+    return search_all(client, [parent.info.experiment_id], (
         f"tags.`{PARENT_TAG}` = '{parent.info.run_id}' and tags.`{KIND_TAG}` = 'configuration' and "
         f"tags.`{tag}` = '{outcome}'"))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contrasweep.tracking.store import OUTCOME_TAG, PARENT_TAG, get_client
+from contrasweep.tracking.store import OUTCOME_TAG, PARENT_TAG, get_client, search_all
 from contrasweep.tracking.store import trial_runs as _trial_runs
 
 
@@ -15,7 +15,7 @@ def parent_runs(tracking_uri: str, experiment: str, sweep: str | None = None) ->
     if exp is None:
         return []
     query = f"tags.`contrasweep.sweep` = '{sweep}'" if sweep else ""
-    runs = client.search_runs([exp.experiment_id], filter_string=query, max_results=5000)
+    runs = search_all(client, [exp.experiment_id], query)
     return [r for r in runs if PARENT_TAG not in r.data.tags]
 
 

@@ -35,10 +35,16 @@ def _extend(main, capsys, root, uri, name, *args) -> int:
     return code
 
 
-def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
+def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys,
+                                                      monkeypatch):
     from contrasweep.cli import main
     from contrasweep.folder import sweeps
+    from contrasweep.tracking import store
     from contrasweep.tracking.store import get_client
+
+    # every MLflow read of the driver and the report pages (issue 69): one run a page, below every
+    # count here, so that selection, the test phase, extension (--top) and the report read each page
+    monkeypatch.setattr(store, "PAGE_SIZE", 1)
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     root = sweeps.sweeps_root(str(tmp_path / "sweeps"))
@@ -103,6 +109,10 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
     assert sorted(r.data.metrics["n_repeats"] for r in configs.values()) == [2.0, 2.0, 3.0, 3.0]
     assert {configs[run_id].data.metrics["n_repeats"] for run_id in best.values()} == {3.0}
     assert all(r.info.status == "FINISHED" and r.data.tags["contrasweep.outcome"] == "complete" for r in configs.values())
+    record = load(uri, "g")  # the report's read: every configuration with every repeat, across 10 pages
+    assert sorted(len(g.repeats) for g in record.groups) == [2, 2, 3, 3], [(g.group, g.outcomes) for g in record.groups]
+    assert all(g.complete for g in record.groups)
+    assert record.parent.info.run_id == parent.info.run_id
     assert main(["--root", str(root), "list"]) == 0
     header, *rows = capsys.readouterr().out.splitlines()
     (row,) = [r for r in rows if r.startswith("g ")]

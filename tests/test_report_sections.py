@@ -213,7 +213,7 @@ def test_importance_ranks_the_hyperparameter_that_decides_the_objective_first(tm
 
     # the report logs them on its sweep's run, next to report/importance_s.png
     sweep.parent.info.run_id = built_run = client.create_run(client.get_run(run_id).info.experiment_id).info.run_id
-    monkeypatch.setattr(report, "load", lambda uri, name: sweep)
+    monkeypatch.setattr(report, "load", lambda uri, name, run_id=None: sweep)
     report.build(f"sqlite:///{tmp_path / 'mlflow.db'}", "s", tmp_path / "built", tsne=False)
     assert client.get_run(built_run).data.metrics == pytest.approx({f"importance/{k}": v for k, v in values.items()})
     assert "report/importance_s.png" in {a.path for a in client.list_artifacts(built_run, "report")}

@@ -299,7 +299,9 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
         assert "set aside (.torn): " in out and newest.name in out, out[-3000:]
     _console(out, total, tmp_path, folder)
 
-    assert json.loads((folder / "sweep.json").read_text())["status"] == "finished"
+    meta = json.loads((folder / "sweep.json").read_text())
+    assert meta["status"] == "finished"
+    assert (meta["trials"], meta["errors"]) == (total, 0), meta  # the sweep's count, not the last driver's (issue 69)
     runs = _runs(tmp_path)
     kinds = sorted(r.data.tags.get("contrasweep.kind") for r in runs)
     assert kinds == ["configuration"] * SUGGESTIONS + ["sweep"] + ["trial"] * total, kinds

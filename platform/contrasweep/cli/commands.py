@@ -19,6 +19,7 @@ from contrasweep.console.summary import disk_use, human, summary_lines
 from contrasweep.errors import UserError
 from contrasweep.folder import sweeps
 from contrasweep.folder.cleanup import reclaim
+from contrasweep.folder.record import read as read_record
 from contrasweep.run import fixed_costs, plan_lines, sweep_plan
 from contrasweep.run.checks import check_against_encoder
 from contrasweep.run.extend import extend, grow_again, never_started
@@ -140,12 +141,26 @@ def cmd_report(args) -> int:
     meta = sweeps.SweepDir(folder).meta()
     uri = args.tracking_uri or meta.get("tracking_uri") or default_tracking_uri()
     out = args.out or (folder / "report" if meta else f"report-{args.name}")
-    built = build(uri, args.name, out, compare=tuple(args.compare), baseline=args.baseline, tsne=not args.no_tsne)
+    built = build(uri, args.name, out, compare=tuple(args.compare), baseline=args.baseline, tsne=not args.no_tsne,
+                  run_ids=_sweep_run_ids(root, [args.name, *args.compare], uri))
     print(built.main.title)
     print(built.main.text())
     print(f"[contrasweep] report: {built.html_path} ({len(built.sections)} sections; logged to the parent run "
           f"of {args.name!r} under report/)")
     return 0
+
+
+def _sweep_run_ids(root, names: list[str], uri: str) -> dict[str, str]:
+    """Each named sweep's run, as its folder's record names it (tracked in ``uri``): the report
+    reads it by id; a sweep without a folder here is found by its tags."""
+    found = {}
+    for name in names:
+        folder = sweeps.SweepDir(root / _name(name))
+        if folder.meta().get("tracking_uri") == uri:
+            run_id = read_record(folder.path / "tracking.json").get("parent_run_id")
+            if run_id:
+                found[name] = run_id
+    return found
 
 
 def cmd_plan(args) -> int:

@@ -14,7 +14,7 @@ import time
 
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking.store import (
-    CONFIG_KEY_TAG, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG,
+    CONFIG_KEY_TAG, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG, search_all,
 )
 
 # runs started this long before sweep.json's "created" still belong to it (clock skew, slow start)
@@ -22,7 +22,7 @@ SLACK_S = 120
 
 
 def sweep_runs(client, experiment_id: str, name: str) -> list:
-    return client.search_runs([experiment_id], filter_string=f"tags.`contrasweep.sweep` = '{name}'", max_results=50000)
+    return search_all(client, [experiment_id], f"tags.`contrasweep.sweep` = '{name}'")
 
 
 def parent_of(runs: list, created: str | None):

@@ -1,6 +1,7 @@
 """The MLflow store, the leaf every other part of tracking (and the dashboards) imports: the
-client, the tag names the project writes, the default store locations, trial runs by tag, and how
-a store failure reads in one line. Imports only MLflow (lazily) and the standard library.
+client, the tag names the project writes, the default store locations, every run a filter
+matches (paged: ``search_all``), trial runs by tag, and how a store failure reads in one line.
+Imports only MLflow (lazily) and the standard library.
 """
 
 from __future__ import annotations
@@ -40,10 +41,45 @@ def store_errors() -> tuple[type, ...]:
     return (MlflowException, SQLAlchemyError, OSError, StoreWriteError)
 
 
+# Runs asked of MLflow per page (``search_all``): MLflow's SQL store and server accept up to
+# 50,000; a page is one query, so fewer, larger pages cost less. A test sets it below a sweep's
+# trial count to read a real sweep across pages.
+PAGE_SIZE = 5000
+
+
+def search_all(client, experiment_ids: list[str], filter_string: str = "") -> list:
+    """Every run ``filter_string`` matches, page by page (MLflow's page tokens), newest first.
+
+    One ``search_runs`` call returns at most one page, so a read of a 15,000-trial sweep in one
+    call saw its newest 5,000 runs only (issue 69). MLflow's stores sort by start time, then run
+    id, and page by offset: a run started during the read moves the later pages by one, so a run
+    seen twice is kept once (a repeat counted twice would weigh twice in its mean)."""
+    found, token = {}, None
+    while True:
+        page = client.search_runs(experiment_ids, filter_string=filter_string, max_results=PAGE_SIZE, page_token=token)
+        for run in page:
+            found.setdefault(run.info.run_id, run)
+        token = page.token
+        if not token:
+            break
+    return list(found.values())
+
+
+def search_experiments_all(client) -> list:
+    """Every active experiment, page by page (one call returns at most 1,000)."""
+    found, token = [], None
+    while True:
+        page = client.search_experiments(max_results=PAGE_SIZE, page_token=token)
+        found.extend(page)
+        token = page.token
+        if not token:
+            return found
+
+
 def trial_runs(client, parent_run_id: str) -> list:
-    """The trial (repeat) runs of a sweep (nested under its configuration runs: tagged with it)."""
+    """Every trial (repeat) run of a sweep (nested under its configuration runs: tagged with it)."""
     exp = client.get_run(parent_run_id).info.experiment_id
-    return client.search_runs([exp], filter_string=f"tags.`{SWEEP_RUN_TAG}` = '{parent_run_id}'", max_results=5000)
+    return search_all(client, [exp], f"tags.`{SWEEP_RUN_TAG}` = '{parent_run_id}'")
 
 
 def default_tracking_uri(workdir: str | os.PathLike | None = None) -> str:
