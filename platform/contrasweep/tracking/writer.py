@@ -11,24 +11,29 @@ about two thirds of the driver's CPU (``benchmarks/paper_scale.py``).
 The guarantee the record gives (docs/operations.md: record first, nothing lost or duplicated):
 
 * Each queued call goes to a write-ahead log (``mlflow_wal/<session>/<n>.wal``, length-prefixed
-  pickles) before it is sent, and the writer stores the number of the last call it applied in
-  ``done``. The driver deletes a log segment once the writer has applied all of it.
+  pickles: ``contrasweep.tracking.wal``) before it is sent, and the writer stores the number of
+  the last call it applied in ``done``. The driver deletes a log segment once the writer has
+  applied all of it.
 * The writer ignores SIGINT and SIGTERM (a terminal's Ctrl-C and a scheduler's preemption reach
   the whole process group): when the driver stops or dies it applies what it has received, then
   exits on the pipe's end.
 * A writer killed too (SIGKILL of the group, a lost machine) leaves calls unapplied: the next
-  writer of the sweep applies them from the log before anything else (``replay``). Each queued
-  call is idempotent in MLflow's stores (a metric row already there is skipped; a param, tag or
-  status set again to the same value; a replayed run creation whose run exists is skipped), so
-  one applied twice is not duplicated.
-* A writer holds ``mlflow_wal/lock`` while it runs: a resumed sweep's writer and
-  ``contrasweep.run.recovery`` (``replay_log``) wait for an earlier one to finish.
+  writer of the sweep applies them from the log before anything else (``wal.replay``), session
+  by session in the order they were written. A call applied twice is not duplicated, on every
+  store: a param, tag or status is set again to the same value, a replayed run creation whose
+  run exists is skipped, and a replayed metric row its run already has is dropped by the replay
+  itself (the file store would append it again: ``contrasweep.tracking.wal``).
+* A writer holds ``mlflow_wal/lock`` while it runs, its pid and host written in it: a resumed
+  sweep's writer waits for an earlier one to finish, and so does ``contrasweep.run.recovery``
+  (``replay_log``) for ``LOCK_WAIT_S`` at most; then it stops with one line naming the lock and
+  its holder (``StoreWriteError``) rather than replay beside a writer still applying its calls
+  (whose later ``set_terminated`` would overwrite the ``KILLED`` set here).
 * A store error stops the applying: that call and the ones after it stay in the log, the
   tracker hears of it at its next call (``StoreWriteError``, one of ``store.store_errors``) and
   stops the sweep as Ctrl-C does, and ``resume`` applies them.
 
-May import: ``contrasweep.tracking.store``, ``.frames``, ``.run_ids`` and the standard library (MLflow
-in the writer).
+May import: ``contrasweep.tracking.store``, ``.frames``, ``.run_ids``, ``.wal`` and the standard library
+(MLflow in the writer).
 """
 
 from __future__ import annotations
@@ -40,13 +45,15 @@ import os
 import pickle
 import select
 import signal
+import socket
 import time
 import uuid
 from pathlib import Path
 
-from contrasweep.tracking.frames import FRAME, frames, receive, send
+from contrasweep.tracking.frames import FRAME, receive, send
 from contrasweep.tracking.run_ids import Made, RunRef, chosen_ids, made_run
 from contrasweep.tracking.store import StoreWriteError, get_client, store_line
+from contrasweep.tracking.wal import apply, new_session, remove, replay
 
 QUEUED = frozenset({"log_batch", "log_inputs", "set_terminated", "set_tag"})
 WAL_DIR = "mlflow_wal"
@@ -54,6 +61,9 @@ SEGMENT_BYTES = 1 << 20  # a log segment is closed at this size and deleted once
 # The writer says how far it has applied every this many queued calls, unasked: the driver's log
 # stays bounded where no call waits for an answer (a trial's run is made queued: ``run_ids``).
 NOTE_EVERY = 256
+# How long ``replay_log`` waits for an earlier writer of the sweep to finish before it stops with
+# one line (a writer stuck on its store is not waited for longer; a writer itself waits for ever).
+LOCK_WAIT_S = 300.0
 _LIVE: dict[Path, QueuedClient] = {}  # this process's running writers, by their sweep's log folder
 _SPARE: dict[str, object] = {}  # tracking URI -> a writer started ahead (``prestart``), not yet taken
 
@@ -66,8 +76,7 @@ class QueuedClient:
         self.wal = Path(sweep_dir).resolve() / WAL_DIR
         _end_live(self.wal)  # a second tracker of the sweep in one process: the first one's driver has stopped
         _LIVE[self.wal] = self
-        self.session = self.wal / f"{os.getpid()}-{time.time_ns()}"
-        self.session.mkdir(parents=True)
+        self.session = new_session(self.wal)  # replayed after every session before it (``wal``)
         self.seq = 0
         self.segments: list[tuple[Path, int]] = []  # (segment, its last call's number), oldest first
         self._fd = None
@@ -182,7 +191,7 @@ class QueuedClient:
         self._proc.stdout.close()
         os.close(self._fd)
         if failed is None:
-            _remove(self.session)
+            remove(self.session)
 
     def direct(self):
         """An MLflow client of this process (after ``close``)."""
@@ -224,25 +233,48 @@ def _end_spares() -> None:
 
 
 @contextlib.contextmanager
-def _drained(sweep_dir: str | os.PathLike, timeout_s: float = 300.0):
-    """Hold the sweep's writer lock (``timeout_s`` at most: a writer stuck on its store is not waited for longer)."""
+def _drained(sweep_dir: str | os.PathLike, timeout_s: float | None = None):
+    """Hold the sweep's writer lock, waiting ``timeout_s`` (``LOCK_WAIT_S``) at most for a
+    writer still applying its calls; then ``StoreWriteError``, one line naming the lock, its
+    holder and what to do (nothing is replayed beside that writer)."""
     lock = Path(sweep_dir).resolve() / WAL_DIR / "lock"
     _end_live(lock.parent)
     if not lock.exists():
         yield
         return
+    timeout_s = LOCK_WAIT_S if timeout_s is None else timeout_s
     fd = os.open(lock, os.O_RDWR)
     try:
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise StoreWriteError(f"the MLflow writer lock {lock} is still held after {timeout_s:g} s by "
+                                          f"{_holder(fd)}; allowed: let it finish applying the sweep's MLflow writes "
+                                          "(or end it), then run `contrasweep list` or `resume` again") from None
                 time.sleep(0.1)
+        _hold(fd)
         yield
     finally:
         os.close(fd)
+
+
+def _hold(fd: int) -> None:
+    """Name this process in the lock file it has just locked (``_holder``)."""
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}".encode(), 0)
+
+
+def _holder(fd: int) -> str:
+    """Who holds a lock: the pid and host its holder wrote in it (``_hold``)."""
+    try:
+        pid, host = os.pread(fd, 256, 0).decode().split(maxsplit=1)
+        return f"pid {int(pid)} on {host.strip()} (a writer of this sweep)"
+    except (ValueError, UnicodeDecodeError, OSError):
+        return "another process (one that did not name itself in the lock)"
 
 
 def _end_live(wal: Path) -> None:
@@ -271,7 +303,8 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
         return
 
     lock = os.open(Path(wal) / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-    fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier writer of this sweep first
+    fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier writer of this sweep first, however long it takes
+    _hold(lock)
     done = os.open(Path(session) / "done", os.O_RDWR | os.O_CREAT, 0o644)
     failed = None
     try:
@@ -313,39 +346,15 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
     os.close(lock)
 
 
-def replay_log(client, sweep_dir: str | os.PathLike) -> int:
-    """``replay`` for a sweep whose driver is gone (``contrasweep.run.recovery``): once its
-    writer has applied what it was sent, holding the lock as a writer does."""
+def replay_log(client, sweep_dir: str | os.PathLike, timeout_s: float | None = None) -> int:
+    """``wal.replay`` for a sweep whose driver is gone (``contrasweep.run.recovery``): once its
+    writer has applied what it was sent, holding the lock as a writer does (``_drained``: a
+    ``StoreWriteError`` when that writer has not finished within ``timeout_s``)."""
     wal = Path(sweep_dir) / WAL_DIR
     if not wal.is_dir():
         return 0
-    with _drained(sweep_dir):
+    with _drained(sweep_dir, timeout_s):
         return replay(client, wal, None)
-
-
-def replay(client, wal: Path, own: Path | None) -> int:
-    """Apply, in order, the logged calls earlier writers of the sweep did not (``done`` says
-    how far each got); each session's folder goes once applied. Returns the calls applied."""
-    count = 0
-    for session in sorted(p for p in wal.iterdir() if p.is_dir() and p != own):
-        try:
-            done = int((session / "done").read_bytes() or b"0")
-        except (FileNotFoundError, ValueError):
-            done = 0
-        for segment in sorted(session.glob("*.wal")):
-            for seq, name, args, kwargs in frames(segment):
-                if seq > done:
-                    apply(client, name, args, kwargs, replaying=True)
-                    count += 1
-        _remove(session)
-    return count
-
-
-def apply(client, name: str, args: tuple, kwargs: dict, replaying: bool = False):
-    """One call of the driver's, as MLflow's client takes it (``made_run`` for a run made under a chosen id)."""
-    if name == "create_run" and "run_id" in kwargs:
-        return made_run(client, *args, replaying=replaying, **kwargs)
-    return getattr(client, name)(*args, **kwargs)
 
 
 def _picklable(exc: BaseException) -> BaseException:
@@ -354,12 +363,6 @@ def _picklable(exc: BaseException) -> BaseException:
         return exc
     except Exception:  # noqa: BLE001
         return RuntimeError(f"{type(exc).__name__}: {exc}")
-
-
-def _remove(folder: Path) -> None:
-    for file in folder.iterdir():
-        file.unlink(missing_ok=True)
-    folder.rmdir()
 
 
 if __name__ == "__main__":
