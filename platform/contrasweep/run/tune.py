@@ -38,7 +38,7 @@ from contrasweep.search.registry import group_sizes, num_samples, param_space, s
 from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
-from contrasweep.tracking import writer
+from contrasweep.tracking import ledger, writer
 from contrasweep.tracking.provenance import method_fingerprint
 from contrasweep.tracking.store import default_tracking_uri, store_errors, store_line
 from contrasweep.tracking.tracker import MlflowTracker
@@ -230,6 +230,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
     if alive == "alive":
         raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
     sweep_dir.spec()  # missing or damaged: one line before anything starts
+    ledger.check_readable(sweep_dir.path / "tracking.json")  # unreadable: one line, not "nothing finished"
     tune_state.check_tuner_state(sweep_dir.tune_location, name)
     torn = tune_state.set_aside_torn_state(sweep_dir.tune_location)
     if torn:

@@ -7,15 +7,18 @@ MLflow's tags when the file is lost), so that record, not Tune's copy, says what
 repeat with the same configuration key (``contrasweep.spec.identity.key_of`` of the trial's config:
 its hyperparameters, seed, data variant and, for searchers, its suggestion and repeat index)
 is never trained again (``group_asha.MovableFIFO.settle``). A trial that failed is not
-finished: ``resume`` retries it.
+finished: ``resume`` retries it. A record that exists but cannot be read stops its reader
+with a ``UserError`` (``unreadable``; ``resume`` checks before Ray starts,
+``check_readable``), never reads as "nothing finished".
 
-May import: ``contrasweep.spec.identity``, ``contrasweep.folder.record``.
+May import: ``contrasweep.errors``, ``contrasweep.spec.identity``, ``contrasweep.folder.record``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from contrasweep.errors import UserError
 from contrasweep.folder.record import read as read_record
 from contrasweep.spec.identity import key_of
 
@@ -41,15 +44,41 @@ def started(tracking_file: str | Path | None) -> dict[str, str]:
     return {e["config_key"]: e.get("group", "") for e in _trials(tracking_file) if e.get("config_key")}
 
 
+def check_readable(tracking_file: str | Path | None) -> None:
+    """A record that exists can be read (``unreadable`` where not); a missing one is fine
+    (the tracker rebuilds it from MLflow). ``resume`` asks before Ray starts."""
+    _trials(tracking_file)
+
+
 def _trials(tracking_file: str | Path | None) -> list[dict]:
-    """The record's trial entries (none where there is no readable record)."""
+    """The record's trial entries (none where there is no record). A record that exists but
+    cannot be read is never read as none: that would train every finished repeat again."""
     path = Path(tracking_file) if tracking_file else None
     if path is None or not path.exists():
         return []
     try:
-        return list(read_record(path).get("trials", {}).values())
-    except (OSError, ValueError):
-        return []
+        trials = read_record(path).get("trials", {})
+        if not isinstance(trials, dict):
+            raise TypeError("its trials are not a JSON object")
+        return list(trials.values())
+    except UnicodeDecodeError:
+        raise unreadable(path, "not UTF-8 text") from None
+    except ValueError as exc:  # json's JSONDecodeError
+        raise unreadable(path, f"not JSON: {exc}") from None
+    except OSError as exc:
+        raise unreadable(path, exc.strerror or type(exc).__name__) from None
+    except (AttributeError, KeyError, TypeError) as exc:  # JSON, but not a record's object (or journal line)
+        raise unreadable(path, f"not a sweep record: {exc}") from None
+
+
+def unreadable(path: Path, why: str) -> UserError:
+    """One line: the record, what is wrong with it, and what to do (a missing record is
+    rebuilt from MLflow's tags by the resumed tracker: ``contrasweep.tracking.reattach``)."""
+    name = path.parent.name
+    return UserError(f"sweep {name!r}: its record {path} cannot be read ({why}); read as empty it would train every "
+                     f"finished repeat again, so the sweep stops here; allowed: the record contrasweep wrote (restore "
+                     f"it), or move it aside (`mv {path} {path}.unreadable`) and `contrasweep resume {name}` rebuilds it "
+                     "from the sweep's runs in MLflow")
 
 
 def note_ended(trial_id: str) -> None:
