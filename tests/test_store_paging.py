@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from contrasweep.tracking import store
+from contrasweep.tracking.models import registered_versions
 from contrasweep.tracking.store import KIND_TAG, SWEEP_RUN_TAG, get_client, search_all, search_experiments_all, trial_runs
 
 
@@ -35,6 +36,10 @@ def test_small_pages_read_every_run_once(tmp_path, monkeypatch):
     for name in ("a", "b", "c", "d"):
         client.create_experiment(name, artifact_location=(tmp_path / name).as_uri())
     assert {e.name for e in search_experiments_all(client)} >= {"paging", "a", "b", "c", "d"}  # 2 pages and more
+    client.create_registered_model("m")
+    for _ in range(4):
+        client.create_model_version("m", source=(tmp_path / "model").as_uri())
+    assert [int(v.version) for v in registered_versions(client, "m")] == [4, 3, 2, 1]  # pages of 3
 
 
 def test_a_run_started_between_two_pages_is_read_once(tmp_path, monkeypatch):

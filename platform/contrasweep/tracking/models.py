@@ -16,7 +16,7 @@ import json
 import re
 
 from contrasweep.tracking.artifacts import logged_weights
-from contrasweep.tracking.store import CHECKPOINT_PATH, MODEL_PATH, get_client
+from contrasweep.tracking.store import CHECKPOINT_PATH, MODEL_PATH, every_page, get_client
 from trainables.errors import UserError
 
 SETTING_TAG = "contrasweep.setting"
@@ -59,7 +59,7 @@ def has_checkpoint(client, run_id: str) -> bool:
 
 def registered_versions(client, name: str) -> list:
     """The versions of model ``name``, newest first ([] when it was never registered)."""
-    return sorted(client.search_model_versions(f"name = '{name}'"), key=lambda v: -int(v.version))
+    return sorted(every_page(client.search_model_versions, filter_string=f"name = '{name}'"), key=lambda v: -int(v.version))
 
 
 def resolve(client, name: str, version: str | None = None):

@@ -47,33 +47,34 @@ def store_errors() -> tuple[type, ...]:
 PAGE_SIZE = 5000
 
 
+def every_page(search, **kwargs) -> list:
+    """What one of MLflow's paged searches (``client.search_runs``, ``search_experiments``,
+    ``search_model_versions``) finds, every page: one call returns at most one."""
+    found, token = [], None
+    while True:
+        page = search(max_results=PAGE_SIZE, page_token=token, **kwargs)
+        found.extend(page)
+        token = page.token
+        if not token:
+            return found
+
+
 def search_all(client, experiment_ids: list[str], filter_string: str = "") -> list:
-    """Every run ``filter_string`` matches, page by page (MLflow's page tokens), newest first.
+    """Every run ``filter_string`` matches, page by page, newest first.
 
     One ``search_runs`` call returns at most one page, so a read of a 15,000-trial sweep in one
     call saw its newest 5,000 runs only (issue 69). MLflow's stores sort by start time, then run
     id, and page by offset: a run started during the read moves the later pages by one, so a run
     seen twice is kept once (a repeat counted twice would weigh twice in its mean)."""
-    found, token = {}, None
-    while True:
-        page = client.search_runs(experiment_ids, filter_string=filter_string, max_results=PAGE_SIZE, page_token=token)
-        for run in page:
-            found.setdefault(run.info.run_id, run)
-        token = page.token
-        if not token:
-            break
+    found = {}
+    for run in every_page(client.search_runs, experiment_ids=experiment_ids, filter_string=filter_string):
+        found.setdefault(run.info.run_id, run)
     return list(found.values())
 
 
 def search_experiments_all(client) -> list:
-    """Every active experiment, page by page (one call returns at most 1,000)."""
-    found, token = [], None
-    while True:
-        page = client.search_experiments(max_results=PAGE_SIZE, page_token=token)
-        found.extend(page)
-        token = page.token
-        if not token:
-            return found
+    """Every active experiment (one call returns at most 1,000)."""
+    return every_page(client.search_experiments)
 
 
 def trial_runs(client, parent_run_id: str) -> list:
