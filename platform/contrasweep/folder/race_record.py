@@ -5,11 +5,13 @@ at any moment resumes the race where it was: every repeat that ended keeps its v
 elimination is undone. The tracker reads it to close an eliminated configuration's run.
 
 Content: ``repeats`` (group -> repeat id -> its value and outcome), ``out`` (group -> why it
-left the race: ``eliminated`` (``contrasweep.tracking.store.ELIMINATED``) with the round, the Holm-adjusted p-value and the round's best,
-or ``stopped``/``failed`` with the repeats it had), ``targets`` (setting -> repeats every
-configuration still racing runs before the next round), ``rounds`` (setting -> each judged
-round: its best, every p-value, who left), ``needed`` (trials the race may still run) and
-``total`` (the sweep's trials without racing).
+left the race: ``eliminated`` (``contrasweep.tracking.store.ELIMINATED``) with the round, the Holm-adjusted p-value and
+``best``, the configuration it was shown worse than: the round's best wherever that comparison
+shows it (``contrasweep.search.racing.Verdict.reason``), or ``stopped``/``failed`` with the repeats
+it had), ``targets`` (setting -> repeats every configuration still racing runs before the next
+round), ``rounds`` (setting -> each judged round: its best mean, every p-value, ``than`` (whom
+each is against; absent in journals written before issue 69, never read back), who left),
+``needed`` (trials the race may still run) and ``total`` (the sweep's trials without racing).
 
 Kept as ``folder.record`` keeps ``tracking.json``: a snapshot and a journal of one line per
 change (``open_journal``, ``save_key``), so a repeat's end costs one appended line, not the whole

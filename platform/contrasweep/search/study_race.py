@@ -6,18 +6,20 @@ A suggestion is a configuration. Unlike a grid's, a study's configurations do no
 front, so its race is asynchronous (as ASHA is to successive halving): a suggestion first runs
 its first ``min_repeats`` repeats of each setting; when its first r repeats of a setting have
 ended (r from ``min_repeats`` up to one less than its repeats there), it is judged once at round
-r against every suggestion that has those same r repeats ended: the best mean over them is the
-round's best, each other one gets a one-sided paired t-test against it, Holm-corrected over the
-pool (``contrasweep.search.racing.judge``: the grid's test). The suggestion judged leaves the
-race in that setting when its adjusted p-value is at most ``alpha``; otherwise it runs its next
-repeat. Only the judged suggestion's own decision is applied (the others were judged at their
-own rounds). A repeat that group ASHA stopped, or that failed, takes the suggestion out of the
+r against every suggestion that has those same r repeats ended: the one-sided paired t-test
+that it is worse than each of them (``contrasweep.search.racing.judge_one``: the grid's test),
+Bonferroni-corrected over those comparisons. Only the judged suggestion's own decision is
+applied (the others were judged at their own rounds), so they are the family: a judgement
+eliminates a suggestion in truth as good as the best of its pool with probability at most
+``alpha``. The suggestion leaves the race in that setting when its adjusted p-value is at most
+``alpha`` (``best`` in its record: the suggestion it was shown worse than, the pool's best mean
+wherever that one shows it); otherwise it runs its next repeat. A repeat that group ASHA stopped, or that failed, takes the suggestion out of the
 race in that setting, as in a grid's race. The study is told when every setting of a suggestion
 is out of the race or has run all its repeats: the mean over the repeats it ran.
 
 Memory: the study. Each repeat's outcome and value are its trial's user attributes
 (``repeat.<i>``, written by the searcher before it judges), and an elimination is the attribute
-``race.<setting>`` (round, Holm-adjusted p-value, the round's best suggestion), written before
+``race.<setting>`` (round, adjusted p-value, the suggestion it was shown worse than), written before
 the next repeat is issued; so a resumed sweep judges again only a round whose decision the kill
 cut off, and undoes none. ``race.json`` (``contrasweep.folder.race_record``) is written from the
 study after every change, for the tracker (an eliminated configuration's run), the console and
@@ -37,7 +39,7 @@ from collections.abc import Callable
 
 from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here
-from contrasweep.search.racing import judge, repeat_id
+from contrasweep.search.racing import judge_one, repeat_id
 from contrasweep.spec.identity import identify
 from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
 
@@ -129,7 +131,7 @@ class StudyRace:
     # -- the test -----------------------------------------------------------------------
     def judge(self, trial, trials: list, setting: str, r: int) -> dict | None:
         """``trial`` at round ``r`` of ``setting`` against every suggestion with the same first
-        ``r`` repeats ended: its elimination (round, Holm-adjusted p-value, the best's number),
+        ``r`` repeats ended: its elimination (round, adjusted p-value, the number of the one it is worse than),
         or None where it stays."""
         pool = {}
         for other in trials:
@@ -140,12 +142,11 @@ class StudyRace:
             return None
         params = {t.number: t.params for t in trials}
         keys = {number: self.group_key(number, params.get(number, {}), setting) for number in pool}
-        best, p_values = judge({keys[n]: v for n, v in pool.items()}, self.sign)
-        p = p_values.get(keys[trial.number])
-        if p is None or p > self.alpha:
+        p, than = judge_one({keys[n]: v for n, v in pool.items()}, keys[trial.number], self.sign, self.alpha)
+        if than is None or p > self.alpha:
             return None
-        (best_number,) = [n for n, k in keys.items() if k == best]
-        return {"round": r, "p_value": p, "best": best_number}
+        (than_number,) = [n for n, k in keys.items() if k == than]
+        return {"round": r, "p_value": p, "best": than_number}
 
     def values(self, trial, setting: str, r: int) -> list[float] | None:
         """The selection values of ``trial``'s first ``r`` repeats of ``setting``, where it has them all, complete."""
