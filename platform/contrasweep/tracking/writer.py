@@ -252,9 +252,9 @@ def _drained(sweep_dir: str | os.PathLike, timeout_s: float | None = None):
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise StoreWriteError(f"the MLflow writer lock {lock} is still held after {timeout_s:g} s by "
-                                          f"{_holder(fd)}; allowed: let it finish applying the sweep's MLflow writes "
-                                          "(or end it), then run `contrasweep list` or `resume` again") from None
+                    raise StoreWriteError(f"the MLflow writer lock {lock} is still held by {_holder(fd)} after "
+                                          f"{timeout_s:g} s; allowed: let that writer finish (or end it), then "
+                                          "`contrasweep list` or `resume` again") from None
                 time.sleep(0.1)
         _hold(fd)
         yield
@@ -272,9 +272,9 @@ def _holder(fd: int) -> str:
     """Who holds a lock: the pid and host its holder wrote in it (``_hold``)."""
     try:
         pid, host = os.pread(fd, 256, 0).decode().split(maxsplit=1)
-        return f"pid {int(pid)} on {host.strip()} (a writer of this sweep)"
+        return f"pid {int(pid)} on {host.strip()}"
     except (ValueError, UnicodeDecodeError, OSError):
-        return "another process (one that did not name itself in the lock)"
+        return "a process that did not name itself in it"
 
 
 def _end_live(wal: Path) -> None:
