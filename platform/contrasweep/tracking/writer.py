@@ -253,8 +253,8 @@ def _drained(sweep_dir: str | os.PathLike, timeout_s: float | None = None):
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise StoreWriteError(f"the MLflow writer lock {lock} is still held by {_holder(fd)} after "
-                                          f"{timeout_s:g} s; allowed: let that writer finish (or end it), then "
-                                          "`contrasweep list` or `resume` again") from None
+                                          f"{timeout_s:g} s; allowed: let it finish (or end it), then `contrasweep "
+                                          "list` again") from None
                 time.sleep(0.1)
         _hold(fd)
         yield
