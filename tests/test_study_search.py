@@ -192,6 +192,43 @@ def test_several_metrics_are_told_their_means(tmp_path):
     assert trial.values == pytest.approx([0.6, 0.2]) and len(study(tmp_path).directions) == 2
 
 
+def test_the_study_is_told_what_the_selection_ranks_by_the_best_epochs_mean(tmp_path):
+    """Issue 69: a noisy validation set's last epoch is not its best; the selection ranks by the
+    best epoch's value (``best/val/...``), so TPE is told that mean, each metric's for several
+    objectives, and a stopped suggestion's intermediate value is that mean too. A record written
+    by an older version (no best value) is told its last epoch's value; a told study is not re-told."""
+    s = make(tmp_path, metrics=(METRIC, "val/macro_f1"), repeats=2, num_samples=3, max_concurrent=6)
+    for tid in "abcdef":
+        s.suggest(tid)
+    s.on_trial_complete("a", {"epoch": 3, METRIC: 0.5, "best/val/accuracy": 0.7, "val/macro_f1": 0.2,
+                              "best/val/macro_f1": 0.4})
+    s.on_trial_complete("b", {"epoch": 3, METRIC: 0.6, "best/val/accuracy": 0.9, "val/macro_f1": 0.3,
+                              "best/val/macro_f1": 0.6})
+    s.on_trial_complete("b", {"epoch": 3, METRIC: 0.1, "best/val/accuracy": 0.1})  # a replay changes nothing
+    first = study(tmp_path).trials[0]
+    assert first.state == TrialState.COMPLETE and first.values == pytest.approx([0.8, 0.5])  # not [0.55, 0.25]
+    assert first.user_attrs["repeat.1"]["selections"] == [0.9, 0.6] and first.user_attrs["repeat.1"]["values"] == [0.6, 0.3]
+    # resumed over an older driver's record (no best value): that repeat is told its last epoch's
+    older = make(tmp_path / "older", repeats=2, num_samples=1)
+    (tmp_path / "older").mkdir()
+    older.suggest("a"), older.suggest("b")
+    pickled = snapshot(older, tmp_path)
+    older.on_trial_complete("a", {"epoch": 3, METRIC: 0.2, "best/val/accuracy": 0.4})
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'older' / 'optuna.db'}")  # b's record, the tell not
+    storage.set_trial_user_attr(study(tmp_path / "older").trials[0]._trial_id, "repeat.1",
+                                {"outcome": "complete", "epoch": 3, "values": [0.8]})
+    restored(pickled, tmp_path).suggest("c")
+    assert study(tmp_path / "older").trials[0].value == pytest.approx(0.6)  # (0.4 + 0.8) / 2
+    # group ASHA stopped a suggestion: pruned at the best epoch's mean reached
+    single = make(tmp_path / "one", repeats=2, num_samples=1)
+    (tmp_path / "one").mkdir()
+    single.suggest("a"), single.suggest("b")
+    single.on_trial_complete("a", {"epoch": 1, METRIC: 0.4, "best/val/accuracy": 0.6})
+    single.on_trial_complete("b", {"epoch": 1, METRIC: 0.2, "best/val/accuracy": 0.8})
+    (pruned,) = study(tmp_path / "one").trials
+    assert pruned.state == TrialState.PRUNED and pruned.intermediate_values == pytest.approx({1: 0.7})
+
+
 def test_the_reported_point_is_enqueued_once(tmp_path):
     s = make(tmp_path, reported={"lr": 1.0e-3, "heads": 1}, num_samples=3, repeats=1)
     s.suggest("a")

@@ -4,9 +4,12 @@ with repeats (docs/architecture.md, "Resume").
 One *suggestion* is one trial of the Optuna study in ``<sweep>/optuna.db``. It runs as
 ``repeats`` Tune trials (training seeds fastest, then data variants: ``__trial_index__``, read
 by ``contrasweep.run.executor``), each carrying the suggestion's number (``__suggestion__``). When
-every repeat has ended the study is told once: COMPLETE with the mean of each metric over the
-repeats, PRUNED when group ASHA stopped a repeat (an intermediate value, the mean reached, goes
-first for a single objective), FAIL when a repeat failed for good. ``resume`` retries a failed
+every repeat has ended the study is told once: COMPLETE with the mean over the repeats of what
+the selection ranks them by (each metric's ``aggregate.selection_key``: a validation metric's
+best epoch's value, not its last epoch's; ``told``), PRUNED when group ASHA stopped a repeat (an
+intermediate value, that mean as reached, goes first for a single objective), FAIL when a repeat
+failed for good. A repeat recorded by a driver before issue 69 without that value is told its
+last epoch's. ``resume`` retries a failed
 repeat (MLflow gets its result), but the study keeps FAIL: Optuna cannot reopen a finished trial.
 
 Why not Ray's ``OptunaSearch`` under ``Repeater`` and ``ConcurrencyLimiter``: their memory is
@@ -284,11 +287,13 @@ class StudySearcher(HeldByTune, Searcher):
                   "max_steps": params.get("max_steps", getattr(self, "max_steps", 0))}  # a study pickled before: 0
         complete = bool(result) and ran_every_epoch(epoch, budget, result.get("train/steps"))
         outcome = "failed" if error else ("complete" if complete else "stopped")
-        values = [float(result[m]) if isinstance(result.get(m), (int, float)) else None for m in self.metrics]
-        # what the selection (and a race) judges a repeat by: its best validation value
-        selection = result.get(selection_key(self.metrics[0]), result.get(self.metrics[0]))
-        return {"outcome": outcome, "epoch": epoch, "values": values,
-                "selection": float(selection) if isinstance(selection, (int, float)) else None}
+        values = [_number(result.get(m)) for m in self.metrics]
+        # what the selection (and a race, and the study) judges a repeat by: its best validation value
+        selections = [_number(result.get(selection_key(m), result.get(m))) for m in self.metrics]
+        record = {"outcome": outcome, "epoch": epoch, "values": values, "selection": selections[0]}
+        if len(self.metrics) > 1:
+            record["selections"] = selections  # every metric's (several objectives: NSGA-II)
+        return record
 
     def _tell(self, number: int, records: list[dict] | None = None) -> None:
         """Tell the study once: COMPLETE with the mean over repeats, PRUNED, or FAIL.
@@ -302,7 +307,7 @@ class StudySearcher(HeldByTune, Searcher):
                 return
             records = list(recorded(frozen).values())
         outcomes = {r["outcome"] for r in records}
-        means = [_nanmean([r["values"][i] for r in records if r.get("values")]) for i in range(len(self.metrics))]
+        means = [_nanmean([told(r, i) for r in records]) for i in range(len(self.metrics))]
         try:
             if "failed" in outcomes or ("stopped" not in outcomes and any(math.isnan(m) for m in means)):
                 self.study.tell(number, state=TrialState.FAIL)
@@ -315,6 +320,21 @@ class StudySearcher(HeldByTune, Searcher):
                 self.study.tell(number, means if len(means) > 1 else means[0])
         except UpdateFinishedTrialError:  # told by another path a moment ago
             pass
+
+
+def told(record: dict, i: int) -> float | None:
+    """What the study is told of one repeat for metric ``i``: what the selection ranks it by (its
+    best epoch's value, ``aggregate.selection_key``). A record written before issue 69 has it for
+    the first metric only (``selection``, since the race) or not at all: then the last epoch's value."""
+    chosen = record.get("selections", [])[i:i + 1] or ([record.get("selection")] if i == 0 else [])
+    if chosen and chosen[0] is not None:
+        return chosen[0]
+    values = record.get("values") or []
+    return values[i] if i < len(values) else None
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _nanmean(values: list) -> float:

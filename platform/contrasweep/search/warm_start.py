@@ -7,9 +7,9 @@ and encoder (its ``spec.yaml``). Its configurations are read from MLflow: the tr
 under its sweep run, grouped by configuration across data settings. Only configurations whose
 every repeat is complete are used. A point is used when each searched key has a value inside
 this sweep's domain and each fixed key has the value this sweep fixes. Its value is what this
-sweep's study is told for a suggestion: the mean over the repeats of each metric's final value
-(``study_search._tell``). The trials carry ``WARM_ATTR`` (the sweep they came from), which
-``StudySearcher.asked`` leaves out of the budget.
+sweep's study is told for a suggestion: the mean over the repeats of each metric's
+``selection_key`` value (its best epoch's; ``study_search.told``). The trials carry
+``WARM_ATTR`` (the sweep they came from), which ``StudySearcher.asked`` leaves out of the budget.
 
 Warm points take the place of TPE's random start-up (``n_startup_trials``, 10 by default): with
 at least one, the sampler models from the first suggestion (``startup_trials``). The random
@@ -32,7 +32,7 @@ from contrasweep.errors import UserError
 from contrasweep.folder import sweeps
 from contrasweep.folder.record import TrackingState
 from contrasweep.spec.sweep import Sweep
-from contrasweep.tracking.aggregate import groups
+from contrasweep.tracking.aggregate import groups, selection_key
 from contrasweep.tracking.store import default_tracking_uri
 from trainables.params import as_text
 
@@ -93,7 +93,7 @@ def points(sweep: Sweep, groups: list, name: str) -> list[dict]:
         if any(k in hp and hp[k] != str(as_text(v)) for k, v in sweep.fixed.items()):
             continue
         repeats = [r["metrics"] for g in found for r in g.repeats]
-        values = [sum(r.get(m, math.nan) for r in repeats) / len(repeats) for m in sweep.metric]
+        values = [sum(r.get(selection_key(m), r.get(m, math.nan)) for r in repeats) / len(repeats) for m in sweep.metric]
         if any(math.isnan(v) for v in values):
             continue
         out.append({"params": params, "values": values, "sweep": name})
