@@ -22,6 +22,14 @@ sweep's repeats got the full sweep's values). Not a test; run it as
 
     flock /tmp/contrasweep-ray.lock python benchmarks/racing.py
     flock /tmp/contrasweep-ray.lock python benchmarks/racing.py --set fixed.epochs=1   # a quick look
+
+Without Ray or training (issue 69), ``--simulate`` measures the race's test on made-up values:
+how often a round of equal configurations (2, 10, 30; 3 matched normal repeats, alpha 0.05)
+eliminates one, and how often one 0.3 below the rest (seeds' spread 0.03) leaves at round 3
+and 4; ``--replay RECORD`` runs the race on the per-trial values of an earlier record
+(``docs/measurements/racing_2026-11-28.json``'s full sweep) for every ``min_repeats``/``alpha``.
+
+    python benchmarks/racing.py --simulate --replay docs/measurements/racing_2026-11-28.json
 """
 
 from __future__ import annotations
@@ -99,6 +107,39 @@ def replay(values: dict[str, dict[str, float]], min_repeats: int, alpha: float) 
             "fewest": race.fewest(), "kept": sorted(g for g in values if g not in race.out())}
 
 
+def simulate(rounds: int = 4000, seed: int = 0) -> dict:
+    """The race's test on made-up rounds (see the module docstring)."""
+    import numpy as np
+
+    from contrasweep.search.racing import judge
+
+    rng = np.random.default_rng(seed)
+    out = {"rounds": rounds, "equal": {}, "worse_leaves": {}}
+    for k in (2, 10, 30):
+        hits = 0
+        for _ in range(rounds):
+            v = rng.normal(size=(k, 3)) + rng.normal(size=(1, 3))
+            hits += any(p <= 0.05 for p in judge({f"g{i:02d}": list(r) for i, r in enumerate(v)}, 1.0)[1].values())
+        out["equal"][k] = hits / rounds
+        for n in (3, 4):
+            left = 0
+            for _ in range(rounds // 10):
+                v = 0.8 + 0.03 * (rng.normal(size=(k, n)) + rng.normal(size=(1, n)))
+                v[-1] -= 0.3
+                left += judge({f"g{i:02d}": list(r) for i, r in enumerate(v)}, 1.0)[1][f"g{k - 1:02d}"] <= 0.05
+            out["worse_leaves"][f"k={k} round {n}"] = left / (rounds // 10)
+    return out
+
+
+def recorded_values(path: str) -> dict[str, dict[str, float]]:
+    """group -> repeat -> value, from an earlier record's ``full.best_val_per_trial``."""
+    values: dict[str, dict[str, float]] = {}
+    for name, value in json.loads(Path(path).read_text())["full"]["best_val_per_trial"].items():
+        config, repeat = name.split(" · ")
+        values.setdefault(config, {})[repeat] = value
+    return values
+
+
 def interval(mean: float, std: float, n: int) -> tuple[float, float]:
     """The 95 % t-interval of a mean over ``n`` repeats."""
     from scipy import stats
@@ -112,7 +153,16 @@ def main() -> None:
     parser.add_argument("--spec", default=str(ROOT / "benchmarks" / "tweet_sentiment_ce.yaml"))
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--out", default="racing.json")
+    parser.add_argument("--simulate", action="store_true", help="the test on made-up rounds; no Ray")
+    parser.add_argument("--replay", metavar="RECORD", help="the race on an earlier record's values; no Ray")
     args = parser.parse_args()
+    if args.simulate or args.replay:
+        out = {"simulate": simulate() if args.simulate else None,
+               "replays": [replay(recorded_values(args.replay), m, a) for m in (2, 3, 4) for a in (0.05, 0.1)]
+               if args.replay else None}
+        Path(args.out).write_text(json.dumps(out, indent=1, default=_plain))
+        print(json.dumps(out, indent=1, default=_plain))
+        return
 
     from contrasweep.run.inputs import prepare_data
     from contrasweep.run.ray_start import init_ray

@@ -24,19 +24,20 @@ normal difference is never constant, a small validation set's accuracy can be).
 
 **The correction** (``verdict``): every ordered pair (i, j) of the round's k configurations is
 tested (i worse than j), Holm's step-down over all k·(k − 1) of them, and a configuration leaves
-when any of its own is rejected at ``alpha`` (its p-value: its smallest adjusted one; the round's
-best mean never leaves). Why every pair, and not each one against the round's best (as before
-issue 69): the best is chosen on the very repeats it is then compared on, so "some configuration
-looks worse than the best" is more likely than any one comparison says; with equal
-configurations (n = 3, alpha 0.05) that test eliminated one in 9.8 % of rounds of 2, 18 % of 10
-and 23 % of 30. Holm over every ordered pair holds whatever the dependence: **a round eliminates
-any configuration that is in truth as good as the best of them with probability at most
-``alpha``** (measured on equal ones: 5.0 %, 4.7 %, 4.9 %, tests/test_racing.py). Over ``L`` judged
-rounds the chance of ever eliminating the true best is at most ``L · alpha`` (a union bound),
-under the test's assumptions; the selection is only as sure as that. The price is power with
-many configurations: 0.3 below the rest (seeds' spread 0.03), a configuration leaves at round 3
-in 100 % / 70 % / 35 % of rounds of 2 / 10 / 30 (86 % / 45 % for 10 / 30 before), by round 4 in
-100 % / 100 % / 91 %.
+when any of its own is rejected at ``alpha`` (its p-value: its smallest adjusted one; the
+round's best mean never leaves). Why every pair, and not each one against the round's best (as
+before issue 69): the best is chosen on the very repeats it is then compared on, so "some
+configuration looks worse than the best" is more likely than any one comparison says; with equal
+configurations (n = 3, alpha 0.05) that test eliminated one in 9.6 % of rounds of 2, 17.5 % of
+10 and 22.8 % of 30. Holm over every ordered pair holds whatever the dependence: **a round
+eliminates any configuration that is in truth as good as the best of them with probability at
+most ``alpha``** (measured on equal ones: 5.0 %, 4.1 %, 5.1 % of 4,000 rounds, ± 0.35 points:
+``benchmarks/racing.py --simulate``; tests/test_racing.py). Over ``L`` judged rounds the chance
+of ever eliminating the true best is at most ``L · alpha`` (a union bound), under the test's
+assumptions; the selection is only as sure as that. The price is power with many configurations:
+0.3 below the rest (seeds' spread 0.03), a configuration leaves at round 3 in 100 % / 69 % / 32
+% of rounds of 2 / 10 / 30 (about 86 % / 45 % for 10 / 30 before), by round 4 in 100 % / 99.5 %
+/ 89 %.
 
 A study's race (``contrasweep.search.study_race``) applies one suggestion's decision per
 judgement, so its family is that suggestion's k − 1 comparisons (``judge_one``, Bonferroni on
