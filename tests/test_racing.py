@@ -204,6 +204,30 @@ def test_a_race_resumes_from_its_journal_and_ignores_a_replayed_repeat():
     assert ("c", "seed=0") in order and ("c", "seed=1") in order and ("c", "seed=2") in order  # alone: all its repeats
 
 
+def test_a_journal_written_before_issue_69_resumes_and_keeps_its_decisions(tmp_path):
+    """race.json as the older test wrote it (a round's p-values against its best, no ``than``):
+    read back, its elimination stands, and the next round is judged by the new test."""
+    from contrasweep.folder import race_record
+
+    values = {"a": [0.80, 0.82, 0.79, 0.81, 0.80], "b": [0.79, 0.83, 0.78, 0.80, 0.81], "c": [0.2] * 5,
+              "d": [0.60, 0.63, 0.61, 0.62, 0.60]}
+    old = {"repeats": {g: {f"seed={s}": {"value": values[g][s], "outcome": "complete"} for s in range(3)} for g in values},
+           "out": {"c": {"outcome": ELIMINATED, "round": 3, "p_value": 0.0, "best": "a"}}, "targets": {"": 4},
+           "rounds": {"": [{"round": 3, "best": "a", "p_values": {"b": 0.5, "c": 0.0, "d": 0.06}, "eliminated": ["c"]}]},
+           "needed": 6, "total": 20}
+    path = tmp_path / race_record.RACE_FILE
+    race_record.write(path, old)
+    race = Race(_entries({g: "" for g in values}, 5), min_repeats=3, alpha=0.05, sign=+1.0,
+                journal=race_record.read(path))
+    race.advance()
+    assert race.out() == old["out"] and race.next(set()) == ("a", "seed=3")
+    _run_round(race, values)
+    assert race.out()["c"] == old["out"]["c"]  # nothing undone
+    assert race.out()["d"]["outcome"] == ELIMINATED and race.out()["d"]["round"] == 4 and race.out()["d"]["best"] == "a"
+    fourth = race.journal["rounds"][""][1]
+    assert fourth["round"] == 4 and fourth["than"]["d"] == "a" and "than" not in race.journal["rounds"][""][0]
+
+
 def test_a_stopped_or_failed_repeat_takes_its_configuration_out_of_the_race():
     race = Race(_entries({"a": "", "b": "", "c": ""}, 4), min_repeats=2, alpha=0.05, sign=+1.0)
     race.record("a", "seed=0", 0.4, "stopped")
