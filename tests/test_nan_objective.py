@@ -151,3 +151,76 @@ def test_a_trial_whose_objective_is_nan_at_every_epoch_fails_with_the_reason_rec
     (tmp_path / "error.txt").write_text("Failure # 1\n" + "".join(traceback.format_exception(raised.value)))
     tags = failure_tags(Errored())
     assert tags == {"contrasweep.error": f"trainables.errors.ObjectiveNotFinite: {message}"}, tags
+
+
+NAN_METHOD = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+from trainables.base import Method
+
+
+class NanAccuracy(Method):
+    """CE whose validation accuracy is NaN (as a Spearman correlation of constant cosines is)."""
+
+    def __init__(self, encoder, num_labels, hp):
+        super().__init__(encoder, num_labels, hp)
+        self.classifier = nn.Linear(encoder.hidden_size, num_labels)
+
+    def training_step(self, batch):
+        return {"loss": F.cross_entropy(self.classifier(self.encode(batch)[0]), batch["labels"])}
+
+    @torch.no_grad()
+    def predict(self, batch):
+        return self.classifier(self.encode(batch)[0])
+
+    def evaluate(self, context, split):
+        out = super().evaluate(context, split)
+        return {**out, "accuracy": float("nan")} if split == "validation" else out
+'''
+
+
+@pytest.mark.slow
+def test_a_sweep_fails_the_trial_whose_objective_is_never_finite(ray_address, tiny_model_dir, cache_dir, tmp_path):
+    """Through the CLI, attached to the suite's Ray: a user's method whose val/accuracy is NaN at
+    both epochs. The trial is FAILED in MLflow with ``contrasweep.error`` naming the metric and
+    its 2 epochs (outcome failed, no test metric, each epoch logged once), in the console
+    summary, and in sweep.json; its retry (max_failures 1) fails at once; exit status 1."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    from conftest import write_spec
+
+    (tmp_path / "nan_method.py").write_text(NAN_METHOD)
+    spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, method="nan_method.py:NanAccuracy", reported={},
+                      grid={"lr": [1.0e-3]}, fixed={"epochs": 2, "batch_size": 8, "warmup_ratio": 0.0},
+                      sweep={"seeds": [0], "scheduler": "none", "max_concurrent": 1, "max_failures": 1},
+                      evaluation={"test": "all"})
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = subprocess.run([sys.executable, "-m", "contrasweep", "--root", str(tmp_path / "sweeps"), "run", str(spec),
+                          "--name", "nanval", "--tracking-uri", uri, "--address", ray_address, "--no-tsne"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    log = out.stdout + out.stderr
+    assert out.returncode == 1, log[-4000:]
+    assert "1 trial: 0 complete, 0 stopped early, 1 failed" in out.stdout, out.stdout[-2000:]
+    reason = "ObjectiveNotFinite: val/accuracy was NaN at every one of its 2 validated epochs (1, 2): "
+    failed = [line for line in out.stdout.splitlines() if line.startswith("[contrasweep] failed: ")]
+    assert len(failed) == 1 and reason in failed[0], failed
+    assert json.loads((tmp_path / "sweeps" / "nanval" / "sweep.json").read_text())["status"] == "failed"
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tests")
+    [trial] = client.search_runs([experiment.experiment_id], "tags.`contrasweep.kind` = 'trial'")
+    assert (trial.info.status, trial.data.tags["contrasweep.outcome"]) == ("FAILED", "failed")
+    assert reason in trial.data.tags["contrasweep.error"], trial.data.tags["contrasweep.error"]
+    assert "contrasweep.error_step" not in trial.data.tags
+    assert not [k for k in trial.data.metrics if k.startswith(("test/", "best/"))], sorted(trial.data.metrics)
+    assert [m.step for m in client.get_metric_history(trial.info.run_id, "train/loss")] == [1, 2]
+    [trial_dir] = (tmp_path / "sweeps" / "nanval" / "tune").glob("run_trial_*")
+    errors = (trial_dir / "error.txt").read_text()
+    assert "Failure # 2" in errors and "not trained again" in errors, errors[-2000:]
