@@ -70,6 +70,39 @@ def test_a_state_saved_with_a_nan_best_loads_as_no_best_yet():
     assert str(round_trip.failure()) == str(again.failure())
 
 
+@pytest.mark.parametrize("mode, values, best", [("max", [NAN, 0.3, INF, 0.5, 0.4], 0.5),
+                                                ("min", [NAN, 0.3, -INF, 0.2, 0.4], 0.2)])
+def test_the_sweeps_objective_never_prefers_a_non_finite_value(mode, values, best, tmp_path):
+    """The driver's side keeps the same rule (``contrasweep.spec.objective.Objective``): the
+    tracker's record of a trial's best value (``tracking.json``'s ``best_value``, the console's
+    "best …" and the sweep run's live number) is its best finite value, not a NaN epoch 1's."""
+    from contrasweep.spec.objective import Objective
+    from contrasweep.spec.static import SweepStatic
+    from contrasweep.tracking.tracker import MlflowTracker
+
+    objective = Objective("val/accuracy", mode)
+    assert objective.better(NAN, None) and objective.better(0.1, NAN) and not objective.better(NAN, 0.1)
+    assert objective.best(values) == best and math.isnan(objective.best([NAN, NAN]))
+
+    class Trial:
+        trial_id, config, status, run_metadata = "t", {"hp": {"lr": 1e-3}}, "RUNNING", None
+
+    (tmp_path / "sweep").mkdir()
+    tracker = MlflowTracker(tmp_path / "sweep", f"sqlite:///{tmp_path / 'mlflow.db'}", "tests", "swp", {"method": "ce"},
+                            {"method": "ce"}, "val/accuracy", mode, static=SweepStatic(method="ce"))
+    tracker.setup()
+    trial = Trial()
+    tracker.on_trial_start(0, [trial], trial)
+    for epoch, value in enumerate(values, 1):
+        tracker.on_trial_result(0, [trial], trial, {"epoch": epoch, "val/accuracy": value, "timestamp": 1_700_000_000})
+    trial.status = "TERMINATED"
+    tracker.on_trial_complete(0, [trial], trial)
+    tracker.on_experiment_end([trial])
+    from contrasweep.folder.record import read
+
+    assert read(tmp_path / "sweep" / "tracking.json")["trials"]["t"]["best_value"] == best
+
+
 class PruningSession(LocalSession):
     prune = True  # as Tune and Train sessions do: only the best epoch's folder stays
 

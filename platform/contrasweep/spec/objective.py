@@ -8,6 +8,7 @@ May import: nothing of the project.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -34,11 +35,18 @@ class Objective:
         return "maximize" if self.sign > 0 else "minimize"
 
     def better(self, value: float, than: float | None) -> bool:
-        """Whether ``value`` beats ``than`` (anything beats None)."""
-        return than is None or self.sign * value > self.sign * than
+        """Whether ``value`` beats ``than``: anything beats None, a finite value beats a
+        non-finite one, a non-finite value (NaN, infinite) beats nothing else (the trial's own
+        rule, ``trainables.checkpointing.BestTracker``: a NaN first epoch is not the best for ever)."""
+        if than is None:
+            return True
+        return math.isfinite(value) and (not math.isfinite(than) or self.sign * value > self.sign * than)
 
     def best(self, values: Iterable[float]) -> float:
-        return max(values, key=lambda v: self.sign * v)
+        """The best finite value (the first value where none is finite)."""
+        values = list(values)
+        finite = [v for v in values if math.isfinite(v)]
+        return max(finite, key=lambda v: self.sign * v) if finite else values[0]
 
 
 def objectives(metrics: list[str], modes: list[str]) -> list[Objective]:
