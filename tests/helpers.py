@@ -1,6 +1,8 @@
-"""Test helpers: learnable toy tables built without the data pipeline."""
+"""Test helpers: learnable toy tables built without the data pipeline; racing's equal configurations."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from trainables.toy import MULTI_LABELS, multilabel_tables, toy_tables  # noqa: F401  (the tests' names)
 
@@ -13,3 +15,9 @@ def loop_config(model_dir: str, **hp) -> dict:
 
 
 LABELS = MULTI_LABELS
+
+
+def equal_rounds(k: int, rounds: int, rng, repeats: int = 3) -> np.ndarray:
+    """``rounds`` × ``k`` configurations × ``repeats`` values: every configuration in truth the
+    same (normal noise, plus a shared per-repeat effect: the matched repeats' seed)."""
+    return rng.normal(size=(rounds, k, repeats)) + rng.normal(size=(rounds, 1, repeats))
