@@ -29,22 +29,13 @@ from trainables.loop import load_trained, train
 from trainables.sessions import LocalSession
 from trainables.storage import join
 
+import crash
+from crash import PruningSession
 from helpers import loop_config, toy_tables
 
 
-class PruningSession(LocalSession):
+class CrashAfter(crash.CrashAfter):
     prune = True  # as Tune and Train sessions do
-
-
-class CrashAfter(PruningSession):
-    def __init__(self, root, n, **kwargs):
-        super().__init__(root, **kwargs)
-        self.n = n
-
-    def report(self, metrics, checkpoint_dir):
-        super().report(metrics, checkpoint_dir)
-        if len(self.reports) == self.n:
-            raise RuntimeError("killed")
 
 
 @pytest.fixture

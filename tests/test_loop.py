@@ -12,6 +12,7 @@ from trainables.checkpoints import StateFolder, load_weights, resume_name, weigh
 from trainables.loop import load_trained, train
 from trainables.sessions import LocalSession
 
+import crash
 from helpers import loop_config, toy_tables
 
 
@@ -34,17 +35,10 @@ class Crash(Exception):
     pass
 
 
-class CrashAfter(LocalSession):
+class CrashAfter(crash.CrashAfter):
     """A session whose process 'dies' right after the n-th epoch was reported."""
 
-    def __init__(self, root, n):
-        super().__init__(root)
-        self.n = n
-
-    def report(self, metrics, checkpoint_dir):
-        super().report(metrics, checkpoint_dir)
-        if len(self.reports) == self.n:
-            raise Crash
+    error = Crash
 
 
 def test_checkpoint_round_trip_and_resume(tiny_model_dir, tmp_path):

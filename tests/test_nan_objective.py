@@ -16,6 +16,7 @@ from trainables.errors import ObjectiveNotFinite, TrainingDiverged
 from trainables.loop import train
 from trainables.sessions import LocalSession
 
+from crash import CrashAfter, PruningSession
 from helpers import loop_config, toy_tables
 
 NAN, INF = float("nan"), float("inf")
@@ -103,10 +104,6 @@ def test_the_sweeps_objective_never_prefers_a_non_finite_value(mode, values, bes
     assert read(tmp_path / "sweep" / "tracking.json")["trials"]["t"]["best_value"] == best
 
 
-class PruningSession(LocalSession):
-    prune = True  # as Tune and Train sessions do: only the best epoch's folder stays
-
-
 def nan_validation(monkeypatch, epochs: set[int]):
     """The method's validation accuracy is NaN at ``epochs`` (as ``val/sts_spearman`` is when
     every cosine is the same); its other metrics and the test split stay as they are."""
@@ -134,17 +131,6 @@ def test_a_nan_first_epoch_is_not_kept_as_the_best(tiny_model_dir, tmp_path, mon
     assert (last["best/epoch"], last["best/val/accuracy"]) == (best_epoch, finite[best_epoch])
     assert "test/accuracy" in last and StateFolder(session.state_dir).failure() is None
     assert StateFolder(session.state_dir).names("best") == [f"best-e{best_epoch:04d}"]
-
-
-class CrashAfter(LocalSession):
-    def __init__(self, root, n, **kwargs):
-        super().__init__(root, **kwargs)
-        self.n = n
-
-    def report(self, metrics, checkpoint_dir):
-        super().report(metrics, checkpoint_dir)
-        if len(self.reports) == self.n:
-            raise RuntimeError("killed")
 
 
 def test_a_trial_whose_objective_is_nan_at_every_epoch_fails_with_the_reason_recorded(tiny_model_dir, tmp_path,
