@@ -71,7 +71,7 @@ def test_a_sweep_of_more_than_one_page_at_the_default_size(tmp_path):
     from dashboards.source import find_parent
 
     client, experiment = _store(tmp_path)
-    parent, made = _sweep(client, experiment, store.PAGE_SIZE + 1)
+    parent, made = _sweep(client, experiment, 5001)  # one more than the default PAGE_SIZE (and than 90ffea8 read)
     found = trial_runs(client, parent)
     assert len(found) == len({r.info.run_id for r in found}) == len(made) == 5001
     assert made[0] in {r.info.run_id for r in found}  # the oldest trial
