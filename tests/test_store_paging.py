@@ -9,7 +9,7 @@ import pytest
 from contrasweep.tracking import store
 from contrasweep.tracking.models import registered_versions
 # only names 90ffea8 had: the slow test runs there too, and fails on what it reads
-from contrasweep.tracking.store import KIND_TAG, SWEEP_RUN_TAG, get_client, trial_runs
+from contrasweep.tracking.store import KIND_TAG, PARENT_TAG, SWEEP_RUN_TAG, get_client, trial_runs
 
 
 def _store(tmp_path):
@@ -21,8 +21,8 @@ def _store(tmp_path):
 def _sweep(client, experiment, trials: int) -> tuple[str, list[str]]:
     """A sweep run, then ``trials`` trial runs tagged with it (oldest first)."""
     parent = client.create_run(experiment, tags={"contrasweep.sweep": "s", KIND_TAG: "sweep"}).info.run_id
-    made = [client.create_run(experiment, tags={"contrasweep.sweep": "s", KIND_TAG: "trial", SWEEP_RUN_TAG: parent}).info.run_id
-            for _ in range(trials)]
+    tags = {"contrasweep.sweep": "s", KIND_TAG: "trial", SWEEP_RUN_TAG: parent, PARENT_TAG: parent}  # nested, as every trial run
+    made = [client.create_run(experiment, tags=tags).info.run_id for _ in range(trials)]
     return parent, made
 
 

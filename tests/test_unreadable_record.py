@@ -133,3 +133,15 @@ def test_resume_stops_on_an_unreadable_record_before_anything_starts(tmp_path):
     assert ledger.key(done.config) in ledger.finished(record)
     assert json.loads(record.read_text())["parent_run_id"] == restored.state.data["parent_run_id"]
     restored.on_experiment_end([])
+
+
+def test_the_sweeps_count_is_one_per_repeat_whichever_driver_ran_it(tmp_path):
+    """``sweep.json``'s trials and errors (``run.tune.fit``) come from the record (issue 69, point
+    9): a repeat a resumed searcher issued again under another trial id, settled at once, counts
+    once; a failed repeat retried to its end is not an error; one still failed is."""
+    trials = {"t0": {"config_key": "k0", "status": "FINISHED"}, "t0-again": {"config_key": "k0", "status": "FINISHED"},
+              "t1": {"config_key": "k1", "status": "FAILED"}, "t1-retry": {"config_key": "k1", "status": "FINISHED"},
+              "t2": {"config_key": "k2", "status": "FAILED"}, "t3": {"config_key": "k3"}}  # t3: running when killed
+    path = tmp_path / "tracking.json"
+    path.write_text(json.dumps({"parent_run_id": "p", "trials": trials}))
+    assert ledger.ended(path) == {"k0": "FINISHED", "k1": "FINISHED", "k2": "FAILED"}

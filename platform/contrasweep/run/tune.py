@@ -294,9 +294,8 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
         except BaseException:
             sweep_dir.update_meta(status="interrupted")
             raise
-    # the sweep's ended trials, whichever driver ran them (after a resume Tune's results hold this driver's)
-    ended = [e for e in TrackingState(sweep_dir.path / "tracking.json").data.get("trials", {}).values() if "status" in e]
-    sweep_dir.update_meta(status=status, trials=len(ended), errors=sum(e["status"] == "FAILED" for e in ended))
+    ended = ledger.ended(sweep_dir.path / "tracking.json")  # the sweep's, not this driver's (Tune's results after a resume)
+    sweep_dir.update_meta(status=status, trials=len(ended), errors=sum(s == "FAILED" for s in ended.values()))
     if status == "finished":  # nothing resumes it any more: its resume states go (contrasweep.folder.cleanup)
         reclaim(sweep_dir)
     sweep_storage.mirror(sweep_dir.storage, sweep_dir.path)

@@ -39,6 +39,17 @@ def key(config: dict) -> str:
     return key_of(config)
 
 
+def ended(tracking_file: str | Path | None) -> dict[str, str]:
+    """configuration key -> how the repeat ended (``FINISHED`` where any of its trials did, else
+    the last end recorded), whichever driver ran it: a repeat whose trial a resumed searcher issued
+    again and the scheduler settled at once has two entries and counts once."""
+    out: dict[str, str] = {}
+    for e in _trials(tracking_file):
+        if "status" in e and e.get("config_key") and out.get(e["config_key"]) != "FINISHED":
+            out[e["config_key"]] = e["status"]
+    return out
+
+
 def started(tracking_file: str | Path | None) -> dict[str, str]:
     """configuration key -> repeat group of every trial the tracker opened a run for (it started)."""
     return {e["config_key"]: e.get("group", "") for e in _trials(tracking_file) if e.get("config_key")}
