@@ -215,7 +215,9 @@ def test_the_study_is_told_what_the_selection_ranks_by_the_best_epochs_mean(tmp_
     pickled = snapshot(older, tmp_path)
     older.on_trial_complete("a", {"epoch": 3, METRIC: 0.2, "best/val/accuracy": 0.4})
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'older' / 'optuna.db'}")  # b's record, the tell not
-    storage.set_trial_user_attr(study(tmp_path / "older").trials[0]._trial_id, "repeat.1",
+    older_study = study(tmp_path / "older")  # Optuna's public ids: the study's by name, its trial 0's
+    trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(older_study.study_name), 0)
+    storage.set_trial_user_attr(trial_id, "repeat.1",
                                 {"outcome": "complete", "epoch": 3, "values": [0.8]})
     restored(pickled, tmp_path).suggest("c")
     assert study(tmp_path / "older").trials[0].value == pytest.approx(0.6)  # (0.4 + 0.8) / 2
