@@ -6,7 +6,9 @@ the MLflow UI shows them.
 Sections (each present only when the sweeps hold what it needs):
 
 * main table: method × dataset/setting, mean ± std of the selected configuration's test
-  metric, Wilcoxon p against the baseline (LaCon Table 2, SCL-MOO Table 1);
+  metric; against the baseline (named with why it was chosen, ``pick_baseline``) the mean
+  paired difference with its t-interval, the matched repeats and the Wilcoxon p, or in words
+  that the repeats are too few for the test to reach alpha (LaCon Table 2, SCL-MOO Table 1);
 * every configuration of each sweep (outcome, validation and test mean ± std, learned, selected);
 * every table ends with the data's chance level (``contrasweep.data.chance``) and every figure
   of a metric draws it as a dashed line; a configuration that did not learn is marked;
@@ -39,6 +41,7 @@ from dashboards.embeddings import tsne_map
 from dashboards.importance import importances, log_importances
 from dashboards.moo import write_fronts
 from dashboards.pareto import pareto_front
+from dashboards.significance import repeats_needed
 from dashboards.source import SweepRecord, load
 
 # data axes that get a curve, with what the axis is and where the paper plots it
@@ -60,18 +63,22 @@ class Report:
     html_path: Path
     main: tables.Table
     sections: list[Section]
+    baseline: str | None = None  # the sweep the comparisons are against
+    baseline_why: str = ""  # why it was chosen (pick_baseline)
 
 
 def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str, ...] = (),
           baseline: str | None = None, log: bool = True, tsne: bool = True,
           run_ids: dict[str, str] | None = None) -> Report:
     """``run_ids``: sweep name -> its sweep run, where its folder's record names it (else found by tags)."""
-    records = [load(tracking_uri, n, (run_ids or {}).get(n)) for n in dict.fromkeys([name, *compare])]
-    base = pick_baseline(records, baseline)
+    names = list(dict.fromkeys([name, *compare]))
+    check_baseline(names, baseline)  # before anything is read
+    records = [load(tracking_uri, n, (run_ids or {}).get(n)) for n in names]
+    base, why = pick_baseline(records, baseline)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     main = tables.main_table(records, base)
-    sections = [table_section("Results", main, out / "main_table", note=_main_note(records, base))]
+    sections = [table_section("Results", main, out / "main_table", note=_main_note(records, base, why))]
     sections += [table_section(f"Configurations of {r.name}", tables.configurations_table(r),
                                out / f"configurations_{_slug(r.name)}") for r in records]
     sections += curve_sections(records, out) + sensitivity_sections(records, out)
@@ -86,23 +93,31 @@ def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str,
         client = get_client(tracking_uri)
         log_importances(client, records[0].parent.info.run_id, found[records[0].name])
         client.log_artifacts(records[0].parent.info.run_id, str(out), ARTIFACT_PATH)
-    return Report(path, main, sections)
+    return Report(path, main, sections, base.name if base is not None else None, why)
 
 
-def pick_baseline(records: list[SweepRecord], name: str | None) -> SweepRecord | None:
-    """``--baseline NAME``, else the first CE sweep among several, else none (no p-values)."""
+def check_baseline(names: list[str], baseline: str | None) -> None:
+    """``--baseline`` must name one of the report's sweeps (a one-line UserError)."""
+    if baseline is not None and baseline not in names:
+        raise UserError(f"--baseline {baseline!r} is not among the report's sweeps; allowed: " + ", ".join(names)
+                        + " (the sweep named first and those after --compare)")
+
+
+def pick_baseline(records: list[SweepRecord], name: str | None) -> tuple[SweepRecord | None, str]:
+    """The sweep the others are compared with, and why it: ``--baseline NAME``, else the first
+    ``ce`` sweep among several, else the first sweep named; none for one sweep (no comparison)."""
+    check_baseline([r.name for r in records], name)
     if name is not None:
-        found = [r for r in records if r.name == name]
-        if not found:
-            raise UserError(f"--baseline {name!r} is not among the report's sweeps; allowed: "
-                            + ", ".join(r.name for r in records))
-        return found[0]
+        return next(r for r in records if r.name == name), "chosen with --baseline"
     if len(records) < 2:
-        return None
-    return next((r for r in records if r.method == "ce"), records[0])
+        return None, ""
+    found = next((r for r in records if r.method == "ce"), None)
+    if found is not None:
+        return found, "the first ce sweep"
+    return records[0], "no ce sweep among them: the first sweep named"
 
 
-def _main_note(records: list[SweepRecord], base: SweepRecord | None) -> str:
+def _main_note(records: list[SweepRecord], base: SweepRecord | None, why: str = "") -> str:
     metric = records[0].metric
     note = (f"Per setting, the configuration with the best mean {metric} over a complete repeat group is "
             f"selected; the table reports its {records[0].test_metric} (never used to select). The last row is "
@@ -111,8 +126,13 @@ def _main_note(records: list[SweepRecord], base: SweepRecord | None) -> str:
             f"{selection_key(metric)} is not above its data's chance level (a one-sided t-test over its repeats "
             "and a margin beyond the validation split's noise, at evaluation.alpha).")
     if base is not None:
-        note += (f" p: two-sided Wilcoxon signed-rank test against {base.name} over repeats matched by "
-                 "data split and training seed.")
+        alpha = records[0].alpha
+        note += (f" Baseline: {base.name} ({why}). Against it, each cell gives Δ, the mean paired difference (this "
+                 f"sweep − {base.name}) over the repeats both ran (matched by data split and training seed), its "
+                 f"{100 * (1 - alpha):g}% paired t-interval (evaluation.alpha {alpha:g}), the number of matched "
+                 "repeats and p, the two-sided Wilcoxon signed-rank test's. With n matched repeats that differ that "
+                 "test cannot go below p = 2/2^n (0.5 for 2); where that is above alpha the cell says so and how "
+                 f"many it needs ({repeats_needed(alpha)} at {alpha:g}) instead of a p that could not have been small.")
     return note
 
 

@@ -70,6 +70,11 @@ class SweepRecord:
         return self.metrics[0]
 
     @property
+    def alpha(self) -> float:
+        """``evaluation.alpha`` of the spec it ran (0.05 where it set none): the report's level."""
+        return float((self.spec.get("evaluation") or {}).get("alpha", 0.05))
+
+    @property
     def mode(self) -> str:
         return self.modes[0]
 

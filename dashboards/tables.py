@@ -2,8 +2,10 @@
 
 * The **main table** (LaCon Table 2, SCL-MOO Table 1): one row per sweep (method), one column
   per dataset and setting; a cell is the selected configuration's test metric, mean ± std over
-  its repeats, with the Wilcoxon signed-rank p-value against the baseline sweep's selected
-  configuration in the same column (matched repeats, ``dashboards.significance``).
+  its repeats, and against the baseline sweep's selected configuration in the same column: the
+  mean paired difference with its t-interval, the matched repeats, and the Wilcoxon signed-rank
+  p-value, or in words that this many repeats cannot reach the report's alpha
+  (``dashboards.significance``).
 * The **configurations table**: every repeat group of one sweep, with its outcome, validation
   and test mean ± std, whether it learned (its verdict: above its data's chance level) and
   whether it was selected.
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 from contrasweep.spec.text import hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, selection_key
-from dashboards.significance import wilcoxon
+from dashboards.significance import ALPHA, Comparison, compare
 from dashboards.source import SweepRecord
 
 
@@ -47,7 +49,7 @@ class Cell:
     mean: float
     std: float
     n: int
-    p_value: float | None = None  # None for the baseline itself or without a baseline
+    comparison: Comparison | None = None  # None for the baseline itself or without a baseline
     fallback: bool = False  # a test column's cell showing the validation value (SweepRecord.shown)
     at_chance: bool = False  # its configuration did not learn (contrasweep.tracking.verdict)
     both_at_chance: bool = False  # ... and neither did the baseline's it is compared with
@@ -60,10 +62,14 @@ class Cell:
             out += " (validation)"
         if self.at_chance:
             out += " (did not learn)"
-        if self.p_value is not None:
-            out += f" (p={self.p_value:.3g}" if not math.isnan(self.p_value) else " (p=n/a"
+        if self.comparison is not None:
+            out += f" ({self.comparison.text()}"
             out += ", both at chance: the comparison says nothing)" if self.both_at_chance else ")"
         return out
+
+    @property
+    def p_value(self) -> float | None:
+        return None if self.comparison is None else self.comparison.p_value
 
 
 @dataclass
@@ -98,24 +104,30 @@ class Table:
                          + [fmt.format(*row) for row in self.rows])
 
 
-def cell(record: SweepRecord, group: Group, baseline_group: Group | None, baseline: SweepRecord | None = None) -> Cell:
+def cell(record: SweepRecord, group: Group, baseline_group: Group | None, baseline: SweepRecord | None = None,
+         alpha: float = ALPHA) -> Cell:
     metric = record.shown(group, record.test_metric)
     stats = group.stats(metric)
-    p_value = None
+    found = None
     if baseline_group is not None and baseline_group is not group:
-        p_value = wilcoxon(group, baseline_group, metric)["p_value"]
+        found = compare(group, baseline_group, metric, alpha)
     at_chance = record.at_chance(group)
-    return Cell(metric, stats["mean"], stats["std"], stats["n"], p_value, fallback=metric != record.test_metric,
+    return Cell(metric, stats["mean"], stats["std"], stats["n"], found, fallback=metric != record.test_metric,
                 at_chance=at_chance, both_at_chance=at_chance and baseline is not None and baseline_group is not None
                 and baseline.at_chance(baseline_group))
+
+
+NO_COMPARISON = ("matched", "left_out", "difference", "ci_low", "ci_high", "min_p", "decidable")  # Comparison.record()
 
 
 def chance_text(level: float | None) -> str:
     return "–" if level is None else f"{level:.4f}"
 
 
-def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None) -> Table:
-    """Rows: the sweeps; columns: every (dataset, setting) any of them selected a configuration in."""
+def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None, alpha: float | None = None) -> Table:
+    """Rows: the sweeps; columns: every (dataset, setting) any of them selected a configuration in.
+    ``alpha``: the comparisons' level (default: the first sweep's ``evaluation.alpha``)."""
+    alpha = alpha if alpha is not None else (records[0].alpha if records else ALPHA)
     columns: list[str] = []
     for record in records:
         for group in record.selected.values():
@@ -133,11 +145,12 @@ def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None) 
             if group is None:
                 row.append("–")
                 continue
-            value = cell(record, group, base.get(column), baseline)
+            value = cell(record, group, base.get(column), baseline, alpha)
             row.append(value.text())
             out.append({"sweep": record.name, "method": record.method, "column": column, "metric": value.metric,
                         "mean": value.mean, "std": value.std, "n": value.n,
                         "p_value": "" if value.p_value is None else value.p_value,
+                        **(value.comparison.record() if value.comparison is not None else dict.fromkeys(NO_COMPARISON, "")),
                         "baseline": baseline.name if baseline is not None else "", "did_not_learn": value.at_chance,
                         "chance": record.chance(group.setting, value.metric),
                         "hp": " ".join(f"{k}={v}" for k, v in sorted(group.hp.items()))})

@@ -53,8 +53,11 @@ def test_main_table_selects_on_validation_and_tests_against_the_baseline():
     assert row["mean"] == pytest.approx(np.mean([0.58, 0.60, 0.66])) and row["std"] == pytest.approx(np.std([0.58, 0.60, 0.66], ddof=1))
     assert row["p_value"] == pytest.approx(stats.wilcoxon([0.58, 0.60, 0.66], [0.50, 0.52, 0.55]).pvalue)
     assert all(r["p_value"] == "" for r in table.records if r["sweep"] == "ce-s")
-    assert "(p=" in table.rows[0][1] and table.rows[1][0] == "ce (ce-s) [baseline]"
-    assert table.markdown().count("\n") == 5 and table.csv().startswith("sweep,method,column,metric,mean,std,n,p_value")
+    # 3 matched repeats: the difference and its interval, and that the test cannot reach p ≤ 0.05
+    assert ("(Δ +0.0900, 95% CI [+0.0470, +0.1330]; 3 matched repeats: this test cannot reach p ≤ 0.05; it needs at "
+            "least 6)") in table.rows[0][1] and "p=" not in table.rows[0][1] and table.rows[1][0] == "ce (ce-s) [baseline]"
+    assert table.markdown().count("\n") == 5 and table.csv().startswith(
+        "sweep,method,column,metric,mean,std,n,p_value,matched,left_out,difference,ci_low,ci_high,min_p,decidable")
     assert table.rows[2] == ["chance level", "–", "–"]  # sweeps recorded without chance levels
     assert "0.6133 ± 0.0416" in table.text()
     configs = tables.configurations_table(lacon)
@@ -70,7 +73,7 @@ def test_main_table_selects_on_validation_and_tests_against_the_baseline():
                    learned={good.group: {"learned": False, "p_value": 0.3}, lacon.groups[3].group: {"learned": True, "p_value": 0.01}})
     table = tables.main_table([lacon, ce], baseline=ce)
     assert table.rows[-1] == ["chance level", "0.5500", "0.5000"]
-    assert "(did not learn) (p=" in table.rows[0][1] and "both at chance: the comparison says nothing)" in table.rows[0][1]
+    assert "(did not learn) (Δ +0.0900" in table.rows[0][1] and "both at chance: the comparison says nothing)" in table.rows[0][1]
     assert "did not learn" not in table.rows[0][2] and "both at chance" not in table.rows[0][2]  # lacon learned there
     assert "(did not learn)" in table.rows[1][1] and "p=" not in table.rows[1][1]  # the baseline itself
     assert [r["did_not_learn"] for r in table.records if r["sweep"] == "lacon-s"] == [True, False]

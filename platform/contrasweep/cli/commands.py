@@ -143,6 +143,10 @@ def cmd_report(args) -> int:
     out = args.out or (folder / "report" if meta else f"report-{args.name}")
     built = build(uri, args.name, out, compare=tuple(args.compare), baseline=args.baseline, tsne=not args.no_tsne,
                   run_ids=_sweep_run_ids(root, [args.name, *args.compare], uri))
+    if built.baseline is not None:  # what the cells' Δ, interval and p are against, and why that sweep
+        print(f"[contrasweep] baseline: {built.baseline} ({built.baseline_why}); each other cell: Δ = that sweep − "
+              f"{built.baseline} over matched repeats, its confidence interval, and the Wilcoxon p where the repeats "
+              "can reach alpha")
     print(built.main.title)
     print(built.main.text())
     print(f"[contrasweep] report: {built.html_path} ({len(built.sections)} sections; logged to the parent run "

@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser("report", help="tables, curves, fronts and t-SNE of a sweep (HTML, logged to MLflow)")
     report.add_argument("name", help="the sweep to report on")
     report.add_argument("--compare", nargs="+", default=[], metavar="OTHER", help="more sweeps in the same tables and curves")
-    report.add_argument("--baseline", help="the sweep p-values are computed against (default: the first ce sweep)")
+    report.add_argument("--baseline", help="the sweep the others are compared with: NAME or one after --compare "
+                        "(default: the first ce sweep, else the first sweep named)")
     report.add_argument("--tracking-uri", help="MLflow tracking URI (default: the sweep's own, else sqlite ./mlflow.db)")
     report.add_argument("--out", help="folder for report.html and its files (default: <sweep folder>/report)")
     report.add_argument("--no-tsne", action="store_true", help="skip the t-SNE of the registered model")
