@@ -40,6 +40,14 @@ def test_report_tables_sections_and_artifacts(report_sweeps):
                 diffs = [a - b for a, b in pairs]
                 expected = stats.wilcoxon(*zip(*pairs)).pvalue if any(diffs) else math.nan
                 assert len(pairs) == 2 and (row["p_value"] == pytest.approx(expected, nan_ok=True))
+                # 2 matched repeats: the difference and its interval, and that the test cannot decide (issue 70)
+                assert row["matched"] == 2 and row["decidable"] is False and row["min_p"] == 0.5
+                assert row["difference"] == pytest.approx(np.mean(diffs)), row
+                text = report.main.rows[0][report.main.columns.index(row["column"])]
+                assert "95% CI [" in text and "this test cannot reach p ≤ 0.05; it needs at least 6" in text, text
+                assert "p=" not in text, text
+    assert "Baseline: ce-small (the first ce sweep)." in report.sections[0].body
+    assert (report.baseline, report.baseline_why) == ("ce-small", "the first ce sweep")
     titles = [s.title for s in report.sections]
     assert "test/accuracy against k" in titles
     assert "lacon-small: sensitivity to temperature" in titles and "ce-small: sensitivity to lr" in titles

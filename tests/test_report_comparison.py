@@ -183,8 +183,12 @@ def test_report_command_prints_the_baseline_and_why(tmp_path, monkeypatch, capsy
                                                                           log_batch=lambda *a, **k: None))
     argv = ["--root", str(tmp_path), "report", "mine", "--compare", "lacon-t", "--no-tsne",
             "--tracking-uri", "sqlite:///unused.db", "--out", str(tmp_path / "out")]
+    from test_demo_console import documented, undocumented
+
     assert main(argv) == 0
-    lines = capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out
+    assert undocumented(out, documented()) == [], out  # docs/cli.md's Console table explains every line
+    lines = out.splitlines()
     assert lines[0] == ("[contrasweep] baseline: mine (no ce sweep among them: the first sweep named); each other "
                         "cell: Δ = that sweep − mine over matched repeats, its confidence interval, and the Wilcoxon "
                         "p where the repeats can reach alpha")
