@@ -94,7 +94,7 @@ class Comparison:
             return out + f", {counted(self.matched, 'matched repeat')}, p={self.p_value:.3g}" + missing
         repeats = counted(self.matched, "matched repeat")
         if self.differing < self.matched:
-            repeats += ", all of them equal" if self.differing == 0 else f", {self.matched - self.differing} of them equal"
+            repeats += f", {self.matched - self.differing} without a difference"
         if self.matched < 2:
             repeats += ": no interval under 2, and"
         else:

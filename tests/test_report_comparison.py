@@ -124,9 +124,11 @@ def test_few_equal_and_missing_repeats_are_said_in_words_never_nan():
 
     assert said(group([0.6])) == ("Δ +0.1000; 1 matched repeat: no interval under 2, and this test cannot reach "
                                   "p ≤ 0.05; it needs at least 6")
-    assert said(group([0.5, 0.6, 0.7])) == ("Δ +0.0000, 95% CI [+0.0000, +0.0000]; 3 matched repeats, all of them "
-                                            "equal: this test cannot reach p ≤ 0.05; it needs at least 6 that differ")
-    assert "3 matched repeats, 1 of them equal:" in said(group([0.5, 0.7, 0.8]))
+    assert said(group([0.5, 0.6, 0.7])) == ("Δ +0.0000, 95% CI [+0.0000, +0.0000]; 3 matched repeats, 3 without a "
+                                            "difference: this test cannot reach p ≤ 0.05; it needs at least 6 that differ")
+    assert "3 matched repeats, 1 without a difference:" in said(group([0.5, 0.7, 0.8]))
+    assert said(group([0.5])) == ("Δ +0.0000; 1 matched repeat, 1 without a difference: no interval under 2, and this "
+                                  "test cannot reach p ≤ 0.05; it needs at least 6 that differ")
     other = Group(group="o", setting="k=4", config="o", hp={}, size=1)
     other.add("complete", {"seed": "9", "data_seed": "9", "split_seed": None, "metrics": {"test/accuracy": 0.5}})
     assert said(other) == "no matched repeats with the baseline: no comparison"
