@@ -194,6 +194,6 @@ def test_a_failed_trial_is_named_with_its_error_and_its_traceback(tmp_path):
     unknown = SimpleNamespace(error="RuntimeError: gone", metrics={}, config={}, path="/x/tune/run_trial_abc_00002_2")
     lines, count = summary_lines([failed, unknown], "val/accuracy", "max", "s", "failed", sweep, tmp_path)
     assert count == 2
-    assert lines[1] == (f"[contrasweep] failed: ce lr=0.0001 · seed=0: trainables.errors.ContractError: {CONTRACT} "
+    assert lines[1] == (f"[contrasweep] failed: ce lr=0.0001 · seed=0: ContractError: {CONTRACT} "
                         f"(traceback: {trial_dir / 'error.txt'})"), lines[1]
     assert lines[2] == "[contrasweep] failed: run_trial_abc_00002_2: RuntimeError: gone (traceback: /x/tune/run_trial_abc_00002_2/error.txt)"

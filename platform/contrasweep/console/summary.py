@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from contrasweep.console.limits import budget_lines, not_run, nothing_selected, race_lines, sweep_meta
@@ -306,14 +307,15 @@ def failed_line(result, static: SweepStatic | None) -> str:
     """``[contrasweep] failed: <trial>: <error> (traceback: <file>)``: the trial named as its
     other lines and its MLflow run name it (``run_name``; its Tune id where its configuration is
     unknown), the error's last line (e.g. a divergence and its step, a method's broken
-    contract), and the error file Tune wrote in the trial's folder (``error.txt``: every
+    contract; the exception's class without its module's path), and the error file Tune wrote in the trial's folder (``error.txt``: every
     failure of the trial, each with its traceback)."""
     trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
     if static is not None and result.config:
         trial = run_name(identify(result.config, static), static)
     kind = getattr(getattr(result, "filesystem", None), "type_name", "local")
     where = str(Path(result.path) / "error.txt") if kind == "local" else f"{kind}://{result.path.rstrip('/')}/error.txt"
-    return f"[contrasweep] failed: {trial}: {error_line(result.error)} (traceback: {where})"
+    error = re.sub(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.(?=[A-Za-z_]\w*: )", "", error_line(result.error))  # no module path
+    return f"[contrasweep] failed: {trial}: {error} (traceback: {where})"
 
 
 # what a setting whose selected configuration did not learn may try (issue 55)
