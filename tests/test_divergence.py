@@ -103,7 +103,7 @@ def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(ray_address, tiny_
     # named as its trial lines name it (not by Tune's id), with the file that holds its traceback
     assert failed_lines[0].startswith("[contrasweep] failed: ce lr=1 · seed=0: TrainingDiverged: "), failed_lines
     traceback_file = Path(failed_lines[0].rsplit("(traceback: ", 1)[1].rstrip(")"))
-    assert traceback_file.name == "error.txt" and "Traceback" in traceback_file.read_text(), traceback_file
+    assert traceback_file.name == "error.txt" and "TrainingDiverged" in traceback_file.read_text(), traceback_file
     assert json.loads((tmp_path / "sweeps" / "nan" / "sweep.json").read_text())["status"] == "failed"
 
     client = MlflowClient(uri)
