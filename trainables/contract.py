@@ -8,8 +8,8 @@ encoder moves visibly in two steps), ``warmup_ratio`` 0 (warm-up starts at lr 0)
 24 (VaSCL's 16 neighbours need more rows than that in a batch) and 1-2 ``epochs``; ``--set``
 overrides any of them.
 
-May import: torch, numpy (its generator's state), ``trainables`` (the registry, the loop, its sessions, batches and params,
-``trainables.toy``).
+May import: torch, numpy (its generator's state), ``trainables`` (the registry, the loop, its
+sessions, batches and params, ``trainables.toy``).
 """
 
 from __future__ import annotations

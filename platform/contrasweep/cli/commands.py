@@ -1,7 +1,8 @@
 """What each ``contrasweep`` command does (``contrasweep.cli`` parses the arguments and imports
 this module when one of these commands runs). ``run``, ``resume`` and ``extend`` import Ray's
 side (``contrasweep.run.tune``) only after their checks, so a bad name or spec answers within a
-second (a user's method, trained for one step on a toy task first: within seconds); the report's module (scipy, matplotlib) only where a report is built.
+second (a user's method, trained for one step on a toy task first: within seconds); the report's
+module (scipy, matplotlib) only where a report is built.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
 ``contrasweep.console``, ``contrasweep.run``, ``contrasweep.search`` (a spec checked by its searcher),
