@@ -100,6 +100,10 @@ def test_a_sweep_fails_the_diverging_trial_loudly_and_goes_on(ray_address, tiny_
     assert "2 trials: 1 complete, 0 stopped early, 1 failed" in out.stdout, out.stdout[-2000:]
     failed_lines = [line for line in out.stdout.splitlines() if line.startswith("[contrasweep] failed: ")]
     assert len(failed_lines) == 1 and "TrainingDiverged: train/loss is nan at step" in failed_lines[0], failed_lines
+    # named as its trial lines name it (not by Tune's id), with the file that holds its traceback
+    assert failed_lines[0].startswith("[contrasweep] failed: ce lr=1 · seed=0: TrainingDiverged: "), failed_lines
+    traceback_file = Path(failed_lines[0].rsplit("(traceback: ", 1)[1].rstrip(")"))
+    assert traceback_file.name == "error.txt" and "TrainingDiverged" in traceback_file.read_text(), traceback_file
     assert json.loads((tmp_path / "sweeps" / "nan" / "sweep.json").read_text())["status"] == "failed"
 
     client = MlflowClient(uri)

@@ -8,8 +8,8 @@ encoder moves visibly in two steps), ``warmup_ratio`` 0 (warm-up starts at lr 0)
 24 (VaSCL's 16 neighbours need more rows than that in a batch) and 1-2 ``epochs``; ``--set``
 overrides any of them.
 
-May import: torch, ``trainables`` (the registry, the loop, its sessions, batches and params,
-``trainables.toy``).
+May import: torch, numpy (its generator's state), ``trainables`` (the registry, the loop, its
+sessions, batches and params, ``trainables.toy``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from typing import Any, Callable
 import torch
 
 from trainables.batches import to_device, train_batches
-from trainables.errors import SpecError
+from trainables.errors import ContractError, SpecError
 from trainables.loop import build_method, seed_everything, train
 from trainables.params import LOOP_PARAMS
 from trainables.registry import get_method
 from trainables.sessions import LocalSession
+from trainables.step import training_loss
 from trainables.toy import build_tiny_bert, multilabel_tables, toy_tables
 
 CHECK_HP = {"lr": 1.0e-3, "warmup_ratio": 0.0, "batch_size": 24, "epochs": 1, "eval_batch_size": 32, "seed": 0}
@@ -67,25 +68,12 @@ class Toy:
         return LocalSession(str(self.folder / name), resume_from=resume_from)
 
 
-def _loss(out) -> torch.Tensor:
-    if not isinstance(out, dict) or "loss" not in out:
-        raise AssertionError(f"training_step returned {type(out).__name__}{' without loss' if isinstance(out, dict) else ''}; "
-                             "allowed: a dict with a 'loss' tensor")
-    loss = out["loss"]
-    if not torch.is_tensor(loss) or loss.numel() != 1:
-        raise AssertionError(f"loss is {type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}; allowed: "
-                             "a scalar tensor")
-    return loss
-
-
 def check_training_step(toy: Toy) -> str:
     method = toy.build()
     method.train()
-    loss = _loss(method.training_step(toy.batch()))
-    if not torch.isfinite(loss):
-        raise AssertionError(f"loss is {float(loss)}; allowed: a finite number")
-    if not loss.requires_grad:
-        raise AssertionError("loss has no gradient (computed without autograd, or detached)")
+    loss = training_loss(method.training_step(toy.batch()))
+    if not torch.isfinite(loss.detach()):
+        raise AssertionError(f"loss is {float(loss.detach())}; allowed: a finite number")
     loss.backward()
     tensors = list(method.encoder.parameters())
     reached = sum(1 for p in tensors if p.grad is not None and float(p.grad.abs().sum()) > 0)
@@ -138,7 +126,7 @@ def check_lowers_loss(toy: Toy) -> str:
 
     def loss(step: bool) -> float:
         torch.manual_seed(1)  # the same dropout masks each time: only the weights differ
-        value = _loss(method.training_step(batch))
+        value = training_loss(method.training_step(batch))
         if step:
             optimizer.zero_grad()
             value.backward()
@@ -197,7 +185,7 @@ def check_seeded(toy: Toy) -> str:
     for _ in range(2):
         method = toy.build(seed=0)
         method.train()
-        losses.append(float(_loss(method.training_step(toy.batch())).detach()))
+        losses.append(float(training_loss(method.training_step(toy.batch())).detach()))
     if losses[0] != losses[1]:
         raise AssertionError(f"seed 0 gave losses {losses[0]!r} and {losses[1]!r}: something random is not seeded "
                              "(use torch's generators, which the loop seeds)")
@@ -227,9 +215,22 @@ def hp_for(cls, overrides: dict[str, Any]) -> dict[str, Any]:
     return hp
 
 
-def check_method(method: str, overrides: dict[str, Any] | None = None) -> list[Result]:
-    """Every check of ``CHECKS`` on ``method`` (a built-in name or a user's reference); a
-    method that cannot be imported or declared is a ``SpecError`` (one line, before any check)."""
+# the rows that train with training_step: once its own row fails, theirs fail with its reason
+# (what they would say instead follows from it: a KeyError, a diverged loop, a loss of nan -> nan)
+TRAINS = ("evaluate", "lowers the loss", "resume", "seeded")
+
+# the checks a sweep runs on the driver before Ray starts, for a user's method (seconds: one
+# training_step and one predict on the toy batch; ``check_before_sweep``)
+CHEAP = ("training_step", "predict")
+
+
+def check_method(method: str, overrides: dict[str, Any] | None = None, only: tuple[str, ...] | None = None
+                 ) -> list[Result]:
+    """Every check of ``CHECKS`` on ``method`` (a built-in name or a user's reference), or those
+    named in ``only``; a method that cannot be imported or declared is a ``SpecError`` (one
+    line, before any check). A failure's detail is the check's own words: an ``AssertionError``
+    or ``ContractError`` (what the loop raises for the same fault) as it is, any other
+    exception with its type."""
     cls = get_method(method)
     hp = hp_for(cls, overrides or {})
     results = []
@@ -241,10 +242,34 @@ def check_method(method: str, overrides: dict[str, Any] | None = None) -> list[R
                   "metric": f"val/{cls.metric_names[0]}", "mode": "max", "num_labels": data["num_labels"]}
         toy = Toy(method, cls, config, data, folder)
         for name, _, check in CHECKS:
+            if only is not None and name not in only:
+                continue
             try:
                 results.append(Result(name, True, check(toy)))
             except Exception as exc:  # noqa: BLE001 - whatever the method raises is that check's failure
                 text = " ".join(str(exc).split()) or type(exc).__name__
-                detail = text if isinstance(exc, AssertionError) else f"{type(exc).__name__}: {text}"
+                detail = text if isinstance(exc, (AssertionError, ContractError)) else f"{type(exc).__name__}: {text}"
                 results.append(Result(name, False, detail[:300]))
-    return results
+    first = next((r for r in results if r.name == "training_step" and not r.passed), None)
+    return [Result(r.name, False, first.detail) if first and not r.passed and r.name in TRAINS else r for r in results]
+
+
+def check_before_sweep(method: str) -> Result | None:
+    """The first failure of the ``CHEAP`` checks on a user's ``method`` at its defaults (what
+    ``contrasweep check-method METHOD`` prints in its first rows), or None when they pass.
+    ``run``, ``resume`` and ``extend`` call it on the driver before Ray starts
+    (``contrasweep.run.checks.method_runs``); a built-in method is never checked here, its
+    tests run every check (tests/test_user_methods.py). Restores the random generators'
+    state it seeds (Python's, NumPy's, torch's CPU one): the driver draws as it would without it."""
+    import random
+
+    import numpy as np
+
+    state = random.getstate(), np.random.get_state()
+    try:
+        with torch.random.fork_rng(devices=[]):
+            results = check_method(method, only=CHEAP)
+    finally:
+        random.setstate(state[0])
+        np.random.set_state(state[1])
+    return next((r for r in results if not r.passed), None)

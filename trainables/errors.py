@@ -27,3 +27,9 @@ class ObjectiveNotFinite(TrainingDiverged):
     epoch: no epoch can be the trial's best, so it has no best weights to keep or to test
     (``trainables.checkpointing.BestTracker.failure``). Fails the trial after its last epoch
     is reported, recorded like a divergence (a retry fails at once)."""
+
+
+class ContractError(RuntimeError):
+    """A method broke its contract with the loop (e.g. ``training_step`` returned no ``loss``):
+    the message is the contract's own words, as ``contrasweep check-method`` prints them
+    (``trainables.contract``), and fails the trial (not bad input: its code, not its values)."""

@@ -51,6 +51,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainables.errors import ContractError
 from trainables.params import LOOP_PARAMS
 
 MODES = ("bf16", "fp16", "off")
@@ -111,8 +112,8 @@ class TrainStep:
             rng = _rng_state(self.device)
             try:
                 out = self._forward_backward(self._compiled, batch)
-            except torch.OutOfMemoryError:
-                raise  # not a compilation failure: eager would run out of memory as well
+            except (torch.OutOfMemoryError, ContractError):
+                raise  # not a compilation failure: eager would fail as well
             except Exception as exc:  # noqa: BLE001 - compilation errors surface lazily, of many types
                 self._fall_back(exc)
                 _set_rng_state(self.device, rng)
@@ -133,13 +134,29 @@ class TrainStep:
         with autocast:
             out = forward(batch)
         self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.scale(out["loss"]).backward()
+        self.scaler.scale(training_loss(out)).backward()
         return out
 
     def _fall_back(self, exc: BaseException) -> None:
         self._compiled = None
         warnings.warn(f"compile=true: torch.compile failed ({_one_line(exc)}); training continues in eager mode",
                       RuntimeWarning, stacklevel=3)
+
+
+def training_loss(out) -> torch.Tensor:
+    """The ``loss`` of ``training_step``'s output, or a ``ContractError`` in the contract's words
+    (``trainables.contract``; what ``contrasweep check-method`` prints): a dict with a scalar
+    ``loss`` tensor that has a gradient. Reads no tensor's value (no host sync)."""
+    if not isinstance(out, dict) or "loss" not in out:
+        raise ContractError(f"training_step returned {type(out).__name__}{' without loss' if isinstance(out, dict) else ''}; "
+                            "allowed: a dict with a 'loss' tensor")
+    loss = out["loss"]
+    if not torch.is_tensor(loss) or loss.numel() != 1:
+        raise ContractError(f"loss is {type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}; allowed: "
+                            "a scalar tensor")
+    if not loss.requires_grad:
+        raise ContractError("loss has no gradient (computed without autograd, or detached)")
+    return loss
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,7 +1,8 @@
 """What each ``contrasweep`` command does (``contrasweep.cli`` parses the arguments and imports
 this module when one of these commands runs). ``run``, ``resume`` and ``extend`` import Ray's
 side (``contrasweep.run.tune``) only after their checks, so a bad name or spec answers within a
-second; the report's module (scipy, matplotlib) only where a report is built.
+second (a user's method, trained for one step on a toy task first: within seconds); the report's
+module (scipy, matplotlib) only where a report is built.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
 ``contrasweep.console``, ``contrasweep.run``, ``contrasweep.search`` (a spec checked by its searcher),
@@ -21,7 +22,7 @@ from contrasweep.folder import sweeps
 from contrasweep.folder.cleanup import reclaim
 from contrasweep.folder.record import read as read_record
 from contrasweep.run import fixed_costs, plan_lines, sweep_plan
-from contrasweep.run.checks import check_against_encoder
+from contrasweep.run.checks import check_against_encoder, method_runs
 from contrasweep.run.extend import extend, grow_again, never_started
 from contrasweep.run.inputs import data_notes, load_sweep, prepare_data
 from contrasweep.run.preflight import services
@@ -50,6 +51,7 @@ def cmd_run(args) -> int:
     sweeps.ensure_new(root, name, args.overwrite)  # these before Ray is imported: an error within a second
 
     services(args.tracking_uri, args.address)  # the default sqlite store needs no probe
+    method_runs(sweep.method)  # a user's method: one step and one prediction, before anything is written
     from contrasweep.run.tune import run  # Ray: only after the checks above (an error within a second)
 
     results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard,
@@ -77,6 +79,7 @@ def cmd_resume(args) -> int:
     _name(args.name)  # a name, never a path (no reading, or unpickling, outside the root)
     if not args.storage:
         sweeps.open_existing(root, args.name)  # before Ray is imported: an error within a second
+    _method_checked(root, args.name, resuming=True)
     from contrasweep.run.tune import resume
 
     if (root / args.name / "sweep.json").exists() and never_started(sweeps.open_existing(root, args.name)):
@@ -97,6 +100,7 @@ def cmd_resume(args) -> int:
 def cmd_extend(args) -> int:
     root = sweeps.sweeps_root(args.root)
     sweeps.open_existing(root, _name(args.name))  # before Ray is imported: an error within a second
+    _method_checked(root, args.name)
 
     results = extend(args.name, root, args.overrides, args.top, args.address, ray_dashboard=args.ray_dashboard,
                      ray_bind_all=args.ray_bind_all, allow_changed_method=args.allow_changed_method)
@@ -105,6 +109,20 @@ def cmd_extend(args) -> int:
     code = _summary(results, sweep.objective.metric, sweep.objective.mode, args.name, status, sweep, root)
     _auto_report(root, args.name, status, tsne=not args.no_tsne)
     return code
+
+
+def _method_checked(root, name: str, resuming: bool = False) -> None:
+    """The user's method of the sweep ``name`` (its folder's spec) trains one step before Ray
+    starts (``method_runs``); the folder is left as it is. A spec that cannot be read, or a
+    finished sweep ``resume`` refuses, is left to the command's own checks (their one line)."""
+    folder = sweeps.SweepDir(root / name)
+    try:
+        if (resuming and folder.meta().get("status") == "finished") or ":" not in str(folder.spec().get("method", "")):
+            return  # a built-in method (no colon): tested already
+        sweep = load_sweep(folder)
+    except UserError:
+        return
+    method_runs(sweep.method)
 
 
 def _auto_report(root, name: str, status: str, tsne: bool = True) -> None:

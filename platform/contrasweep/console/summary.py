@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from contrasweep.console.limits import budget_lines, not_run, nothing_selected, race_lines, sweep_meta
 from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
-from contrasweep.search.registry import group_sizes, searcher_of
+from contrasweep.search.registry import group_sizes, reported_names, searcher_of
 from contrasweep.spec.budget import trial_slots
-from contrasweep.spec.identity import identify
+from contrasweep.spec.identity import identify, run_name
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.text import a, counted, hp_text, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
@@ -265,9 +266,8 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     ran = total - unrun  # the budget's unrun trials: its own line (budget_lines)
     lines = [f"[contrasweep] sweep {name!r} {status}: {ran} trial{'' if ran == 1 else 's'}{where}: "
              f"{counts}, {len(failed)} failed"]
-    for result in failed:  # one line each: which trial and why (e.g. a divergence and its step)
-        trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
-        lines.append(f"[contrasweep] failed: {trial}: {error_line(result.error)}")
+    named = SweepStatic.of(sweep, reported=reported_names(sweep)) if sweep is not None else None
+    lines += [failed_line(result, named) for result in failed]  # which trial, why, where its traceback is
     links = run_links(folder) if folder is not None else {}
     if sweep is not None:  # an ended sweep's best from MLflow: its test numbers came after Tune's results
         recorded = folder is not None and status in ("finished", "failed") and (folder / "tracking.json").exists()
@@ -301,6 +301,21 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
         lines.append(f"[contrasweep] next: contrasweep report {name}  ·  contrasweep ui"
                      + (f"  (serves MLflow on {LOCAL_UI})" if local else ""))
     return lines, len(failed)
+
+
+def failed_line(result, static: SweepStatic | None) -> str:
+    """``[contrasweep] failed: <trial>: <error> (traceback: <file>)``: the trial named as its
+    other lines and its MLflow run name it (``run_name``; its Tune id where its configuration is
+    unknown), the error's last line (e.g. a divergence and its step, a method's broken
+    contract; the exception's class without its module's path), and the error file Tune wrote in the trial's folder (``error.txt``: every
+    failure of the trial, each with its traceback)."""
+    trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
+    if static is not None and result.config:
+        trial = run_name(identify(result.config, static), static)
+    kind = getattr(getattr(result, "filesystem", None), "type_name", "local")
+    where = str(Path(result.path) / "error.txt") if kind == "local" else f"{kind}://{result.path.rstrip('/')}/error.txt"
+    error = re.sub(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.(?=[A-Za-z_]\w*: )", "", error_line(result.error))  # no module path
+    return f"[contrasweep] failed: {trial}: {error} (traceback: {where})"
 
 
 # what a setting whose selected configuration did not learn may try (issue 55)

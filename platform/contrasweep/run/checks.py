@@ -3,17 +3,20 @@ tracking server and the Ray address answer, one trial fits the local machine, an
 the searcher may give suits the encoder (docs/architecture.md, "The method interface": ``check``).
 
 ``resume`` and ``extend`` also check that a user's method is the code the sweep started with
-(``method_unchanged``).
+(``method_unchanged``). ``run``, ``resume`` and ``extend`` train a user's method for one step
+and one prediction on a toy task on the driver before Ray starts (``method_runs``).
 
 May import: ``contrasweep.run.preflight``, ``contrasweep.search.registry``, ``contrasweep.errors``,
 ``contrasweep.spec`` (the ``Sweep``), ``contrasweep.folder`` (``sweep.json``), ``contrasweep.tracking``
 (a method's fingerprint), ``trainables`` (the methods' torch-free declarations and encoder names;
-transformers only for a plugin method's check).
+transformers only for a plugin method's check; torch, ``trainables.contract``, only for a user's
+method in ``method_runs``).
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 
@@ -25,6 +28,7 @@ from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking.provenance import method_fingerprint
 from trainables.encoder_names import config_width, resolve_model_path
 from trainables.registry import declaration, get_method
+from trainables.user_methods import is_reference
 
 
 def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
@@ -122,3 +126,37 @@ def method_unchanged(sweep: Sweep, sweep_dir: SweepDir, allow: bool) -> None:
     sweep_dir.update_meta(method_changes=changes)
     print(f"[contrasweep] method changed since the sweep last ran ({change}): going on with the new code "
           "(--allow-changed-method); its runs record both hashes", file=sys.stderr, flush=True)
+
+
+def method_runs(method: str) -> None:
+    """A user's method (``path/file.py:Class``, ``module:Class``) trains one step and predicts
+    once on the toy batch on a tiny random BERT (``trainables.contract.check_before_sweep``:
+    about 3 s, mostly importing torch and transformers, which the driver imports only here): a
+    failure is the contract's one line, as ``contrasweep check-method`` words it, before Ray
+    starts and before anything is written. Built-in methods are not checked here: their tests
+    run every check (tests/test_user_methods.py). Defaults the toy model cannot take (the
+    contract's ``SpecError``, e.g. heads that do not divide its 48 wide encoder) skip the check,
+    with a line."""
+    if not is_reference(method):
+        return
+    import transformers
+
+    from trainables.contract import check_before_sweep
+    from trainables.errors import SpecError
+
+    verbosity, bars = transformers.logging.get_verbosity(), transformers.utils.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()  # the tiny model's load: no warnings, no bars
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        failed = check_before_sweep(method)
+    except SpecError as error:
+        print(f"[contrasweep] method not checked before the sweep ({error}); check it with: contrasweep check-method "
+              f"{shlex.quote(method)} --set KEY=VALUE", file=sys.stderr, flush=True)
+        return
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+    if failed is not None:
+        raise UserError(f"method {method!r} fails its {failed.name} check: {failed.detail} (checked on a tiny random "
+                        f"BERT before the sweep starts; every check: contrasweep check-method {shlex.quote(method)})")
