@@ -55,10 +55,15 @@ def test_text(trials: dict, tests: dict, group: str | None, metric: str) -> str:
     (each repeat's own, or the test phase's result: ``tracking.json``'s ``tests``); ``-`` before
     any repeat was tested (``evaluation.test: reported`` tests after selection)."""
     name = "test/" + metric.removeprefix("val/") if metric.startswith("val/") else None
-    chosen = [e for e in trials.values() if group is not None and e.get("group") == group and e.get("outcome") == "complete"]
+    chosen = [e for e in trials.values() if group is not None and e.get("group") == group
+              and e.get("outcome") == "complete"]
     results = (tests or {}).get("results", {})
-    values = [v for v in ((results.get(e.get("run_id"), {}).get("metrics") or {}).get(name,
-                          (e.get("final") or {}).get(name)) for e in chosen) if isinstance(v, (int, float)) and not math.isnan(v)]
+
+    def tested(entry: dict):
+        phase = (results.get(entry.get("run_id"), {}).get("metrics") or {})
+        return phase.get(name, (entry.get("final") or {}).get(name))
+
+    values = [v for v in map(tested, chosen) if isinstance(v, (int, float)) and not math.isnan(v)]
     if name is None or not values:
         return "-"
     std = statistics.stdev(values) if len(values) > 1 else 0.0
