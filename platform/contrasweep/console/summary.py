@@ -78,8 +78,8 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
 
 
 def configuration_text(hp: dict, sweep) -> str:
-    """A configuration of ``sweep`` as ``list`` and the report name it (``contrasweep.spec.names``:
-    the varied values by their display names, or the spec's configuration)."""
+    """A configuration of ``sweep`` as ``list`` names it too (``contrasweep.spec.names``: the
+    varied values by their display names, or the spec's configuration)."""
     return names.configuration_text(hp, sweep.method, sweep.varied, (sweep.raw or {}).get("fixed") or {})
 
 
