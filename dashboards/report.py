@@ -191,9 +191,10 @@ def sensitivity_sections(records: list[SweepRecord], out: Path) -> list[Section]
                                               plots.CHANCE + (f" {setting}" if len(lines) > 1 else ""))
             stem = f"sensitivity_{_slug(record.name)}_{_slug(hp)}"
             path = str(out / f"{stem}.png")
-            plots.curves(series, hp, metric, f"{record.name}: {metric} vs {hp}", path)
+            shown = record.hp_name(hp)
+            plots.curves(series, shown, metric, f"{record.name}: {metric} vs {shown}", path)
             data = plots.write_data(series, metric, str(out / f"{stem}.csv"))
-            sections.append(Section(f"{record.name}: sensitivity to {hp}", files=[data], images=[(
+            sections.append(Section(f"{record.name}: sensitivity to {shown}", files=[data], images=[(
                 path, "complete configurations equal to the selected one in every other searched hyperparameter; "
                       f"mean ± std over repeats (LaCon Fig. 5){_untested(metric == record.test_metric)}")]))
     return sections
@@ -302,7 +303,7 @@ def importance_sections(records: list[SweepRecord], found: dict[str, dict[str, d
         table = tables.Table(f"{record.name}: importance of each hyperparameter for the mean "
                              f"{selection_key(record.metric)} (fANOVA, per setting)",
                              ["hyperparameter", *(s or "importance" for s in settings)],
-                             [[hp, *(f"{values[s].get(hp, 0.0):.3f}" for s in settings)] for hp in names],
+                             [[record.hp_name(hp), *(f"{values[s].get(hp, 0.0):.3f}" for s in settings)] for hp in names],
                              [{"setting": s, "hyperparameter": hp, "importance": values[s].get(hp, 0.0)}
                               for s in settings for hp in names])
         stem = out / f"importance_{_slug(record.name)}"
@@ -312,7 +313,8 @@ def importance_sections(records: list[SweepRecord], found: dict[str, dict[str, d
             "over " + ", ".join(f"{n} complete configurations" + (f" at {s}" if s else "") for s, n in count.items())
             + "); on the sweep run as importance/* metrics."))
         path = str(_file(stem, ".png"))
-        plots.bars(values, f"share of the variance of the mean {selection_key(record.metric)}",
+        shown = {s: {record.hp_name(hp): v for hp, v in row.items()} for s, row in values.items()}
+        plots.bars(shown, f"share of the variance of the mean {selection_key(record.metric)}",
                    f"{record.name}: hyperparameter importance (fANOVA)", path)
         section.images.append((path, "fANOVA importance per hyperparameter" + (", one bar per setting" if len(settings) > 1 else "")))
         sections.append(section)
@@ -354,7 +356,7 @@ def render(records: list[SweepRecord], sections: list[Section]) -> str:
 
 def _hp_text(group: Group, record: SweepRecord) -> str:
     keys = record.varied or sorted(group.hp)
-    return " ".join(f"{k}={hp_text(group.hp[k]) if k in group.hp else ''}" for k in keys)
+    return " ".join(f"{record.hp_name(k)}={hp_text(group.hp[k]) if k in group.hp else ''}" for k in keys)
 
 
 def _file(stem: Path, extension: str) -> Path:

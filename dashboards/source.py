@@ -13,6 +13,7 @@ import yaml
 
 from contrasweep.data.chance import level_of
 from contrasweep.errors import UserError
+from contrasweep.spec.names import hp_name, varied_keys
 from contrasweep.tracking.aggregate import Group, groups, select, selection_key
 from contrasweep.tracking.store import (BUDGET_CUT, ELIMINATED, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
                                        RACE_P_VALUE_TAG, RACE_ROUND_TAG, get_client, search_all,
@@ -90,10 +91,12 @@ class SweepRecord:
     @property
     def varied(self) -> list[str]:
         """Hyperparameters that differ between configurations (grid or search keys)."""
-        grid = self.spec.get("grid") or {}
-        blocks = grid if isinstance(grid, list) else [grid]  # a grid may be a list of blocks
-        keys = [k for block in blocks for k in block] + list(self.spec.get("search") or {})
-        return [k for k in dict.fromkeys(keys) if k != "seed"]
+        return varied_keys(self.spec)
+
+    def hp_name(self, name: str) -> str:
+        """What the report calls hyperparameter ``name``: its symbol where the method declares
+        one, as trial lines and run names do (``contrasweep.spec.names``)."""
+        return hp_name(name, self.method)
 
     @cached_property
     def selected(self) -> dict[str, Group]:

@@ -8,7 +8,8 @@
   (``dashboards.significance``).
 * The **configurations table**: every repeat group of one sweep, with its outcome, validation
   and test mean ± std, whether it learned (its verdict: above its data's chance level) and
-  whether it was selected.
+  whether it was selected; its hyperparameter columns by their display names (``τ``, as run
+  names show them: ``SweepRecord.hp_name``), its CSV's keys by MLflow's (``hp.temperature``).
 
 Both end with a **chance level** row: what a model that never read a text scores there
 (``contrasweep.data.chance``); a main-table cell whose configuration did not learn says so, and a
@@ -153,7 +154,7 @@ def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None, 
                         **(value.comparison.record() if value.comparison is not None else dict.fromkeys(NO_COMPARISON, "")),
                         "baseline": baseline.name if baseline is not None else "", "did_not_learn": value.at_chance,
                         "chance": record.chance(group.setting, value.metric),
-                        "hp": " ".join(f"{k}={v}" for k, v in sorted(group.hp.items()))})
+                        "hp": " ".join(f"{record.hp_name(k)}={hp_text(v)}" for k, v in sorted(group.hp.items()))})
         rows.append(row)
     metric = records[0].test_metric if records else ""
     # what a model that learned nothing scores there (contrasweep.data.chance: the best of the
@@ -192,7 +193,7 @@ def configurations_table(record: SweepRecord) -> Table:
                      chance_text(record.chance(setting, val)), chance_text(record.chance(setting, test)), "", ""])
     return Table(f"{record.name}: every configuration (selected: best mean {val} among complete groups; learned: "
                  f"above its data's chance level, one-sided t-test over its repeats)",
-                 ["setting", *varied, "outcome", "repeats", val, test, "learned", "selected"], rows, out)
+                 ["setting", *map(record.hp_name, varied), "outcome", "repeats", val, test, "learned", "selected"], rows, out)
 
 
 def learned_text(verdict: dict | None, group: Group | None = None) -> str:

@@ -21,7 +21,7 @@ from trainables.params import Param
 class CESupCon(Method):  # runs are named by the class: "CESupCon weight=0.5 · seed=0"
     params = {  # searched like a built-in's: grid, search domains, reported point
         "weight": Param("float", 0.5, 0.0, 10.0, help="w, the weight of the contrastive term"),
-        "temperature": Param("float", 0.1, 0.0, 10.0, low_open=True, help="τ of SupCon"),
+        "temperature": Param("float", 0.1, 0.0, 10.0, low_open=True, help="τ of SupCon", symbol="τ"),  # shown as τ
     }
 
     def __init__(self, encoder, num_labels, hp):

@@ -117,7 +117,7 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
     header, *rows = capsys.readouterr().out.splitlines()
     (row,) = [r for r in rows if r.startswith("g ")]
     # the columns align whatever the status text (issue 57: finished+ext3 pushed the rest right)
-    assert row.index("finished+ext3") == header.index("status") and row.index("val/") == header.index("selected")
+    assert row.index("finished+ext3") == header.index("status") and row.index("val/") == header.index("validation")
 
 
 def test_an_optuna_sweep_grows_its_study(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
@@ -287,3 +287,13 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
     new_code = [r for r in kinds["trial"] if r.data.tags["contrasweep.method.sha256"] == changed]
     assert {r.data.tags["contrasweep.seed"] for r in new_code} >= {"1"}  # the new repeats, at least
     assert all(r.info.run_name.startswith("CESupCon") for r in kinds["trial"])
+    # the runs table's method column: the class; its path in a param of its own (issue 70)
+    for run in kinds["sweep"] + kinds["trial"]:
+        assert (run.data.params["method"], run.data.params["method_path"]) == ("CESupCon", f"{method_file}:CESupCon")
+    listed = subprocess.run([sys.executable, "-m", "contrasweep", "list"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    header, row = listed.stdout.splitlines()[:2]
+    # the finished sweep: its method by its class, its selected lr, its test metric, no "so far"
+    assert row.split()[:4] == ["x", "finished+ext1", "4/4", "CESupCon"] and "so far" not in listed.stdout, listed.stdout
+    assert row[header.index("selected configuration"):].split()[0] in ("lr=0.001", "lr=0.0001"), listed.stdout
+    assert row[header.index("test"):].startswith("test/accuracy 0."), listed.stdout

@@ -7,6 +7,7 @@ self-contained, and everything is logged to the parent run. The sweeps are the s
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -50,7 +51,8 @@ def test_report_tables_sections_and_artifacts(report_sweeps):
     assert (report.baseline, report.baseline_why) == ("ce-small", "the first ce sweep")
     titles = [s.title for s in report.sections]
     assert "test/accuracy against k" in titles
-    assert "lacon-small: sensitivity to temperature" in titles and "ce-small: sensitivity to lr" in titles
+    # a hyperparameter by its display name, as its runs are named (issue 70; its files keep the name)
+    assert "lacon-small: sensitivity to τ" in titles and "ce-small: sensitivity to lr" in titles
     assert any(t.startswith("lacon-small k=2: Pareto front") for t in titles)
     tsne = report.sections[-1]
     assert tsne.images and "label embeddings" in tsne.images[0][1]  # LaCon's W_emb drawn as stars
@@ -96,3 +98,35 @@ def test_report_command_prints_the_table_and_rejects_bad_names(report_sweeps, ca
     assert proc.returncode == 0 and "lacon (lacon-small)" in proc.stdout, proc.stdout + proc.stderr
     assert "Downloading artifacts" not in proc.stderr and "Loading weights" not in proc.stderr, proc.stderr
     assert (root / "lacon-small" / "report" / "tsne.png").exists()
+
+
+def test_list_and_mlflow_name_the_method_and_the_selected_values(report_sweeps, capsys):
+    """Issue 70: ``list`` shows each finished sweep's method, its selected configuration's values
+    by the names its runs carry (``τ``, not ``temperature``), their validation and test metric,
+    and no "so far"; MLflow's ``method`` param is the method's short name (no path for a built-in)."""
+    from contrasweep.cli import main
+    from contrasweep.tracking.store import get_client, trial_runs
+    from dashboards.source import load
+    from dashboards.tables import configurations_table
+
+    uri, root, tmp = report_sweeps
+    assert main(["--root", str(root), "list"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert "selected configuration" in header and "so far" not in header
+    cells = {r.split()[0]: r for r in rows}
+    lacon = load(uri, "lacon-small")
+    names = {r.info.run_name for r in trial_runs(get_client(uri), lacon.parent.info.run_id)}
+    for sweep, method, key in (("lacon-small", "lacon", "τ"), ("ce-small", "ce", "lr")):
+        row = cells[sweep]
+        assert row.split()[3] == method and "(so far)" not in row, row
+        chosen = row[header.index("selected configuration"):header.index("validation")]
+        value = re.search(rf"(?:^|, ){key}=[0-9.e-]+", chosen)
+        assert value and "temperature" not in chosen, row
+        assert row[header.index("test"):].startswith("test/accuracy 0."), row
+        if sweep == "lacon-small":  # the same name and value as its trial runs' names
+            assert any(f" {value.group().lstrip(', ')} " in n for n in names), (chosen, names)
+    columns = configurations_table(lacon).columns
+    assert "τ" in columns and "temperature" not in columns, columns
+    for run in trial_runs(get_client(uri), lacon.parent.info.run_id) + [lacon.parent]:
+        assert run.data.params["method"] == "lacon" and "method_path" not in run.data.params
+        assert "hp.temperature" in run.data.params or run is lacon.parent  # MLflow's keys stay the names

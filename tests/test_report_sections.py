@@ -49,7 +49,7 @@ def test_main_table_selects_on_validation_and_tests_against_the_baseline():
     table = tables.main_table([lacon, ce], baseline=ce)
     assert table.columns == ["method", "bbc_news rho=0.1", "bbc_news rho=0.5"]
     row = next(r for r in table.records if r["sweep"] == "lacon-s" and r["column"] == "bbc_news rho=0.1")
-    assert row["hp"] == "temperature=0.1"  # best validation mean, not the best test mean
+    assert row["hp"] == "τ=0.1"  # best validation mean, not the best test mean (by its display name: issue 70)
     assert row["mean"] == pytest.approx(np.mean([0.58, 0.60, 0.66])) and row["std"] == pytest.approx(np.std([0.58, 0.60, 0.66], ddof=1))
     assert row["p_value"] == pytest.approx(stats.wilcoxon([0.58, 0.60, 0.66], [0.50, 0.52, 0.55]).pvalue)
     assert all(r["p_value"] == "" for r in table.records if r["sweep"] == "ce-s")
@@ -100,7 +100,7 @@ def test_curves_sensitivity_pareto_and_html(tmp_path):
     (curve,) = report.curve_sections([sweep], tmp_path)
     assert curve.title == "test/accuracy against rho" and (tmp_path / "curve_rho.png").stat().st_size > 1000
     sensitivity = report.sensitivity_sections([sweep], tmp_path)
-    assert [s.title for s in sensitivity] == ["lacon-c: sensitivity to temperature", "lacon-c: sensitivity to lam"]
+    assert [s.title for s in sensitivity] == ["lacon-c: sensitivity to τ", "lacon-c: sensitivity to λ"]
     import csv
 
     with open(tmp_path / "sensitivity_lacon-c_temperature.csv") as fh:

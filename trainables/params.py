@@ -23,6 +23,9 @@ class Param:
     high_open: bool = False
     choices: tuple | None = None
     help: str = ""
+    # what trial lines, run names, the summary, `list` and the report call it (``τ`` for
+    # ``temperature``: ``contrasweep.spec.names``); "" prints the name as written
+    symbol: str = ""
 
     def allowed(self) -> str:
         if self.choices is not None:

@@ -142,7 +142,8 @@ def _import(where: str):
 def check_class(method: str, cls, builtin: dict[str, str]) -> None:
     """Raise a one-line ``SpecError`` for each way a user's class cannot be a method: not a
     ``trainables.base.Method``, a ``params`` entry that is not a ``Param`` or whose default is
-    none or outside its range, a name the loop's own parameters take, an unknown ``label_kind``
+    none or outside its range, a name the loop's own parameters take, a symbol that is not one
+    short word or that two hyperparameters would show as, an unknown ``label_kind``
     or ``serving_output``, no metric names, or a ``name`` that is a built-in method's."""
     from trainables.base import Method  # torch: a user's method imports it anyway
 
@@ -166,6 +167,14 @@ def check_class(method: str, cls, builtin: dict[str, str]) -> None:
             param.coerce(name, param.default)
         except SpecError as exc:
             raise SpecError(f"method {method!r}: the default of params[{name!r}] is outside its range ({exc})") from None
+        if not isinstance(param.symbol, str) or any(c.isspace() or c in "=,·" for c in param.symbol):
+            raise SpecError(f"method {method!r}: params[{name!r}] has symbol={param.symbol!r}; allowed: a short name "
+                            "without spaces, '=', ',' or '·' (e.g. 'τ'), or none (its name is shown)")
+    shown = [p.symbol or n for n, p in params.items()] + list(LOOP_PARAMS)
+    twice = next((s for s in shown if shown.count(s) > 1), None)
+    if twice is not None:
+        raise SpecError(f"method {method!r}: two hyperparameters would show as {twice!r} (a symbol is another's symbol "
+                        "or name); allowed: a symbol of its own for each")
     if cls.label_kind not in LABEL_KINDS:
         raise SpecError(f"method {method!r}: label_kind={cls.label_kind!r}; allowed: 'single' (class ids) or "
                         "'multi' (multi-hot, data.task: multilabel)")

@@ -37,15 +37,15 @@ CE: dict[str, Param] = {
 # trainables/methods/ce_scl.py
 CE_SCL: dict[str, Param] = {
     **CE,
-    "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of the SCL term"),
-    "lam": Param("float", 0.9, 0.0, 1.0, help="λ: weight of SCL against CE"),
+    "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of the SCL term", symbol="τ"),
+    "lam": Param("float", 0.9, 0.0, 1.0, help="λ: weight of SCL against CE", symbol="λ"),
 }
 
 # trainables/methods/scl_moo.py
 SCL_MOO: dict[str, Param] = {
     **CE,
-    "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of Eq. 2-3 (Sec. 3: best 0.3)"),
-    "lam": Param("float", 0.3, 0.0, 1.0, help="λ of Eq. 4-5 (Sec. 3: best 0.3)"),
+    "temperature": Param("float", 0.3, 0.0, 10.0, low_open=True, help="τ of Eq. 2-3 (Sec. 3: best 0.3)", symbol="τ"),
+    "lam": Param("float", 0.3, 0.0, 1.0, help="λ of Eq. 4-5 (Sec. 3: best 0.3)", symbol="λ"),
     "r1": Param("float", 0.1, 0.0, 1.0, help="preference r = [r1, 1 - r1] (Sec. 3: best [0.1, 0.9])"),
     "moo": Param("str", "ls", choices=("ls", "epo"), help="linear scalarisation (Eq. 6) or EPO (Eq. 7)"),
     "epo_eps": Param("float", 1.0e-4, 0.0, 1.0, help="EPO: non-uniformity above which it balances"),
@@ -53,8 +53,9 @@ SCL_MOO: dict[str, Param] = {
 
 # trainables/methods/lacon.py
 LACON: dict[str, Param] = {
-    "temperature": Param("float", 0.1, 0.0, 10.0, low_open=True, help="τ (Sec. 4.4: best around 0.1–0.2)"),
-    "lam": Param("float", 0.5, 0.0, 100.0, help="λ, the weight of LER (Eq. 7)"),
+    "temperature": Param("float", 0.1, 0.0, 10.0, low_open=True, help="τ (Sec. 4.4: best around 0.1–0.2)",
+                         symbol="τ"),
+    "lam": Param("float", 0.5, 0.0, 100.0, help="λ, the weight of LER (Eq. 7)", symbol="λ"),
     "heads": Param("int", 6, 1, 4096, help="m heads of ICL′ (Eq. 4; Fig. 5b: 6 best); must divide d"),
     "use_icl": Param("bool", True),
     "use_lcl": Param("bool", True),
@@ -68,7 +69,7 @@ LACON: dict[str, Param] = {
 SUPCL_SEQ: dict[str, Param] = {
     "dropouts": Param("floats", [0.0, 0.1, 0.2], 0.0, 1.0, high_open=True,
                       help="one view per dropout probability, duplicates included (Table 1)"),
-    "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 2 (Table 4: 0.05)"),
+    "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 2 (Table 4: 0.05)", symbol="τ"),
     "probe_c": Param("float", 1.0, 0.0, 1.0e6, low_open=True,
                      help="stage 2: inverse L2 strength of the linear layer (scikit-learn C)"),
     "probe_max_iter": Param("int", 1000, 1, 100000, help="stage 2: L-BFGS iterations"),
@@ -85,15 +86,16 @@ REPRESENTATION: dict[str, Param] = {
 # trainables/methods/simcse.py
 SIMCSE: dict[str, Param] = {
     **REPRESENTATION,
-    "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1 (SimCSE: 0.05)"),
+    "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1 (SimCSE: 0.05)", symbol="τ"),
 }
 
 # trainables/methods/vascl.py
 VASCL: dict[str, Param] = {
     **REPRESENTATION,
-    "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1-2"),
-    "neighbours": Param("int", 16, 1, 100000, help="K of N(i), the in-batch nearest neighbours"),
-    "delta": Param("float", 15.0, 0.0, 1.0e6, low_open=True, help="Δ, the norm of δ* (App. A: 15 base, 30 large)"),
+    "temperature": Param("float", 0.05, 0.0, 10.0, low_open=True, help="τ of Eq. 1-2", symbol="τ"),
+    "neighbours": Param("int", 16, 1, 100000, help="K of N(i), the in-batch nearest neighbours", symbol="K"),
+    "delta": Param("float", 15.0, 0.0, 1.0e6, low_open=True, help="Δ, the norm of δ* (App. A: 15 base, 30 large)",
+                   symbol="Δ"),
     "ascent_steps": Param("int", 1, 0, 100, help="gradient-ascent steps of Eq. 3"),
     "head_lr": Param("float", 5.0e-4, 0.0, 1.0, low_open=True, help="learning rate of h (App. A: 5e-4)"),
     "head_dim": Param("int", 128, 1, 65536, help="output size of h (App. A: 128)"),
@@ -108,11 +110,12 @@ ABALONE: dict[str, Param] = {
                   help="msc = L_MSC (Eq. 1-5); base/bqueue/bqproto = Table 2 ablations (Sec. 3.1, 4.2.1); "
                        "bce/focal/asl = BCE-based baselines (Sec. 4.2.2)"),
     "temperature": Param("float", 0.1, 0.0, 10.0, low_open=True,
-                         help="τ (Table 2 grid {0.07, 0.1, 0.2}; Sec. 5: 0.1 best, used for Table 3)"),
+                         help="τ (Table 2 grid {0.07, 0.1, 0.2}; Sec. 5: 0.1 best, used for Table 3)", symbol="τ"),
     "beta": Param("float", 0.1, 0.0, 1.0, low_open=True,
-                  help="β, weight of non-prototype repulsion terms (Eq. 1; App. A: 0.1, not searched)"),
-    "queue_size": Param("int", 512, 1, 10_000_000, help="K, the MoCo queue size (App. A: 512)"),
-    "momentum": Param("float", 0.999, 0.0, 1.0, help="m of θ_k ← m·θ_k + (1 − m)·θ (App. A: 0.999)"),
+                  help="β, weight of non-prototype repulsion terms (Eq. 1; App. A: 0.1, not searched)", symbol="β"),
+    "queue_size": Param("int", 512, 1, 10_000_000, help="K, the MoCo queue size (App. A: 512)", symbol="K"),
+    "momentum": Param("float", 0.999, 0.0, 1.0, help="m of θ_k ← m·θ_k + (1 − m)·θ (App. A: 0.999)",
+                      symbol="m"),
     "proj_dim": Param("int", 256, 1, 65536, help="d, output size of the projection head (App. A: 256)"),
     "head_lr": Param("float", 5.0e-5, 0.0, 1.0, low_open=True,
                      help="learning rate of everything but the backbone (App. A: 5e-5)"),

@@ -220,10 +220,11 @@ def cmd_list(args) -> int:
 
     notes = [note for note in (settle(s) for s in found) if note]  # dead drivers' sweeps set straight first
 
-    rows = [(s.name, r["status"], r["trials"], r["best"], r["learned"], human(r["disk"]), r["created"])
-            for s, r in ((s, listing(s)) for s in found)]
-    for line in table(("name", "status", "trials", "selected configuration so far", "learned", "disk", "created"),
-                      rows, right=(2, 5)):
+    rows = [(s.name, r["status"], r["trials"], r["method"], r["selected"], r["best"], r["test"], r["learned"],
+             human(r["disk"]), r["created"]) for s, r in ((s, listing(s)) for s in found)]
+    header = ("name", "status", "trials", "method", "selected configuration", "validation", "test", "learned", "disk",
+              "created")
+    for line in table(header, rows, right=(2, 8)):
         print(line)
     for note in notes:
         print(f"[contrasweep] {note}", file=sys.stderr)

@@ -16,10 +16,11 @@ from contrasweep.console.limits import budget_lines, not_run, nothing_selected, 
 from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
 from contrasweep.search.registry import group_sizes, reported_names, searcher_of
+from contrasweep.spec import names
 from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.identity import identify, run_name
 from contrasweep.spec.static import SweepStatic
-from contrasweep.spec.text import a, counted, hp_text, mean_std
+from contrasweep.spec.text import a, counted, mean_std
 from contrasweep.tracking.aggregate import Group, groups, ran_every_epoch, select, selection_key
 from contrasweep.tracking.runs_view import base_url, run_url, runs_url
 from contrasweep.tracking.store import error_line
@@ -78,15 +79,9 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
 
 
 def configuration_text(hp: dict, sweep) -> str:
-    """A configuration by the values that vary in the sweep; where none vary (one configuration),
-    ``the spec's configuration`` with the values the spec's ``fixed`` section sets, never every
-    default of the loop."""
-    varied = {k: hp[k] for k in sweep.varied if k in hp}
-    if varied:
-        return ", ".join(f"{k}={hp_text(v)}" for k, v in varied.items())
-    fixed = {k: hp[k] for k in ((sweep.raw or {}).get("fixed") or {}) if k in hp}
-    values = ", ".join(f"{k}={hp_text(v)}" for k, v in fixed.items())
-    return f"the spec's configuration ({values})" if values else "the spec's configuration (the method's defaults)"
+    """A configuration of ``sweep`` as ``list`` names it too (``contrasweep.spec.names``: the
+    varied values by their display names, or the spec's configuration)."""
+    return names.configuration_text(hp, sweep.method, sweep.varied, (sweep.raw or {}).get("fixed") or {})
 
 
 def test_lines(folder: Path, sweep) -> list[str]:

@@ -20,9 +20,9 @@ from contrasweep.search.registry import check, pause_epochs, reported_names, tes
 from contrasweep.spec.axes import expand, keep_order
 from contrasweep.spec.identity import reported_config
 from contrasweep.spec.load import validate
+from contrasweep.spec.names import hp_values
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
-from contrasweep.spec.text import hp_text
 
 
 def load_sweep(sweep_dir: sweeps.SweepDir, raw: dict | None = None) -> Sweep:
@@ -70,7 +70,7 @@ def reported_line(sweep: Sweep) -> str | None:
     if not outside:
         return None
     point = {**outside["defaults"], **outside["config"]}
-    values = " ".join(f"{k}={hp_text(point[k])}" for k in sweep.varied if k in point)
+    values = hp_values(point, sweep.method, sweep.varied)
     return ("the spec's reported point runs first, as a configuration of its own outside the grid "
             f"(its runs are named '(reported)'): {values}")
 

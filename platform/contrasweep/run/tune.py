@@ -39,6 +39,7 @@ from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking import ledger, writer
+from contrasweep.tracking.describe import method_params
 from contrasweep.tracking.provenance import method_fingerprint
 from contrasweep.tracking.store import default_tracking_uri, store_errors, store_line
 from contrasweep.tracking.tracker import MlflowTracker
@@ -90,7 +91,7 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: Sw
     """The sweep's MLflow callback. An extension (``contrasweep.run.extend``) gives the repeat
     groups' sizes (``sizes``: what ran plus what it adds) and the trials in all (``total``)."""
     params = {
-        "method": sweep.method, "searcher": sweep.searcher, "scheduler": sweep.scheduler,
+        **method_params(sweep.method), "searcher": sweep.searcher, "scheduler": sweep.scheduler,
         "metric": ",".join(sweep.metric), "mode": ",".join(sweep.mode), "seeds": sweep.seeds,
         "data": sweep.data, "encoder": sweep.encoder, "data.cache_key": ",".join(p.key for p in prepared),
         "data.num_labels": prepared[0].num_labels, "data.label_names": ",".join(prepared[0].label_names),

@@ -14,14 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from contrasweep.spec.axes import short_value
+from contrasweep.spec.names import hp_values
 from contrasweep.spec.static import SweepStatic, VariantStatic
-from contrasweep.spec.text import hp_text
 from contrasweep.spec.trial import DATA_KEY, SUGGESTION, TrialPlan, plan_of
 from trainables.user_methods import short_name
 
-# Short names of hyperparameters in run names (the papers' symbols where they have one).
-SYMBOLS = {"temperature": "τ", "lam": "λ", "beta": "β", "delta": "Δ", "momentum": "m", "neighbours": "K",
-           "queue_size": "K"}
 # How repeat axes read in a run name.
 AXIS_NAMES = {"seed": "split", "split_seed": "split_seed"}
 
@@ -86,13 +83,15 @@ def _described(identity: TrialIdentity, static: SweepStatic) -> str:
     """The method and the varied hyperparameters' values. The paper's reported point of a grid
     (``reported``: ``Sweep.outside_reported``, its configuration and the defaults it trains with
     where it sets no value) is named "(reported)" with every varied value, the defaults too:
-    where it lies outside the user's grid, its name says how it differs."""
+    where it lies outside the user's grid, its name says how it differs. Hyperparameters show by
+    their display names (``contrasweep.spec.names``: ``τ`` for a declared symbol)."""
     method, varied, reported = static.method, static.varied, static.reported
     hp = identity.hp
     mark = ""
     if reported and {k: v for k, v in hp.items() if k != "seed"} == reported["config"]:
         hp, mark = {**reported["defaults"], **hp}, " (reported)"
-    return " ".join([short_name(method)] + [f"{SYMBOLS.get(k, k)}={hp_text(hp[k])}" for k in varied if k in hp]) + mark
+    values = hp_values(hp, method, varied)
+    return short_name(method) + (" " + values if values else "") + mark
 
 
 def tags(identity: TrialIdentity, method: str) -> dict[str, str]:

@@ -10,8 +10,17 @@ from typing import Any
 
 from contrasweep.spec.axes import short_value
 from contrasweep.tracking.store import KIND_TAG
+from trainables.user_methods import is_reference, short_name
 
 NOTE_TAG = "mlflow.note.content"
+
+
+def method_params(method: str) -> dict[str, str]:
+    """The sweep and trial runs' ``method`` param: the short name the runs table shows (a
+    built-in's name, a user's class), and for a user's method its full reference as
+    ``method_path`` (``/abs/path/x.py:ProtoPull``, ``mylab.losses:CESupCon``). The tag
+    ``contrasweep.method`` keeps the full reference (what a model or ``resume`` loads)."""
+    return {"method": short_name(method), "method_path": method} if is_reference(method) else {"method": method}
 
 
 def dataset_name(data: dict) -> str:

@@ -72,6 +72,9 @@ def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
              "group": tags.get(GROUP_TAG), "variant": int(tags.get(VARIANT_TAG, 0)), "name": run.info.run_name}
     if tags.get("contrasweep.group_size", "").isdigit():
         entry["group_size"] = int(tags["contrasweep.group_size"])
+    hp = {k[3:]: v for k, v in run.data.params.items() if k.startswith("hp.") and k != "hp.seed"}
+    if hp:  # the values it trains with, as text (`contrasweep list` shows the selected configuration's)
+        entry["hp"] = hp
     values = [m.value for m in client.get_metric_history(run.info.run_id, metric)]
     if values:
         entry["best_value"] = Objective(metric, mode).best(values)

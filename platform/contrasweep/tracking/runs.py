@@ -25,7 +25,7 @@ from contrasweep.spec.identity import config_run_name, identify, key_of, run_nam
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import hp_defaults
 from contrasweep.tracking.aggregate import Group, selection_key, summary
-from contrasweep.tracking.describe import NOTE_TAG, dataset_input, sweep_description, sweep_tags
+from contrasweep.tracking.describe import NOTE_TAG, dataset_input, method_params, sweep_description, sweep_tags
 from contrasweep.tracking.provenance import METHOD_TAGS, UI_TAGS
 from contrasweep.tracking.reattach import rebuild
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
@@ -180,7 +180,8 @@ class RunTree:
         self._latest[run.info.run_id] = {}  # every row it gets is seen here (``seen``)
         entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
                  "variant": identity.variant.index, "name": name,
-                 "group_size": self.group_size(identity.group)}  # `contrasweep list` judges complete groups by it
+                 "group_size": self.group_size(identity.group),  # `contrasweep list` judges complete groups by it
+                 "hp": {k: v for k, v in identity.hp.items() if k != "seed"}}  # ... and shows the selected one's values
         storage = getattr(trial, "storage", None)
         if getattr(storage, "experiment_dir_name", None):  # which Tune experiment ran it (the summary counts by it)
             entry["tune"] = storage.experiment_dir_name
@@ -233,7 +234,7 @@ class RunTree:
         """Every value the trial trains with (defaults, the repeat's seed and its torch threads
         included) and its data."""
         method = self.static.method
-        return {"method": method, "hp": {**hp_defaults(method), **identity.plan.hp}, "data": identity.variant.data}
+        return {**method_params(method), "hp": {**hp_defaults(method), **identity.plan.hp}, "data": identity.variant.data}
 
     # -- groups and the end --------------------------------------------------------------
     def end_trial(self, entry: dict, state_dir: str | None, out: dict[str, dict] | None = None) -> None:
