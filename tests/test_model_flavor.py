@@ -216,9 +216,9 @@ def test_the_model_takes_the_sweeps_column_names_as_well_as_text(tables, tiny_mo
     pd.testing.assert_frame_equal(model.predict(pd.DataFrame({"message": TEXTS, "text_pair": pairs})), ours)
     for frame, missing in ((pd.DataFrame({"sentence": TEXTS, "question": pairs}), "'message' or 'text'"),
                            (pd.DataFrame({"message": TEXTS}), "'question' or 'text_pair'")):
-        with pytest.raises(MlflowException, match=f"Model is missing inputs: a column {missing}") as raised:
+        with pytest.raises(MlflowException) as raised:
             model.predict(frame)
-        assert len(str(raised.value).splitlines()) == 1
+        assert str(raised.value) == f"Model is missing inputs: a column {missing}"
 
     # a single-text task: the user's column or text; the default name (data.text unset) stays required
     single = {"label_names": names, "is_pair": False, "max_length": MAX_LENGTH, "text_column": "message"}
