@@ -336,6 +336,7 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
     planned = json.loads(done.stdout)
     assert (planned["trials"], planned["configurations"], planned["repeats"]) == (6, 3, 2)
     assert planned["epochs_total"] == 18 and planned["steps_total"] == 18 * math.ceil(20 / 8)
+    assert [(d["train"], d["validation"]) for d in planned["data"]] == [(20, 20)]  # k = 4 of 5 classes
 
     started = time.perf_counter()
     done = _cli(["run", str(spec), "--name", "tiny", "--no-tsne"], tmp_path)
@@ -355,12 +356,14 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
 
     done = _cli(["plan", str(spec)], tmp_path)  # the text form: one line per part, ours only
     lines = done.stdout.strip().splitlines()
-    assert done.returncode == 0 and len(lines) == 8 and all(x.startswith("[contrasweep] ") for x in lines)
-    assert lines[7].startswith("[contrasweep] fixed costs measured on this machine at ") and "(kept from then)" in lines[7]
+    assert done.returncode == 0 and len(lines) == 9 and all(x.startswith("[contrasweep] ") for x in lines)
+    assert lines[8].startswith("[contrasweep] fixed costs measured on this machine at ") and "(kept from then)" in lines[8]
     assert lines[0].startswith("[contrasweep] 6 trials = 3 configurations × 2 repeats (1 setting)")
+    test_rows = planned["data"][0]["test"]
+    assert lines[1].startswith(f"[contrasweep] data: train 20 / validation 20 / test {test_rows} rows; ")  # issue 70
     # 3 epochs × 3 steps: the steps per trial, and under the floor of 100 a one-line warning
-    assert lines[2] == "[contrasweep] optimiser steps per trial: 9" and lines[3].startswith("[contrasweep] warning: ")
-    assert "estimated wall time" in lines[5] and "2 trials at a time" in lines[5]
+    assert lines[3] == "[contrasweep] optimiser steps per trial: 9" and lines[4].startswith("[contrasweep] warning: ")
+    assert "estimated wall time" in lines[6] and "2 trials at a time" in lines[6]
 
 
 def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended(monkeypatch):
