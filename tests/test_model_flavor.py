@@ -227,6 +227,14 @@ def test_the_model_takes_the_sweeps_column_names_as_well_as_text(tables, tiny_mo
     assert model.metadata.get_input_schema().input_names() == ["message", "text"]
     pd.testing.assert_frame_equal(model.predict(pd.DataFrame({"message": TEXTS})),
                                   model.predict(pd.DataFrame({"text": TEXTS})))
+    # a sweep whose columns are the other role's names: each role reads its own column only
+    from contrasweep.tracking.model_flavor import input_names, signature
+
+    swapped = {"label_names": names, "is_pair": True, "max_length": MAX_LENGTH, "text_column": "text_pair",
+               "text_pair_column": "text"}
+    assert input_names(swapped) == {"text": ("text_pair",), "text_pair": ("text",)}
+    assert [(c.name, c.required) for c in signature(swapped, "probabilities").inputs.inputs] == [
+        ("text_pair", True), ("text", True)]
     plain = Artifacts(None, TrackingState(tmp_path / "t2.json"), SweepStatic(
         method="ce", variants=(VariantStatic(data={"source": "x.csv"}, label_names=tuple(names)),))).model_info({})
     assert plain["text_column"] == "text" and "text_pair_column" not in plain

@@ -55,9 +55,11 @@ def input_names(info: dict) -> dict[str, tuple[str, ...]]:
     """Each input role (``text``, and ``text_pair`` for a pair task) → the column names it is read
     from: the sweep's own (``info``'s ``text_column`` / ``text_pair_column``, the data section's
     ``data.text`` / ``data.text_pair``) first, then the role's name; one name where they agree
-    (and in a model built before info recorded them)."""
+    (and in a model built before info recorded them), and where the role's name is the other
+    role's own column (``data.text: text_pair``), which it then means."""
     roles = ("text", "text_pair") if info["is_pair"] else ("text",)
-    return {role: tuple(dict.fromkeys([str(info.get(f"{role}_column") or role), role])) for role in roles}
+    own = {role: str(info.get(f"{role}_column") or role) for role in roles}
+    return {role: tuple(dict.fromkeys([own[role]] + ([role] if role not in own.values() else []))) for role in roles}
 
 
 class ContrasweepModel(mlflow.pyfunc.PythonModel):
