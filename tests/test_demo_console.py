@@ -118,6 +118,8 @@ def test_the_demo_stopped_by_sigterm_and_resumed_prints_only_explained_lines(ray
     assert litter() - before == set()  # nothing in the temp folder: trials, drivers, the report (issue 57)
     patterns = documented()
     assert undocumented(ran, patterns) == [] and undocumented(again, patterns) == [], ran + again
+    # no library progress bar (issue 70: transformers' "Writing model shards: 100%|…|")
+    assert not re.search(r"\d+%\||Writing model shards|Loading weights", ran + again), ran + again
     # what the demo shows, in order: its first line, its size, trial lines, the summary
     ours = [line for line in ran.splitlines() if line.startswith("[contrasweep]")]
     assert ours[0].startswith("[contrasweep] sweep 'demo': method=ce searcher=grid scheduler=asha seeds=[0, 1]; data:")

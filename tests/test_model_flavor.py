@@ -2,7 +2,8 @@
 best checkpoint the real loop wrote, loaded with ``mlflow.pyfunc.load_model``, it predicts the
 documented columns for 3 texts, equal to what ``trainables`` predicts for the same texts
 tokenised as the sweep's data is (a representation method's sentence-transformers folder
-encodes to the same vectors); the signature refuses a frame without ``text``. (The sweep's
+encodes to the same vectors); the signature refuses a frame without ``text``, and a model of
+a sweep whose data named other columns takes those as well. (The sweep's
 own models in a real store and registry, and a real ``mlflow models serve``: test_sweep_e2e.py,
 test_model_serving.py.)"""
 
@@ -174,6 +175,69 @@ def test_a_pair_task_model_takes_text_and_text_pair(tables, tiny_model_dir, tmp_
     save_file({k: v for k, v in weights.items() if k != dropped}, str(broken / "model.safetensors"))
     with pytest.raises(RuntimeError, match=f"the weights do not fit the method 'ce' \\(missing \\['{dropped}'\\]"):
         load_trained(str(broken), num_labels=2)
+
+
+def test_the_model_takes_the_sweeps_column_names_as_well_as_text(tables, tiny_model_dir, tmp_path):
+    """Issue 70 (3): a sweep whose data named its columns (``data.text: message``,
+    ``data.text_pair: question``) records them in the model's info (``Artifacts.model_info``);
+    the model takes the user's names or ``text`` / ``text_pair`` with the same predictions,
+    MLflow's schema check passes either (both optional in the signature), and a frame with
+    neither is one MLflow error naming both."""
+    import json
+
+    import mlflow.pyfunc
+    from mlflow.exceptions import MlflowException
+
+    from contrasweep.folder.record import TrackingState
+    from contrasweep.spec.static import SweepStatic, VariantStatic
+    from contrasweep.tracking.artifacts import Artifacts
+    from contrasweep.tracking.model_flavor import build_model
+
+    names = ["entailment", "contradiction"]
+    variant = VariantStatic(data={"source": "tickets.csv", "text": "message", "text_pair": "question"},
+                            label_names=tuple(names), is_pair=True)
+    static = SweepStatic(method="ce", variants=(variant,), max_length=MAX_LENGTH)
+    info = Artifacts(None, TrackingState(tmp_path / "tracking.json"), static).model_info({"variant": 0})
+    assert info == {"label_names": names, "is_pair": True, "max_length": MAX_LENGTH, "text_column": "message",
+                    "text_pair_column": "question"}
+    session = LocalSession(str(tmp_path / "trial"))
+    train({**loop_config(tiny_model_dir, epochs=1), "method": "ce"}, tables["single"], session)
+    folder = build_model(tmp_path / "build", best_folder(session.checkpoints[-1]), info, tiny_model_dir, "ce")
+    assert json.loads((folder / "artifacts" / "info.json").read_text()) == info
+    model = mlflow.pyfunc.load_model(str(folder))
+    schema = model.metadata.get_input_schema()
+    assert schema.input_names() == ["message", "text", "question", "text_pair"]
+    assert not any(spec.required for spec in schema.inputs)
+    pairs = ["a good movie", "the plot was bad", "news about beta"]
+    theirs = model.predict(pd.DataFrame({"message": TEXTS, "question": pairs}))
+    ours = model.predict(pd.DataFrame({"text": TEXTS, "text_pair": pairs}))
+    assert list(theirs["label"]) == list(ours["label"]) and len(theirs) == 3
+    pd.testing.assert_frame_equal(theirs, ours)
+    pd.testing.assert_frame_equal(model.predict(pd.DataFrame({"message": TEXTS, "text_pair": pairs})), ours)
+    for frame, missing in ((pd.DataFrame({"sentence": TEXTS, "question": pairs}), "'message' or 'text'"),
+                           (pd.DataFrame({"message": TEXTS}), "'question' or 'text_pair'")):
+        with pytest.raises(MlflowException) as raised:
+            model.predict(frame)
+        assert str(raised.value) == f"Model is missing inputs: a column {missing}"
+
+    # a single-text task: the user's column or text; the default name (data.text unset) stays required
+    single = {"label_names": names, "is_pair": False, "max_length": MAX_LENGTH, "text_column": "message"}
+    model = mlflow.pyfunc.load_model(str(build_model(tmp_path / "single", best_folder(session.checkpoints[-1]), single,
+                                                     tiny_model_dir, "ce")))
+    assert model.metadata.get_input_schema().input_names() == ["message", "text"]
+    pd.testing.assert_frame_equal(model.predict(pd.DataFrame({"message": TEXTS})),
+                                  model.predict(pd.DataFrame({"text": TEXTS})))
+    # a sweep whose columns are the other role's names: each role reads its own column only
+    from contrasweep.tracking.model_flavor import input_names, signature
+
+    swapped = {"label_names": names, "is_pair": True, "max_length": MAX_LENGTH, "text_column": "text_pair",
+               "text_pair_column": "text"}
+    assert input_names(swapped) == {"text": ("text_pair",), "text_pair": ("text",)}
+    assert [(c.name, c.required) for c in signature(swapped, "probabilities").inputs.inputs] == [
+        ("text_pair", True), ("text", True)]
+    plain = Artifacts(None, TrackingState(tmp_path / "t2.json"), SweepStatic(
+        method="ce", variants=(VariantStatic(data={"source": "x.csv"}, label_names=tuple(names)),))).model_info({})
+    assert plain["text_column"] == "text" and "text_pair_column" not in plain
 
 
 def test_the_driver_builds_a_trials_model_without_torch_or_transformers(tables, tiny_model_dir, tmp_path):

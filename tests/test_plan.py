@@ -336,6 +336,7 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
     planned = json.loads(done.stdout)
     assert (planned["trials"], planned["configurations"], planned["repeats"]) == (6, 3, 2)
     assert planned["epochs_total"] == 18 and planned["steps_total"] == 18 * math.ceil(20 / 8)
+    assert [(d["train"], d["validation"]) for d in planned["data"]] == [(20, 20)]  # k = 4 of 5 classes
 
     started = time.perf_counter()
     done = _cli(["run", str(spec), "--name", "tiny", "--no-tsne"], tmp_path)
@@ -355,12 +356,14 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
 
     done = _cli(["plan", str(spec)], tmp_path)  # the text form: one line per part, ours only
     lines = done.stdout.strip().splitlines()
-    assert done.returncode == 0 and len(lines) == 8 and all(x.startswith("[contrasweep] ") for x in lines)
-    assert lines[7].startswith("[contrasweep] fixed costs measured on this machine at ") and "(kept from then)" in lines[7]
+    assert done.returncode == 0 and len(lines) == 9 and all(x.startswith("[contrasweep] ") for x in lines)
+    assert lines[8].startswith("[contrasweep] fixed costs measured on this machine at ") and "(kept from then)" in lines[8]
     assert lines[0].startswith("[contrasweep] 6 trials = 3 configurations × 2 repeats (1 setting)")
+    test_rows = planned["data"][0]["test"]
+    assert lines[1].startswith(f"[contrasweep] data: train 20 / validation 20 / test {test_rows} rows; ")  # issue 70
     # 3 epochs × 3 steps: the steps per trial, and under the floor of 100 a one-line warning
-    assert lines[2] == "[contrasweep] optimiser steps per trial: 9" and lines[3].startswith("[contrasweep] warning: ")
-    assert "estimated wall time" in lines[5] and "2 trials at a time" in lines[5]
+    assert lines[3] == "[contrasweep] optimiser steps per trial: 9" and lines[4].startswith("[contrasweep] warning: ")
+    assert "estimated wall time" in lines[6] and "2 trials at a time" in lines[6]
 
 
 def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended(monkeypatch):
@@ -400,3 +403,66 @@ def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended
     assert not registry.tests_in_trials(two) and trial_units(two, _prepared(two))[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40))
     every = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), ["grid.weight_decay=[0.0, 0.1]", "evaluation.test=all"])
     assert trial_units(every, _prepared(every))[0] == pytest.approx(3 * 40 + 0.22 * (3 * 40 + 200))
+
+
+def _tickets(path: Path, per_class: int = 60) -> Path:
+    """A user's CSV as issue 70 had it: ``message`` and ``intent``, 4 intents × ``per_class`` rows."""
+    import csv
+
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["message", "intent"])
+        for intent in ("billing", "delivery", "refund", "account"):
+            writer.writerows([f"ticket {i} about my {intent} question", intent] for i in range(per_class))
+    return path
+
+
+def test_the_plan_prints_each_data_variants_split_sizes_and_unused_rows(tiny_model_dir, cache_dir, tmp_path):
+    """Issue 70 (4), docs/spec.md's worked example ("How the splits are carved"): 240 rows of 4
+    classes, no splits of their own, few_shot k = 16: 6 + 12 of each class's 60 carved to
+    validation and test (48 test rows), 16 + 16 of the 42 left drawn for train and validation
+    (the draw's validation replaces the carved one): 64 / 64 / 48, and 40 + 24 = 64 unused. At
+    k = 20: 80 / 80 / 48, 32 unused; each setting's 2 data repeats (data.seed) in one line;
+    ``plan --json`` has every variant's."""
+    from contrasweep.run.inputs import prepare_data, rows_line
+    from contrasweep.run.plan_lines import data_lines, describe
+    from contrasweep.run.sweep_plan import plan
+    from contrasweep.spec.load import load_spec
+
+    source = _tickets(tmp_path / "tickets.csv")
+    data = {"source": str(source), "text": "message", "label": "intent", "protocol": "few_shot", "k": 16}
+    spec = write_spec(tmp_path / "one.yaml", tiny_model_dir, data=data)
+    raw = yaml.safe_load(spec.read_text())
+    del raw["data"]["test_fraction"]  # the defaults: validation_fraction 0.1, test_fraction 0.2
+    spec.write_text(yaml.safe_dump(raw))
+    sweep = load_spec(str(spec), [])
+    prepared = prepare_data(sweep)
+    assert [p.unused for p in prepared] == [64] and prepared[0].source_rows == 240
+    found = plan(sweep, prepared, CALIBRATION, {"CPU": 2.0})
+    assert found.data == [{"variant": 0, "label": "", "setting": "", "train": 64, "validation": 64, "test": 48,
+                           "unused": 64}]
+    lines = describe(sweep, found, {"CPU": 2.0}, "this machine")
+    assert lines[1] == "data: train 64 / validation 64 / test 48 rows; 64 of the source's 240 labelled rows unused"
+    assert rows_line(prepared) == "train 64 / validation 64 / test 48 rows"  # run's first line, as before
+    assert json.loads(json.dumps(found.as_json()))["data"] == found.data
+
+    sweep = load_spec(str(spec), ["data.k=[16, 20]", "data.seed=[0, 1]"])
+    found = plan(sweep, prepare_data(sweep), CALIBRATION, {"CPU": 2.0})
+    assert [(d["label"], d["train"], d["validation"], d["test"], d["unused"]) for d in found.data] == [
+        ("k=16 seed=0", 64, 64, 48, 64), ("k=16 seed=1", 64, 64, 48, 64),
+        ("k=20 seed=0", 80, 80, 48, 32), ("k=20 seed=1", 80, 80, 48, 32)]
+    assert describe(sweep, found, {"CPU": 2.0}, "this machine")[1:3] == [
+        "data k=16 (2 data repeats): train 64 / validation 64 / test 48 rows; 64 of the source's 240 labelled rows unused",
+        "data k=20 (2 data repeats): train 80 / validation 80 / test 48 rows; 32 of the source's 240 labelled rows unused"]
+
+    # full: 168 / 24 / 48, every row used; repeats that disagree, and a cache entry that did not count its
+    # source's rows, line by line
+    sweep = load_spec(str(spec), ["data.protocol=full", "data.k=null"])
+    (full,) = plan(sweep, prepare_data(sweep), CALIBRATION, {"CPU": 2.0}).data
+    assert (full["train"], full["validation"], full["test"], full["unused"]) == (168, 24, 48, 0)
+    assert data_lines([full]) == ["data: train 168 / validation 24 / test 48 rows; all 240 labelled source rows used"]
+    odd = [{"variant": 0, "label": "k=4 seed=0", "setting": "k=4", "train": 8, "validation": 8, "test": 5, "unused": None},
+           {"variant": 1, "label": "k=4 seed=1", "setting": "k=4", "train": 8, "validation": 8, "test": 6, "unused": 1}]
+    assert data_lines(odd) == ["data k=4 seed=0: train 8 / validation 8 / test 5 rows",
+                               "data k=4 seed=1: train 8 / validation 8 / test 6 rows; 1 of the source's 23 labelled "
+                               "rows unused"]

@@ -2,12 +2,13 @@
 what ``contrasweep check-method`` (``trainables.contract``) trains a method on, and the test
 suite's fixtures (``tests/conftest.py``, ``tests/helpers.py``).
 
-May import: transformers, torch, numpy, pyarrow, ``trainables.encoder_names`` (the bundled
-MiniLM's tokenizer).
+May import: transformers, huggingface_hub (its progress bars' switch), torch, numpy, pyarrow,
+``trainables.encoder_names`` (the bundled MiniLM's tokenizer).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,9 @@ MULTI_LABELS = ["alpha", "beta", "gamma"]
 
 
 def build_tiny_bert(directory: Path, hidden_size: int = 32) -> Path:
-    """Save a 2-layer BERT, ``hidden_size`` wide, with random weights (seed 0) and the MiniLM tokenizer."""
+    """Save a 2-layer BERT, ``hidden_size`` wide, with random weights (seed 0) and the MiniLM
+    tokenizer, without transformers' "Writing model shards" bar (a console that builds it, as
+    ``check-method`` and a run's check of a user's method do, prints its own lines only)."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
@@ -27,9 +30,28 @@ def build_tiny_bert(directory: Path, hidden_size: int = 32) -> Path:
     config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden_size, num_hidden_layers=2,
                         num_attention_heads=2, intermediate_size=2 * hidden_size, max_position_embeddings=128)
     torch.manual_seed(0)
-    BertModel(config).save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
+    with quiet_progress():
+        BertModel(config).save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
     return Path(directory)
+
+
+@contextmanager
+def quiet_progress():
+    """transformers' (and the Hugging Face hub's) progress bars off inside, as they were after
+    (their public switches: ``transformers.utils.logging.disable_progress_bar``)."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars
+    from transformers.utils import logging as hf_logging
+
+    shown, hub_hidden = hf_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
+            if hub_hidden:
+                disable_progress_bars()
 
 
 def _table(tokenizer, texts: list[str], labels) -> pa.Table:

@@ -6,7 +6,8 @@ traceback; a sweep interrupted that way loses nothing already finished (resume i
 ``parser``: the arguments; ``commands``: what each command does; ``ui``: the MLflow UI command;
 ``check_method``: a method's contract with the loop.
 A command's module is imported when that command runs (``COMMANDS``, as pip's command table
-does), so ``--help`` and a bad argument answer without importing the data or tracking layers.
+does), so ``--help`` and a bad argument answer without importing the data or tracking layers;
+every command starts with the libraries' progress bars off (``commands.quiet_libraries``).
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
 ``contrasweep.console``, ``contrasweep.run``, ``contrasweep.search`` (a spec checked by its searcher),
@@ -33,6 +34,7 @@ COMMANDS = {name: ("contrasweep.cli.commands", f"cmd_{name}") for name in
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    importlib.import_module("contrasweep.cli.commands").quiet_libraries()  # before a library is imported
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(module), function)
     try:

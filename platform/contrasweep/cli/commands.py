@@ -145,9 +145,12 @@ def _auto_report(root, name: str, status: str, tsne: bool = True) -> None:
 
 def quiet_libraries() -> None:
     """No library progress bars on the terminal (MLflow's artifact downloads, transformers'
-    "Loading weights"): set before either is imported; a user's own setting wins."""
+    "Loading weights" and "Writing model shards", datasets' tokenising and saving): set where
+    the command starts (``contrasweep.cli.main``), before any of them is imported, so a local
+    Ray's workers inherit it too; a user's own setting wins."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # transformers reads it at import
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")
 
 
 def cmd_report(args) -> int:

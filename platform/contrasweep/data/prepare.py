@@ -38,6 +38,19 @@ class PreparedData:
     is_pair: bool
     dropped: dict = field(default_factory=dict)  # {source split: {reason: rows}} (sources.RawData.dropped)
     labels: dict = field(default_factory=dict)  # label spellings merged or kept apart (contrasweep.data.labels)
+    # labelled rows read from the source, every split of it (after the rows ``dropped``); None: a
+    # cache entry written before they were counted, or multi-label data
+    source_rows: int | None = None
+
+    @property
+    def unused(self) -> int | None:
+        """Labelled source rows in no split (docs/spec.md, "How the splits are carved"): what a
+        protocol left out of its draw (the few-shot pool's rest, the carved validation split a
+        few-shot validation set replaces, a class ``num_classes`` drops, a labelled test split
+        the dev rule does not read); None where the source's rows are not known."""
+        if self.source_rows is None:
+            return None
+        return self.source_rows - sum(int(self.stats[s]["n"]) for s in SPLITS)
 
     @property
     def chance(self) -> dict:
@@ -83,6 +96,7 @@ def prepare(
         "stats": split_stats(splits, names),
         "dropped": raw.dropped,
         "labels": raw.labels,
+        "source_rows": sum(int(t.num_rows) for t in raw.splits.values()),
         "is_pair": cfg.is_pair,
         "config": cfg.to_dict(),
         "tokenizer": str(tokenizer),
@@ -142,7 +156,7 @@ def _prepared(path: Path, key: str, meta: dict, cache_hit: bool) -> PreparedData
     return PreparedData(
         path=str(path), label_names=names, num_labels=len(names), key=key,
         cache_hit=cache_hit, stats=meta["stats"], is_pair=bool(meta["is_pair"]), dropped=meta.get("dropped") or {},
-        labels=meta.get("labels") or {},
+        labels=meta.get("labels") or {}, source_rows=meta.get("source_rows"),
     )
 
 

@@ -51,10 +51,26 @@ def prepare_data(sweep: Sweep) -> list:
     return out
 
 
+SPLIT_NAMES = ("train", "validation", "test")
+
+
+def split_rows(prepared) -> dict:
+    """One data variant's rows per split, and the labelled source rows in none of them
+    (``PreparedData.unused``; None where they are not known): what ``run``'s first line and
+    ``plan`` say of it (docs/spec.md, "How the splits are carved")."""
+    rows = {split: int(prepared.stats.get(split, {}).get("n", 0)) for split in SPLIT_NAMES}
+    return {**rows, "unused": getattr(prepared, "unused", None)}
+
+
+def sizes_text(rows: dict) -> str:
+    """``train 64 / validation 64 / test 48 rows`` of ``split_rows``."""
+    return " / ".join(f"{split} {rows[split]}" for split in SPLIT_NAMES) + " rows"
+
+
 def rows_line(prepared: list) -> str:
     """The first variant's split sizes, for the sweep's first line."""
-    first = " / ".join(f"{split} {prepared[0].stats[split]['n']}" for split in ("train", "validation", "test"))
-    return first + (f" rows in the first of {len(prepared)} data variants" if len(prepared) > 1 else " rows")
+    first = sizes_text(split_rows(prepared[0]))
+    return first + (f" in the first of {len(prepared)} data variants" if len(prepared) > 1 else "")
 
 
 def data_notes(prepared: list) -> list[str]:

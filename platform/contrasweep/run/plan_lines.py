@@ -1,9 +1,11 @@
 """``contrasweep plan``'s lines: the plan (``contrasweep.run.sweep_plan.SweepPlan``) as the console
 prints it, with what the estimate assumes of other work on the machine (``busy_cpus``: measured
-before the plan's own calibration) and a wall-clock time format shared with ``run``'s first lines.
+before the plan's own calibration), each data variant's split sizes (``data_lines``) and a
+wall-clock time format shared with ``run``'s first lines.
 
-May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.plan_steps``, ``contrasweep.search``,
-``contrasweep.spec``, ``contrasweep.console.summary`` (its number format).
+May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.plan_steps``, ``contrasweep.run.inputs``
+(the split sizes' words), ``contrasweep.search``, ``contrasweep.spec``, ``contrasweep.console.summary``
+(its number format).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import time
 
 from contrasweep.console.summary import human
+from contrasweep.run.inputs import SPLIT_NAMES, sizes_text
 from contrasweep.run.plan_steps import floor_warning, steps_line
 from contrasweep.run.sweep_plan import SweepPlan, fixed_overheads
 from contrasweep.search.registry import tests_in_trials
@@ -33,6 +36,7 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
            f"{found.fewest_trials} and {found.trials} trials (every configuration's first {sweep.racing.min_repeats} "
            "repeats; more while a configuration is not significantly worse than the best); the figures below are "
            "for all of them"] if found.fewest_trials is not None else []),
+        *data_lines(found.data),
         *([budget_line(sweep, found)] if found.budget_trials is not None else []),
         f"training: {counted(found.epochs_total, 'epoch')}, {counted(found.steps_total, 'optimiser step')} in all; "
         "test split: " + (f"once in each trial ({counted(found.test_passes, 'trial')}; evaluation.test: {sweep.test_split})"
@@ -50,6 +54,32 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"evaluated row + {c['eval_fixed_s']:.1f} s per evaluation, set-up {c['setup_s']:.1f} s",
         fixed_line(found.fixed, where),
     ]
+
+
+def data_lines(variants: list[dict]) -> list[str]:
+    """Each data variant's split sizes and unused source rows (``SweepPlan.data``; docs/spec.md,
+    "How the splits are carved"): one line per setting where its data repeats agree, else one per
+    variant."""
+    settings: dict[str, list[dict]] = {}
+    for variant in variants:
+        settings.setdefault(variant["setting"], []).append(variant)
+    lines = []
+    for setting, group in settings.items():
+        if len({tuple(v.get(k) for k in (*SPLIT_NAMES, "unused")) for v in group}) == 1:
+            repeats = f" ({len(group)} data repeats)" if len(group) > 1 else ""
+            lines.append(f"data{' ' + setting if setting else ''}{repeats}: {variant_sizes(group[0])}")
+        else:
+            lines += [f"data {v['label']}: {variant_sizes(v)}" for v in group]
+    return lines
+
+
+def variant_sizes(rows: dict) -> str:
+    unused = rows.get("unused")
+    if unused is None:
+        return sizes_text(rows)
+    total = unused + sum(rows[split] for split in SPLIT_NAMES)
+    left = f"{unused} of the source's {total} labelled rows unused" if unused else f"all {total} labelled source rows used"
+    return f"{sizes_text(rows)}; {left}"
 
 
 def busy_cpus(seconds: float = 0.5) -> float | None:

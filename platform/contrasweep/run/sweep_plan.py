@@ -62,6 +62,7 @@ from contrasweep.data import load_splits
 from contrasweep.data.cache import cache_root
 from contrasweep.run import kept_day
 from contrasweep.run.checks import _local_gpus
+from contrasweep.run.inputs import split_rows
 from contrasweep.run.plan_steps import setting_steps
 from contrasweep.run.ray_start import init_ray
 from contrasweep.search.registry import (fewest_trials, live_limit, pause_epochs, reported_configurations, tests_in_trials,
@@ -69,6 +70,7 @@ from contrasweep.search.registry import (fewest_trials, live_limit, pause_epochs
 from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
+from contrasweep.spec.identity import setting_label
 from contrasweep.spec.trial import DATA_KEY, plan_of
 from trainables.calibration import calibrate
 from trainables.params import LOOP_PARAMS, epochs_for, resume_states, steps_per_epoch, total_steps, validated_epochs
@@ -122,11 +124,13 @@ class SweepPlan:
     budget_trials: int | None = None  # trials that fit in sweep.budget, in the order they start; None: no budget
     slot_seconds: float = 0.0  # the trials' slot time in all (wall × CPUs, or GPUs): what sweep.budget counts
     setting_steps: dict = field(default_factory=dict)  # setting -> [fewest, most] optimiser steps per trial (plan_steps)
+    # each data variant: {variant, label, setting, train, validation, test, unused} (inputs.split_rows)
+    data: list = field(default_factory=list)
 
     def as_json(self) -> dict:
         keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
                 "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed", "fewest_trials",
-                "budget_trials", "slot_seconds", "setting_steps")
+                "budget_trials", "slot_seconds", "setting_steps", "data")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -192,8 +196,8 @@ def trial_units(sweep: Sweep, prepared: list) -> list[float]:
 
 
 def sizes_of(prepared: list) -> list[dict]:
-    """Rows per split of each data variant."""
-    return [{s: int(p.stats.get(s, {}).get("n", 0)) for s in ("train", "validation", "test")} for p in prepared]
+    """Rows per split of each data variant, and its unused source rows (``inputs.split_rows``)."""
+    return [split_rows(p) for p in prepared]
 
 
 def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: bool = True,
@@ -296,7 +300,13 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
         concurrency=slots, test_passes=passes, calibration=calibration, costs=costs, fixed=fixed or {},
         fewest_trials=fewest_trials(sweep) if sweep.racing else None,
         budget_trials=fit_in_budget(sweep, slot_costs) if sweep.budget else None, slot_seconds=sum(slot_costs),
-        setting_steps=setting_steps(sweep, sizes))
+        setting_steps=setting_steps(sweep, sizes), data=data_variants(sweep, sizes))
+
+
+def data_variants(sweep: Sweep, sizes: list[dict]) -> list[dict]:
+    """Each data variant's split sizes (``sizes_of``), with its label and its setting's label."""
+    return [{"variant": v.index, "label": v.label, "setting": setting_label(v), **rows}
+            for v, rows in zip(SweepStatic.of(sweep).variants, sizes)]
 
 
 def trial_slot_seconds(sweep: Sweep, costs: list[TrialCost], slots: int, worker_start: float) -> list[float]:

@@ -90,13 +90,17 @@ class Artifacts:
                 self.client.log_artifact(entry["run_id"], str(file), artifact_path=CHECKPOINT_PATH)
 
     def model_info(self, entry: dict) -> dict:
-        """What a model needs besides the weights: the variant's label names and pair flag and
+        """What a model needs besides the weights: the variant's label names, pair flag and text
+        columns (``data.text`` / ``data.text_pair``: the model takes them as well as ``text``) and
         the sweep's ``max_length`` (a variant without prepared data has no label names: ValueError)."""
         variant = self.static.variant(entry.get("variant", 0))
         if not variant.label_names:
             raise ValueError(f"data variant {variant.index} has no label names in the sweep's fixed part")
+        columns = {"text_column": str(variant.data.get("text") or "text")}
+        if variant.is_pair:
+            columns["text_pair_column"] = str(variant.data.get("text_pair") or "text_pair")
         return {"label_names": list(variant.label_names), "is_pair": variant.is_pair,
-                "max_length": self.static.max_length}
+                "max_length": self.static.max_length, **columns}
 
     def repair(self, parent_run_id: str, spec: dict, texts: dict[str, str]) -> int:
         """Re-log the parent's files and each complete trial's best checkpoint where the

@@ -4,13 +4,15 @@ model"): ``mlflow.pyfunc`` over ``trainables.inference.Predictor``, so
 with the project installed.
 
 The model folder (the run's artifact ``model/``): ``MLmodel`` with a signature (``text``, plus
-``text_pair`` for pair tasks → the columns of ``trainables.outputs.output_columns``) and an
-input example; ``python_model.pkl`` (this module's ``ContrasweepModel``, pickled by reference);
+``text_pair`` for pair tasks → the columns of ``trainables.outputs.output_columns``; where the
+sweep's ``data.text`` / ``data.text_pair`` name other columns, each role takes either name:
+both optional in the signature, ``predict`` reads the one present and refuses a frame with
+neither) and an input example; ``python_model.pkl`` (this module's ``ContrasweepModel``, pickled by reference);
 ``artifacts/checkpoint`` (the best weights but the backbone's unread pooler, and ``meta.json``:
 the only copy the store keeps),
 ``artifacts/encoder`` (the encoder's ``config.json`` and tokenizer files, not its pretrained
 weights: the checkpoint holds every weight), ``artifacts/info.json`` (label names, max length,
-pair task); requirements pinned to the versions that trained it. A representation method's
+pair task, the sweep's column names); requirements pinned to the versions that trained it. A representation method's
 model (SimCSE, VaSCL) also carries ``artifacts/sentence_transformer``, a folder
 sentence-transformers loads (its encoder's weights a second time, in Hugging Face's layout).
 
@@ -49,28 +51,58 @@ EXAMPLE = ("The service was quick and the staff were friendly.", "Was the staff 
 PINNED = ("torch", "transformers", "tokenizers", "safetensors", "mlflow", "pandas", "numpy", "cloudpickle", "contrasweep")
 
 
+def input_names(info: dict) -> dict[str, tuple[str, ...]]:
+    """Each input role (``text``, and ``text_pair`` for a pair task) → the column names it is read
+    from: the sweep's own (``info``'s ``text_column`` / ``text_pair_column``, the data section's
+    ``data.text`` / ``data.text_pair``) first, then the role's name; one name where they agree
+    (and in a model built before info recorded them), and where the role's name is the other
+    role's own column (``data.text: text_pair``), which it then means."""
+    roles = ("text", "text_pair") if info["is_pair"] else ("text",)
+    own = {role: str(info.get(f"{role}_column") or role) for role in roles}
+    return {role: tuple(dict.fromkeys([own[role]] + ([role] if role not in own.values() else []))) for role in roles}
+
+
 class ContrasweepModel(mlflow.pyfunc.PythonModel):
-    """``predict(DataFrame[text(, text_pair)])`` → one row per input (see the module docstring)."""
+    """``predict(DataFrame[text(, text_pair)])`` (or the sweep's own column names) → one row per
+    input (see the module docstring)."""
 
     def load_context(self, context):
         from trainables.inference import Predictor  # torch: in the serving process only
 
         info = json.loads(Path(context.artifacts["info"]).read_text())
         self.predictor = Predictor(context.artifacts["checkpoint"], context.artifacts["encoder"], info)
+        self.inputs = input_names(info)
 
     def predict(self, context, model_input: pd.DataFrame, params=None) -> pd.DataFrame:
-        texts = [str(t) for t in model_input["text"]]
-        pairs = [str(t) for t in model_input["text_pair"]] if self.predictor.info["is_pair"] else None
-        return pd.DataFrame(self.predictor.predict(texts, pairs))
+        inputs = getattr(self, "inputs", None) or input_names(self.predictor.info)
+        columns = {role: _column(model_input, names) for role, names in inputs.items()}
+        return pd.DataFrame(self.predictor.predict(columns["text"], columns.get("text_pair")))
+
+
+def _column(frame: pd.DataFrame, names: tuple[str, ...]) -> list[str]:
+    """The first of ``names`` the frame has, as strings; none of them: MLflow's one-line error
+    (a 400 from ``mlflow models serve``)."""
+    from mlflow.exceptions import MlflowException
+
+    for name in names:
+        if name in frame.columns:
+            return [str(t) for t in frame[name]]
+    given = " or ".join(repr(n) for n in names)
+    # (MLflow's schema check has dropped the columns the signature does not name, with a warning)
+    raise MlflowException.invalid_parameter_value(f"Model is missing inputs: a column {given}")
 
 
 def signature(info: dict, kind: str):
+    """MLflow's signature: each input role's column required where it has one name; where the
+    sweep's column has another, both names optional (MLflow's schema check passes a frame with
+    either; ``predict`` refuses one with neither)."""
     from mlflow.models import ModelSignature
     from mlflow.types.schema import Array, ColSpec, DataType, Schema
 
     types = {"string": DataType.string, "double": DataType.double, "list<string>": Array(DataType.string),
              "list<float>": Array(DataType.float)}
-    inputs = [ColSpec(DataType.string, "text")] + ([ColSpec(DataType.string, "text_pair")] if info["is_pair"] else [])
+    inputs = [ColSpec(DataType.string, name, required=len(names) == 1)
+              for names in input_names(info).values() for name in names]
     outputs = [ColSpec(types[t], name) for name, t in output_columns(kind, [str(n) for n in info["label_names"]]).items()]
     return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs))
 
@@ -135,9 +167,7 @@ def build_model(tmp: Path, best: Path, info: dict, encoder: str, method: str) ->
     served_weights(best / WEIGHTS_FILE, staged / WEIGHTS_FILE)
     _link_or_copy(best / META_FILE, staged / META_FILE)
     (tmp / "info.json").write_text(json.dumps(info, indent=1))
-    example = {"text": [EXAMPLE[0]]}
-    if info["is_pair"]:
-        example["text_pair"] = [EXAMPLE[1]]
+    example = {names[0]: [text] for names, text in zip(input_names(info).values(), EXAMPLE)}  # the sweep's names
     artifacts = {"checkpoint": str(staged), "encoder": str(encoder_files(encoder, tmp / "encoder")),
                  "info": str(tmp / "info.json")}
     if kind == "embedding":
