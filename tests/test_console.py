@@ -189,6 +189,20 @@ def test_list_shows_the_selected_configurations_mean_not_a_lucky_repeat():
     assert selected_values(trials, "min") == [1.0, 0.5]
 
 
+def test_list_breaks_equal_means_as_the_summary_does():
+    """Two configurations with the same repeats' values (small validation sets tie): `list` names
+    the one the summary and selection select (the group key that sorts first), whatever order
+    the record holds them in (on 46b8d9a's `list`: the first in the record)."""
+    from contrasweep.console.listing import selected
+    from contrasweep.tracking.aggregate import rank
+
+    entries = [("a", "g2", 1.0), ("b", "g2", 0.984375), ("c", "g1", 1.0), ("d", "g1", 0.984375)]
+    trials = {t: {"group": g, "group_size": 2, "outcome": "complete", "best_value": v} for t, g, v in entries}
+    assert rank(-0.9921875, "g1") < rank(-0.9921875, "g2")
+    assert selected(trials, "max")[1] == "g1" and selected(trials, "min")[1] == "g1"
+    assert selected(dict(reversed(list(trials.items()))), "max")[1] == "g1"
+
+
 def test_list_and_the_summary_say_when_the_selected_configuration_did_not_learn(tmp_path):
     """Its verdict (contrasweep.tracking.verdict, kept in tracking.json) beside its mean: the chance
     level and the optimiser steps its repeats took; the summary's one line says what would give it more."""

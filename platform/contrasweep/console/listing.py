@@ -18,25 +18,28 @@ from contrasweep.folder import budget_record
 from contrasweep.folder.record import read as read_record
 from contrasweep.spec.names import configuration_text, method_name, varied_keys
 from contrasweep.spec.text import counted, mean_std
+from contrasweep.tracking.aggregate import rank
 
 
 def selected(trials: dict, mode: str) -> tuple[list[float], str | None]:
     """The best validation values of the repeats of the configuration the summary would select
     so far (``tracking.json``), and its repeat group: the best mean over complete groups, every
-    repeat of which trained every epoch (``group_size`` of them)."""
+    repeat of which trained every epoch (``group_size`` of them); equal means as the summary and
+    selection break them (``contrasweep.tracking.aggregate.rank``: the group key that sorts first)."""
     groups: dict[str, list[dict]] = {}
     for entry in trials.values():
         groups.setdefault(entry["group"], []).append(entry)
-    best, best_mean, chosen = [], None, None
+    best, best_rank, chosen = [], None, None
+    sign = 1.0 if mode == "max" else -1.0
     for group, entries in groups.items():
         values = [e["best_value"] for e in entries if e.get("outcome") == "complete"
                   and isinstance(e.get("best_value"), (int, float)) and not math.isnan(e["best_value"])]
         size = max([int(e["group_size"]) for e in entries] + [len(entries)])
         if len(values) < size:
             continue
-        mean = sum(values) / len(values)
-        if best_mean is None or (mean > best_mean if mode == "max" else mean < best_mean):
-            best, best_mean, chosen = values, mean, group
+        here = rank(sign * statistics.fmean(values), group)
+        if best_rank is None or here < best_rank:
+            best, best_rank, chosen = values, here, group
     return best, chosen
 
 
