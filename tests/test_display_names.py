@@ -26,26 +26,10 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.aggregate import Group
 from dashboards.source import SweepRecord
 from dashboards.tables import configurations_table, main_table
+from helpers import method_source
 
-PROTO = """
-import torch
-import torch.nn.functional as F
-from torch import nn
-from trainables.base import Method
-from trainables.params import Param
-
-class ProtoPull(Method):
-    params = {"tau": Param("float", 0.1, 0.0, 10.0, low_open=True<tau>),
-              "lam": Param("float", 0.5, 0.0, 1.0<lam>)}
-    def __init__(self, encoder, num_labels, hp):
-        super().__init__(encoder, num_labels, hp)
-        self.classifier = nn.Linear(encoder.hidden_size, num_labels)
-    def training_step(self, batch):
-        return {"loss": F.cross_entropy(self.classifier(self.encode(batch)[0]), batch["labels"])}
-    @torch.no_grad()
-    def predict(self, batch):
-        return self.classifier(self.encode(batch)[0])
-"""
+PROTO = method_source("ProtoPull", '{"tau": Param("float", 0.1, 0.0, 10.0, low_open=True<tau>),\n'
+                       '              "lam": Param("float", 0.5, 0.0, 1.0<lam>)}')
 
 
 @pytest.fixture(autouse=True)

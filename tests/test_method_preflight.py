@@ -18,25 +18,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-HEADER = """
-import torch
-import torch.nn.functional as F
-from torch import nn
-from trainables.base import Method
-from trainables.params import Param
-"""
-NO_LOSS = HEADER + """
-class ProtoPull(Method):
-    params = {"tau": Param("float", 0.3, 0.01, 1.0)}
-    def __init__(self, encoder, num_labels, hp):
-        super().__init__(encoder, num_labels, hp)
-        self.classifier = nn.Linear(encoder.hidden_size, num_labels)
-    def training_step(self, batch):
-        return {"ce": F.cross_entropy(self.classifier(self.encode(batch)[0]), batch["labels"])}
-    @torch.no_grad()
-    def predict(self, batch):
-        return self.classifier(self.encode(batch)[0])
-"""
+from helpers import method_source
+
+NO_LOSS = method_source("ProtoPull", '{"tau": Param("float", 0.3, 0.01, 1.0)}',
+                        '{"ce": F.cross_entropy(self.classifier(self.encode(batch)[0]), batch["labels"])}')
 CONTRACT = "training_step returned dict without loss; allowed: a dict with a 'loss' tensor"
 SPEC = {"method": "ce", "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4}, "grid": {"lr": [1.0e-3]},
         "fixed": {"epochs": 1}, "sweep": {"seeds": [0]}}

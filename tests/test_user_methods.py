@@ -19,26 +19,10 @@ from contrasweep.errors import SpecError, UserError
 from contrasweep.spec.load import load_spec
 from trainables.registry import method_names
 
+from helpers import method_source
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ce_supcon.py"
-HEADER = """
-import torch
-import torch.nn.functional as F
-from torch import nn
-from trainables.base import Method
-from trainables.params import Param
-"""
-GOOD = HEADER + """
-class Good(Method):
-    params = {"weight": Param("float", 0.5, 0.0, 1.0)}
-    def __init__(self, encoder, num_labels, hp):
-        super().__init__(encoder, num_labels, hp)
-        self.classifier = nn.Linear(encoder.hidden_size, num_labels)
-    def training_step(self, batch):
-        return {"loss": F.cross_entropy(self.classifier(self.encode(batch)[0]), batch["labels"])}
-    @torch.no_grad()
-    def predict(self, batch):
-        return self.classifier(self.encode(batch)[0])
-"""
+GOOD = method_source("Good", '{"weight": Param("float", 0.5, 0.0, 1.0)}')
 
 
 def _spec(folder: Path, method: str, **extra) -> Path:
