@@ -15,8 +15,8 @@ May import: ``contrasweep.spec.text``, ``contrasweep.errors``; ``trainables.regi
 
 from __future__ import annotations
 
-from contrasweep.spec.text import hp_text
 from contrasweep.errors import UserError
+from contrasweep.spec.text import hp_text
 from trainables.params import LOOP_PARAMS
 from trainables.registry import declaration
 from trainables.user_methods import short_name
