@@ -298,8 +298,9 @@ class StudySearcher(HeldByTune, Searcher):
     def _tell(self, number: int, records: list[dict] | None = None) -> None:
         """Tell the study once: COMPLETE with the mean over repeats, PRUNED, or FAIL.
         ``records``: every repeat's, where the caller has just read and written them."""
-        from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
+
+        UpdateFinishedTrialError = finished_trial_error()
 
         if records is None:
             frozen = self.frozen(number)
@@ -320,6 +321,14 @@ class StudySearcher(HeldByTune, Searcher):
                 self.study.tell(number, means if len(means) > 1 else means[0])
         except UpdateFinishedTrialError:  # told by another path a moment ago
             pass
+
+
+def finished_trial_error() -> type[Exception]:
+    """What Optuna's storages raise on a write to a finished trial: ``UpdateFinishedTrialError``
+    from Optuna 4.3 on (a ``RuntimeError``), a plain ``RuntimeError`` before it."""
+    import optuna.exceptions
+
+    return getattr(optuna.exceptions, "UpdateFinishedTrialError", RuntimeError)
 
 
 def told(record: dict, i: int) -> float | None:
