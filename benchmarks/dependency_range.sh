@@ -98,10 +98,10 @@ for version in "$@"; do
   lock=()
   [ -n "${DEPRANGE_LOCK:-}" ] && lock=(flock "$DEPRANGE_LOCK")
   ( export PATH="$venv/bin:$PATH" PYTHONPATH="$ROOT/platform:$ROOT"
-    "${lock[@]}" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=10 "${PYTEST_ARGS[@]}" ) > "$log" 2>&1
+    "${lock[@]}" "$venv/bin/python" -m pytest -q -p no:cacheprovider --durations=30 "${PYTEST_ARGS[@]}" ) > "$log" 2>&1
   rc=$?
   t2=$(date +%s)
-  closing=$(grep -E '^=+ .*(passed|failed|error).* =+$' "$log" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')
+  closing=$(grep -E '(passed|failed|error).* in [0-9.]+s' "$log" | tail -1 | sed 's/=//g; s/^ *//; s/ *$//')
   grep -E '^(FAILED|ERROR) ' "$log" | sed 's/^/   /'
   if [ $rc -eq 0 ]; then verdict=passed; else verdict=FAILED; status=1; fi
   summary+=("ray $version: $verdict ($closing); tests $((t2 - t1)) s, install $((t1 - t0)) s; log $log")
