@@ -57,27 +57,34 @@ SEEDS = {"grid": 10, "optuna": 2}
 GOALS = {"flatness": 1.15, "vs_tune": 2.0, "driver_cpu_ms": 60.0}
 
 
-def noop_trial(config: dict) -> None:
-    """A trial that trains nothing: one epoch of made-up metrics, as the loop reports them (a
-    value that depends on the configuration, so that selection and ASHA have something to rank)."""
-    from ray import tune
-
+def noop_metrics(config: dict, epoch: int = 1) -> dict:
+    """One epoch's made-up metrics, as the loop reports them (a value that depends on the
+    configuration, so that selection and ASHA have something to rank)."""
     hp = config.get("hp", config)
     value = 0.5 + 0.2 * math.sin(1.0e4 * float(hp.get("lr", 1.0e-4))) + 0.001 * int(hp.get("seed", 0))
-    tune.report({"epoch": 1, "train/loss": 1.0 - value, "val/accuracy": value, "best/val/accuracy": value,
-                 "best/epoch": 1, "test/accuracy": value, "pid": os.getpid()})
+    return {"epoch": epoch, "train/loss": 1.0 - value, "val/accuracy": value, "best/val/accuracy": value,
+            "best/epoch": epoch, "test/accuracy": value, "pid": os.getpid()}
 
 
-def spec_dict(kind: str, trials: int, model: str) -> dict:
+def noop_trial(config: dict) -> None:
+    """A trial that trains nothing: one epoch of made-up metrics (``noop_metrics``)."""
+    from ray import tune
+
+    tune.report(noop_metrics(config))
+
+
+def spec_dict(kind: str, trials: int, model: str, slots: int = 2, epochs: int = 1) -> dict:
+    """The kind's spec: ``slots`` trials at a time on 1 CPU each, ``epochs`` epochs a trial
+    (``benchmarks/bookkeeping.py`` runs the grid at 16 and 64 slots)."""
     seeds = list(range(SEEDS[kind]))
     spec = {
         "method": "ce",
         "paper": {"title": "benchmarks/paper_scale.py", "where": "the driver's cost per trial at 10,000 trials"},
         "data": {"source": "bbc_news", "protocol": "few_shot", "k": 4, "seed": 0, "test_fraction": 0.05},
         "encoder": {"name": model, "pooling": "mean", "max_length": 32},
-        "fixed": {"epochs": 1, "batch_size": 8, "warmup_ratio": 0.0},
+        "fixed": {"epochs": epochs, "batch_size": 8, "warmup_ratio": 0.0},
         "evaluation": {"test": "all"},
-        "sweep": {"metric": "val/accuracy", "mode": "max", "seeds": seeds, "max_concurrent": 2, "resources": {"cpu": 1}},
+        "sweep": {"metric": "val/accuracy", "mode": "max", "seeds": seeds, "max_concurrent": slots, "resources": {"cpu": 1}},
         "tracking": {"experiment": f"paper-scale-{kind}"},
     }
     if kind == "grid":
@@ -167,6 +174,21 @@ def marks_callback(marks: list[int], rows: Path, records: list[Path], sampler: l
     return Marks()
 
 
+def swap_driver(trainable, callback=None) -> None:
+    """contrasweep's full driver (``contrasweep.run.tune``: the sweep folder, searcher, scheduler,
+    MLflow tracker and writer) with ``trainable`` in place of the loop's trial (1 CPU each) and
+    ``callback`` after the sweep's own callbacks (after the tracker's: its hooks see the
+    tracker's work done)."""
+    from ray import tune
+
+    from contrasweep.run import tune as run_tune
+
+    run_config = run_tune.run_config
+    if callback is not None:
+        run_tune.run_config = lambda sweep, sweep_dir, callbacks: run_config(sweep, sweep_dir, [*callbacks, callback])
+    run_tune.make_trainable = lambda static, refs: tune.with_resources(trainable, {"cpu": 1})
+
+
 def child(kind: str, trials: int, marks: list[int], model: str, work: Path, rows: Path) -> None:
     import ray
 
@@ -190,10 +212,7 @@ def child(kind: str, trials: int, marks: list[int], model: str, work: Path, rows
 
     path = work / "spec.yaml"
     path.write_text(yaml.safe_dump(spec_dict(kind, trials, model), sort_keys=False))
-    callback = marks_callback(marks, rows, [work / "sweeps", work / "mlflow.db"], timed_sampler())
-    run_config = run_tune.run_config
-    run_tune.run_config = lambda sweep, sweep_dir, callbacks: run_config(sweep, sweep_dir, [*callbacks, callback])
-    run_tune.make_trainable = lambda static, refs: __import__("ray").tune.with_resources(noop_trial, {"cpu": 1})
+    swap_driver(noop_trial, marks_callback(marks, rows, [work / "sweeps", work / "mlflow.db"], timed_sampler()))
     test_phase.after_tune = lambda *args, **kwargs: None  # once per sweep, after Tune: not per-trial bookkeeping
     ray_start.init_ray(None, dashboard=False)
     run_tune.run(load_spec(path), "scale", sweeps.sweeps_root(str(work / "sweeps")), f"sqlite:///{work / 'mlflow.db'}",

@@ -35,7 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from paper_scale import noop_trial, spec_dict  # benchmarks/paper_scale.py, beside this script
+from paper_scale import noop_trial, spec_dict, swap_driver  # benchmarks/paper_scale.py, beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "result_at_scale.json"
@@ -68,7 +68,7 @@ def child(trials: int, model: str, work: Path) -> dict:
         return run
 
     test_phase.after_tune = timed_after
-    run_tune.make_trainable = lambda static, refs: __import__("ray").tune.with_resources(noop_trial, {"cpu": 1})
+    swap_driver(noop_trial)
     ray_start.init_ray(None, dashboard=False)
     uri = f"sqlite:///{work / 'mlflow.db'}"
     root = sweeps.sweeps_root(str(work / "sweeps"))
