@@ -8,7 +8,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from contrasweep.search.study_search import finished_trial_error
+from contrasweep.errors import UserError
+from contrasweep.search.study_search import finished_trial_error, savable
 
 
 def test_a_write_to_a_finished_study_trial_raises_what_the_searcher_catches(tmp_path):
@@ -22,3 +23,31 @@ def test_a_write_to_a_finished_study_trial_raises_what_the_searcher_catches(tmp_
     assert issubclass(finished_trial_error(), RuntimeError)
     with pytest.raises(finished_trial_error()):
         storage.set_trial_state_values(trial_id, TrialState.COMPLETE, [2.0])
+
+
+@pytest.mark.parametrize("sampler", [
+    lambda: optuna.samplers.TPESampler(seed=0), lambda: optuna.samplers.RandomSampler(seed=0),
+    lambda: optuna.samplers.NSGAIISampler(seed=0)], ids=["tpe", "random", "nsga2"])
+def test_every_sampler_the_searchers_build_pickles_on_the_installed_optuna(sampler):
+    """The searcher saves its sampler beside the study (a resumed sweep draws what an
+    uninterrupted one would); Optuna 5.1.0's NSGA-II holds a lock and does not pickle, which
+    pyproject excludes. A release that breaks this again fails here, not in a sweep."""
+    import pickle
+
+    built = sampler()
+    assert savable(built) is built
+    again = pickle.loads(pickle.dumps(built))
+    assert type(again) is type(built)
+
+
+def test_a_sampler_that_cannot_be_saved_is_one_line_naming_the_release_to_install():
+    import threading
+
+    class Locked(optuna.samplers.RandomSampler):
+        def __init__(self):
+            super().__init__(seed=0)
+            self.lock = threading.Lock()
+
+    with pytest.raises(UserError, match=r"Locked cannot be saved for resume .*optuna>=4.0,!=5.1.0") as raised:
+        savable(Locked())
+    assert "\n" not in str(raised.value)

@@ -33,7 +33,7 @@ May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the co
 trial reads, the domains), ``contrasweep.folder`` (a moved folder, the race's journal),
 ``contrasweep.search.study_storage``, ``contrasweep.search.warm_start`` (warm points as trials),
 ``contrasweep.search.study_race``, ``contrasweep.search.held``, ``contrasweep.tracking.aggregate``
-(what a repeat is judged by), ``trainables.params``.
+(what a repeat is judged by), ``contrasweep.errors``, ``trainables.params``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import pickle
 import numpy as np
 from ray.tune.search import Searcher
 
+from contrasweep.errors import UserError
 from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here_uri
 from contrasweep.search.held import HeldByTune
@@ -351,8 +352,25 @@ def _nanmean(values: list) -> float:
     return float(np.mean(numbers)) if numbers else math.nan
 
 
+def savable(sampler):
+    """``sampler`` if it pickles: the searcher saves it beside the study, so that a resumed sweep
+    draws what an uninterrupted one would. Optuna 5.1.0's genetic samplers (NSGA-II, NSGA-III)
+    hold a ``threading.Lock`` and do not pickle; pyproject excludes that release, and an
+    environment that has it anyway gets one line before any trial starts."""
+    import optuna
+
+    try:
+        pickle.dumps(sampler)
+    except (TypeError, pickle.PicklingError, AttributeError) as error:
+        raise UserError(
+            f"optuna {optuna.__version__}'s {type(sampler).__name__} cannot be saved for resume ({error}); "
+            "install another Optuna release (pip install 'optuna>=4.0,!=5.1.0')") from None
+    return sampler
+
+
 def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | None = None) -> StudySearcher:
     """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.search.optuna_search``)."""
+    sampler = savable(sampler)
     reported = reported_point(sweep)
     static = SweepStatic.of(sweep)
     return StudySearcher(
