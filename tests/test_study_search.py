@@ -1,7 +1,7 @@
-"""The resume rule's parts, each against a Tune state older than the sweep's own record
-(docs/architecture.md, "Resume"): the searcher (``contrasweep.search.study_search``: a real Optuna
-study in sqlite, Tune's save/restore of the searcher done as Tune does it) and the schedulers'
-``settle`` (``contrasweep.search.group_asha.MovableFIFO``, ``contrasweep.tracking.ledger``)."""
+"""The resume rule's parts (docs/architecture.md, "Resume"): the searcher
+(``contrasweep.search.study_search``: a real Optuna study in sqlite; a later driver builds it
+anew over the same study, as ``run.tune`` does, never from Tune's copy) and the schedulers' base
+(``contrasweep.search.fifo.LiveFIFO``)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ from optuna.trial import TrialState
 from ray.tune.experiment import Trial
 from ray.tune.search import Searcher
 
-from contrasweep.search import live_trials
-from contrasweep.search.group_asha import MovableFIFO
+from contrasweep.search.fifo import LiveFIFO, stop_waiting
 from contrasweep.search.study_search import StudySearcher, distributions
 from contrasweep.spec.domains import Choice, LogRange
 from contrasweep.spec.identity import key_of
@@ -42,16 +41,17 @@ def done(value, epoch=3):
     return {"epoch": epoch, METRIC: value}
 
 
-def snapshot(searcher, tmp_path, name="snap.pkl"):
-    """What Tune keeps of the searcher: the object in tuner.pkl, its state in the experiment state."""
-    searcher.save(str(tmp_path / name))
-    return pickle.dumps(searcher)
+def snapshot(searcher, tmp_path):
+    """What a later driver builds its searcher from: the sweep's spec (here the first driver's
+    arguments) and the study; nothing of the first driver's searcher object."""
+    return dict(space=searcher.space, metrics=searcher.metrics, modes=searcher.modes, study_name=searcher.study_name,
+                storage_url=searcher.storage_url, repeats=searcher.repeats, num_samples=searcher.num_samples,
+                max_concurrent=searcher.max_concurrent, reported=searcher.reported, epochs=searcher.epochs)
 
 
-def restored(pickled, tmp_path, name="snap.pkl"):
-    searcher = pickle.loads(pickled)
-    searcher.restore(str(tmp_path / name))
-    return searcher
+def restored(spec, tmp_path, first=(), sampler=None):
+    """A later driver's searcher over the same study (``first``: what the record calls unfinished)."""
+    return StudySearcher(sampler=sampler or optuna.samplers.RandomSampler(seed=1), first=first, **spec)
 
 
 def test_a_suggestion_runs_once_per_repeat_and_is_told_the_mean_once(tmp_path):
@@ -129,11 +129,11 @@ def test_concurrency_counts_live_trials(tmp_path):
     assert s.suggest("c")["__suggestion__"] == 1
 
 
-def test_restored_from_an_older_copy_nothing_is_replayed_redrawn_or_told_twice(tmp_path):
-    """Tune's copy was saved when suggestion 0's two repeats were live; after it, both ended
-    (the study was told), suggestion 1 was drawn and its first repeat started; then the driver
-    died. The restored searcher re-issues suggestion 1's repeats with the same values (never a
-    new draw), ignores suggestion 0's repeats that Tune replays, and tells each suggestion once."""
+def test_a_later_driver_reissues_open_suggestions_and_never_redraws_or_tells_twice(tmp_path):
+    """Suggestion 0's two repeats ended (the study was told), suggestion 1 was drawn and its
+    first repeat started; then the driver died. The next driver's searcher re-issues suggestion
+    1's repeats with the same values (never a new draw), ignores a word of a trial it never
+    handed out, and tells each suggestion once."""
     s = make(tmp_path)
     s.suggest("a"), s.suggest("b")
     pickled = snapshot(s, tmp_path)
@@ -145,7 +145,7 @@ def test_restored_from_an_older_copy_nothing_is_replayed_redrawn_or_told_twice(t
     again = [r.suggest("c2"), r.suggest("d2")]
     assert [(c["__suggestion__"], c["__trial_index__"]) for c in again] == [(1, 0), (1, 1)]
     assert again[0]["lr"] == lost["lr"]  # kept, not drawn again
-    r.on_trial_complete("a", done(0.9))  # Tune restored suggestion 0's repeats and ran them again
+    r.on_trial_complete("a", done(0.9))  # not a trial of this driver's: nothing told
     r.on_trial_complete("b", done(0.9))
     r.on_trial_complete("c2", done(0.2))
     r.on_trial_complete("d2", done(0.4))
@@ -236,36 +236,63 @@ def test_the_reported_point_is_enqueued_once(tmp_path):
     s.suggest("a")
     pickled = snapshot(s, tmp_path)
     r = restored(pickled, tmp_path)
-    r.on_trial_complete("a", done(0.5))
+    again = r.suggest("a2")  # the next driver: the reported point's unfinished repeat again, not enqueued twice
+    assert (again["__suggestion__"], again["lr"]) == (0, 1.0e-3)
+    r.on_trial_complete("a2", done(0.5))
     second = r.suggest("b")
     assert second["__suggestion__"] == 1 and second["lr"] != 1.0e-3
     assert [t.params["lr"] == 1.0e-3 for t in study(tmp_path).trials] == [True, False]
 
 
-# -- the schedulers' settle: Tune's copy older than the sweep's record -----------------------
+def test_a_repeat_whose_end_the_study_holds_and_the_record_does_not_is_handed_out_first(tmp_path):
+    """A kill between the searcher's write (Tune tells it first) and the tracker's: the study
+    holds repeat 1's end, the record calls it unfinished. The next driver hands it out first,
+    under a new trial (its loop goes on from its state folder to its end, which the tracker then
+    records); its end is not recorded or told twice."""
+    s = make(tmp_path, repeats=2, num_samples=1)
+    s.suggest("a"), s.suggest("b")
+    s.on_trial_complete("a", done(0.4))
+    s.on_trial_complete("b", done(0.6))  # recorded and told: the study is done with suggestion 0
+    assert study(tmp_path).trials[0].value == pytest.approx(0.5)
+    r = restored(snapshot(s, tmp_path), tmp_path, first=[(0, 1)])
+    again = r.suggest("b2")
+    assert (again["__suggestion__"], again["__trial_index__"]) == (0, 1)
+    r.on_trial_complete("b2", done(0.9))
+    (trial,) = study(tmp_path).trials
+    assert trial.value == pytest.approx(0.5) and trial.user_attrs["repeat.1"]["values"] == [0.6]
+    assert r.suggest("c") == Searcher.FINISHED
+
+
+def test_the_sampler_is_saved_after_each_ask_and_a_later_driver_draws_on_from_it(tmp_path):
+    """``sampler_path``: a later driver built with the saved sampler draws what an uninterrupted
+    driver would have drawn next (TPE's and the random sampler's state is their RNG)."""
+    whole = make(tmp_path / "whole", repeats=1, num_samples=3)
+    (tmp_path / "whole").mkdir()
+    uninterrupted = [whole.suggest(t)["lr"] for t in "abc"]
+    (tmp_path / "cut").mkdir()
+    first = make(tmp_path / "cut", repeats=1, num_samples=3)
+    first.sampler_path = str(tmp_path / "cut" / "sampler-tune.pkl")
+    drawn = [first.suggest(t)["lr"] for t in "ab"]
+    for t in "ab":
+        first.on_trial_complete(t, done(0.5))
+    saved = pickle.loads((tmp_path / "cut" / "sampler-tune.pkl").read_bytes())
+    later = restored(snapshot(first, tmp_path), tmp_path, sampler=saved)
+    assert drawn + [later.suggest("c")["lr"]] == pytest.approx(uninterrupted)
+
+
+# -- the schedulers' base: FIFO over the live trials ----------------------------------------
 
 class FakeTrial:
     def __init__(self, trial_id, config, status=Trial.PENDING):
         self.trial_id, self.config, self.status = trial_id, config, status
         self.last_result = {}
-        self.relative_logdir, self.storage = None, SimpleNamespace(storage_fs_path=str(Path.cwd()))
-
-    def init_local_path(self):  # Tune's naming of the trial's folder: a name once given is kept
-        self.relative_logdir = self.relative_logdir or f"trial_{self.trial_id}"
-
-    def update_last_result(self, result):
-        self.last_result = result
 
 
 class FakeController:
-    """Tune's controller as a scheduler sees it (with the wrapper's ``_tune_controller``)."""
+    """Tune's controller as a scheduler sees it."""
 
     def __init__(self, trials):
-        self.trials, self.stopped, self.saves, self.marked = trials, [], 0, []
-        self._tune_controller = self
-
-    def _mark_trial_to_checkpoint(self, trial):
-        self.marked.append(trial.trial_id)
+        self.trials, self.stopped = trials, []
 
     def get_trials(self):
         return self.trials
@@ -274,96 +301,30 @@ class FakeController:
         self.stopped.append(trial.trial_id)
         trial.status = Trial.TERMINATED
 
-    def checkpoint(self, force=False):
-        assert force
-        self.saves += 1
 
-
-def test_settle_ends_trials_the_record_says_finished_and_saves_new_trials(tmp_path):
-    """Tune's copy calls trials 0 and 1 PENDING (restored), but the sweep's record says 0 ended
-    FINISHED (with its final result) and 1 FAILED: 0 is ended with that result, never run; 1
-    runs again (resume retries failures); a new trial is saved before anything starts, once,
-    with its folder's name when it is the trial chosen to start."""
-    configs = [{"hp": {"lr": 1.0e-3, "seed": s}} for s in (0, 1, 2, 3)]
-    record = {"trials": {
-        "old0": {"config_key": key_of(configs[0]), "status": "FINISHED", "final": {"epoch": 3, METRIC: 0.75}},
-        "old1": {"config_key": key_of(configs[1]), "status": "FAILED"}}}
-    (tmp_path / "tracking.json").write_text(json.dumps(record))
-    scheduler = pickle.loads(pickle.dumps(MovableFIFO(tmp_path / "tracking.json")))  # as restored from tuner.pkl
-    t0, t1 = FakeTrial("t0", configs[0]), FakeTrial("t1", configs[1])
-    ctl = FakeController([t0, t1])
-    for trial in (t0, t1):
-        scheduler.on_trial_add(ctl, trial)
-    assert scheduler.choose_trial_to_run(ctl) is t1
-    assert ctl.stopped == ["t0"] and t0.last_result[METRIC] == 0.75 and t0.last_result["config"] == configs[0]
-    # Tune's saved state learns t0 ended (stop_trial alone marks live trials only) and t1's folder;
-    # t0, never scheduled, is named too (Tune's last progress report reads every trial's folder)
-    assert ctl.marked == ["t0", "t1"] and t1.relative_logdir == "trial_t1" and t0.relative_logdir == "trial_t0"
-    assert t1.status == Trial.PENDING and ctl.saves == 1  # one save: t1 added and named
-    assert scheduler.choose_trial_to_run(ctl) is t1 and ctl.saves == 1  # nothing new since
-    t2 = FakeTrial("t2", configs[2])
-    ctl.trials.append(t2)
-    scheduler.on_trial_add(ctl, t2)
-    assert scheduler.choose_trial_to_run(ctl) is t1  # t2 waits: saved as added, not yet named
-    assert ctl.saves == 2 and ctl.stopped == ["t0"] and t2.relative_logdir is None
-    t2.init_local_path()  # Tune names a trial it schedules by itself: saved before the next start
-    scheduler.choose_trial_to_run(ctl)
-    assert ctl.saves == 3 and ctl.marked[-1] == "t2"
-    t1.status = Trial.RUNNING
-    t3 = FakeTrial("t3", configs[3])
-    ctl.trials.append(t3)
-    scheduler.on_trial_add(ctl, t3)
-    assert scheduler.choose_trial_to_run(ctl) is t2 and scheduler.choose_trial_to_run(ctl) is t2
-    assert ctl.saves == 4  # t3 added: saved once; t2 already named
-
-
-def test_a_recorded_end_leaves_tunes_saved_state_and_the_schedulers_loops(tmp_path):
-    """search.live_trials: a trial that ended FINISHED and whose end the record holds (an earlier
-    driver's, by configuration key, or this process's, ledger.note_ended) leaves the state Tune
-    saves next, so that a save (forced before each new trial) holds the live trials, not every
-    trial so far; a failed one stays (resume retries it), so does one the record does not hold
-    (it never started), and so does the last entry (Tune's restore reads the first trial)."""
-    from contrasweep.tracking import ledger
-
-    configs = [{"hp": {"lr": 1.0e-3, "seed": s}} for s in range(5)]
-    record = {"trials": {"old0": {"config_key": key_of(configs[0]), "status": "FINISHED", "final": {"epoch": 3}}}}
-    (tmp_path / "tracking.json").write_text(json.dumps(record))
-    scheduler = MovableFIFO(tmp_path / "tracking.json")
-    trials = [FakeTrial(f"forget-t{i}", c) for i, c in enumerate(configs)]
-    staging = tmp_path / "staging"  # Tune's driver staging folder: a folder per trial, made as it starts
-    for trial in trials:
-        trial.storage.trial_driver_staging_path = str(staging / trial.trial_id)
-        (staging / trial.trial_id).mkdir(parents=True)
+def test_the_fifo_goes_over_the_live_trials_pending_before_paused(tmp_path):
+    """``LiveFIFO``: the trial to start is the first PENDING, else the first PAUSED, in the order
+    Tune added them; an ended trial leaves what its loops go over; ``stop_waiting`` ends a waiting
+    trial with Tune's ``stop_trial``; pickled (Tune's tuner.pkl), it keeps no trial."""
+    configs = [{"hp": {"lr": 1.0e-3, "seed": s}} for s in range(4)]
+    trials = [FakeTrial(f"t{i}", c) for i, c in enumerate(configs)]
     ctl = FakeController(list(trials))
-    ctl._trial_metadata = {t.trial_id: "{}" for t in trials}  # Ray 2.60's: every trial's JSON, as last saved
-    ctl._trials_to_cache = set()
+    scheduler = LiveFIFO()
     for trial in trials:
         scheduler.on_trial_add(ctl, trial)
-    assert scheduler.choose_trial_to_run(ctl) is trials[1]  # t0 ended from the record
-    trials[1].status = trials[2].status = Trial.TERMINATED  # t1 recorded here, t2 never started (no record)
-    ledger.note_ended("forget-t1")
-    trials[3].status = Trial.ERROR
-    assert scheduler.choose_trial_to_run(ctl) is trials[4]
-    assert set(ctl._trial_metadata) == {"forget-t2", "forget-t3", "forget-t4"}
-    assert [t.trial_id for t in scheduler._live] == ["forget-t4"]  # what its loops go over
-    # the staging folder keeps the live and the unforgotten trials' folders only (save_now lists it)
-    assert sorted(p.name for p in staging.iterdir()) == ["forget-t2", "forget-t3", "forget-t4"]
-    (staging / "forget-t4" / "kept.txt").write_text("x")
-    live_trials.drop_staging(trials[4])
-    live_trials.drop_staging(FakeTrial("forget-unnamed", configs[0]))  # no staging folder: nothing to do
-    assert (staging / "forget-t4" / "kept.txt").exists()  # a folder with anything in it stays
-    # the last entry stays: Tune's restore needs one trial
-    lone = FakeTrial("forget-lone", {"hp": {"lr": 1.0, "seed": 9}})
-    ctl._trial_metadata = {"forget-lone": "{}"}
-    ledger.note_ended("forget-lone")
-    assert not live_trials.forget(ctl, lone) and set(ctl._trial_metadata) == {"forget-lone"}
-    ctl._trials_to_cache.add(trials[4])  # another trial in the next save: now it can go
-    assert live_trials.forget(ctl, lone) and set(ctl._trial_metadata) == set()
+    trials[0].status, trials[1].status = Trial.PAUSED, Trial.RUNNING
+    assert scheduler.choose_trial_to_run(ctl) is trials[2]
+    trials[2].status, trials[3].status = Trial.TERMINATED, Trial.ERROR
+    assert scheduler.choose_trial_to_run(ctl) is trials[0]
+    assert [t.trial_id for t in scheduler._live] == ["t0", "t1"]
+    stop_waiting(ctl, trials[0])
+    assert ctl.stopped == ["t0"] and scheduler.choose_trial_to_run(ctl) is None
+    assert [t.trial_id for t in pickle.loads(pickle.dumps(scheduler))._live] == []
 
 
 def test_the_record_is_rebuilt_from_mlflow_with_final_results(tmp_path):
     """When tracking.json is lost, its rebuild from MLflow's tags (contrasweep.tracking.reattach) keeps
-    what settle needs: the configuration key, the status and the final values."""
+    what the next driver's searchers need: the configuration key, the status and the final values."""
     from mlflow.tracking import MlflowClient
 
     from contrasweep.tracking import ledger

@@ -23,7 +23,7 @@ from contrasweep.folder.cleanup import reclaim
 from contrasweep.folder.record import read as read_record
 from contrasweep.run import fixed_costs, plan_lines, sweep_plan
 from contrasweep.run.checks import check_against_encoder, method_runs
-from contrasweep.run.extend import extend, grow_again, never_started
+from contrasweep.run.extend import extend, in_extension, resume_extension
 from contrasweep.run.inputs import data_notes, load_sweep, prepare_data
 from contrasweep.run.preflight import services
 from contrasweep.run.recovery import settle
@@ -82,12 +82,9 @@ def cmd_resume(args) -> int:
     _method_checked(root, args.name, resuming=True)
     from contrasweep.run.tune import resume
 
-    if (root / args.name / "sweep.json").exists() and never_started(sweeps.open_existing(root, args.name)):
-        results = grow_again(args.name, root, args.address, args.ray_dashboard, args.ray_bind_all,
-                             args.allow_changed_method)
-    else:
-        results = resume(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
-                         ray_bind_all=args.ray_bind_all, allow_changed_method=args.allow_changed_method)
+    go_on = resume_extension if in_extension(root, args.name) else resume
+    results = go_on(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
+                    ray_bind_all=args.ray_bind_all, allow_changed_method=args.allow_changed_method)
     sweep_dir = sweeps.open_existing(root, args.name)
 
     sweep = load_sweep(sweep_dir)

@@ -126,8 +126,8 @@ def run_links(folder: Path) -> dict[str, str]:
 
 def ended_before(results, folder: Path | None) -> list[str]:
     """The outcomes of the trials of this Tune experiment that ended FINISHED and are not among
-    ``results``: a resumed driver's Tune holds no trial that had ended and was recorded before
-    its last save (``contrasweep.search.live_trials``); the record (``tracking.json``) does."""
+    ``results``: the stage's earlier drivers' (each driver's fresh Tuner holds only its own
+    trials); the record (``tracking.json``) holds them."""
     if folder is None:
         return []
     try:
@@ -135,10 +135,16 @@ def ended_before(results, folder: Path | None) -> list[str]:
     except (OSError, ValueError):
         return []
     extensions = len(sweep_meta(folder).get("extensions", []))
-    experiment = f"tune-ext{extensions}" if extensions else "tune"
+    stage = f"tune-ext{extensions}" if extensions else "tune"
     held = {tune_trial_id(r) for r in results}
     return [e.get("outcome", "") for tid, e in trials.items() if e.get("status") == "FINISHED"
-            and e.get("tune", "tune") == experiment and tid not in held]
+            and stage_of(e.get("tune", "tune")) == stage and tid not in held]
+
+
+def stage_of(experiment: str) -> str:
+    """The sweep's stage a Tune experiment ran (``tune-ext2-r1`` -> ``tune-ext2``: a resume's
+    driver runs the stage in an experiment of its own, ``SweepDir.new_experiment``)."""
+    return re.sub(r"-r\d+$", "", experiment)
 
 
 def tune_trial_id(result) -> str | None:
@@ -248,7 +254,7 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
                    and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp, r.metrics.get("train/steps")))
     folder = Path(root) / name if root is not None else None
     unrun = not_run(results, folder)
-    earlier = ended_before(results, folder)  # ended trials a resumed Tune no longer holds (search.live_trials)
+    earlier = ended_before(results, folder)  # the stage's trials that earlier drivers ended
     complete += earlier.count("complete")
     total = len(results) + len(earlier)
     stopped = total - len(failed) - complete - unrun

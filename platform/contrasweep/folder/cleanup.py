@@ -23,19 +23,17 @@ from trainables.checkpoints import STATE_DIR, drop_resume_states, remove_state
 from trainables.storage import filesystem, join
 
 
-def state_dirs(sweep: SweepDir) -> list[str]:
-    """Each trial's state folder on the sweep's storage (``tune/<trial>/state``, and
-    ``tune-extN/<trial>/state`` for the trials of its extensions)."""
+def state_dirs(sweep: SweepDir) -> dict[str, str]:
+    """Each repeat's state folder on the sweep's storage, by configuration key
+    (``trials/<key>/state``, whichever driver or extension ran it)."""
     from pyarrow import fs
 
-    out = []
-    for location in sweep.tune_locations:
-        pa_fs, root = filesystem(location)
-        found = pa_fs.get_file_info(fs.FileSelector(root, allow_not_found=True))
-        out += [join(location, info.base_name, STATE_DIR) for info in found
-                if info.type == fs.FileType.Directory and pa_fs.get_file_info(f"{info.path}/{STATE_DIR}").type
-                == fs.FileType.Directory]
-    return out
+    location = sweep.trials_location
+    pa_fs, root = filesystem(location)
+    found = pa_fs.get_file_info(fs.FileSelector(root, allow_not_found=True))
+    return {info.base_name: join(location, info.base_name, STATE_DIR) for info in found
+            if info.type == fs.FileType.Directory
+            and pa_fs.get_file_info(f"{info.path}/{STATE_DIR}").type == fs.FileType.Directory}
 
 
 def reclaim(sweep: SweepDir) -> int:
@@ -43,34 +41,33 @@ def reclaim(sweep: SweepDir) -> int:
     finished = sweep.status() == "finished"
     stopped, unreported = _trials_to_drop(sweep)
     removed = 0
-    for folder in state_dirs(sweep):
-        trial = folder.rstrip("/").rsplit("/", 2)[-2]
-        if any(trial.startswith(f"run_trial_{t}_") for t in stopped | (unreported if finished else set())):
+    for key, folder in state_dirs(sweep).items():
+        if key in stopped | (unreported if finished else set()):
             remove_state(folder)
             removed += 1
         elif finished:
             removed += drop_resume_states(folder)
-        local = sweep.path / folder.rstrip("/").rsplit("/", 3)[-3] / trial / STATE_DIR
+        local = sweep.path / "trials" / key / STATE_DIR
         for leftover in local.glob(".*.tmp") if local.is_dir() else ():
             shutil.rmtree(leftover, ignore_errors=True)
     return removed
 
 
 def _trials_to_drop(sweep: SweepDir) -> tuple[set[str], set[str]]:
-    """Trial ids (``tracking.json``) whose runs ended as stopped by the scheduler, and those of
-    complete trials a finished sweep needs no state folder for (none where the test phase has
-    not recorded them): neither reported nor kept (``tests.reported``, ``tests.kept``:
-    ``contrasweep.tracking.kept``), or whose best weights MLflow holds (one copy: the test phase
-    of a later extension and the report read the model's)."""
+    """Configuration keys (``tracking.json``) whose runs ended as stopped by the scheduler, and
+    those of complete trials a finished sweep needs no state folder for (none where the test
+    phase has not recorded them): neither reported nor kept (``tests.reported``, ``tests.kept``,
+    trial ids: ``contrasweep.tracking.kept``), or whose best weights MLflow holds (one copy: the
+    test phase of a later extension and the report read the model's)."""
     try:
         state = read_record(sweep.path / "tracking.json")
         trials = state["trials"]
     except (OSError, ValueError, KeyError):
         return set(), set()
-    stopped = {tid for tid, e in trials.items() if e.get("outcome") == "stopped"}
+    stopped = {e.get("config_key") for e in trials.values() if e.get("outcome") == "stopped"}
     tests = state.get("tests") or {}
     if not tests.get("done"):
         return stopped, set()
     shown = set(tests.get("reported", [])) | set(tests.get("kept", []))
-    return stopped, {tid for tid, e in trials.items() if e.get("outcome") == "complete"
+    return stopped, {e.get("config_key") for tid, e in trials.items() if e.get("outcome") == "complete"
                      and (tid not in shown or e.get("model") == MODEL_LOGGED)}

@@ -1,11 +1,13 @@
 """Sweep directories: everything a sweep needs to be resumed lives in one folder.
 
 ``<root>/<name>/``: ``spec.yaml`` (the validated spec), ``sweep.json`` (tracking URI, storage,
-data cache key, status), ``tracking.json`` (MLflow run ids), ``tune/`` (Tune's experiment state
-and trial checkpoints; ``tune-ext1/``… for each extension), ``train/`` (Ray Train runs of
+data cache key, status, the Tune experiments its drivers ran), ``tracking.json`` (MLflow run
+ids), ``trials/<configuration key>/state`` (each repeat's state folder, whichever driver runs
+it), ``tune/`` (the first driver's Tune experiment; ``tune-r1/``… for each resume, ``tune-ext1/``…
+for each extension: Tune writes them, no driver reads them back), ``train/`` (Ray Train runs of
 distributed trials), ``optuna.db``.
-With a storage (``sweep.storage``, ``--storage``) ``tune/`` and ``train/`` are
-``<storage>/<name>/tune`` and ``…/train`` instead (``contrasweep.folder.sweep_storage``).
+With a storage (``sweep.storage``, ``--storage``) ``trials/``, ``tune*/`` and ``train/`` are
+under ``<storage>/<name>/`` instead (``contrasweep.folder.sweep_storage``).
 The root is ``--root``, else ``$CONTRASWEEP_HOME``, else ``./sweeps``.
 """
 
@@ -52,14 +54,36 @@ class SweepDir:
 
     @property
     def tune_name(self) -> str:
-        """The Tune experiment the sweep runs now: ``tune``, or ``tune-extN`` after its N-th
-        extension (``contrasweep extend``; each extension is a new experiment in the folder)."""
+        """The Tune experiment the sweep's newest driver runs: ``tune``; ``tune-extN`` for its
+        N-th extension (``contrasweep extend``); ``…-rK`` for the K-th resume of that stage
+        (every driver builds a fresh Tuner: ``new_experiment``)."""
         return self.tune_names[-1]
 
     @property
     def tune_names(self) -> list[str]:
-        """Every Tune experiment the sweep has run, first to last."""
-        return ["tune"] + [f"tune-ext{n}" for n in range(1, len(self.meta().get("extensions", [])) + 1)]
+        """Every Tune experiment the sweep's drivers ran, first to last (``sweep.json``'s
+        ``experiments``; a sweep from before it: one per stage)."""
+        meta = self.meta()
+        if meta.get("experiments"):
+            return list(meta["experiments"])
+        return ["tune"] + [f"tune-ext{n}" for n in range(1, len(meta.get("extensions", [])) + 1)]
+
+    @property
+    def stage(self) -> str:
+        """The sweep's stage: ``tune``, or ``tune-extN`` after its N-th extension."""
+        extensions = len(self.meta().get("extensions", []))
+        return f"tune-ext{extensions}" if extensions else "tune"
+
+    def new_experiment(self) -> str:
+        """Name a new Tune experiment for a resume's or an extension's driver (a resume's:
+        ``<stage>-rK``; a new stage's: the stage; ``run``'s is ``tune``, from ``create``) and
+        record it in ``sweep.json`` before Tune writes anything."""
+        names = self.tune_names
+        stage = self.stage
+        runs = sum(1 for n in names if n == stage or n.startswith(f"{stage}-r"))
+        name = f"{stage}-r{runs}" if runs else stage
+        self.update_meta(experiments=[*names, name])
+        return name
 
     @property
     def train_dir(self) -> Path:
@@ -82,6 +106,11 @@ class SweepDir:
     @property
     def tune_locations(self) -> list[str]:
         return [join(self.state_root, name) for name in self.tune_names]
+
+    @property
+    def trials_location(self) -> str:
+        """Where each repeat's state folder lives, by configuration key (``trials/<key>/state``)."""
+        return join(self.state_root, "trials")
 
     @property
     def train_location(self) -> str:
@@ -185,7 +214,7 @@ def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
     driver.write(sweep.path)  # before the status says running: a dead driver is always seen
     # folder: where the sweep was made; resume maps the paths Tune pickled when it moved (contrasweep.folder.relocation)
     sweep.update_meta(name=name, created=time.strftime("%Y-%m-%dT%H:%M:%S"), status="running",
-                      folder=str(sweep.path), **meta)
+                      folder=str(sweep.path), experiments=["tune"], **meta)
     return sweep
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import ray
 from ray import tune
 
+from contrasweep.spec.identity import key_of
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.trial import plan_of
 from trainables.checkpoints import STATE_DIR
@@ -56,16 +57,17 @@ def run_trial(config: dict[str, Any], data: list, static: SweepStatic) -> None:
     if static.checkpoint_at:
         loop_config["checkpoint_at"] = list(static.checkpoint_at)
     if not static.distributed:
-        train(loop_config, ray.get(data[variant]), TuneSession(state_dir(static), use_gpu=static.resources.gpu > 0))
+        train(loop_config, ray.get(data[variant]), TuneSession(state_dir(static, config), use_gpu=static.resources.gpu > 0))
         return
-    run_distributed(loop_config, data[variant], static, tune.get_context().get_trial_id(), state_dir(static))
+    run_distributed(loop_config, data[variant], static, key_of(config), state_dir(static, config))
 
 
-def state_dir(static: SweepStatic) -> str:
-    """The trial's state folder (``trainables.checkpoints``) in the trial's folder on the sweep's
-    storage. Not ``get_trial_dir()`` itself: that is a driver-side staging folder whose files
-    Tune copies to storage again."""
-    return join(static.trial_storage, os.path.basename(tune.get_context().get_trial_dir()), STATE_DIR)
+def state_dir(static: SweepStatic, config: dict) -> str:
+    """The repeat's state folder (``trainables.checkpoints``): ``trials/<configuration key>/state``
+    on the sweep's storage, named by what the repeat is (``identity.key_of`` of its config), not
+    by Tune's trial: a later driver's fresh Tuner runs an unfinished repeat under a new trial id,
+    and its loop goes on from this folder's newest resume state (``TuneSession.resume_newest``)."""
+    return join(static.trial_storage, key_of(config), STATE_DIR)
 
 
 def train_worker(loop_config: dict[str, Any], data_ref=None, state_dir: str = "") -> None:
@@ -78,7 +80,7 @@ def train_worker(loop_config: dict[str, Any], data_ref=None, state_dir: str = ""
     train(loop_config, ray.get(data_ref), TrainSession(state_dir))
 
 
-def run_distributed(loop_config: dict, data_ref, static: SweepStatic, trial_id: str, state_dir: str) -> None:
+def run_distributed(loop_config: dict, data_ref, static: SweepStatic, key: str, state_dir: str) -> None:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
     from ray.tune.integration.ray_train import TuneReportCallback
@@ -93,8 +95,9 @@ def run_distributed(loop_config: dict, data_ref, static: SweepStatic, trial_id: 
             resources_per_worker={"CPU": res.cpu, **({"GPU": res.gpu} if res.gpu > 0 else {})},
         ),
         run_config=RunConfig(
-            # A stable name: a restarted trial resumes its Train run from its checkpoints.
-            name=f"train-{trial_id}",
+            # A stable name, the repeat's configuration key: a restarted repeat (a later driver's
+            # trial) resumes its Train run from its checkpoints.
+            name=f"train-{key}",
             storage_path=static.train_storage,
             # Tune owns retries (sweep.max_failures); a finite controller limit keeps a trial
             # that cannot get resources from retrying forever (docs/architecture.md, "Facts about the stack").

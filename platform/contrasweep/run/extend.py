@@ -5,8 +5,8 @@ What may grow: a grid sweep's repeat axes (``sweep.seeds``, ``data.seed``, ``dat
 and setting axes (``data.k``, ``data.n_total``, ``data.rho``, ``data.num_classes``) as supersets
 of what ran; an ``optuna``/``random`` sweep's ``sweep.num_samples``, larger; any sweep's
 ``sweep.budget.slot_hours``, larger (or the budget removed): the trials the budget left run.
-Anything else is a new sweep. The extension is a new Tune experiment in the sweep's folder (``tune-extN/``) that
-holds only the new trials, tracked by the same record (``tracking.json``) on the same MLflow
+Anything else is a new sweep. The extension is a new Tune experiment in the sweep's folder (``tune-extN/``; a
+resumed one ``tune-extN-rK/``: ``resume_extension``) that holds only the new trials, tracked by the same record (``tracking.json``) on the same MLflow
 runs: the trials that ran are identified by their configuration key, as ``resume`` identifies
 them, so nothing that finished trains again. A searcher's study continues with the larger
 budget (it has been told every earlier suggestion).
@@ -27,7 +27,7 @@ from contrasweep import console
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, sweeps
 from contrasweep.folder.record import TrackingState
-from contrasweep.run import recovery
+from contrasweep.console.summary import resume_line
 from contrasweep.run.checks import check_services, method_unchanged
 from contrasweep.run.inputs import load_sweep
 from contrasweep.search.grid_search import REPEAT_GROWTH, default_of, shown
@@ -177,26 +177,21 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
     return _grow(sweep_dir, new, entry, address, ray_dashboard, ray_bind_all)
 
 
-def never_started(sweep_dir: sweeps.SweepDir) -> bool:
-    """The sweep's newest experiment is an extension that Tune never saved (its driver died in
-    the first seconds): ``resume`` has nothing to restore and grows it again (``grow_again``)."""
-    from ray import tune as ray_tune
-
-    return sweep_dir.tune_name != "tune" and not ray_tune.Tuner.can_restore(sweep_dir.tune_location)
+def in_extension(root, name: str) -> bool:
+    """Whether the sweep's stage is an extension (``resume`` then runs ``resume_extension``)."""
+    sweep_dir = sweeps.SweepDir(root / name)
+    return sweep_dir.meta_file.exists() and bool(sweep_dir.meta().get("extensions"))
 
 
-def grow_again(name: str, root, address: str | None, ray_dashboard: bool = False, ray_bind_all: bool = False,
-               allow_changed_method: bool = False):
-    """``resume`` of an extension whose Tune experiment has no saved state: the same extension
-    (``sweep.json``'s last entry, ``spec.yaml`` already grown) runs again; what ended is kept,
-    unfinished trials are created again and re-attached to their runs by configuration key."""
-    sweep_dir = sweeps.open_existing(root, name)
-    alive, who = sweep_dir.driver()
-    if alive == "alive":
-        raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
-    recovery.settle(sweep_dir)
-    print(f"[contrasweep] sweep {name!r}: its extension {sweep_dir.tune_name} never saved a Tune state; it runs again",
-          file=sys.stderr, flush=True)
+def resume_extension(name: str, root, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
+                     ray_bind_all: bool = False, allow_changed_method: bool = False):
+    """``resume`` of a sweep whose stage is an extension: the same extension (``sweep.json``'s last
+    entry, ``spec.yaml`` already grown) in a fresh Tuner: what ended is kept, unfinished repeats
+    go on from their state folders, re-attached to their runs by configuration key."""
+    from contrasweep.run import tune  # Ray's side
+
+    sweep_dir = tune.open_or_fetch(name, root, storage)
+    tune.resumable(sweep_dir)
     sweep = load_sweep(sweep_dir)
     method_unchanged(sweep, sweep_dir, allow_changed_method)
     return _grow(sweep_dir, sweep, None, address, ray_dashboard, ray_bind_all)
@@ -232,11 +227,15 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     prepared, refs, files = tune.start(new, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
     extensions = meta.get("extensions", []) if again else [*meta.get("extensions", []), entry]
     console.attach_log(sweep_dir.path)
+    if again:
+        print(resume_line(sweep_dir.path, sweep_dir.name), file=sys.stderr, flush=True)
+        tune.arrived(sweep_dir)
     with driver.Heartbeat(sweep_dir.path):
         # the grown spec, where its variants are, the new experiment (tune-extN): what resume reads
         sweep_dir.spec_file.write_text(yaml.safe_dump(new.raw, sort_keys=False))
         sweep_dir.update_meta(status="running", total=total, extensions=extensions,
                               variant_order=[v.data for v in new.variants])
+        sweep_dir.new_experiment()  # this driver's Tune experiment: tune-extN, or tune-extN-rK when resumed
         reopened = reopen_groups(client, record.data, sizes) if sizes else []
         client.log_text(parent, spec_yaml(new.raw), "spec.yaml")  # what the report reads (dashboards.source)
         client.set_tag(parent, EXTENSION_TAG.format(len(extensions)), json.dumps(entry, sort_keys=True))

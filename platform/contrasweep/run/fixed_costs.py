@@ -9,7 +9,7 @@ One probe, in a fresh Python process as ``contrasweep run`` is one, measures:
   launcher, MLflow, Optuna, the report's plotting), read from outside the process;
 * ``ray_start_s``: Ray's start (or the connection to ``--address``);
 * on that Ray, a Tune run of ``4 × slots`` trials, ``slots`` at a time on 1 CPU each, under the
-  sweeps' scheduler (``MovableFIFO``: Tune's state saved as each trial starts) and the sweeps'
+  sweeps' scheduler (``fifo.LiveFIFO``) and the sweeps'
   MLflow tracker (writing to a scratch SQLite store). Each trial imports the trial's import
   chain (the loop, its Tune session, the method) and reports one epoch. ``worker_start_s``:
   from the Tune run's start to a slot's first trial's end, less a later trial's time on that
@@ -121,7 +121,7 @@ def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict
     import ray
     from ray import tune
 
-    from contrasweep.search.group_asha import MovableFIFO
+    from contrasweep.search.fifo import LiveFIFO
     from contrasweep.tracking.tracker import MlflowTracker
 
     started = time.perf_counter()
@@ -146,7 +146,7 @@ def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict
     tuner = tune.Tuner(
         tune.with_resources(_trial, {"cpu": 1}),
         param_space={"method": method, "hp": {"epochs": 1, "lr": tune.grid_search([1e-5 * (i + 1) for i in range(trials)])}},
-        tune_config=tune.TuneConfig(max_concurrent_trials=slots, scheduler=MovableFIFO(work / "sweep" / "tracking.json"),
+        tune_config=tune.TuneConfig(max_concurrent_trials=slots, scheduler=LiveFIFO(),
                                     reuse_actors=True),  # as a sweep of one-worker trials does (run.tune)
         run_config=tune.RunConfig(storage_path=str(work / "tune"), name="probe", callbacks=[tracker, Clock()],
                                   verbose=0))

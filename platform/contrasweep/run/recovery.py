@@ -3,7 +3,6 @@ list`` or ``resume``: ``sweep.json`` says ``interrupted`` and its MLflow runs st
 KILLED, as after Ctrl-C (once the MLflow writes the driver had queued are applied); ``resume``
 sets them RUNNING again (``tracking.json``'s ``interrupted_runs``, or their KILLED status when
 that file is gone: ``contrasweep.tracking.reattach``).
-Tune's own saved state that the kill cut off mid-write: ``contrasweep.folder.tune_state``.
 A trial process Ray killed for memory ends the driver with one line (``out_of_memory``).
 """
 

@@ -3,7 +3,7 @@
 Ray Tune's own loggers (``JsonLoggerCallback``, ``CSVLoggerCallback``) write into the driver's
 staging folder, and every save of Tune's experiment state copies that whole folder, every
 trial's files, to the sweep's Tune folder: a copy that grew with the trials run, made before
-each new trial (until ``search.live_trials.save_now``) and every few seconds. Where Tune's
+each new trial (until issue 71) and every few seconds. Where Tune's
 storage is a local path (the sweep folder, or a shared one the driver mounts), these write straight
 into the trial's own folder there (``trial.path``), so the staging folder keeps Tune's state
 files only. Where it is a URI (``sweep.storage`` on object storage) they write where Tune's do

@@ -3,11 +3,12 @@
 Searchers: ``grid`` (the exact grid of the YAML × seeds, the paper's reported setting first,
 Tune's default generator), ``optuna`` (TPE; NSGA-II when the spec names several metrics) and
 ``random`` (Optuna's RandomSampler): ``contrasweep.search.study_search``, whose memory is the Optuna
-study next to the sweep (``Tuner.restore`` does not reliably bring back a searcher's history,
-ray#30861); each suggestion runs once per repeat and the study is told the mean. Scheduler:
-group ASHA on the first metric with our own ``epoch`` counter as time (Tune's
-``training_iteration`` restarts at 0 after a restore); both schedulers end trials the sweep's
-record says finished and save new trials before they start (``group_asha.MovableFIFO``).
+study next to the sweep; each suggestion runs once per repeat and the study is told the mean.
+Scheduler: group ASHA on the first metric with our own ``epoch`` counter as time.
+
+Every driver (``run``, ``resume``, an extension's) builds a fresh Tuner in its own Tune
+experiment (``SweepDir.new_experiment``) from the sweep's records: Tune runs trials, and its
+saved state is never read back (``Tuner.restore`` is not used: docs/architecture.md, "Resume").
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from contrasweep import console
 from contrasweep.console.progress import Progress
 from contrasweep.console.summary import resume_line
 from contrasweep.errors import UserError
-from contrasweep.folder import driver, relocation, sweep_storage, sweeps, tune_state
+from contrasweep.folder import driver, relocation, sweep_storage, sweeps
 from contrasweep.folder.cleanup import reclaim
 from contrasweep.folder.record import TrackingState
 from contrasweep.run import recovery, sweep_plan, test_phase
@@ -45,16 +46,11 @@ from contrasweep.tracking.store import default_tracking_uri, store_errors, store
 from contrasweep.tracking.tracker import MlflowTracker
 from trainables.storage import display
 
-# Tune's own periodic save (its state, then a copy of the driver's staging folder, a folder per
-# trial) at Tune's own pace ("auto": at most 5% of the time, every 10 s or more). What a killed
-# driver must not lose is saved otherwise: each new trial before it starts (the schedulers'
-# forced save of the state files, search.live_trials.save_now), how each trial ended (the
-# sweep's record, tracking.ledger), each trial's logs (straight into the sweep folder,
-# run.trial_logs). The 2 s period used before issue 54 copied every trial's folder every 2 s.
-os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "auto")
-# The schedulers force a save whenever a trial is added or named (group_asha.MovableFIFO.settle):
-# Tune would warn about "excessive" saves in driver.log at each.
-os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
+# Tune's own periodic save of its experiment state, which no driver reads back: every 15 min
+# (each save writes every trial's JSON, O(trials so far)). What a killed driver must not lose is
+# the sweep's own records, written as things happen: how each trial ended (tracking.ledger), the
+# study, the journals, each trial's state folder and logs (run.trial_logs).
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "900")
 
 
 # Tune's own per-trial logs, named in the run config so that its automatic loggers stay off
@@ -189,7 +185,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
     with driver.Heartbeat(sweep_dir.path):  # names this process as the driver until the sweep ends
         with deferred_ctrl_c() as asked:  # a Ctrl-C before Tune runs: the sweep stops once its Tuner is saved
             tuner, static = _open(sweep, name, sweep_dir, prepared, refs, files, tracking_uri, address)
-        if asked():  # resume runs it from its saved Tuner (tuner.pkl), nothing having started
+        if asked():  # nothing has started: resume builds its Tuner from the records, as any resume
             sweep_dir.update_meta(status="interrupted")
             return []
         return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
@@ -218,13 +214,34 @@ def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, r
 
 def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
            ray_bind_all: bool = False, allow_changed_method: bool = False):
-    """Resume an interrupted sweep: unfinished and errored trials continue from their latest
-    checkpoint, finished trials are not rerun, MLflow runs are re-attached. ``storage``: where
-    to find a sweep this machine has no folder of (its driver files are mirrored there)."""
-    from ray import tune
-
+    """Resume an interrupted sweep with a fresh Tuner built from the sweep's own records
+    (docs/architecture.md, "Resume"): what ended is never handed out again, unfinished repeats
+    go on from their state folders, failed ones are retried, MLflow runs are re-attached by
+    configuration key. ``storage``: where to find a sweep this machine has no folder of (its
+    driver files are mirrored there). An extension's stage is resumed by
+    ``contrasweep.run.extend.resume_extension``."""
     sweep_dir = open_or_fetch(name, root, storage)
-    meta = sweep_dir.meta()
+    meta = resumable(sweep_dir)
+    sweep = load_sweep(sweep_dir)
+    method_unchanged(sweep, sweep_dir, allow_changed_method)
+    torch_threads_env()
+    check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
+    writer.prestart(meta["tracking_uri"])
+    prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
+    console.attach_log(sweep_dir.path)
+    print(resume_line(sweep_dir.path, name), file=sys.stderr, flush=True)  # what is done, what goes on from where
+    arrived(sweep_dir)
+    with driver.Heartbeat(sweep_dir.path):
+        sweep_dir.update_meta(status="running")
+        sweep_dir.new_experiment()  # this driver's own Tune experiment (tune-rN): nothing of Tune's is read back
+        tuner, static = build_tuner(sweep, sweep_dir, prepared, refs, files, meta["tracking_uri"])
+        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
+
+
+def resumable(sweep_dir: sweeps.SweepDir) -> dict:
+    """``sweep.json`` of a sweep that ``resume`` may take: unfinished, no driver alive, its spec
+    and record readable (each a one-line ``UserError`` before anything starts)."""
+    meta, name = sweep_dir.meta(), sweep_dir.name
     if meta.get("status") == "finished":
         raise UserError(f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)")
     alive, who = sweep_dir.driver()
@@ -232,40 +249,17 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
         raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
     sweep_dir.spec()  # missing or damaged: one line before anything starts
     ledger.check_readable(sweep_dir.path / "tracking.json")  # unreadable: one line, not "nothing finished"
-    tune_state.check_tuner_state(sweep_dir.tune_location, name)
-    torn = tune_state.set_aside_torn_state(sweep_dir.tune_location)
-    if torn:
-        print(f"[contrasweep] Tune's saved state the kill cut short, set aside ({tune_state.TORN_SUFFIX}): "
-              f"{', '.join(torn)}", flush=True)
-    if not tune.Tuner.can_restore(sweep_dir.tune_location):
-        raise UserError(f"sweep {name!r} has no saved Tune state in {display(sweep_dir.tune_location)}; allowed: start it again "
-                        "with `contrasweep run`")
-    sweep = load_sweep(sweep_dir)
-    method_unchanged(sweep, sweep_dir, allow_changed_method)
-    torch_threads_env()
-    check_services(sweep, meta.get("tracking_uri"), address, "the sweep's tracking URI (sweep.json)")
-    writer.prestart(meta["tracking_uri"])
-    prepared, refs, files = start(sweep, address, ray_dashboard, ray_bind_all, sweep_dir.storage, sweep_dir.path)
-    static = sweep_static(sweep, sweep_dir, prepared, files)
-    console.attach_log(sweep_dir.path)
+    return meta
 
-    print(resume_line(sweep_dir.path, name), file=sys.stderr, flush=True)  # what is done, what goes on from where
-    recovery.settle(sweep_dir)  # a dead driver's RUNNING runs: closed here, reopened by the tracker
+
+def arrived(sweep_dir: sweeps.SweepDir) -> None:
+    """A dead driver's RUNNING runs closed (the tracker reopens them) and a moved folder's paths
+    mapped (``folder.relocation``), before a resumed driver's Tuner is built."""
+    meta = sweep_dir.meta()
+    recovery.settle(sweep_dir)
     earlier = relocation.arrived(sweep_dir.path, meta.get("folder"), meta.get("earlier_folders", []))
-    if earlier is not None:  # Tune's pickles name the folders it ran in
+    if earlier is not None:  # the record names the folders it ran in
         sweep_dir.update_meta(folder=str(sweep_dir.path), earlier_folders=earlier)
-    with driver.Heartbeat(sweep_dir.path):
-        sweep_dir.update_meta(status="running")
-        if not tune_state.has_session(sweep_dir.tune_location):  # stopped before Tune ran: nothing started
-            tuner, static = build_tuner(sweep, sweep_dir, prepared, refs, files, meta["tracking_uri"])
-            return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
-        tune_state.clear_staging(sweep_dir.tune_location)  # a killed driver's last state: Tune restores one save
-        tuner = tune.Tuner.restore(
-            sweep_dir.tune_location, trainable=make_trainable(static, refs), resume_unfinished=True,
-            resume_errored=True,
-        )
-        # The MlflowTracker comes back from tuner.pkl and re-reads tracking.json in setup().
-        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
 
 
 def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
@@ -284,7 +278,7 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
         raise
     errors = [r for r in results if r.error is not None]
     store_error = TrackingState(sweep_dir.path / "tracking.json").data.get("store_error")
-    status = "interrupted" if store_error or seen() else _status(sweep_dir, errors)
+    status = "interrupted" if store_error or seen() else _status(results, errors)
     if after is not None and status != "interrupted":
         try:
             after()
@@ -387,12 +381,9 @@ def shipped_files(sweep: Sweep, address: str | None) -> list[str]:
     return local_files_of(sweep)
 
 
-def _status(sweep_dir: sweeps.SweepDir, errors: list) -> str:
+def _status(results, errors: list) -> str:
     """finished | failed (some trial errored: resume retries it) | interrupted (Ctrl-C: Tune
-    saved its state and returned with trials still pending)."""
-    from ray.tune import ExperimentAnalysis
-
-    trials = ExperimentAnalysis(sweep_dir.tune_location).trials
-    if any(t.status not in ("TERMINATED", "ERROR") for t in trials):
+    returned with trials of this driver's experiment not ended)."""
+    if results.num_terminated + results.num_errors < len(results):
         return "interrupted"
     return "failed" if errors else "finished"

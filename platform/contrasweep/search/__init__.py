@@ -3,11 +3,11 @@ scheduler"). ``base``: their contracts (``Searcher``, ``Scheduler``: what contra
 each, in the order it asks); ``registry``: one object per name the spec may give.
 ``study_search``: the ``optuna``/``random`` searcher, Optuna ask/tell over the
 sweep's study (``study_storage``: that study's storage, following a moved folder);
-``group_asha``: ASHA over repeat groups and the FIFO base both schedulers share (``settle``);
+``fifo``: the base both schedulers share (FIFO over the live trials); ``group_asha``: ASHA over
+repeat groups;
 ``racing``, ``race_search`` and ``study_race``: racing over repeats (a grid's, a study's);
 ``budget_gate``: ``sweep.budget``, which both schedulers ask before a trial starts;
-``live_trials`` and ``warm_actors``: the schedulers' touches of Tune's controller (its saved
-state, its actor cache); ``held``: a restored searcher's live trials made those Tune restored.
+``warm_actors``: Tune's actor cache kept warm for the next trials.
 
 May import: ``contrasweep.errors``, ``contrasweep.data`` (a data axis's default),
 ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking`` (the ledger, what ran, warm

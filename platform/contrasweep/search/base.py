@@ -1,8 +1,8 @@
 """The contracts of a searcher and a scheduler (docs/architecture.md, "Resume: one rule for every
 searcher and scheduler"), in the manner of Optuna's ``BaseSampler`` and Ray Tune's
 ``Searcher``/``TrialScheduler``: one small, stateless object per name in
-``contrasweep.search.registry``; what a sweep remembers lives in Tune's experiment state, the
-sweep's record (``tracking.json``) and, for a study, ``optuna.db``.
+``contrasweep.search.registry``; what a sweep remembers lives in the sweep's record
+(``tracking.json``), its journals and, for a study, ``optuna.db``, never in Tune's saved state.
 
 May import: ``contrasweep.spec``.
 """
@@ -49,8 +49,8 @@ class Searcher(ABC):
     3. **Selection** (``contrasweep.tracking.aggregate``): ``reports_slices`` says whether a
        report shows the selected configuration's sensitivity slices besides it, and
        ``tests_in_trials`` whether the trials evaluate the test split themselves.
-    4. **Resume** (``contrasweep resume``): what ``resumes_from`` says; a trial the sweep's
-       record says finished is ended by the schedulers' ``settle`` and never trained again.
+    4. **Resume** (``contrasweep resume``): what ``resumes_from`` says; every driver builds its
+       search algorithm again, which never hands out a repeat the sweep's record says finished.
     5. **Extend** (``contrasweep extend``): ``growth`` names the spec keys it can grow (and
        ``cannot_grow`` says why it cannot grow the others), ``check_growth`` judges one grown
        key's values, ``new_suggestions`` counts what a larger budget adds, and ``extension``
@@ -147,9 +147,8 @@ class Scheduler(ABC):
     2. **Launch**: ``build`` makes Tune's scheduler over the sweep's repeat groups (its
        ``static``: ``contrasweep.spec.static.SweepStatic``, whose key names a trial's group and
        whose ``train_rows`` give the same epochs as ``pause_epochs``).
-    3. **Resume**: the scheduler built again reads the sweep's record (``tracking.json``: what
-       finished) and, for group ASHA, ``group_asha.json`` (its rung values and decisions);
-       ``group_asha.MovableFIFO.settle`` ends what finished before any trial starts.
+    3. **Resume**: every driver builds it again; group ASHA reads ``group_asha.json`` (its rung
+       values and decisions, by repeat key); the searchers never hand out what finished.
     """
 
     name: str

@@ -1,5 +1,5 @@
 """The gate that keeps a sweep within ``sweep.budget`` (``contrasweep.spec.budget``): both
-schedulers (``group_asha.MovableFIFO``) ask it before they start a trial that never ran.
+schedulers (``fifo.LiveFIFO``) ask it before they start a trial that never ran.
 
 Slot time is counted from the scheduler's own clock: a trial's slot time runs from the moment
 the scheduler chooses it to run until it pauses (group ASHA's rungs) or ends, × its slots (its
@@ -21,7 +21,7 @@ this object only. A larger budget (``contrasweep extend NAME --set sweep.budget.
 opens an ended gate again.
 
 May import: ``contrasweep.folder`` (the journal), ``contrasweep.tracking.ledger`` (which trials
-started), ``contrasweep.search.live_trials`` (Tune's save of a trial), Ray Tune's ``Trial``.
+started), Ray Tune's ``Trial``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from ray.tune.experiment import Trial
 
 from contrasweep.folder import budget_record
 from contrasweep.folder.relocation import here
-from contrasweep.search.live_trials import mark_for_save
 from contrasweep.tracking import ledger
 
 logger = logging.getLogger(__name__)
@@ -138,7 +137,7 @@ class BudgetGate:
     def end(self, tune_controller, now: float | None = None) -> list[Trial]:
         """The budget ends the sweep: the trials that never started end without running, the
         search algorithm is finished, and the groups that started short of their repeats are cut.
-        Returns the trials it ended; once ended, it ends the new copies a resume restores."""
+        Returns the trials it ended; once ended, it ends the trials a resumed driver's searcher hands out anew."""
         now = time.monotonic() if now is None else now
         recorded = ledger.started(self.tracking_file)
         gone = [t for t in tune_controller.get_trials() if self.fresh(t, recorded)]
@@ -147,7 +146,6 @@ class BudgetGate:
             if not trial.relative_logdir:  # Tune's reporter and its save read every trial's folder
                 trial.init_local_path()
             tune_controller._set_trial_status(trial, Trial.TERMINATED)  # no actor, no run, no searcher told
-            mark_for_save(tune_controller, trial)
             live.discard(trial)
         tune_controller.search_alg.set_finished()
         ran = Counter({**recorded, **dict(self._started.values())}.values())  # started repeats per group

@@ -3,9 +3,9 @@ variants × training seeds, the paper's reported point first, handed to Tune one
 by its search algorithm (``contrasweep.search.grid_queue``; a race's with ``sweep.racing``,
 ``contrasweep.search.race_search``).
 
-How it resumes: the queue's position is in Tune's experiment state; a trial the sweep's
-record says finished is ended by the schedulers' ``settle`` (``group_asha.MovableFIFO``),
-never trained again. What it stores: nothing of its own (a race: ``race.json``).
+How it resumes: each driver's queue leaves out what the sweep's record says finished
+(``tracking.ledger.finished``), never trained again. What it stores: nothing of its own (a
+race: ``race.json``).
 
 May import: ``contrasweep.spec``, ``contrasweep.data`` (an unset data axis's default),
 ``contrasweep.errors``, ``contrasweep.tracking`` (an extension reads what ran), ``contrasweep.folder``
@@ -36,7 +36,7 @@ class GridSearch(Searcher):
     name = "grid"
     reports_slices = True  # a grid's sensitivity slices through the selected point (LaCon Fig. 5)
     growth = REPEAT_GROWTH + SETTING_GROWTH
-    resumes_from = "Tune's experiment state (the grid queue's position) and the sweep's record"
+    resumes_from = "the sweep's record (tracking.json: which repeats finished)"
     cannot_grow = "a grid runs its exact grid, whatever num_samples says"
 
     def param_space(self, sweep) -> dict:
@@ -52,8 +52,10 @@ class GridSearch(Searcher):
 
             return build(sweep, sweep_dir, live)
         from contrasweep.search import grid_queue  # Ray Tune: plan and the console never need it
+        from contrasweep.tracking import ledger
 
-        return grid_queue.build(sweep.grid_trials() if queue is None else queue, live)
+        done = ledger.finished(sweep_dir.path / "tracking.json")
+        return grid_queue.build(sweep.grid_trials() if queue is None else queue, live, done)
 
     def num_samples(self, sweep) -> int:
         """Every trial (a race ends itself sooner; an extension's queue when it runs out)."""
@@ -163,7 +165,7 @@ def new_trials(new, state: dict, found: list, top: int | None, reopened: set | f
     """The extended grid's trials that did not run: repeats of the complete configurations of
     each setting that ran (``top``: of its ``top`` best by validation mean; groups stopped early
     or failed get none), and every configuration of a new setting. ``reopened``: the groups an
-    earlier try of the same extension reopened (``contrasweep.run.extend.grow_again``): they,
+    earlier try of the same extension reopened (``contrasweep.run.extend.resume_extension``): they,
     and no others, get repeats (their group size grew, so they no longer count as complete).
     ``cut``: the groups a budget cut short (``budget.json``): their other repeats run."""
     ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again

@@ -8,14 +8,13 @@ a race decides a configuration's next repeat from the ones that ended.
 Memory: the race's journal (``race.json``, ``contrasweep.folder.race_record``: one appended line
 per change) is written the moment a repeat ends, before the tracker records it (Tune tells the
 searcher first), so a driver killed at any moment resumes the race exactly: a repeat whose value
-is in the journal is never run again (the schedulers' ``settle`` ends a restored copy of it from
-the sweep's record), and no elimination is undone. Tune's copy of this object
-(``save``/``restore``) holds only which trials Tune has, as the study searcher's does, made to
-agree with the trials Tune restored (``contrasweep.search.held``).
+is in the journal is not raced again, and no elimination is undone. Every driver builds this
+object anew (``run.tune``); ``first``, the repeats the sweep's record calls unfinished, go out
+before the race's next ones (a kill between the journal's write and the record's: the repeat's
+loop goes on from its state folder to its end, which the record then holds).
 
 May import: Ray Tune's ``Searcher``, ``contrasweep.search.racing``, ``contrasweep.spec``,
-``contrasweep.folder`` (the journal, a moved folder), ``contrasweep.tracking.aggregate``,
-``contrasweep.search.held``.
+``contrasweep.folder`` (the journal, a moved folder), ``contrasweep.tracking``.
 """
 
 from __future__ import annotations
@@ -27,27 +26,30 @@ from ray.tune.search import Searcher
 
 from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here
-from contrasweep.search.held import HeldByTune, same
 from contrasweep.search.racing import Entry, Race, entries_of
 from contrasweep.spec.objective import Objective
+from contrasweep.spec.identity import key_of
 from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.aggregate import ran_every_epoch, selection_key
 
 logger = logging.getLogger(__name__)
 
 
-class RaceSearcher(HeldByTune, Searcher):
+class RaceSearcher(Searcher):
     """``trials``: the grid's trials (``Sweep.grid_trials``) and ``entries`` their race entries,
     in the same order; ``metric``/``mode``: the sweep's objective (a repeat's value is its
-    ``selection_key``, as the selection judges it); ``path``: ``race.json``."""
+    ``selection_key``, as the selection judges it); ``path``: ``race.json``; ``first``: the Tune
+    configs of the repeats the sweep's record calls unfinished."""
 
     def __init__(self, trials: list[dict], entries: list[Entry], min_repeats: int, alpha: float, metric: str, mode: str,
-                 path: str, max_concurrent: int):
+                 path: str, max_concurrent: int, first=()):
         super().__init__(metric=metric, mode=mode)
         self.trials = {(e.group, e.repeat): t for e, t in zip(entries, trials)}
         self.entries, self.min_repeats, self.alpha = entries, min_repeats, alpha
         self.path, self.max_concurrent = str(path), max_concurrent
         self.live: dict[str, tuple[str, str]] = {}  # Tune trial id -> (group, repeat)
+        by_key = {key_of({"hp": t}): entry for entry, t in self.trials.items()}
+        self.first = [by_key[key_of(c)] for c in first if key_of(c) in by_key]
         self._race: Race | None = None
         self._journal = None  # race.json, open (folder.record.TrackingState)
 
@@ -64,19 +66,9 @@ class RaceSearcher(HeldByTune, Searcher):
         return True  # the objective and the trials are the spec's
 
     def save(self, checkpoint_path: str) -> None:
+        """Tune's periodic copy (never read back: ``race.json`` is the memory)."""
         with open(checkpoint_path, "wb") as fh:
             pickle.dump({"live": self.live}, fh)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as fh:
-            self.live = pickle.load(fh)["live"]
-        self._race = None
-        self.await_held()
-
-    def identity(self, config: dict) -> tuple[str, str] | None:
-        """A trial's (group, repeat), from its config (``contrasweep.search.held``)."""
-        hp = config.get("hp", {})
-        return next((entry for entry, trial in self.trials.items() if same(trial, hp)), None)
 
     @property
     def race(self) -> Race:
@@ -102,11 +94,10 @@ class RaceSearcher(HeldByTune, Searcher):
 
     # -- Searcher API ------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict | str | None:
-        self.settle_held()
         race = self.race
         if len(self.live) >= self.max_concurrent:
             return None
-        chosen = race.next(set(self.live.values()))
+        chosen = self.first.pop(0) if self.first else race.next(set(self.live.values()))
         if chosen is None:
             return Searcher.FINISHED if not self.live else None  # the next round waits for the running repeats
         self.live[trial_id] = chosen
@@ -122,7 +113,6 @@ class RaceSearcher(HeldByTune, Searcher):
         holds (nothing new), and group ASHA stops the waiting repeats of a group it stopped, or
         of one whose repeat failed: ``stopped``, and the configuration leaves the race (never
         issued again: the group's deciding repeat reports only after its waiting ones end)."""
-        self.settle_held()
         race = self.race
         if trial_id not in self.live:
             logger.debug("trial %s is not a repeat this race issued (or it ended before a restore)", trial_id)
@@ -144,8 +134,12 @@ class RaceSearcher(HeldByTune, Searcher):
 
 
 def build(sweep, sweep_dir, live: int) -> RaceSearcher:
-    """The racing grid's search algorithm over ``sweep.grid_trials()``."""
+    """The racing grid's search algorithm over ``sweep.grid_trials()``; the repeats the sweep's
+    record calls unfinished first."""
+    from contrasweep.tracking import ledger
+
     trials = sweep.grid_trials()
     objective = sweep.objective
     return RaceSearcher(trials, entries_of(trials, SweepStatic.of(sweep)), sweep.racing.min_repeats, sweep.racing.alpha,
-                        objective.metric, objective.mode, str(sweep_dir.path / race_record.RACE_FILE), live)
+                        objective.metric, objective.mode, str(sweep_dir.path / race_record.RACE_FILE), live,
+                        ledger.unfinished(sweep_dir.path / "tracking.json"))

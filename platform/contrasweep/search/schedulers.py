@@ -1,14 +1,14 @@
-"""The spec's schedulers (``sweep.scheduler``): ``none`` (Tune's FIFO order, with the sweep's
-record: ``group_asha.MovableFIFO``) and ``asha`` (ASHA over repeat groups:
+"""The spec's schedulers (``sweep.scheduler``): ``none`` (Tune's FIFO order over the live trials:
+``fifo.LiveFIFO``) and ``asha`` (ASHA over repeat groups:
 ``group_asha.GroupASHA``). Each object builds its Tune scheduler and says at which epochs a
 trial may pause (the loop writes a resume state there) and how many trials the searcher may
-keep live. Both resume from the sweep's record (``tracking.json``); group ASHA also from
-``group_asha.json`` (its rung values and decisions). A new scheduler is one class here and one
+keep live. A resumed driver's searcher never hands out what the sweep's record says finished;
+group ASHA resumes from ``group_asha.json`` (its rung values and decisions). A new scheduler is one class here and one
 line in ``contrasweep.search.registry``.
 
 Both ask ``sweep.budget``'s gate (``budget_gate``) before a trial that never ran starts.
 
-May import: ``contrasweep.search.group_asha``, ``contrasweep.search.budget_gate``, ``contrasweep.spec``,
+May import: ``contrasweep.search.fifo``, ``contrasweep.search.group_asha``, ``contrasweep.search.budget_gate``, ``contrasweep.spec``,
 ``contrasweep.folder.budget_record``.
 """
 
@@ -36,10 +36,9 @@ class NoScheduler(Scheduler):
     name = "none"
 
     def build(self, sweep, sweep_dir, group_sizes, static):
-        from contrasweep.search.group_asha import MovableFIFO  # Ray Tune: plan and the console never need it
+        from contrasweep.search.fifo import LiveFIFO  # Ray Tune: plan and the console never need it
 
-        # what finished (contrasweep.tracking.ledger)
-        return MovableFIFO(sweep_dir.path / "tracking.json", budget_gate(sweep, sweep_dir, group_sizes, static))
+        return LiveFIFO(budget_gate(sweep, sweep_dir, group_sizes, static))
 
     def pause_epochs(self, sweep, train_rows: tuple[int, ...] = ()) -> list[int]:
         return []
@@ -73,7 +72,6 @@ class GroupAshaScheduler(Scheduler):
             group_sizes=group_sizes,
             max_running=sweep.max_concurrent,
             state_path=sweep_dir.path / "group_asha.json",
-            tracking_file=sweep_dir.path / "tracking.json",
             budget=budget_gate(sweep, sweep_dir, group_sizes, static),
         )
 

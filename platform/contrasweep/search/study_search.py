@@ -19,12 +19,14 @@ had ended: finished suggestions were replayed, results were told twice to trials
 already finished (``UpdateFinishedTrialError``), and suggestions made after the copy were drawn
 again. Here the study is the memory, written as things happen: each repeat's outcome and values
 are user attributes of its study trial (``repeat.<i>``) the moment Tune reports it, and a tell
-checks the stored state first, so it happens exactly once whatever was replayed. Tune's copy
-contributes only which repeats Tune itself holds (``save``/``restore``, made to agree with the
-trials Tune restored: ``contrasweep.search.held``); ``_reconcile`` issues
-the repeats of open suggestions that Tune does not hold, and tells a suggestion whose repeats
-had all ended before the kill. The budget is counted in the study: suggestions made before a
-kill are kept, never drawn again.
+checks the stored state first, so it happens exactly once whatever was replayed. Every driver
+builds this object anew (``run.tune``: Tune's copy is never read back): ``_reconcile`` issues
+the repeats of open suggestions that have not ended, first those the sweep's record calls
+unfinished (``first``: their end may be in the study and not in the record, a kill between the
+two), and tells a suggestion whose repeats had all ended before the kill. The sampler (its
+random state) is saved beside the study after each ask (``sampler_path``, one file per stage of
+the sweep: an extension reseeds it), so a resumed driver draws on where the last one stopped.
+The budget is counted in the study: suggestions made before a kill are kept, never drawn again.
 
 With ``sweep.racing`` a suggestion runs only the repeats its race asks for
 (``contrasweep.search.study_race``), and is told once it has left the race or run them all.
@@ -32,7 +34,7 @@ With ``sweep.racing`` a suggestion runs only the repeats its race asks for
 May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
 trial reads, the domains), ``contrasweep.folder`` (a moved folder, the race's journal),
 ``contrasweep.search.study_storage``, ``contrasweep.search.warm_start`` (warm points as trials),
-``contrasweep.search.study_race``, ``contrasweep.search.held``, ``contrasweep.tracking.aggregate``
+``contrasweep.search.study_race``, ``contrasweep.folder.record`` (a whole write), ``contrasweep.tracking.aggregate``
 (what a repeat is judged by), ``contrasweep.errors``, ``trainables.params``.
 """
 
@@ -41,14 +43,15 @@ from __future__ import annotations
 import logging
 import math
 import pickle
+from pathlib import Path
 
 import numpy as np
 from ray.tune.search import Searcher
 
 from contrasweep.errors import UserError
 from contrasweep.folder import race_record
+from contrasweep.folder.record import write_whole
 from contrasweep.folder.relocation import here_uri
-from contrasweep.search.held import HeldByTune
 from contrasweep.search.study_race import RACE_PREFIX, REPEAT_PREFIX, StudyRace, recorded
 from contrasweep.search.warm_start import WARM_ATTR, warm_trials
 from contrasweep.spec.identity import GroupKey
@@ -69,18 +72,21 @@ def distributions(domains: dict) -> dict:
     return {key: domain.distribution() for key, domain in domains.items()}
 
 
-class StudySearcher(HeldByTune, Searcher):
+class StudySearcher(Searcher):
     """Suggestions from an Optuna study, each run ``repeats`` times and told once.
 
     ``metrics``/``modes``: one or several (NSGA-II); ``num_samples``: suggestions in all;
     ``max_concurrent``: Tune trials live at once; ``reported``: the paper's point, asked first
     (enqueued once, when the study is new); ``epochs``, ``max_steps``: the budget of a trial that
     does not search them (a repeat that ended below its budget was stopped by the scheduler; a
-    ``max_steps`` budget is judged by the ``train/steps`` the repeat reported)."""
+    ``max_steps`` budget is judged by the ``train/steps`` the repeat reported); ``first``: the
+    (suggestion, repeat) pairs the sweep's record calls unfinished; ``sampler_path``: where the
+    sampler is saved after each ask (None: nowhere)."""
 
     def __init__(self, space: dict, metrics: list[str], modes: list[str], sampler, study_name: str, storage_url: str,
                  repeats: int, num_samples: int, max_concurrent: int, reported: dict | None = None, epochs: int = 1,
-                 warm: list[dict] | None = None, race: StudyRace | None = None, max_steps: int = 0):
+                 warm: list[dict] | None = None, race: StudyRace | None = None, max_steps: int = 0,
+                 first=(), sampler_path: str | None = None):
         super().__init__(metric=metrics if len(metrics) > 1 else metrics[0],
                          mode=modes if len(modes) > 1 else modes[0])
         self.space, self.metrics, self.modes, self.sampler = space, list(metrics), list(modes), sampler
@@ -90,13 +96,15 @@ class StudySearcher(HeldByTune, Searcher):
         self.warm = list(warm or [])  # earlier sweeps' points (search.warm_start), added once to a new study
         self.race = race  # sweep.racing (contrasweep.search.study_race): which repeats a suggestion runs
         self.live: dict[str, tuple[int, int]] = {}  # Tune trial id -> (suggestion number, repeat)
+        self.first = [tuple(pair) for pair in first]
+        self.sampler_path = sampler_path
         self._study = self._storage = None
         self._queue: list[tuple[int, int]] | None = None  # repeats to issue; None: not reconciled yet
         self._ids: dict[int, int] = {}  # suggestion number -> the storage's trial id (never changes)
         self._params: dict[int, dict] = {}  # suggestion number -> its hyperparameters (never change)
         self._asked: int | None = None  # suggestions made so far: counted once, then at each ask
 
-    # -- pickling: Tune keeps this object in tuner.pkl and its state in the experiment state --
+    # -- pickling: Tune keeps this object in tuner.pkl (no driver reads it back) --
     def __getstate__(self):
         state = self.__dict__.copy()
         state.update(_study=None, _storage=None, _queue=None, _ids={}, _params={}, _asked=None)  # re-read after a restore
@@ -106,24 +114,17 @@ class StudySearcher(HeldByTune, Searcher):
         state["storage_url"] = here_uri(state["storage_url"])  # the sweep folder may have moved
         self.__dict__.update(state)
 
+    def save(self, checkpoint_path: str) -> None:
+        """Tune's periodic copy (never read back: the study and ``sampler_path`` are the memory)."""
+        with open(checkpoint_path, "wb") as fh:
+            pickle.dump({"live": self.live}, fh)
+
+    def _save_sampler(self) -> None:
+        if self.sampler_path:
+            write_whole(Path(self.sampler_path), pickle.dumps(self.sampler))
+
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True  # the metrics and the space are the spec's
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as fh:
-            pickle.dump({"live": self.live, "sampler": self.sampler}, fh)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as fh:
-            state = pickle.load(fh)
-        self.live, self.sampler = state["live"], state["sampler"]
-        self._study = self._storage = self._queue = self._asked = None
-        self._ids = {}
-        self.await_held()
-
-    def identity(self, config: dict) -> tuple[int, int]:
-        """A trial's (suggestion, repeat), from its config (``contrasweep.search.held``)."""
-        return config[SUGGESTION], config[TRIAL_INDEX]
 
     # -- the study ---------------------------------------------------------------------
     @property
@@ -169,8 +170,9 @@ class StudySearcher(HeldByTune, Searcher):
         return self.storage.get_trial(self.trial_id(number))
 
     def _reconcile(self) -> None:
-        """What the study knows and Tune's copy does not: repeats of open suggestions that no
-        live Tune trial holds are issued again; a suggestion whose repeats all ended is told."""
+        """What a new driver issues first: the repeats of open suggestions that have not ended
+        (those the record calls unfinished first, ended in the study or not); a suggestion whose
+        repeats all ended is told."""
         from optuna.trial import TrialState
 
         trials = self.study.get_trials(deepcopy=False)
@@ -181,7 +183,9 @@ class StudySearcher(HeldByTune, Searcher):
                 self.study.enqueue_trial(self.reported)
             trials = self.study.get_trials(deepcopy=False)
         held = set(self.live.values())
-        self._queue = []
+        numbers = {t.number for t in trials}
+        self._queue = [pair for pair in self.first if pair[0] in numbers and pair not in held]
+        held |= set(self._queue)
         for trial in trials:
             if trial.state != TrialState.RUNNING:
                 continue
@@ -211,7 +215,6 @@ class StudySearcher(HeldByTune, Searcher):
 
     # -- Searcher API ------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict | str | None:
-        self.settle_held()
         if self._queue is None:
             self._reconcile()
         if len(self.live) >= self.max_concurrent:
@@ -223,6 +226,7 @@ class StudySearcher(HeldByTune, Searcher):
             trial = self.study.ask(self.space)
             self._asked += 1  # counted above, before this ask
             self._params[trial.number] = dict(trial.params)
+            self._save_sampler()  # its random state after this ask: where a resumed driver goes on
             self._queue = [(trial.number, r) for r in (self.race.first() if self.race else range(self.repeats))]
         number, repeat = self._queue.pop(0)
         self.live[trial_id] = (number, repeat)
@@ -232,7 +236,6 @@ class StudySearcher(HeldByTune, Searcher):
         pass  # stopping early is the scheduler's (group ASHA), not Optuna's pruners
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
-        self.settle_held()
         if trial_id not in self.live:
             logger.warning("trial %s is not a repeat of any suggestion; its result is not told", trial_id)
             return
@@ -369,8 +372,15 @@ def savable(sampler):
 
 
 def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | None = None) -> StudySearcher:
-    """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.search.optuna_search``)."""
-    sampler = savable(sampler)
+    """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.search.optuna_search``):
+    the sampler the stage's last driver saved, else ``sampler``; the repeats the record calls
+    unfinished first."""
+    from contrasweep.tracking import ledger
+
+    path = sweep_dir.path / f"sampler-{sweep_dir.stage}.pkl"
+    sampler = pickle.loads(path.read_bytes()) if path.exists() else savable(sampler)
+    first = [(c[SUGGESTION], c[TRIAL_INDEX]) for c in ledger.unfinished(sweep_dir.path / "tracking.json")
+             if SUGGESTION in c and TRIAL_INDEX in c]
     reported = reported_point(sweep)
     static = SweepStatic.of(sweep)
     return StudySearcher(
@@ -381,5 +391,5 @@ def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | Non
         epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)),
         max_steps=int(sweep.fixed.get("max_steps", LOOP_PARAMS["max_steps"].default)), warm=warm,
         race=StudyRace.of(sweep, static, GroupKey(static), str(sweep_dir.path / race_record.RACE_FILE))
-        if sweep.racing else None,
+        if sweep.racing else None, first=first, sampler_path=str(path),
     )

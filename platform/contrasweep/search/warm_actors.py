@@ -25,7 +25,7 @@ over (Tune flushes the cache then, ``force_all``). An idle actor holds only what
 takes; a sweep's trials all ask for the same resources, so it never blocks one of them.
 
 May import: Ray Tune's ``_ObjectCache`` (``ray.tune.utils.object_cache``); it reaches Tune's
-controller (Ray 2.60's private attributes) as ``search.live_trials`` does.
+controller (Ray 2.60's private attributes): the one private touch of Ray left (tests/test_private_api.py).
 """
 
 from __future__ import annotations
@@ -75,7 +75,9 @@ def keep_warm(controller) -> bool:
     """Give Tune's controller (Ray 2.60: ``_actor_cache``, ``_maybe_reuse_cached_actor``) a
     ``WarmActors`` cache holding what its own held, and keep a booting actor for its trial (its
     class becomes a subclass: Tune pickles the controller's attributes into its saved state, never
-    its class). Returns whether it did (another Tune is left as it is)."""
+    its class). ``controller``: Tune's controller or the schedulers' view of it (which wraps it).
+    Returns whether it did (another Tune is left as it is)."""
+    controller = getattr(controller, "_tune_controller", controller)
     cache = getattr(controller, "_actor_cache", None)
     if (not isinstance(cache, _ObjectCache) or isinstance(cache, WarmActors)
             or not hasattr(controller, "_maybe_reuse_cached_actor")):

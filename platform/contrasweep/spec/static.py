@@ -81,7 +81,7 @@ class SweepStatic:
     reported_config: str | None = None  # a grid's reported point's configuration key (identity.reported_config)
     distributed: bool = False
     train_storage: str | None = None  # where a distributed trial's Train run keeps its state
-    trial_storage: str | None = None  # where Tune keeps each trial's folder
+    trial_storage: str | None = None  # where each repeat's state folder is, by configuration key (trials/)
     checkpoint_at: tuple[int, ...] = ()  # epochs the scheduler may pause at (a full resume state there)
     # evaluation.test: all = each complete trial evaluates the test split; reported = after
     # selection (contrasweep.run.test_phase)
@@ -111,7 +111,7 @@ class SweepStatic:
             metric=sweep.objective.metric, mode=sweep.objective.mode, varied=tuple(sweep.varied),
             reported=reported, distributed=sweep.distributed,
             train_storage=folder.train_location if folder is not None else None,
-            trial_storage=folder.tune_location if folder is not None else None,
+            trial_storage=folder.trials_location if folder is not None else None,
             checkpoint_at=tuple(checkpoint_at), tests_in_trials=tests_in_trials, keep_models=sweep.keep_models,
             paths=dict(paths or {}), alpha=sweep.alpha,
         )

@@ -11,17 +11,17 @@ the weights are logged as plain files under ``best_checkpoint/``.
 
 May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.store``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``,
-``contrasweep.spec.static``, ``trainables`` (the state folder's helpers).
+``contrasweep.spec.static``, ``contrasweep.spec.identity`` (a repeat's key), ``trainables`` (the state folder's helpers).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from contrasweep.folder.record import MODEL_LOGGED, TrackingState
 from contrasweep.folder.relocation import here
+from contrasweep.spec.identity import key_of
 from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
@@ -41,13 +41,11 @@ class Artifacts:
         self.keep_models = static.keep_models
 
     def state_dir(self, trial) -> str | None:
-        """The trial's state folder on the sweep's storage (a path or a URI: Tune's ``trial.path``
-        is a path inside the storage's file system, without its scheme)."""
-        folder = getattr(trial, "path", None)
-        if not folder:
+        """The repeat's state folder on the sweep's storage (a path or a URI):
+        ``trials/<configuration key>/state``, as the trial's loop names it (``run.executor.state_dir``)."""
+        if not self.trial_storage:
             return None
-        root = self.trial_storage
-        return join(root, os.path.basename(folder), STATE_DIR) if root else os.path.join(folder, STATE_DIR)
+        return join(self.trial_storage, key_of(trial.config), STATE_DIR)
 
     def settle(self, entry: dict) -> str | None:
         """A trial ended: its state folder (where it is now) kept, trimmed or removed by outcome."""

@@ -6,7 +6,7 @@ ended to ``tracking.json`` before it tells MLflow (``contrasweep.tracking``; reb
 MLflow's tags when the file is lost), so that record, not Tune's copy, says what finished: a
 repeat with the same configuration key (``contrasweep.spec.identity.key_of`` of the trial's config:
 its hyperparameters, seed, data variant and, for searchers, its suggestion and repeat index)
-is never trained again (``group_asha.MovableFIFO.settle``). A trial that failed is not
+is never trained again: every driver's searcher leaves it out (docs/architecture.md, "Resume"). A trial that failed is not
 finished: ``resume`` retries it. A record that exists but cannot be read stops its reader
 with a ``UserError`` (``unreadable``; ``resume`` checks before Ray starts,
 ``check_readable``), never reads as "nothing finished".
@@ -22,16 +22,28 @@ from contrasweep.errors import UserError
 from contrasweep.folder.record import read as read_record
 from contrasweep.spec.identity import key_of
 
-# Tune trial ids whose end the tracker recorded in this process (``note_ended``): the schedulers
-# may then drop them from Tune's saved state (``contrasweep.search.live_trials``).
-_ENDED_HERE: set[str] = set()
-
 
 def finished(tracking_file: str | Path | None) -> dict[str, dict]:
     """configuration key -> the final result recorded for it (``{}`` where none was kept),
     for every trial run the tracker ended FINISHED (complete, or stopped by the scheduler)."""
     return {e["config_key"]: dict(e.get("final") or {}) for e in _trials(tracking_file)
             if e.get("status") == "FINISHED" and e.get("config_key")}
+
+
+def unfinished(tracking_file: str | Path | None) -> list[dict]:
+    """The Tune configs of repeats that started and whose end the record does not hold (no
+    entry of the same key ended FINISHED), in the order they started: a later driver hands them
+    out again (their loops go on from their state folders), even where its searcher's own
+    journal already holds their end (a kill between the two writes)."""
+    trials = _trials(tracking_file)
+    done = {e.get("config_key") for e in trials if e.get("status") == "FINISHED"}
+    out, seen = [], set()
+    for entry in trials:
+        key = entry.get("config_key")
+        if "status" not in entry and "config" in entry and key not in done and key not in seen:
+            seen.add(key)
+            out.append(entry["config"])
+    return out
 
 
 def key(config: dict) -> str:
@@ -90,14 +102,3 @@ def unreadable(path: Path, why: str) -> UserError:
                      f"finished repeat again, so the sweep stops here; allowed: the record contrasweep wrote (restore "
                      f"it), or move it aside (`mv {path} {path}.unreadable`) and `contrasweep resume {name}` rebuilds it "
                      "from the sweep's runs in MLflow")
-
-
-def note_ended(trial_id: str) -> None:
-    """The tracker has written how ``trial_id`` ended FINISHED to the record (``tracking.json``)."""
-    _ENDED_HERE.add(trial_id)
-
-
-def ended_here(trial_id: str) -> bool:
-    """Whether this process recorded ``trial_id``'s FINISHED end (``note_ended``)."""
-    return trial_id in _ENDED_HERE
-

@@ -181,7 +181,8 @@ class RunTree:
         entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
                  "variant": identity.variant.index, "name": name,
                  "group_size": self.group_size(identity.group),  # `contrasweep list` judges complete groups by it
-                 "hp": {k: v for k, v in identity.hp.items() if k != "seed"}}  # ... and shows the selected one's values
+                 "hp": {k: v for k, v in identity.hp.items() if k != "seed"},  # ... and shows the selected one's values
+                 "config": trial.config}  # what a later driver hands out again while it is unfinished (tracking.ledger)
         storage = getattr(trial, "storage", None)
         if getattr(storage, "experiment_dir_name", None):  # which Tune experiment ran it (the summary counts by it)
             entry["tune"] = storage.experiment_dir_name

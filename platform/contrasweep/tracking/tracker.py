@@ -28,10 +28,8 @@ from contrasweep.folder import budget_record, race_record
 from contrasweep.folder.record import Follower, TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.folder.sweeps import SweepDir
-from contrasweep.folder.tune_state import clear_staging
 from contrasweep.spec.objective import Objective
 from contrasweep.spec.static import SweepStatic
-from contrasweep.tracking import ledger
 from contrasweep.tracking.artifacts import Artifacts
 from contrasweep.tracking.epochs import EpochLog, planned_epochs
 from contrasweep.tracking.epochs import outcome as outcome_of
@@ -112,8 +110,6 @@ class MlflowTracker(Callback):
         # MLflow logs each database error with its traceback before raising it; store_failed
         # reports it in one line
         logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
-        if self.static is not None and self.static.trial_storage:  # Tune's restored copies: not uploaded again
-            clear_staging(self.static.trial_storage)
         self.state = TrackingState(self.sweep_dir / "tracking.json")
         try:
             self._setup()
@@ -234,14 +230,12 @@ class MlflowTracker(Callback):
         outcome = outcome_of(trial, entry, status, self.static)
         folder = self.artifacts.state_dir(trial)
         entry.update(status=status, outcome=outcome)
-        if status == "FINISHED":  # what a restored copy of this trial reports instead of training (contrasweep.tracking.ledger)
+        if status == "FINISHED":  # its final result, as the record keeps it (contrasweep.tracking.ledger.finished)
             entry["final"] = numeric(getattr(trial, "last_result", None) or {})
         if folder:
             entry["state_dir"] = folder
         entry["pending"] = {"tags": failure_tags(trial) if status == "FAILED" else {}}
         self.state.save_trial(entry)
-        if status == "FINISHED":  # recorded: the schedulers may drop it from Tune's saved state (search.live_trials)
-            ledger.note_ended(trial.trial_id)
         self.ended.add(entry["run_id"])
         self._count_best(entry)
         journal = self.race_journal.read()  # a race's (what was appended since the last trial end)
