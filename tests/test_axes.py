@@ -126,7 +126,7 @@ def test_run_name_tags_and_groups():
         chance_levels = {"val/accuracy": 0.2}
 
     class Folder:
-        train_location = tune_location = "/tmp/unused"
+        train_location = trials_location = "/tmp/unused"
 
     static = sweep_static(sweep, Folder(), [Prepared()] * len(sweep.variants))
     assert static.variants[3].label_names == ("a", "b", "c", "d", "e") and static.variants[3].sizes["test"] == 20

@@ -19,19 +19,20 @@ def _file(path, size: int) -> None:
 
 def _sweep(root, name: str, status: str):
     folder = root / name
-    for trial in ("run_trial_aaa_0_lr=0.1", "run_trial_bbb_1_lr=0.2", "run_trial_ccc_2_lr=0.3"):
-        state = folder / "tune" / trial / "state"
+    for key, trial in (("kaaa", "run_trial_aaa_0_lr=0.1"), ("kbbb", "run_trial_bbb_1_lr=0.2"),
+                       ("kccc", "run_trial_ccc_2_lr=0.3")):
+        state = folder / "trials" / key / "state"  # a repeat's state folder, by configuration key
         _file(state / "best-e0002" / "model.safetensors", 1000)
         _file(state / "resume-e0003" / "model.safetensors", 3000)
         _file(state / "resume-e0003" / "train_state.pt", 5000)
-        _file(folder / "tune" / trial / "checkpoint_000000" / "meta.json", 10)
+        _file(folder / "tune" / trial / "checkpoint_000000" / "meta.json", 10)  # Tune's pointer: kilobytes, kept
     (folder / "spec.yaml").write_text("method: ce\nsweep: {metric: val/accuracy, mode: max}\n")
     (folder / "sweep.json").write_text(json.dumps({"status": status, "created": "2026-11-25T01:00:00", "total": 3}))
     (folder / "tracking.json").write_text(json.dumps({"trials": {
-        "aaa": {"status": "FINISHED", "outcome": "complete", "best_value": 0.75, "group": "a", "group_size": 1},
-        "bbb": {"status": "FINISHED", "outcome": "stopped", "best_value": 0.5, "group": "b", "group_size": 1},
+        "aaa": {"config_key": "kaaa", "status": "FINISHED", "outcome": "complete", "best_value": 0.75, "group": "a", "group_size": 1},
+        "bbb": {"config_key": "kbbb", "status": "FINISHED", "outcome": "stopped", "best_value": 0.5, "group": "b", "group_size": 1},
         # kept, and its MLflow model holds its best weights (contrasweep.tracking.kept): one copy, MLflow's
-        "ccc": {"status": "FINISHED", "outcome": "complete", "best_value": 0.25, "model": "logged", "group": "c",
+        "ccc": {"config_key": "kccc", "status": "FINISHED", "outcome": "complete", "best_value": 0.25, "model": "logged", "group": "c",
                 "group_size": 1}},
         "tests": {"done": True, "reported": ["aaa"], "kept": ["aaa", "ccc"]}}))
     return folder
@@ -61,8 +62,8 @@ def test_clean_removes_what_it_says_and_nothing_else(tmp_path):
     assert f"done: 3 folders removed, {size_before} -> {size_after}" in cleaned.stdout
     gone = before - after
     assert gone == ({p for p in before if "resume-e0003" in str(p)}
-                    | {p for p in before if ("bbb" in str(p) or "ccc" in str(p)) and "state" in str(p)})
-    assert (folder / "tune" / "run_trial_aaa_0_lr=0.1" / "state" / "best-e0002" / "model.safetensors").exists()
+                    | {p for p in before if ("kbbb" in str(p) or "kccc" in str(p)) and "state" in str(p)})
+    assert (folder / "trials" / "kaaa" / "state" / "best-e0002" / "model.safetensors").exists()
 
 
 def test_clean_refuses_a_running_sweep_and_stopped_skips_it(tmp_path):

@@ -11,23 +11,20 @@ from contrasweep.search.group_asha import GroupASHA, rungs, survives
 
 
 class FakeTrial:
-    def __init__(self, trial_id, group):
-        self.trial_id, self.config, self.status = trial_id, {"group": group}, Trial.PENDING
-        self.relative_logdir = None
+    """``repeat``: what the repeat is (its config; by default the trial's id): a later driver's
+    trial of the same repeat has another id and the same config."""
 
-    def init_local_path(self):  # Tune's naming of the trial's folder: a name once given is kept
-        self.relative_logdir = self.relative_logdir or f"trial_{self.trial_id}"
+    def __init__(self, trial_id, group, repeat=None):
+        self.trial_id, self.status = trial_id, Trial.PENDING
+        self.config = {"group": group, "repeat": repeat or trial_id}
 
 
 class FakeController:
     def __init__(self, trials):
-        self.trials, self.stopped, self.saves = trials, [], 0
+        self.trials, self.stopped = trials, []
 
     def get_trials(self):
         return self.trials
-
-    def checkpoint(self, force=False):  # Tune's experiment-state save
-        self.saves += 1
 
     def stop_trial(self, trial):
         self.stopped.append(trial.trial_id)
@@ -64,7 +61,6 @@ def test_group_waits_then_continues_or_stops_together(tmp_path):
     assert s.on_trial_result(ctl, a1, result(1, 0.9)) == TrialScheduler.PAUSE  # a2 has not reached rung 1
     a1.status = Trial.PAUSED
     assert s.waiting(a1) and s.choose_trial_to_run(ctl) is b1  # a1 waits; a free slot goes to a PENDING trial
-    assert b1.relative_logdir == "trial_b1" and ctl.saves == 1  # named, then saved once before it starts
     assert s.on_trial_result(ctl, a2, result(1, 0.7)) == TrialScheduler.CONTINUE  # A's mean 0.8 passes
     assert not s.waiting(a1)
     b1.status = Trial.RUNNING
@@ -93,6 +89,15 @@ def test_group_waits_then_continues_or_stops_together(tmp_path):
     assert again.state["decisions"] == s.state["decisions"] and again.state["values"]["1"] == s.state["values"]["1"]
     late = FakeTrial("b3", "B")
     assert again.on_trial_result(FakeController([late]), late, result(1, 1.0)) == TrialScheduler.STOP
+    # the rungs record repeats, not Tune's trials: C's repeat, run again by a later driver under
+    # another trial id, waits at the rung it reached (its value counted once) for C's other repeat
+    c1_again, c2 = FakeTrial("c1-later", "C", repeat="c1"), FakeTrial("c2", "C")
+    ctl2 = FakeController([c1_again, c2])
+    later = make(tmp_path, ctl=ctl2)
+    c1_again.status = c2.status = Trial.RUNNING
+    assert later.on_trial_result(ctl2, c1_again, result(1, 0.9)) == TrialScheduler.PAUSE
+    assert list(later.state["values"]["1"]["C"].values()) == [0.5]  # the first driver's value, not 0.9 again
+    assert later.on_trial_result(ctl2, c2, result(1, 0.3)) == TrialScheduler.STOP  # C's mean 0.4: below the median
 
 
 def test_choose_respects_max_running_and_stops_pending_trials_of_stopped_groups(tmp_path):

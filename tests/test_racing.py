@@ -261,7 +261,7 @@ def _study_racer(tmp_path, num_samples=2, seeds=(0, 1, 2), max_concurrent=2):
             "sweep": {"searcher": "random", "seeds": list(seeds), "num_samples": num_samples,
                       "racing": {"min_repeats": 2}}}
     sweep = validate(spec)
-    folder = SimpleNamespace(name="s", path=tmp_path, optuna_uri=f"sqlite:///{tmp_path / 'optuna.db'}")
+    folder = SimpleNamespace(name="s", path=tmp_path, optuna_uri=f"sqlite:///{tmp_path / 'optuna.db'}", stage="tune")
     import optuna
 
     return build(sweep, folder, max_concurrent, optuna.samplers.RandomSampler(seed=0)), sweep
@@ -307,8 +307,6 @@ def test_a_study_races_its_suggestions_asynchronously_and_tells_an_eliminated_on
 def test_a_study_race_resumes_a_round_the_kill_cut_off(tmp_path):
     """Both repeats of a round recorded in the study, the judgement not: a new searcher (a
     resume) judges it once and issues only what the race asks for."""
-    import pickle
-
     import optuna
 
     from contrasweep.folder import race_record
@@ -318,16 +316,12 @@ def test_a_study_race_resumes_a_round_the_kill_cut_off(tmp_path):
     assert [(c["__suggestion__"], c["__trial_index__"]) for c in issued] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     for tid, value in zip("abc", (0.8, 0.7, 0.3)):
         searcher.on_trial_complete(tid, _result(value))
-    searcher.save(str(tmp_path / "snap"))
-    pickled = pickle.dumps(searcher)
     # the driver is killed after d's outcome is in the study and before its round was judged
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'optuna.db'}")
     second = optuna.load_study(study_name="s", storage=storage).trials[1]
     storage.set_trial_user_attr(second._trial_id, "repeat.1",
                                 {"outcome": "complete", "epoch": 1, "values": [0.2], "selection": 0.2})
-    again = pickle.loads(pickled)
-    again.restore(str(tmp_path / "snap"))
-    again.live.pop(next(t for t, held in again.live.items() if held == (1, 1)))  # Tune ended d: it holds it no more
+    again, _ = _study_racer(tmp_path, max_concurrent=4)  # the next driver's searcher, built anew over the study
     nxt = again.suggest("e")
     assert (nxt["__suggestion__"], nxt["__trial_index__"]) == (0, 2)  # 1 is eliminated at round 2, now
     assert again.suggest("f") is None  # waits for suggestion 0's last repeat, issues nothing twice

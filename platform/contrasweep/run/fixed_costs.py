@@ -23,7 +23,7 @@ set-up holds the method's build on this machine.
 The result is kept for a day in the data cache's folder, per host, Ray address, slots and method
 (``contrasweep plan --remeasure`` measures again); the plan says when it was measured.
 
-May import: ``contrasweep.run.ray_start``, ``contrasweep.search.group_asha``,
+May import: ``contrasweep.run.ray_start``, ``contrasweep.search.fifo``,
 ``contrasweep.tracking.tracker``, ``contrasweep.spec.static``, ``contrasweep.data.cache`` (the
 cache's folder); Ray;
 ``trainables`` (inside the probe's trials).

@@ -34,7 +34,8 @@ With ``sweep.racing`` a suggestion runs only the repeats its race asks for
 May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
 trial reads, the domains), ``contrasweep.folder`` (a moved folder, the race's journal),
 ``contrasweep.search.study_storage``, ``contrasweep.search.warm_start`` (warm points as trials),
-``contrasweep.search.study_race``, ``contrasweep.folder.record`` (a whole write), ``contrasweep.tracking.aggregate``
+``contrasweep.search.study_race``, ``contrasweep.folder.record`` (a whole write), ``contrasweep.tracking.ledger``
+(what is unfinished), ``contrasweep.tracking.aggregate``
 (what a repeat is judged by), ``contrasweep.errors``, ``trainables.params``.
 """
 
