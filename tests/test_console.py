@@ -143,11 +143,11 @@ def test_an_interrupted_sweeps_summary_calls_the_cut_trials_interrupted(tmp_path
     assert failed == 0
     assert lines[0] == "[contrasweep] sweep 's' interrupted: 3 trials: 1 complete, 1 stopped early, 1 interrupted, 0 failed"
 
-    # a resumed Tune holds no trial that ended before its last save (search.live_trials): the
-    # record's ended trials of this experiment that no result holds count too (by trial id: a
+    # a resumed driver's fresh Tuner holds only its own trials: the record's ended trials of this
+    # stage's earlier drivers (tune, tune-r1, ...) that no result holds count too (by trial id: a
     # trial that never reported is known by its folder's name), an extension's not
     record = json.loads((tmp_path / "s" / "tracking.json").read_text())
-    record["trials"]["d"] = {"status": "FINISHED", "outcome": "complete", "tune": "tune"}
+    record["trials"]["d"] = {"status": "FINISHED", "outcome": "complete", "tune": "tune-r1"}
     record["trials"]["e"] = {"status": "FINISHED", "outcome": "stopped"}  # written before entries named their experiment
     record["trials"]["f"] = {"status": "FINISHED", "outcome": "complete", "tune": "tune-ext1"}
     record["trials"]["1a2b3c4d_00007"] = {"status": "FINISHED", "outcome": "stopped", "tune": "tune"}

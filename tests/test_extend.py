@@ -88,7 +88,7 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
     # Tune wrote anything of the extension's experiment (Ctrl-C at its start): resume runs it again
     best = {s: parent.data.tags[f"contrasweep.best_config.{s}"] for s in ("k_4", "k_8")}
     from contrasweep.run import tune
-    from contrasweep.run.extend import never_started
+    from contrasweep.run.extend import in_extension
 
     tracker = tune.tracker
 
@@ -100,10 +100,11 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
         assert _extend(main, capsys, root, uri, "g", "--set", "sweep.seeds=[0, 1, 2]", "--top", "1") == 130
     finally:
         tune.tracker = tracker
-    assert never_started(sweeps.open_existing(root, "g"))  # no Tune state in tune-ext3 to restore
+    assert in_extension(root, "g") and sweeps.open_existing(root, "g").tune_name == "tune-ext3"  # nothing of Tune's ran
     assert main(["--root", str(root), "resume", "g", "--no-tsne"]) == 0
-    assert "its extension tune-ext3 never saved a Tune state; it runs again" in capsys.readouterr().err
-    assert _trained(root, "g", "tune-ext3") == 2
+    assert "[contrasweep] resuming sweep 'g': " in capsys.readouterr().err  # the same extension, a fresh Tuner
+    assert sweeps.open_existing(root, "g").tune_names[-2:] == ["tune-ext3", "tune-ext3-r1"]
+    assert _trained(root, "g", "tune-ext3-r1") == 2
     configs = {r.info.run_id: r for r in _runs(client, "g", "configuration")}
     assert len(configs) == 4 and len(_runs(client, "g", "trial")) == 4 + 4 + 2
     assert sorted(r.data.metrics["n_repeats"] for r in configs.values()) == [2.0, 2.0, 3.0, 3.0]

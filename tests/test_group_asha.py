@@ -17,6 +17,10 @@ class FakeTrial:
     def __init__(self, trial_id, group, repeat=None):
         self.trial_id, self.status = trial_id, Trial.PENDING
         self.config = {"group": group, "repeat": repeat or trial_id}
+        self.relative_logdir = None
+
+    def init_local_path(self):  # Tune's naming of the trial's folder
+        self.relative_logdir = self.relative_logdir or f"trial_{self.trial_id}"
 
 
 class FakeController:

@@ -74,6 +74,7 @@ def test_a_sweep_on_s3_keeps_its_state_there_and_resumes_from_it_elsewhere(ray_s
 
     from contrasweep.folder import sweeps
     from contrasweep.run import tune
+    from contrasweep.spec.identity import key_of
     from contrasweep.spec import load as spec
     from dashboards.trials import parent_runs, trial_runs
 
@@ -87,10 +88,10 @@ def test_a_sweep_on_s3_keeps_its_state_there_and_resumes_from_it_elsewhere(ray_s
     fs, base = pafs.FileSystem.from_uri(s3_storage)
     stored = {info.path[len(base) + 1:] for info in fs.get_file_info(pafs.FileSelector(base, recursive=True))}
     assert {"ons3/tune/tuner.pkl", "ons3/sweep/sweep.json", "ons3/sweep/spec.yaml", "ons3/sweep/tracking.json"} <= stored
-    for result in results:  # each trial's best folder was there: its MLflow model was made from it (below); the
+    for result in results:  # each repeat's best folder was there: its MLflow model was made from it (below); the
         trial = Path(result.path).name  # finished sweep then dropped it (one copy: MLflow's) and its resume states
         assert f"ons3/tune/{trial}/result.json" in stored
-        assert not [p for p in stored if p.startswith(f"ons3/tune/{trial}/state/")], stored
+        assert not [p for p in stored if p.startswith(f"ons3/trials/{key_of(result.config)}/state/")], stored
     client = MlflowClient(uri)
     runs = trial_runs(uri, parent_runs(uri, "tests", "ons3")[0].info.run_id)
     assert all({a.path for a in client.list_artifacts(r.info.run_id, "model/artifacts/checkpoint")}
@@ -104,13 +105,13 @@ def test_a_sweep_on_s3_keeps_its_state_there_and_resumes_from_it_elsewhere(ray_s
     assert sweep_dir.meta()["status"] == "finished" and sweep_dir.storage == s3_storage
     with pytest.raises(UserError, match="already finished"):
         tune.resume("ons3", root, None, s3_storage)
-    # a resume on the fetched folder restores Tune from the bucket: nothing is rerun, MLflow keeps
-    # one run per trial (marked unfinished here: a finished sweep is refused above)
+    # a resume on the fetched folder builds a fresh Tuner from the sweep's records: nothing is
+    # rerun (no trial in its experiment), MLflow keeps one run per trial (marked unfinished here:
+    # a finished sweep is refused above)
     sweep_dir.update_meta(status="interrupted")
     again = tune.resume("ons3", root, None, s3_storage)
-    # (Tune's saved state keeps no trial whose end the record holds but its last one: search.live_trials)
-    assert {r.metrics["trial_id"] for r in again} <= {r.metrics["trial_id"] for r in results} and again
-    assert not any(r.error for r in again) and sweep_dir.meta()["status"] == "finished"
+    assert len(again) == 0 and sweep_dir.meta()["status"] == "finished"
+    assert sweep_dir.meta()["experiments"] == ["tune", "tune-r1"]
     assert len(trial_runs(uri, parent_runs(uri, "tests", "ons3")[0].info.run_id)) == 2
     with pytest.raises(UserError, match="keeps its state in"):
         tune.open_or_fetch("ons3", root, join(s3_storage, "elsewhere"))

@@ -285,7 +285,10 @@ def test_the_sampler_is_saved_after_each_ask_and_a_later_driver_draws_on_from_it
 class FakeTrial:
     def __init__(self, trial_id, config, status=Trial.PENDING):
         self.trial_id, self.config, self.status = trial_id, config, status
-        self.last_result = {}
+        self.last_result, self.relative_logdir = {}, None
+
+    def init_local_path(self):  # Tune's naming of the trial's folder: a name once given is kept
+        self.relative_logdir = self.relative_logdir or f"trial_{self.trial_id}"
 
 
 class FakeController:
@@ -317,8 +320,9 @@ def test_the_fifo_goes_over_the_live_trials_pending_before_paused(tmp_path):
     trials[2].status, trials[3].status = Trial.TERMINATED, Trial.ERROR
     assert scheduler.choose_trial_to_run(ctl) is trials[0]
     assert [t.trial_id for t in scheduler._live] == ["t0", "t1"]
+    trials[0].relative_logdir = None  # never scheduled: named before it ends (Tune's report reads its folder)
     stop_waiting(ctl, trials[0])
-    assert ctl.stopped == ["t0"] and scheduler.choose_trial_to_run(ctl) is None
+    assert ctl.stopped == ["t0"] and trials[0].relative_logdir == "trial_t0" and scheduler.choose_trial_to_run(ctl) is None
     assert [t.trial_id for t in pickle.loads(pickle.dumps(scheduler))._live] == []
 
 

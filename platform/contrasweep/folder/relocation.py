@@ -1,14 +1,12 @@
 """A sweep folder that was moved (``mv sweeps/x elsewhere/x``; ``contrasweep --root elsewhere
 resume x``) still resumes.
 
-Tune pickles the callbacks, the scheduler and the searcher into ``tuner.pkl`` and its searcher
-state, and with them the absolute paths they were given: the tracker's sweep folder, group
-ASHA's ``group_asha.json``, the storage mirror's folder and the Optuna study's sqlite URL (which
-``RDBStorage`` reconnects to while being unpickled, so a stale path fails inside
-``Tuner.restore``). ``resume`` names each folder the sweep ran in (``sweep.json``'s ``folder`` and
-``earlier_folders``: ``tuner.pkl`` is written once and names the first, Tune's saved state the
-last) and the new one (``arrived``); each of those objects maps its paths through ``here`` when
-it is unpickled.
+The sweep's records hold absolute paths (``tracking.json``'s state folders), and Tune pickles
+the callbacks, the scheduler and the searcher (with the paths they were given: the tracker's
+sweep folder, group ASHA's ``group_asha.json``, the Optuna study's sqlite URL) to send them to
+its workers and into ``tuner.pkl``. ``resume`` names each folder the sweep ran in
+(``sweep.json``'s ``folder`` and ``earlier_folders``) and the new one (``arrived``); each path
+read back goes through ``here``, and each of those objects maps its paths when it is unpickled.
 One sweep runs per driver process, so one mapping per process is enough.
 """
 

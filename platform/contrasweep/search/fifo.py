@@ -23,7 +23,11 @@ ENDED = (Trial.TERMINATED, Trial.ERROR)
 
 def stop_waiting(tune_controller, trial: Trial) -> None:
     """End a trial that is PENDING or PAUSED (a group stopped at a rung, a budget's cut): Tune's
-    ``stop_trial``, as its own schedulers (HyperBand, PBT) end a paused trial."""
+    ``stop_trial``, as its own schedulers (HyperBand, PBT) end a paused trial. A trial never
+    scheduled gets its folder's name first, as Tune would name it (``Trial.init_local_path``):
+    Tune's progress report reads every trial's folder, and Ray 2.60 raises for one without."""
+    if not trial.relative_logdir:
+        trial.init_local_path()
     tune_controller.stop_trial(trial)
 
 

@@ -105,8 +105,7 @@ def judge(values: list[float], levels: list[float | None], mode: str, alpha: flo
 def judge_repeats(metrics: list[dict], variants: list, key: str, mode: str, alpha: float) -> Verdict | None:
     """A group's verdict from each repeat's final metrics and its data variant
     (``VariantStatic``: its chance levels and split sizes); ``key``: the selection key
-    (``best/val/accuracy``). A sweep started before chance levels resumes with its tuner.pkl's
-    variants, which have none: no verdict."""
+    (``best/val/accuracy``). Variants without chance levels (a record from before them): no verdict."""
     steps = [int(m["train/steps"]) for m in metrics if "train/steps" in m]
     levels = [level_of(getattr(v, "chance", {}), key) for v in variants]
     split = SPLIT_OF.get(key.removeprefix("best/").split("/", 1)[0], "validation")
