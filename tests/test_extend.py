@@ -13,6 +13,7 @@ import json
 import pytest
 from conftest import write_spec
 from contrasweep.folder.record import read as read_record
+from contrasweep.spec.identity import key_of
 
 pytestmark = pytest.mark.slow
 
@@ -270,10 +271,16 @@ def test_an_interrupted_sweep_resumes_before_it_grows_and_a_killed_extension_res
     assert sorted(r.data.metrics["n_repeats"] for r in kinds["configuration"]) == [2.0, 2.0]
     for run in kinds["trial"]:  # every epoch logged once
         assert [m.step for m in client.get_metric_history(run.info.run_id, "val/accuracy")] == list(range(1, epochs + 1))
-    # the first experiment's trials stayed where they ran; the new repeats ran in the extension's
-    assert len(list((folder / "tune").glob("run_trial_*"))) == 2
-    assert len(list((folder / "tune-ext1").glob("run_trial_*"))) == 2
+    # each driver ran its own Tune experiment: the first stage's two repeats in tune/ and the
+    # resume's tune-r1/, the extension's two new ones in tune-ext1/ and its resume's tune-ext1-r1/
+    def repeats(pattern: str) -> set:
+        return {key_of(json.loads(line)["config"]) for path in folder.glob(f"{pattern}/run_trial_*/result.json")
+                for line in path.read_text().splitlines()}
+
+    assert len(repeats("tune")) == 1 and len(repeats("tune") | repeats("tune-r1")) == 2
+    assert len(repeats("tune-ext1*")) == 2 and not repeats("tune-ext1*") & (repeats("tune") | repeats("tune-r1"))
     meta = json.loads((folder / "sweep.json").read_text())
+    assert meta["experiments"] == ["tune", "tune-r1", "tune-ext1", "tune-ext1-r1"], meta["experiments"]
     assert meta["status"] == "finished" and len(meta["extensions"]) == 1
     assert meta["method"]["sha256"] == started and [c["sha256"] for c in meta["method_changes"]] == [changed]
     # every run names the method and its hash; what the new code trained carries the first hash too
