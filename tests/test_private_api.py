@@ -77,8 +77,6 @@ EXCEPTIONS: dict[str, str] = {
     "platform/contrasweep/search/warm_actors.py:_started_actors": _WARM,
     "platform/contrasweep/search/warm_actors.py:class WarmActors(_ObjectCache)": _WARM,
     "platform/contrasweep/search/warm_actors.py:import ray.tune.utils.object_cache._ObjectCache": _WARM,
-    "platform/contrasweep/data/sources.py:_fingerprint":
-        "datasets' private Dataset._fingerprint as the hub data's identity; to be replaced by a public one (issue 71)",
     "platform/contrasweep/search/study_storage.py:_lock":
         "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
     "platform/contrasweep/search/study_storage.py:_read_trials_from_remote_storage":
