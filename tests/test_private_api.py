@@ -89,8 +89,6 @@ EXCEPTIONS: dict[str, str] = {
         "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
     "platform/contrasweep/search/study_storage.py:import optuna.storages._cached_storage":
         "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
-    "platform/contrasweep/search/warm_start.py:_contains":
-        "Optuna's private BaseDistribution._contains as the membership test of a warm point; to be replaced by public fields (issue 71)",
     "platform/contrasweep/tracking/run_ids.py:_tracking_client":
         "MLflow's client internals, to find the store module whose uuid made_run patches for a chosen run id",
     "platform/contrasweep/tracking/run_ids.py:patch":
