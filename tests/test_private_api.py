@@ -93,8 +93,6 @@ EXCEPTIONS: dict[str, str] = {
         "MLflow's client internals, to find the store module whose uuid made_run patches for a chosen run id",
     "platform/contrasweep/tracking/run_ids.py:patch":
         "MLflow's store module global uuid patched so a run is made under the id the driver chose in advance",
-    "platform/contrasweep/tracking/writer.py:_tracking_client":
-        "MLflow's client internals, touched to set up the store's tables early; to be replaced by a public call (issue 71)",
     "trainables/checkpoints.py:_core":
         "numpy 2's home of multiarray (np.core is its deprecated alias); numpy is outside issue 71's libraries and torch.load's weights_only allow-list needs the object itself",
     "trainables/checkpoints.py:_reconstruct":
