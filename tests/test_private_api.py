@@ -77,18 +77,6 @@ EXCEPTIONS: dict[str, str] = {
     "platform/contrasweep/search/warm_actors.py:_started_actors": _WARM,
     "platform/contrasweep/search/warm_actors.py:class WarmActors(_ObjectCache)": _WARM,
     "platform/contrasweep/search/warm_actors.py:import ray.tune.utils.object_cache._ObjectCache": _WARM,
-    "platform/contrasweep/search/study_storage.py:_lock":
-        "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
-    "platform/contrasweep/search/study_storage.py:_read_trials_from_remote_storage":
-        "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
-    "platform/contrasweep/search/study_storage.py:_studies":
-        "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
-    "platform/contrasweep/search/study_storage.py:_trial_id_to_study_id_and_number":
-        "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
-    "platform/contrasweep/search/study_storage.py:class SoleWriterStorage(_CachedStorage)":
-        "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
-    "platform/contrasweep/search/study_storage.py:import optuna.storages._cached_storage":
-        "Optuna's _CachedStorage internals SoleWriterStorage extends; to be replaced over the public BaseStorage (issue 71)",
     "platform/contrasweep/tracking/run_ids.py:_tracking_client":
         "MLflow's client internals, to find the store module whose uuid made_run patches for a chosen run id",
     "platform/contrasweep/tracking/run_ids.py:patch":
