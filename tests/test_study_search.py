@@ -79,10 +79,10 @@ def test_the_budget_is_counted_in_the_study_once_per_driver_not_per_suggestion(t
     copy's connections too, and the rollback journal on a network file system."""
     s = make(tmp_path, repeats=1, num_samples=5)
     reads, sql_reads = [], []
-    study_type, backend = type(s.study), s.storage._backend
+    study_type, backend = type(s.study), s.storage.backend
     real_get = study_type.get_trials
     study_type.get_trials = lambda self, *a, **k: reads.append(1) or real_get(self, *a, **k)
-    for name in ("_get_trials", "get_trial", "get_trial_id_from_study_id_trial_number", "get_all_trials"):
+    for name in ("get_trial", "get_trial_id_from_study_id_trial_number", "get_all_trials"):  # RDBStorage public reads
         real = getattr(backend, name)
         setattr(backend, name, lambda *a, _real=real, _name=name, **k: sql_reads.append(_name) or _real(*a, **k))
     try:
@@ -115,8 +115,8 @@ def test_the_budget_is_counted_in_the_study_once_per_driver_not_per_suggestion(t
         with storage.engine.connect() as conn:
             return conn.exec_driver_sql("PRAGMA journal_mode").scalar(), conn.exec_driver_sql("PRAGMA synchronous").scalar()
 
-    assert modes(s.storage._backend) == modes(again.storage._backend) == ("wal", 1)  # 1: NORMAL
-    with sqlite3.connect(s.storage._backend.url[len("sqlite:///"):]) as db:  # another process's reader: the file's mode
+    assert modes(s.storage.backend) == modes(again.storage.backend) == ("wal", 1)  # 1: NORMAL
+    with sqlite3.connect(s.storage.backend.url[len("sqlite:///"):]) as db:  # another process's reader: the file's mode
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     monkeypatch.setattr(sweep_storage, "shared_path", lambda path: True)  # e.g. an NFS mount
     assert modes(StudyStorage(f"sqlite:///{tmp_path / 'nfs.db'}")) == ("delete", 2)  # 2: FULL, SQLite's default

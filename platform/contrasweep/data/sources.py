@@ -95,7 +95,7 @@ class HubSource:
 
     def fingerprint(self) -> str:
         dd = self.dataset()
-        parts = [self.name, str(self.config)] + [f"{s}:{dd[s]._fingerprint}:{dd[s].num_rows}" for s in sorted(dd)]
+        parts = [self.name, str(self.config)] + [f"{s}:{split_identity(dd[s])}:{dd[s].num_rows}" for s in sorted(dd)]
         return hashlib.sha256("|".join(parts).encode()).hexdigest()
 
     def load(self, cfg: DataConfig) -> RawData:
@@ -112,6 +112,23 @@ class HubSource:
         feature = dd["train"].features.get(cfg.label)
         class_names = list(feature.names) if isinstance(feature, ClassLabel) else None
         return normalize(tables, cfg, where=f"hub:{self.name}", class_names=class_names)
+
+
+def split_identity(ds) -> str:
+    """What identifies one split of a hub dataset, through ``datasets``' public API. A split
+    read from ``datasets``' cache: its Arrow files' paths below the cache root
+    (``NAME/CONFIG/VERSION/HASH/FILE.arrow``), where ``HASH`` is what ``datasets`` computes from
+    the builder's config and data files; the same folder ``Dataset``'s own fingerprint hashes, so
+    a new download or config gets a new identity, while a moved cache root keeps it. A split held
+    in memory (no cache files): ``datasets.fingerprint.Hasher`` of its Arrow table, its content."""
+    from pathlib import PurePath
+
+    files = [PurePath(f["filename"]).parts[-5:] for f in ds.cache_files]
+    if files:
+        return ",".join("/".join(parts) for parts in files)
+    from datasets.fingerprint import Hasher
+
+    return Hasher.hash(ds.data.table)
 
 
 def load_hub(name: str, config: str | None, bundled: tuple[str, ...] = BUNDLED):

@@ -72,7 +72,18 @@ def _param(dist, text: str):
         value = int(float(text)) if isinstance(dist, IntDistribution) else float(text)
     except ValueError:
         return None
-    return value if dist._contains(dist.to_internal_repr(value)) else None
+    return value if _inside(dist, value) else None
+
+
+def _inside(dist, value: float) -> bool:
+    """Whether ``value`` lies in an Int/Float distribution, from its public ``low``, ``high``
+    and ``step`` (as Optuna's own check: on the grid of ``step`` from ``low``, within 1e-8)."""
+    if not dist.low <= value <= dist.high:
+        return False
+    if dist.step is None:
+        return True
+    steps = (value - dist.low) / dist.step
+    return abs(steps - round(steps)) < 1e-8
 
 
 def points(sweep: Sweep, groups: list, name: str) -> list[dict]:

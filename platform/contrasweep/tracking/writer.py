@@ -294,7 +294,7 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # as the driver's (tracker.setup)
     client = get_client(tracking_uri)
     try:
-        client._tracking_client.store  # noqa: B018 - the store's set-up (a database's tables), before it is needed
+        client.search_experiments(max_results=1)  # the store's set-up (a database's tables), before it is needed
     except Exception:  # noqa: BLE001 - said by the first call that needs it
         pass
     try:
