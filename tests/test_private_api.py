@@ -42,36 +42,21 @@ SCANNED = ("platform", "trainables", "dashboards")
 WATCHED = ("ray", "optuna", "mlflow", "datasets", "transformers")
 PATCHES = {"patch", "object", "dict", "multiple"}
 
-_LIVE = ("Ray 2.60 TuneController internals (checkpoint marking, trial metadata cache) live_trials.py"
-         " reaches; the fresh-Tuner resume (issue 71) rewrites it")
-_WARM = ("Ray 2.60 actor-cache internals (_ObjectCache, the controller's actor manager) warm_actors.py"
-         " reaches to keep actors warm; the fresh-Tuner resume (issue 71) removes it")
+_WARM = ("Ray 2.60 actor-cache internals (_ObjectCache, the controller's actor manager): warm_actors.py keeps a"
+         " finished trial's actor for the next trial and a booting one for its trial (issue 54: a new worker every"
+         " 4-5 s otherwise); Tune has no public hook for either, and on another Ray it does nothing (keep_warm)")
 EXCEPTIONS: dict[str, str] = {
-    "platform/contrasweep/folder/tune_state.py:import ray.train.constants._get_ray_train_session_dir":
-        "Ray 2.60 has no public accessor of its session folder, where Tune stages the driver artifacts tune_state.py cleans; left to the fresh-Tuner resume (issue 71), which owns Tune's state",
     "platform/contrasweep/run/ray_start.py:import ray._private":
         "Ray 2.60's ray_constants, to turn off Ray's cluster mode in this process; run/ray_start.py is being rewritten for issue 71 by another engineer",
     "platform/contrasweep/search/budget_gate.py:_set_trial_status":
-        "Ray 2.60's TuneController._set_trial_status, to end a pending trial the budget refuses; budget_gate.py goes with the fresh-Tuner resume (issue 71)",
-    "platform/contrasweep/search/held.py:_finished":
-        "Ray 2.60 SearchGenerator's _finished flag, reopened so held trials come back; held.py goes with the fresh-Tuner resume (issue 71)",
-    "platform/contrasweep/search/held.py:_total_samples":
-        "Ray 2.60 SearchGenerator's _total_samples, raised so held trials come back; held.py goes with the fresh-Tuner resume (issue 71)",
-    "platform/contrasweep/search/live_trials.py:_actor_force_cleanup_timeout": _LIVE,
-    "platform/contrasweep/search/live_trials.py:_checkpoint_results": _LIVE,
-    "platform/contrasweep/search/live_trials.py:_latest_checkpoint_result": _LIVE,
-    "platform/contrasweep/search/live_trials.py:_mark_trial_to_checkpoint": _LIVE,
-    "platform/contrasweep/search/live_trials.py:_restore_checkpoint_result": _LIVE,
-    "platform/contrasweep/search/live_trials.py:_session_str": _LIVE,
-    "platform/contrasweep/search/live_trials.py:_trial_metadata": _LIVE,
-    "platform/contrasweep/search/live_trials.py:_trials_to_cache": _LIVE,
-    "platform/contrasweep/search/live_trials.py:_tune_controller": _LIVE,
+        "Ray 2.60's TuneController._set_trial_status ends a never-started trial the budget refuses with no callback (stop_trial would tell the searcher and the tracker, which record it as stopped); left until the searchers can forget a trial (issue 71)",
     "platform/contrasweep/search/warm_actors.py:_actor_cache": _WARM,
     "platform/contrasweep/search/warm_actors.py:_actor_manager": _WARM,
     "platform/contrasweep/search/warm_actors.py:_cached_objects": _WARM,
     "platform/contrasweep/search/warm_actors.py:_max_num_objects": _WARM,
     "platform/contrasweep/search/warm_actors.py:_num_cached_objects": _WARM,
     "platform/contrasweep/search/warm_actors.py:_started_actors": _WARM,
+    "platform/contrasweep/search/warm_actors.py:_tune_controller": _WARM,
     "platform/contrasweep/search/warm_actors.py:class WarmActors(_ObjectCache)": _WARM,
     "platform/contrasweep/search/warm_actors.py:import ray.tune.utils.object_cache._ObjectCache": _WARM,
     "platform/contrasweep/tracking/run_ids.py:_tracking_client":
