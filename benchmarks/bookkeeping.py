@@ -252,6 +252,10 @@ def recorder(rows: Path, memory: Memory):
 
 
 def child(kind: str, slots: int, trials: int, epochs: int, epoch_s: float, model: str, work: Path, rows: Path) -> None:
+    if kind != "tune":
+        from contrasweep.run.ray_env import local_ray_environment
+
+        local_ray_environment()  # before Ray's import: init_ray's loopback and token mode
     import ray
     from ray import tune
 

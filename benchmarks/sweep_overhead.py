@@ -62,7 +62,10 @@ for key, value in {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "H
                    "HF_DATASETS_OFFLINE": "1"}.items():
     os.environ.setdefault(key, value)
 
+from contrasweep.run.ray_env import local_ray_environment  # noqa: E402
 from trainables.sessions import LocalSession  # noqa: E402
+
+local_ray_environment()  # before Ray's import: the local Ray init_ray starts (loopback, token mode)
 
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "sweep_overhead.json"
 EXPERIMENT = "sweep-overhead"

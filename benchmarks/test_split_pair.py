@@ -77,6 +77,9 @@ def main() -> None:
     parser.add_argument("--out", default="test_split_pair.json")
     args = parser.parse_args()
 
+    from contrasweep.run.ray_env import local_ray_environment
+
+    local_ray_environment()  # before Ray's import: init_ray's loopback and token mode
     from contrasweep.run.inputs import prepare_data
     from contrasweep.run.ray_start import init_ray
     from contrasweep.spec.load import load_spec

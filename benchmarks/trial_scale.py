@@ -67,6 +67,9 @@ def folder_bytes(path: Path) -> int:
 
 # -- the child: one sweep in a process of its own --------------------------------------------------
 def child(trials: int, model: str, work: Path) -> dict:
+    from contrasweep.run.ray_env import local_ray_environment
+
+    local_ray_environment()  # before Ray's import: init_ray's loopback and token mode
     import functools
 
     import yaml

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from contrasweep.run.ray_env import local_ray_environment
 from trainables.toy import build_tiny_bert
 
+local_ray_environment()  # the suite's local Ray (ray_session), before a test module imports Ray
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -17,11 +17,13 @@ May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from contrasweep.cli.parser import build_parser
 from contrasweep.console import Console
 from contrasweep.errors import UserError
+from contrasweep.run.ray_env import local_ray_environment
 from contrasweep.run.stop_signal import interrupted_exit, take_sigterm
 
 __all__ = ["build_parser", "main"]
@@ -32,8 +34,14 @@ COMMANDS = {name: ("contrasweep.cli.commands", f"cmd_{name}") for name in
             "check-method": ("contrasweep.cli.check_method", "cmd_check_method")}
 
 
+# the commands that may start a local Ray (plan: its probe of Ray's start)
+STARTS_RAY = ("run", "resume", "extend", "plan")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command in STARTS_RAY and not (args.address or os.environ.get("RAY_ADDRESS")):
+        local_ray_environment(getattr(args, "ray_bind_all", False))  # before a command imports Ray
     importlib.import_module("contrasweep.cli.commands").quiet_libraries()  # before a library is imported
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(module), function)

@@ -2,16 +2,20 @@
 the cluster at ``--address`` / ``$RAY_ADDRESS`` with the project's code shipped or its installed
 version checked (docs/architecture.md, "Storage and clusters", "Facts about the stack").
 
-May import: ``contrasweep.run.shipping``, ``contrasweep.run.preflight``, ``contrasweep.run.stop_signal``; Ray.
+May import: ``contrasweep.errors``, ``contrasweep.run.shipping``, ``contrasweep.run.preflight``,
+``contrasweep.run.stop_signal``, ``contrasweep.run.ray_env``; Ray.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 from contrasweep import __version__
+from contrasweep.errors import UserError
 from contrasweep.run import shipping
 from contrasweep.run.preflight import free_port
+from contrasweep.run.ray_env import LOOPBACK_ENV_VAR, local_ray_environment
 from contrasweep.run.shipping import worker_env
 from contrasweep.run.stop_signal import take_sigterm
 
@@ -30,15 +34,17 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
     took about 2 % of a core here, which a 2-thread trial on 2 cores pays about twice
     (benchmarks/sweep_overhead.py).
 
-    A local Ray listens on 127.0.0.1 only (``loopback_only``) unless ``bind_all``
-    (``--ray-bind-all``); token authentication stays on either way (Ray's default for a new
-    local cluster).
+    A local Ray listens on 127.0.0.1 only unless ``bind_all`` (``--ray-bind-all``), and token
+    authentication stays on either way (``local_ray_environment``, which a process that imports
+    Ray before this call runs first: the CLI, the suite's conftest).
     """
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address and "ray" not in sys.modules:
+        local_ray_environment(bind_all)
     import ray
 
     if ray.is_initialized():
         return
-    address = address or os.environ.get("RAY_ADDRESS")
     if address:
         env = shipping.runtime_env(ship, local_files, method=method)  # a one-line error before connecting, when too large
         ray.init(address=address, runtime_env=env, log_to_driver=True)
@@ -47,8 +53,10 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
             shipping.check_worker_versions(__version__)
         return
     options: dict = {"include_dashboard": False}
-    if not bind_all:
-        loopback_only()
+    if not bind_all and ray.util.get_node_ip_address() != "127.0.0.1":
+        raise UserError(f"Ray was imported before its one-machine mode was set, so the local Ray would listen on every "
+                        f"interface: call contrasweep.run.ray_env.local_ray_environment() before importing ray, "
+                        f"or set {LOOPBACK_ENV_VAR}=0 and RAY_AUTH_MODE=token")
     env = worker_env()
     # one machine, no cloud: no node can be preempted, and Ray Train's PreemptionWatcher (an
     # actor process per Train run, about 3 s of CPU to start here) would watch for nothing
@@ -65,19 +73,6 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
     ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
              runtime_env={"env_vars": env}, **options)
     take_sigterm()
-
-
-def loopback_only() -> None:
-    """Ray's switch for a one-machine cluster (the mode Ray uses on macOS and Windows): the
-    node's address becomes 127.0.0.1, and GCS, raylet, workers, agents and the dashboard then
-    listen there only (with the node's network address they listened on every interface, and
-    ``_node_ip_address="127.0.0.1"`` is turned back into that address by Ray). Ray reads the
-    environment variable once at import, so this process's copy of the constant is set too;
-    the processes Ray starts inherit the variable."""
-    from ray._private import ray_constants
-
-    os.environ[ray_constants.ENABLE_RAY_CLUSTERS_ENV_VAR] = "0"
-    ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def wants_dashboard(sweep, asked: bool) -> bool:
