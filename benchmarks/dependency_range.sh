@@ -33,10 +33,8 @@ TESTS=(
   tests/test_sweep_e2e.py        # group ASHA pausing/stopping repeats in a real Tune run (slow)
   tests/test_group_asha.py       # group ASHA against Tune's Trial and TrialScheduler
   tests/test_budget.py           # the budget gate on Tune Trials
-  tests/test_held.py             # a searcher's live trials after Tune's restore (SearchGenerator)
-  tests/test_study_search.py     # the Optuna searcher as a Tune Searcher, saved/restored as Tune does
+  tests/test_study_search.py     # the Optuna searcher as a Tune Searcher; the schedulers' FIFO base
   tests/test_warm_actors.py      # Tune's actor cache
-  tests/test_tune_state_io.py    # Tune's experiment-state and result files per trial
   tests/test_ray_loopback.py     # ray.init on the loopback address
   tests/test_distributed.py      # Ray Train's workers (DDP ranks)
 )
