@@ -120,7 +120,7 @@ def test_a_5000_trial_grid_starts_its_first_trial_at_once_and_a_ctrl_c_in_its_st
     assert _meta(folder)["status"] == "interrupted"
     assert not _trials(folder) and not list((folder / "tune").glob("run_trial_*"))
 
-    # 3. resume starts it (Tune had saved its Tuner, not yet a state to restore): the grid's first trial
+    # 3. resume starts it in a fresh Tuner of its own (tune-r1): the grid's first trial
     proc = _driver(tmp_path, ["resume", "early"], ray_address)
     drivers.append(proc)
     at, lines = _data_line(proc, "[contrasweep] resuming sweep 'early': 0/5000 trials ended")
@@ -128,4 +128,4 @@ def test_a_5000_trial_grid_starts_its_first_trial_at_once_and_a_ctrl_c_in_its_st
     _, out = _interrupted(proc, lines)
     assert proc.returncode == 130, out[-3000:]
     assert all(e.get("config_key") for e in _trials(folder).values()) and _meta(folder)["status"] == "interrupted"
-    assert list((folder / "tune").glob("experiment_state-*.json")), "Tune saved no state in the resumed sweep"
+    assert list((folder / "tune-r1").glob("experiment_state-*.json")), "Tune saved no state in the resumed sweep"

@@ -40,7 +40,8 @@ def _cold_suggestions(spec, folder) -> list[dict]:
 
     sweep = load_spec(str(spec), [])
     folder.mkdir(parents=True)
-    searcher = build(sweep, SimpleNamespace(name=folder.name, optuna_uri=f"sqlite:///{folder / 'optuna.db'}"),
+    searcher = build(sweep, SimpleNamespace(name=folder.name, path=folder, stage="tune",
+                                           optuna_uri=f"sqlite:///{folder / 'optuna.db'}"),
                      sweep.max_concurrent, OptunaSearch().sampler(sweep), [])
     suggested = [searcher.suggest(f"t{i}") for i in range(2)]
     return [{k: v for k, v in s.items() if not k.startswith("__")} for s in suggested]
