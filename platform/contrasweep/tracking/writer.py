@@ -293,10 +293,11 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # as the driver's (tracker.setup)
     client = get_client(tracking_uri)
-    try:
-        client.search_experiments(max_results=1)  # the store's set-up (a database's tables), before it is needed
-    except Exception:  # noqa: BLE001 - said by the first call that needs it
-        pass
+    if not tracking_uri.startswith(("http://", "https://")):  # a server sets itself up; a request to an
+        try:  # unreachable one would wait out MLflow's retries (minutes) before the first real call
+            client.search_experiments(max_results=1)  # the store's set-up (a database's tables), before it is needed
+        except Exception:  # noqa: BLE001 - said by the first call that needs it
+            pass
     try:
         wal, session = pickle.loads(receive(inp))
     except EOFError:  # never taken
