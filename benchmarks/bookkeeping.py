@@ -269,7 +269,7 @@ def child(kind: str, slots: int, trials: int, epochs: int, epoch_s: float, model
         ray.init(num_cpus=slots, include_dashboard=False, log_to_driver=False)
         walls["ray_start_s"] = time.time() - began
         tuner = tune.Tuner(tune.with_resources(trainable, {"cpu": 1}), param_space={"lr": tune.uniform(1.0e-6, 1.0e-2)},
-                           tune_config=tune.TuneConfig(num_samples=trials, reuse_actors=True),
+                           tune_config=tune.TuneConfig(num_samples=trials, max_concurrent_trials=slots, reuse_actors=True),
                            run_config=tune.RunConfig(storage_path=str(work), name="tune",
                                                      callbacks=[recorder(rows, memory)], verbose=1))
         began = time.time()
