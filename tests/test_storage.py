@@ -115,3 +115,35 @@ def test_a_sweep_on_s3_keeps_its_state_there_and_resumes_from_it_elsewhere(ray_s
     assert len(trial_runs(uri, parent_runs(uri, "tests", "ons3")[0].info.run_id)) == 2
     with pytest.raises(UserError, match="keeps its state in"):
         tune.open_or_fetch("ons3", root, join(s3_storage, "elsewhere"))
+
+
+@pytest.mark.parametrize("extensions", [[], [{"top": 2}]])
+def test_resume_from_storage_reads_the_stage_from_the_fetched_folder(tmp_path, monkeypatch, extensions):
+    """``resume --storage`` on a machine with no sweep folder fetches it before it looks at the
+    stage: an extension's stage resumes as the extension, any other as the sweep."""
+    import argparse
+    import json
+
+    from contrasweep.cli import commands
+    from contrasweep.run import tune
+
+    storage = tmp_path / "store"
+    (storage / "grown" / "sweep").mkdir(parents=True)
+    (storage / "grown" / "sweep" / "sweep.json").write_text(json.dumps(
+        {"status": "interrupted", "storage": str(storage), "extensions": extensions}))
+    called = []
+
+    def went_on(kind):
+        def go_on(name, root, *args, **kwargs):
+            called.append((kind, name, (root / name / "sweep.json").exists()))
+            raise KeyboardInterrupt  # stop here: what follows reads a real sweep
+
+        return go_on
+
+    monkeypatch.setattr(commands, "resume_extension", went_on("extension"))
+    monkeypatch.setattr(tune, "resume", went_on("sweep"))
+    args = argparse.Namespace(root=str(tmp_path / "sweeps"), name="grown", storage=str(storage), address=None,
+                              ray_dashboard=False, ray_bind_all=False, allow_changed_method=False, no_tsne=True)
+    with pytest.raises(KeyboardInterrupt):
+        commands.cmd_resume(args)
+    assert called == [("extension" if extensions else "sweep", "grown", True)]

@@ -79,9 +79,12 @@ def cmd_resume(args) -> int:
     _name(args.name)  # a name, never a path (no reading, or unpickling, outside the root)
     if not args.storage:
         sweeps.open_existing(root, args.name)  # before Ray is imported: an error within a second
-    _method_checked(root, args.name, resuming=True)
-    from contrasweep.run.tune import resume
+        _method_checked(root, args.name, resuming=True)
+    from contrasweep.run.tune import open_or_fetch, resume
 
+    if args.storage:  # perhaps another machine's sweep: fetched first, its stage (extension or not) read from it
+        open_or_fetch(args.name, root, args.storage)
+        _method_checked(root, args.name, resuming=True)
     go_on = resume_extension if in_extension(root, args.name) else resume
     results = go_on(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
                     ray_bind_all=args.ray_bind_all, allow_changed_method=args.allow_changed_method)
