@@ -127,6 +127,31 @@ def test_an_errored_repeat_releases_its_waiting_group(tmp_path):
     assert ctl.stopped == ["a1"]  # it would wait forever for a repeat that failed
 
 
+def test_a_rung_every_repeat_reached_is_decided_after_a_kill_cut_off_its_decision(tmp_path):
+    """Kill point: the group's last value at the rung saved, its decision not (between two
+    appends to group_asha.journal). A resumed driver's repeats of that group would each wait for
+    a decision no result brings (they never start): the first choice decides it."""
+    a1, a2, b1, b2, c1, c2 = (FakeTrial(t, t[0].upper()) for t in ("a1", "a2", "b1", "b2", "c1", "c2"))
+    ctl = FakeController([a1, a2, b1, b2, c1, c2])
+    s = make(tmp_path, max_running=6, ctl=ctl)
+    for t, v in ((a1, 0.9), (a2, 0.7)):
+        t.status = Trial.RUNNING
+        s.on_trial_result(ctl, t, result(1, v))
+    assert s.state["decisions"]["1"] == {"A": "continue"}
+    for group, pairs in (("B", ((b1, 0.99), (b2, 0.1))), ("C", ((c1, 0.9), (c2, 0.95)))):
+        s.state["values"]["1"][group] = {s._key(t): v for t, v in pairs}  # the values saved, then the kill
+        s._saved("values", 1, group)
+    # the resumed driver: fresh trials of the same repeats, pending, nothing running
+    again = [FakeTrial(f"{t.trial_id}-r1", t.config["group"], repeat=t.trial_id) for t in (b1, b2, c1, c2)]
+    ctl2 = FakeController(again)
+    later = make(tmp_path, max_running=6, ctl=ctl2)
+    assert all(later.waiting(t) for t in again)  # each waits at rung 1, with no decision
+    chosen = later.choose_trial_to_run(ctl2)
+    assert later.state["decisions"]["1"] == {"A": "continue", "B": "stop", "C": "continue"}
+    assert sorted(ctl2.stopped) == ["b1-r1", "b2-r1"] and chosen is again[2]  # B's mean 0.545 stops; C goes on
+    assert make(tmp_path).state["decisions"]["1"]["B"] == "stop"  # the decision is in the journal
+
+
 @pytest.mark.parametrize("value", [float("nan")])
 def test_nan_never_beats_a_number(value):
     assert not survives(value, [0.3, value], 2, "max") and survives(value, [value], 2, "max")

@@ -80,6 +80,7 @@ class GroupASHA(LiveFIFO):
         self._state: TrackingState | None = None  # group_asha.json, read once per driver
         self._groups: dict[str, str] = {}  # trial id -> group (choose_trial_to_run asks often)
         self._keys: dict[str, str] = {}  # trial id -> the repeat's configuration key (what the rungs record)
+        self._settled = False  # rungs a kill left undecided: decided at this driver's first choice
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -100,7 +101,7 @@ class GroupASHA(LiveFIFO):
 
     def __getstate__(self):
         state = super().__getstate__()
-        state.update(_state=None, _groups={}, _keys={})  # read from group_asha.json by each driver
+        state.update(_state=None, _groups={}, _keys={}, _settled=False)  # read from group_asha.json by each driver
         return state
 
     def __setstate__(self, state):
@@ -163,7 +164,7 @@ class GroupASHA(LiveFIFO):
                 return action
         return action
 
-    def _decide(self, tune_controller, trial: Trial, rung: int, group: str) -> str:
+    def _decide(self, tune_controller, trial: Trial | None, rung: int, group: str) -> str:
         means = {g: float(np.mean(list(v.values()))) for g, v in self.state["values"][str(rung)].items()
                  if len(v) >= self._size(g)}
         decision = CONTINUE if survives(means[group], list(means.values()), self.reduction_factor, self._mode) else STOP
@@ -202,7 +203,19 @@ class GroupASHA(LiveFIFO):
                 stop_waiting(tune_controller, other)
         super().on_trial_error(tune_controller, trial)
 
+    def _settle(self, tune_controller) -> None:
+        """A rung every repeat of a group reached with no decision: a kill fell between the last
+        value's line and the decision's in the journal. Its repeats wait for a decision no result
+        brings (``waiting``: none of them starts), so it is made now, once per driver."""
+        self._settled = True
+        for rung in self.rungs:
+            for group, values in list(self.state["values"].get(str(rung), {}).items()):
+                if self._decision(rung, group) is None and not self._stopped(group) and len(values) >= self._size(group):
+                    self._decide(tune_controller, None, rung, group)
+
     def choose(self, tune_controller) -> Trial | None:
+        if not self._settled:
+            self._settle(tune_controller)
         trials = list(self._live)
         if sum(t.status == Trial.RUNNING for t in trials) >= self.max_running:
             return None
