@@ -8,8 +8,10 @@ for each slot count: plain Tune, then contrasweep, each in a fresh Python proces
 Ray with that many logical CPUs (``ray.init(num_cpus=16|64)``, not the machine's cores):
 
 - ``tune``: a ``tune.Tuner`` over the sleeping function trial (below), random search over one
-  float (Tune's default generator), FIFO, ``reuse_actors=True`` (as contrasweep sets for one-worker
-  trials, and as Ray's test does), Tune's default experiment-state period;
+  float (Tune's default generator), FIFO, ``max_concurrent_trials`` = the slots (without it the
+  generator keeps at most a few trials pending and Tune never ran more than 3-4 at once: a
+  measurement of that limit, not of Tune's controller), ``reuse_actors=True`` (as contrasweep sets
+  for one-worker trials, and as Ray's test does), Tune's default experiment-state period;
 - ``contrasweep``: ``contrasweep.run.tune.run`` with everything it has (the sweep folder and its
   records, the grid searcher, group ASHA, the MLflow tracker and its writer process into a fresh
   SQLite store, the Ctrl-C and heartbeat machinery), on ``paper_scale``'s grid (``trials / 10``
