@@ -49,8 +49,19 @@ class FakeTrial:
         self.relative_logdir = f"run_trial_{self.trial_id}"
 
 
+class FakeSearcher:
+    def __init__(self):
+        self.forgotten: list[str] = []
+
+    def forget(self, trial_id):
+        self.forgotten.append(trial_id)
+
+
 class FakeSearch:
     finished = False
+
+    def __init__(self):
+        self.searcher = FakeSearcher()
 
     def set_finished(self):
         self.finished = True
@@ -59,8 +70,10 @@ class FakeSearch:
 class FakeController:
     """What the gate asks of Tune's controller (the scheduler's view of it)."""
 
-    def __init__(self, trials):
+    def __init__(self, trials, budget_file):
         self.trials, self.live, self.search_alg = trials, set(trials), FakeSearch()
+        self.budget_file = budget_file
+        self.stopped: list[tuple[str, bool, bool]] = []  # (trial, named in budget.json, forgotten) when stopped
 
     def get_trials(self):
         return self.trials
@@ -68,8 +81,11 @@ class FakeController:
     def get_live_trials(self):
         return self.live
 
-    def _set_trial_status(self, trial, status):
-        trial.status = status
+    def stop_trial(self, trial):  # Tune's: callbacks and searcher hear of it, then it is TERMINATED
+        named = trial.relative_logdir in budget_record.not_run(self.budget_file)
+        self.stopped.append((trial.trial_id, named, trial.trial_id in self.search_alg.searcher.forgotten))
+        trial.status = Trial.TERMINATED
+        self.live.discard(trial)
 
 
 def _gate(tmp_path, slot_hours: float, slots: float = 2.0, sizes=3) -> BudgetGate:
@@ -110,7 +126,7 @@ def test_before_any_trial_ended_the_gate_expects_the_longest_running_one(tmp_pat
 def test_ending_the_budget_ends_the_trials_that_never_started_and_cuts_their_groups(tmp_path):
     gate = _gate(tmp_path, slot_hours=1 / 3600, sizes={"g": 3, "h": 3})
     trials = [FakeTrial("a", "g", 0), FakeTrial("b", "g", 1), FakeTrial("c", "g", 2), FakeTrial("d", "h", 0)]
-    controller = FakeController(trials)
+    controller = FakeController(trials, tmp_path / budget_record.BUDGET_FILE)
     gate.running(trials[0], now=0.0)
     trials[0].status = Trial.RUNNING
     gate.running(trials[1], now=0.0)
@@ -119,6 +135,9 @@ def test_ending_the_budget_ends_the_trials_that_never_started_and_cuts_their_gro
     assert [t.trial_id for t in gone] == ["c", "d"]
     assert all(t.status == Trial.TERMINATED and t.relative_logdir for t in gone)
     assert controller.search_alg.finished and not {"c", "d"} & {t.trial_id for t in controller.live}
+    # Tune's public stop_trial, each after budget.json names it (the tracker makes no run for it)
+    # and after the searcher forgot it (no repeat recorded: a larger budget runs it)
+    assert controller.stopped == [("c", True, True), ("d", True, True)]
     assert trials[0].status == Trial.RUNNING and trials[1].status == Trial.PAUSED
     assert gate.cut_sizes() == {"g": 2}  # h never started: no configuration run to close
     journal = budget_record.read(tmp_path / budget_record.BUDGET_FILE)

@@ -46,8 +46,6 @@ _WARM = ("Ray 2.60 actor-cache internals (_ObjectCache, the controller's actor m
          " finished trial's actor for the next trial and a booting one for its trial (issue 54: a new worker every"
          " 4-5 s otherwise); Tune has no public hook for either, and on another Ray it does nothing (keep_warm)")
 EXCEPTIONS: dict[str, str] = {
-    "platform/contrasweep/search/budget_gate.py:_set_trial_status":
-        "Ray 2.60's TuneController._set_trial_status ends a never-started trial the budget refuses with no callback (stop_trial would tell the searcher and the tracker, which record it as stopped); left until the searchers can forget a trial (issue 71)",
     "platform/contrasweep/search/warm_actors.py:_actor_cache": _WARM,
     "platform/contrasweep/search/warm_actors.py:_actor_manager": _WARM,
     "platform/contrasweep/search/warm_actors.py:_cached_objects": _WARM,

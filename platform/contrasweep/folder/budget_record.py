@@ -23,7 +23,7 @@ from pathlib import Path
 from contrasweep.folder.record import write_whole
 
 BUDGET_FILE = "budget.json"
-__all__ = ["BUDGET_FILE", "cut_groups", "new_journal", "read", "write"]
+__all__ = ["BUDGET_FILE", "cut_groups", "new_journal", "not_run", "read", "write"]
 
 
 def read(path: str | os.PathLike) -> dict | None:
@@ -49,3 +49,10 @@ def cut_groups(path: str | os.PathLike) -> dict[str, int]:
     journal = read(path)
     ended = (journal or {}).get("ended")
     return dict(ended["cut"]) if ended else {}
+
+
+def not_run(path: str | os.PathLike) -> set[str]:
+    """The folder names of Tune's trials the budget ended before they started (none where it
+    has not ended the sweep)."""
+    ended = (read(path) or {}).get("ended")
+    return set(ended["not_run"]) if ended else set()

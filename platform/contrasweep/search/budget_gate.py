@@ -11,8 +11,9 @@ driver loses at most one epoch per running trial. A trial that never ran is admi
 ``expected`` being the mean slot time of the trials that ended (before any has ended: the
 longest running one's so far, a lower bound, so the first wave may overshoot by less than one
 trial each). When it is not admitted the budget ends the sweep: the trials that never started
-are ended without a run (``end``: no MLflow run, no searcher hears of them: an extension with a
-larger budget runs them), the search algorithm is told it is finished (Tune then ends the
+are ended without a run (``end``: Tune's public ``stop_trial``, after ``budget.json`` names
+them, so the tracker makes no MLflow run for them, and after the searcher ``forget``s them, so
+no searcher records them as repeats: an extension with a larger budget runs them), the search algorithm is told it is finished (Tune then ends the
 experiment once the running trials have), and the repeat groups that started without all
 their repeats are *cut*: they close with what they ran (``budget_record.cut_groups``).
 
@@ -141,20 +142,21 @@ class BudgetGate:
         now = time.monotonic() if now is None else now
         recorded = ledger.started(self.tracking_file)
         gone = [t for t in tune_controller.get_trials() if self.fresh(t, recorded)]
-        live = tune_controller.get_live_trials()
         for trial in gone:
             if not trial.relative_logdir:  # Tune's reporter and its save read every trial's folder
                 trial.init_local_path()
-            tune_controller._set_trial_status(trial, Trial.TERMINATED)  # no actor, no run, no searcher told
-            live.discard(trial)
-        tune_controller.search_alg.set_finished()
         ran = Counter({**recorded, **dict(self._started.values())}.values())  # started repeats per group
         cut = {g: n for g, n in ran.items() if n < self.size(g)}
         before = self.journal["ended"] or {"not_run": [], "cut": {}}
         self.journal["ended"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "spent_s": self.spent(now),
                                  "not_run": [*before["not_run"], *(t.relative_logdir for t in gone)],
                                  "cut": {**before["cut"], **cut}}
-        self._save()
+        self._save()  # before Tune's callbacks hear of them: the tracker makes no run for a trial it lists
+        searcher = tune_controller.search_alg.searcher
+        for trial in gone:
+            searcher.forget(trial.trial_id)  # not recorded as a repeat: a larger budget runs it
+            tune_controller.stop_trial(trial)
+        tune_controller.search_alg.set_finished()
         if gone:
             logger.info("budget of %s slot-hours ended the sweep: %d trials not run, %d groups cut short",
                         self.slot_hours, len(gone), len(cut))

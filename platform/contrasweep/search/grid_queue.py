@@ -53,6 +53,10 @@ class GridQueue(Searcher):
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         self.live.discard(trial_id)
 
+    def forget(self, trial_id: str) -> None:
+        """A trial handed out that will never run (the budget ended the sweep first)."""
+        self.live.discard(trial_id)
+
 
 def build(trials: list[dict], live: int, done=()) -> GridQueue:
     """The grid's search algorithm over ``trials`` (``Sweep.grid_trials``, or an extension's),

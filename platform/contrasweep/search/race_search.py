@@ -48,6 +48,7 @@ class RaceSearcher(Searcher):
         self.entries, self.min_repeats, self.alpha = entries, min_repeats, alpha
         self.path, self.max_concurrent = str(path), max_concurrent
         self.live: dict[str, tuple[str, str]] = {}  # Tune trial id -> (group, repeat)
+        self.forgotten: set[str] = set()  # handed out, never to run (``forget``)
         by_key = {key_of({"hp": t}): entry for entry, t in self.trials.items()}
         self.first = [by_key[key_of(c)] for c in first if key_of(c) in by_key]
         self._race: Race | None = None
@@ -106,6 +107,12 @@ class RaceSearcher(Searcher):
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         pass  # stopping inside a repeat is the scheduler's (group ASHA)
 
+    def forget(self, trial_id: str) -> None:
+        """A repeat handed out that will never run (the budget ended the sweep first): out of
+        ``live``, not in the journal; Tune's end of it is not a result."""
+        self.live.pop(trial_id, None)
+        self.forgotten.add(trial_id)
+
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         """A repeat ended: its value (its ``selection_key``) and outcome go into the journal, and
         a round whose last repeat this was is judged. Tune ends a trial without a result only
@@ -114,6 +121,8 @@ class RaceSearcher(Searcher):
         of one whose repeat failed: ``stopped``, and the configuration leaves the race (never
         issued again: the group's deciding repeat reports only after its waiting ones end)."""
         race = self.race
+        if trial_id in self.forgotten:
+            return
         if trial_id not in self.live:
             logger.debug("trial %s is not a repeat this race issued (or it ended before a restore)", trial_id)
             return

@@ -97,6 +97,7 @@ class StudySearcher(Searcher):
         self.warm = list(warm or [])  # earlier sweeps' points (search.warm_start), added once to a new study
         self.race = race  # sweep.racing (contrasweep.search.study_race): which repeats a suggestion runs
         self.live: dict[str, tuple[int, int]] = {}  # Tune trial id -> (suggestion number, repeat)
+        self.forgotten: set[str] = set()  # handed out, never to run (``forget``)
         self.first = [tuple(pair) for pair in first]
         self.sampler_path = sampler_path
         self._study = self._storage = None
@@ -236,7 +237,15 @@ class StudySearcher(Searcher):
     def on_trial_result(self, trial_id: str, result: dict) -> None:
         pass  # stopping early is the scheduler's (group ASHA), not Optuna's pruners
 
+    def forget(self, trial_id: str) -> None:
+        """A repeat handed out that will never run (the budget ended the sweep first): out of
+        ``live``, nothing told to the study; Tune's end of it is not a result."""
+        self.live.pop(trial_id, None)
+        self.forgotten.add(trial_id)
+
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        if trial_id in self.forgotten:
+            return
         if trial_id not in self.live:
             logger.warning("trial %s is not a repeat of any suggestion; its result is not told", trial_id)
             return

@@ -271,6 +271,11 @@ class RunTree:
         cut = budget_record.cut_groups(self.budget_file) if self.budget_file else {}
         return {**{g: {"outcome": BUDGET_CUT, "ran": n} for g, n in cut.items()}, **(race["out"] if race else {})}
 
+    def not_run(self, trial) -> bool:
+        """Whether the budget ended ``trial`` before it started (``budget.json``'s ``not_run``):
+        Tune ends it as a trial, and it gets no run."""
+        return bool(self.budget_file) and trial.relative_logdir in budget_record.not_run(self.budget_file)
+
     def expected(self, group: str, out: dict[str, dict]) -> int:
         """The repeats a group runs: all of them, or those it had when a race or the budget dropped it."""
         if group in out:

@@ -212,6 +212,8 @@ class MlflowTracker(Callback):
 
     @guarded
     def on_trial_complete(self, iteration, trials, trial, **info):
+        if trial.trial_id not in self.state.trials and self.runs.not_run(trial):
+            return  # the budget ended it before it started (contrasweep.search.budget_gate)
         self._finish(trial, "FINISHED")
 
     @guarded
