@@ -9,7 +9,7 @@ import pytest
 from optuna.trial import TrialState
 
 from contrasweep.errors import UserError
-from contrasweep.search.study_search import finished_trial_error, savable
+from contrasweep.search.optuna_versions import finished_trial_error, savable
 
 
 def test_a_write_to_a_finished_study_trial_raises_what_the_searcher_catches(tmp_path):

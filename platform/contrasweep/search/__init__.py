@@ -2,7 +2,8 @@
 scheduler"). ``base``: their contracts (``Searcher``, ``Scheduler``: what contrasweep asks of
 each, in the order it asks); ``registry``: one object per name the spec may give.
 ``study_search``: the ``optuna``/``random`` searcher, Optuna ask/tell over the
-sweep's study (``study_storage``: that study's storage, following a moved folder);
+sweep's study (``study_storage``: that study's storage, following a moved folder;
+``optuna_versions``: what differs between the Optuna releases it accepts);
 ``fifo``: the base both schedulers share (FIFO over the live trials); ``group_asha``: ASHA over
 repeat groups;
 ``racing``, ``race_search`` and ``study_race``: racing over repeats (a grid's, a study's);

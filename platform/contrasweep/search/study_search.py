@@ -33,10 +33,10 @@ With ``sweep.racing`` a suggestion runs only the repeats its race asks for
 
 May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
 trial reads, the domains), ``contrasweep.folder`` (a moved folder, the race's journal),
-``contrasweep.search.study_storage``, ``contrasweep.search.warm_start`` (warm points as trials),
+``contrasweep.search.study_storage``, ``contrasweep.search.optuna_versions``, ``contrasweep.search.warm_start`` (warm points as trials),
 ``contrasweep.search.study_race``, ``contrasweep.folder.record`` (a whole write), ``contrasweep.tracking.ledger``
 (what is unfinished), ``contrasweep.tracking.aggregate``
-(what a repeat is judged by), ``contrasweep.errors``, ``trainables.params``.
+(what a repeat is judged by), ``trainables.params``.
 """
 
 from __future__ import annotations
@@ -49,10 +49,10 @@ from pathlib import Path
 import numpy as np
 from ray.tune.search import Searcher
 
-from contrasweep.errors import UserError
 from contrasweep.folder import race_record
 from contrasweep.folder.record import write_whole
 from contrasweep.folder.relocation import here_uri
+from contrasweep.search.optuna_versions import finished_trial_error, savable
 from contrasweep.search.study_race import RACE_PREFIX, REPEAT_PREFIX, StudyRace, recorded
 from contrasweep.search.warm_start import WARM_ATTR, warm_trials
 from contrasweep.spec.identity import GroupKey
@@ -337,14 +337,6 @@ class StudySearcher(Searcher):
             pass
 
 
-def finished_trial_error() -> type[Exception]:
-    """What Optuna's storages raise on a write to a finished trial: ``UpdateFinishedTrialError``
-    from Optuna 4.3 on (a ``RuntimeError``), a plain ``RuntimeError`` before it."""
-    import optuna.exceptions
-
-    return getattr(optuna.exceptions, "UpdateFinishedTrialError", RuntimeError)
-
-
 def told(record: dict, i: int) -> float | None:
     """What the study is told of one repeat for metric ``i``: what the selection ranks it by (its
     best epoch's value, ``aggregate.selection_key``). A record written before issue 69 has it for
@@ -363,22 +355,6 @@ def _number(value) -> float | None:
 def _nanmean(values: list) -> float:
     numbers = [v for v in values if v is not None and not math.isnan(v)]
     return float(np.mean(numbers)) if numbers else math.nan
-
-
-def savable(sampler):
-    """``sampler`` if it pickles: the searcher saves it beside the study, so that a resumed sweep
-    draws what an uninterrupted one would. Optuna 5.1.0's genetic samplers (NSGA-II, NSGA-III)
-    hold a ``threading.Lock`` and do not pickle; pyproject excludes that release, and an
-    environment that has it anyway gets one line before any trial starts."""
-    import optuna
-
-    try:
-        pickle.dumps(sampler)
-    except (TypeError, pickle.PicklingError, AttributeError) as error:
-        raise UserError(
-            f"optuna {optuna.__version__}'s {type(sampler).__name__} cannot be saved for resume ({error}); "
-            "install another Optuna release (pip install 'optuna>=4.0,!=5.1.0')") from None
-    return sampler
 
 
 def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | None = None) -> StudySearcher:
