@@ -55,10 +55,6 @@ EXCEPTIONS: dict[str, str] = {
     "platform/contrasweep/search/warm_actors.py:_tune_controller": _WARM,
     "platform/contrasweep/search/warm_actors.py:class WarmActors(_ObjectCache)": _WARM,
     "platform/contrasweep/search/warm_actors.py:import ray.tune.utils.object_cache._ObjectCache": _WARM,
-    "platform/contrasweep/tracking/run_ids.py:_tracking_client":
-        "MLflow 3.17's client internals, to find the store module whose uuid made_run patches; left: a public run id the writer resolves needs every record of run ids to translate it (issue 71)",
-    "platform/contrasweep/tracking/run_ids.py:patch":
-        "MLflow 3.17's store module global uuid, patched so a queued run gets the id the driver chose; left: the public replacement (placeholder ids resolved by the writer) is a change of its own (issue 71)",
     "trainables/checkpoints.py:_core":
         "numpy 2's home of multiarray (np.core is its deprecated alias); numpy is outside issue 71's libraries and torch.load's weights_only allow-list needs the object itself",
     "trainables/checkpoints.py:_reconstruct":

@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from contrasweep.tracking import writer
 from contrasweep.tracking.frames import FRAME, send
+from contrasweep.tracking.run_ids import Ids
 from contrasweep.tracking.store import StoreWriteError
 from contrasweep.tracking.writer import WAL_DIR, QueuedClient, replay_log
 
@@ -56,9 +57,9 @@ def test_two_unapplied_sessions_are_replayed_in_the_order_written_not_by_their_p
     log_session(wal, f"100123-{ns + 1000}", [("log_batch", (run_id,), {"metrics": [Metric("m", 2.0, 2, 2)], "tags": [RunTag("t", "new")]}),
                                              ("set_terminated", (run_id,), {"status": "FINISHED"})])
     assert replay_log(direct, tmp_path / "sweep") == 5
-    run = direct.get_run(run_id)
+    run = direct.get_run(Ids(wal).map[run_id])
     assert (run.info.status, run.data.tags["t"]) == ("FINISHED", "new")  # the later session's last
-    assert [m.step for m in direct.get_metric_history(run_id, "m")] == [1, 2]
+    assert [m.step for m in direct.get_metric_history(Ids(wal).map[run_id], "m")] == [1, 2]
     assert folders(wal) == []
 
 
@@ -83,7 +84,7 @@ def test_a_writers_session_is_replayed_after_an_old_style_one_written_before_it(
     assert len(folders(wal)) == 2
 
     assert replay_log(direct, tmp_path / "sweep") == 4
-    run = direct.get_run(run_id)
+    run = direct.get_run(Ids(wal).map[run_id])
     assert (run.info.status, run.data.tags["t"]) == ("FINISHED", "new")
     assert folders(wal) == []
 
@@ -96,7 +97,7 @@ def test_a_replay_applied_twice_doubles_no_metric_row_on_the_file_store(tmp_path
     uri = (tmp_path / "mlruns").as_uri()
     (tmp_path / "sweep").mkdir()
     client = QueuedClient(uri, tmp_path / "sweep")
-    assert client.chosen_ids  # the file store makes runs under the driver's ids too
+    assert client.queued_runs  # the file store's runs are made queued, under the driver's placeholders too
     experiment = client.create_experiment("tests")
     run_id = client.create_run(experiment).info.run_id
     client.log_batch(run_id, metrics=[Metric("m", 0.0, 0, 0)])
@@ -111,16 +112,17 @@ def test_a_replay_applied_twice_doubles_no_metric_row_on_the_file_store(tmp_path
     (session,) = (p for p in wal.iterdir() if p.is_dir())
     logged = {p.name: p.read_bytes() for p in session.iterdir()}
     direct = MlflowClient(uri)
+    rid = Ids(wal).map[run_id]  # the file store's own id for the driver's placeholder
 
     assert replay_log(direct, tmp_path / "sweep") == 21
-    assert [m.step for m in direct.get_metric_history(run_id, "m")] == list(range(21))
+    assert [m.step for m in direct.get_metric_history(rid, "m")] == list(range(21))
     session.mkdir()  # replayed again from its start, as after a kill between applying and noting it
     for name, data in logged.items():
         (session / name).write_bytes(data if name != "done" else b"0")
     assert replay_log(direct, tmp_path / "sweep") == 23  # the run's creation among them
-    assert sorted(m.step for m in direct.get_metric_history(run_id, "m")) == list(range(21))  # no row twice
-    assert sorted(m.step for m in direct.get_metric_history(run_id, "n")) == list(range(1, 21))
-    assert direct.get_run(run_id).info.status == "FINISHED" and len(direct.search_runs([experiment])) == 1
+    assert sorted(m.step for m in direct.get_metric_history(rid, "m")) == list(range(21))  # no row twice
+    assert sorted(m.step for m in direct.get_metric_history(rid, "n")) == list(range(1, 21))
+    assert direct.get_run(rid).info.status == "FINISHED" and len(direct.search_runs([experiment])) == 1
 
 
 def test_a_replay_that_failed_part_way_goes_on_where_it_stopped(tmp_path):
@@ -173,4 +175,4 @@ def test_recovery_stops_with_one_line_while_a_writer_still_holds_the_lock(tmp_pa
         stuck.stdin.close()
         stuck.stdout.close()
     assert replay_log(direct, tmp_path / "sweep") == 1  # once it has gone, recovery replays
-    assert direct.get_run(run_id).info.run_name == "r"
+    assert direct.get_run(Ids(wal).map[run_id]).info.run_name == "r"

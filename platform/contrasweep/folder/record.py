@@ -1,5 +1,5 @@
 """``tracking.json``: the sweep's record of its MLflow runs (docs/architecture.md, "Resume").
-Imports only the standard library.
+Imports ``contrasweep.folder.placeholders`` and the standard library.
 
 The record is saved several times per trial, and a whole snapshot grows with the sweep (about
 1 KB per trial): rewriting it each time made the driver's cost per trial grow with the sweep
@@ -9,6 +9,9 @@ snapshot is rewritten when the journal has grown as large as it, and by every ``
 snapshot carries a generation number and the journal opens with the generation it extends, so a journal left from before the last snapshot
 (a driver killed between writing the two) is never replayed over it. Read the record with
 ``TrackingState(path).data`` (or ``read``), never the snapshot file alone.
+
+Its run ids: a run the writer had not made yet when an entry was written is named by its
+placeholder; loading maps it through ``mlflow_wal/ids`` (``folder.placeholders``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from contrasweep.folder.placeholders import ids_path, remap
+from contrasweep.folder.placeholders import load as load_ids
 
 GENERATION = "journal_generation"
 # a trial entry's "model": its MLflow model holds its best weights, or they were gone when it was kept
@@ -50,6 +56,8 @@ class TrackingState:
             self._snapshot_bytes = len(text)
             self.data = json.loads(text)
             self._replay()
+            if default is None:  # tracking.json: the runs it names by a placeholder, by their MLflow ids
+                remap(self.data, load_ids(ids_path(self.path.parent)))
 
     def _replay(self) -> None:
         """The trial entries appended since the snapshot (the journal of this generation only;

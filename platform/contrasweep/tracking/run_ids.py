@@ -1,60 +1,77 @@
-"""A new MLflow run made under an id the driver chose (``contrasweep.tracking.writer``): the
-driver records and queues a trial's run without waiting for the store to name it.
+"""A trial's MLflow run, named by the driver before the store has made it
+(``contrasweep.tracking.writer``): the driver records and queues the run without waiting.
 
-May import: the standard library (MLflow's client is the caller's).
+The driver's name is a placeholder (``folder.placeholders``). The writer makes the run with
+MLflow's public ``create_run``, tagged with the placeholder, keeps placeholder -> run id in
+``mlflow_wal/ids`` and translates the placeholder in every later call (``Ids``). Before
+issue 71 the run was made under the driver's id by patching the store module's ``uuid``.
+
+May import: ``contrasweep.folder.placeholders`` and the standard library (MLflow's client is the
+caller's; the replay's search imports MLflow's ``ViewType``, in the writer).
 """
 
 from __future__ import annotations
 
-import sys
-import uuid
+import os
 from collections import namedtuple
+from pathlib import Path
 from urllib.parse import urlparse
 
-# Stores that make a run under a chosen id (``made_run``): MLflow's SQL and file stores. A
-# tracking server's run id is the server's, so ``create_run`` waits for it there.
-CHOSEN_ID_STORES = frozenset({"sqlite", "postgresql", "mysql", "mssql", "file", ""})
+from contrasweep.folder.placeholders import IDS_FILE, PLACEHOLDER_TAG, append, load, translate
+
+# Stores whose runs are made queued under a placeholder (``made_run``): MLflow's SQL and file
+# stores. On a tracking server ``create_run`` waits for the server's answer, as before.
+QUEUED_RUN_STORES = frozenset({"sqlite", "postgresql", "mysql", "mssql", "file", ""})
 RunRef = namedtuple("RunRef", "run_id experiment_id run_name start_time")
 Made = namedtuple("Made", "info")  # what a queued ``create_run`` returns: ``.info.run_id``, as a Run's
 
 
-def chosen_ids(tracking_uri: str) -> bool:
-    """Whether the store at ``tracking_uri`` makes runs under a chosen id (``CHOSEN_ID_STORES``)."""
-    return urlparse(tracking_uri).scheme.split("+")[0] in CHOSEN_ID_STORES
+def queued_runs(tracking_uri: str) -> bool:
+    """Whether the store at ``tracking_uri`` gets its runs made queued (``QUEUED_RUN_STORES``)."""
+    return urlparse(tracking_uri).scheme.split("+")[0] in QUEUED_RUN_STORES
 
 
-class _OneId:
-    """The ``uuid`` module as an MLflow store's module sees it during one ``create_run``."""
+class Ids:
+    """The writer's placeholders -> run ids, as ``mlflow_wal/ids`` holds them (``wal``: that folder)."""
 
-    def __init__(self, run_id: str):
-        self._id = uuid.UUID(hex=run_id)
+    def __init__(self, wal: str | os.PathLike):
+        self.path = Path(wal) / IDS_FILE.name
+        self.map = load(self.path)
 
-    def uuid4(self) -> uuid.UUID:
-        return self._id
+    def translate(self, obj):
+        return translate(obj, self.map)
 
-    def __getattr__(self, name: str):
-        return getattr(uuid, name)
+    def add(self, placeholder: str, run_id: str) -> None:
+        append(self.path, placeholder, run_id)
+        self.map[placeholder] = run_id
 
 
-def made_run(client, experiment_id: str, run_id: str, replaying: bool = False, **kwargs) -> None:
-    """Make a run under ``run_id``. MLflow's client has no way to choose a new run's id; its SQL
-    and file stores draw one from ``uuid.uuid4()`` of their own module (MLflow 3.10-3.17), so
-    for this call (the writer runs one call at a time) that module's ``uuid`` gives ``run_id``.
-    Checked: a store that made another id is a store error (the sweep stops; ``resume`` says
-    it again). A replayed creation whose run exists (made before a kill) is skipped."""
-    from unittest import mock
-
+def made_run(client, ids: Ids, experiment_id: str, run_id: str, replaying: bool = False, tags=None, **kwargs) -> str:
+    """Make the run the driver named ``run_id`` (a placeholder) and note it in ``ids``; returns
+    its MLflow id. A placeholder ``ids`` knows is not made again. A replayed creation (the
+    writer may have been killed after making the run, before noting it) looks for the run
+    first: by its tag, or, for a call an earlier version logged, under that id itself (it made
+    runs under the driver's id)."""
+    if run_id in ids.map:
+        return ids.map[run_id]
     if replaying:
-        try:
-            client.get_run(run_id)
-            return
-        except Exception:  # noqa: BLE001 - MLflow's "not found": made below
-            pass
-    module = sys.modules[type(client._tracking_client.store).__module__]
-    made = None
-    if hasattr(module, "uuid"):
-        with mock.patch.object(module, "uuid", _OneId(run_id)):
-            made = client.create_run(experiment_id, **kwargs).info.run_id
-    if made != run_id:
-        raise RuntimeError(f"this MLflow store ({module.__name__}) does not make a run under a chosen id (made "
-                           f"{made}, asked {run_id}); allowed: MLflow 3.10-3.17, as pyproject.toml pins it")
+        found = _made_before(client, experiment_id, run_id)
+        if found is not None:
+            ids.add(run_id, found)
+            return found
+    made = client.create_run(experiment_id, tags={**(tags or {}), PLACEHOLDER_TAG: run_id}, **kwargs).info.run_id
+    ids.add(run_id, made)
+    return made
+
+
+def _made_before(client, experiment_id: str, placeholder: str) -> str | None:
+    from mlflow.entities import ViewType
+
+    runs = client.search_runs([experiment_id], f"tags.`{PLACEHOLDER_TAG}` = '{placeholder}'",
+                              run_view_type=ViewType.ALL, max_results=1)
+    if runs:
+        return runs[0].info.run_id
+    try:
+        return client.get_run(placeholder).info.run_id
+    except Exception:  # noqa: BLE001 - MLflow's "not found": never made
+        return None

@@ -9,7 +9,8 @@ May import: ``contrasweep.tracking.store``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.describe``,
 ``contrasweep.tracking.reattach``, ``contrasweep.spec``, ``contrasweep.folder.record``,
 ``contrasweep.folder.race_record`` (a race's eliminations), ``contrasweep.folder.budget_record``
-(the groups a budget cut short), ``contrasweep.tracking.verdict`` (did a configuration learn).
+(the groups a budget cut short), ``contrasweep.tracking.verdict`` (did a configuration learn),
+``contrasweep.folder.placeholders`` (its runs' placeholder ids).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from pathlib import Path
 
 from contrasweep.folder import budget_record, race_record
+from contrasweep.folder.placeholders import remap
 from contrasweep.folder.record import TrackingState
 from contrasweep.spec.identity import config_run_name, identify, key_of, run_name, tags
 from contrasweep.spec.static import SweepStatic
@@ -189,6 +191,10 @@ class RunTree:
         self.client.log_batch(entry["run_id"], params=param_entities(self._trial_params(identity)))
         self.client.log_inputs(entry["run_id"], datasets=[dataset_input(identity.variant)])
         return entry
+
+    def remap(self, ids: dict[str, str]) -> None:
+        """The runs this tree knows by a placeholder, by their MLflow ids (``folder.placeholders``)."""
+        remap(self._latest, ids)
 
     def seen(self, run_id: str, rows: list[tuple]) -> None:
         """(key, value, timestamp, step) rows logged to a trial run (``epochs.EpochLog``): kept as

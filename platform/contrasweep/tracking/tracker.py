@@ -25,6 +25,7 @@ from ray.tune import Callback
 
 from contrasweep.errors import UserError
 from contrasweep.folder import budget_record, race_record
+from contrasweep.folder.placeholders import remap
 from contrasweep.folder.record import Follower, TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.folder.sweeps import SweepDir
@@ -130,6 +131,7 @@ class MlflowTracker(Callback):
         self.race_journal = Follower(self.sweep_dir / race_record.RACE_FILE)
         self.selection = Selection(self.client, self.state, self.sweep_name, self.static.variants, self.metric, self.mode)
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
+        self._remap()  # the writer has replayed what an earlier one left: runs named by placeholders it made
         publish(self.client, exp_id, metric_columns(self.metric))
         if self.state.data.get("parent_run_id") is None:
             self.runs.reattach(exp_id, self.sweep_dir, self.metric, self.mode)
@@ -145,6 +147,15 @@ class MlflowTracker(Callback):
             self.runs.reopen()
             self.state.data.pop("store_error", None)
             self._catch_up()
+            self.state.save()
+
+    def _remap(self) -> None:
+        """The record's placeholders (runs this driver or a killed one named before the writer
+        made them) by their MLflow ids, once the writer has applied its queue (``run_ids``)."""
+        ids = self.client.placeholders()
+        if remap(self.state.data, ids):
+            remap(getattr(self, "ended", set()), ids)  # set in setup after the first remap
+            self.runs.remap(ids)
             self.state.save()
 
     def _catch_up(self) -> None:
@@ -280,6 +291,7 @@ class MlflowTracker(Callback):
         if self.store_error:  # the sweep stopped for it: resume finishes what is left
             return
         self.epochs.flush_progress(self.parent_run_id)  # the sweep run's live numbers not written yet
+        self._remap()  # what follows compares the record's run ids with MLflow's, and so do its readers
         self.runs.delete_orphans(trials)  # MLflow holds exactly one run per trial
         # after Ctrl-C Tune may call its trials TERMINATED; a run never ended here is unfinished
         done = (all(t.status in ("TERMINATED", "ERROR") for t in trials)

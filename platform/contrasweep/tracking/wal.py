@@ -12,15 +12,15 @@ length-prefixed pickles (``frames``) and ``done``, the number of the last call a
   one of 99999 (issue 69). Both forms read the same way: of a name's two numbers, the wall
   clock is the larger (a pid is below 2**32, a time in ns since 2001 above 10**18).
 * **Idempotence.** A replayed call may have been applied already (the writer is killed between
-  applying a call and noting it in ``done``, or an earlier replay failed part-way). Params, tags,
-  a status, dataset inputs and a run made under a chosen id (``run_ids.made_run``, which looks
-  the run up first) are the same when set twice on every MLflow store; metric rows are not: the
-  SQL store skips a row already there, but the file store (``file:`` or a plain path) and a
-  tracking server on one append it again, doubling a metric's history. So a replayed
-  ``log_batch`` drops every metric already in its run's history (same key, step, timestamp and
-  value: ``client.get_metric_history``, read once per run and key during a replay) instead of
-  relying on the store, and ``replay`` notes each call it applies in the session's ``done``, so
-  a replay that fails part-way starts the next one where it stopped.
+  applying a call and noting it in ``done``, or an earlier replay failed part-way). Params,
+  tags, a status, dataset inputs and a run the driver named (``run_ids.made_run``, which looks
+  the run up first: in ``mlflow_wal/ids``, then by its tag) are the same when set twice on every
+  MLflow store; metric rows are not: the SQL store skips a row already there, but the file store
+  (``file:`` or a plain path) and a tracking server on one append it again, doubling a metric's
+  history. So a replayed ``log_batch`` drops every metric already in its run's history (same
+  key, step, timestamp and value: ``client.get_metric_history``, read once per run and key
+  during a replay) instead of relying on the store, and ``replay`` notes each call it applies in
+  the session's ``done``, so a replay that fails part-way starts the next one where it stopped.
 
 May import: ``contrasweep.tracking.frames``, ``.run_ids`` and the standard library (MLflow's
 client is the caller's).
@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from contrasweep.tracking.frames import frames
-from contrasweep.tracking.run_ids import made_run
+from contrasweep.tracking.run_ids import Ids, made_run
 
 _NAME = re.compile(r"(\d+)-(\d+)")
 
@@ -65,10 +65,11 @@ def new_session(wal: Path) -> Path:
     return session
 
 
-def replay(client, wal: Path, own: Path | None) -> int:
+def replay(client, wal: Path, own: Path | None, ids: Ids | None = None) -> int:
     """Apply, in the order they were written, the logged calls earlier writers of the sweep did
     not (``done`` says how far each got, and is moved on here as each call is applied); each
     session's folder goes once applied. Returns the calls applied."""
+    ids = Ids(wal) if ids is None else ids
     count = 0
     history: dict[tuple[str, str], set] = {}  # (run, metric key) -> its rows, read once
     for session in sessions(wal, own):
@@ -82,8 +83,8 @@ def replay(client, wal: Path, own: Path | None) -> int:
                 for seq, name, args, kwargs in frames(segment):
                     if seq > done:
                         if name == "log_batch":
-                            args, kwargs = _unlogged(client, history, args, kwargs)
-                        apply(client, name, args, kwargs, replaying=True)
+                            args, kwargs = _unlogged(client, history, ids.translate(args), ids.translate(kwargs))
+                        apply(client, ids, name, args, kwargs, replaying=True)
                         os.pwrite(fd, b"%020d" % seq, 0)
                         count += 1
         finally:
@@ -92,11 +93,15 @@ def replay(client, wal: Path, own: Path | None) -> int:
     return count
 
 
-def apply(client, name: str, args: tuple, kwargs: dict, replaying: bool = False):
-    """One call of the driver's, as MLflow's client takes it (``made_run`` for a run made under a chosen id)."""
+def apply(client, ids: Ids, name: str, args: tuple, kwargs: dict, replaying: bool = False):
+    """One call of the driver's, as MLflow's client takes it, every placeholder it names
+    translated (``run_ids.Ids``); ``made_run`` for a run the driver named."""
     if name == "create_run" and "run_id" in kwargs:
-        return made_run(client, *args, replaying=replaying, **kwargs)
-    return getattr(client, name)(*args, **kwargs)
+        kwargs = dict(kwargs)
+        placeholder = kwargs.pop("run_id")
+        return made_run(client, ids, *ids.translate(args), run_id=placeholder, replaying=replaying,
+                        **ids.translate(kwargs))
+    return getattr(client, name)(*ids.translate(args), **ids.translate(kwargs))
 
 
 def _unlogged(client, history: dict, args: tuple, kwargs: dict) -> tuple[tuple, dict]:

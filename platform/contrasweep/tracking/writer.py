@@ -3,7 +3,7 @@
 One process per tracker, the *writer*, owns the MLflow client. The tracker's client is a proxy
 (``QueuedClient``) that sends the writer every call, in order, through a pipe. The writes each
 trial makes (``log_batch``, ``log_inputs``, ``set_terminated``, ``set_tag``: ``QUEUED``, and
-``create_run`` on a SQL or file store, under an id chosen here: ``run_ids.made_run``) do not
+``create_run`` on a SQL or file store, under a placeholder id made here: ``run_ids``) do not
 wait: the driver goes on with Tune. Every other call (``get_run``, ...) waits for its answer,
 which comes after every write queued before it. At 1,000 no-op trials MLflow's SQL store took
 about two thirds of the driver's CPU (``benchmarks/paper_scale.py``).
@@ -32,7 +32,8 @@ The guarantee the record gives (docs/operations.md: record first, nothing lost o
   tracker hears of it at its next call (``StoreWriteError``, one of ``store.store_errors``) and
   stops the sweep as Ctrl-C does, and ``resume`` applies them.
 
-May import: ``contrasweep.tracking.store``, ``.frames``, ``.run_ids``, ``.wal`` and the standard library
+May import: ``contrasweep.folder.placeholders``, ``contrasweep.tracking.store``, ``.frames``, ``.run_ids``,
+``.wal`` and the standard library
 (MLflow in the writer).
 """
 
@@ -50,12 +51,14 @@ import time
 import uuid
 from pathlib import Path
 
+from contrasweep.folder.placeholders import translate
 from contrasweep.tracking.frames import FRAME, receive, send
-from contrasweep.tracking.run_ids import Made, RunRef, chosen_ids, made_run
+from contrasweep.tracking.run_ids import Ids, Made, RunRef, queued_runs
 from contrasweep.tracking.store import StoreWriteError, get_client, store_line
 from contrasweep.tracking.wal import apply, new_session, remove, replay
 
 QUEUED = frozenset({"log_batch", "log_inputs", "set_terminated", "set_tag"})
+PLACEHOLDERS = "placeholders"  # the writer's own call (``QueuedClient.placeholders``), not MLflow's
 WAL_DIR = "mlflow_wal"
 SEGMENT_BYTES = 1 << 20  # a log segment is closed at this size and deleted once applied
 # The writer says how far it has applied every this many queued calls, unasked: the driver's log
@@ -88,28 +91,41 @@ class QueuedClient:
         self.pid = self._proc.pid
         self._closed = False
         self._direct = None  # after close: calls made here (``direct``)
+        self._ids: dict[str, str] = {}  # after close: the writer's placeholders -> run ids
         self._failed: str | None = None
-        self.chosen_ids = chosen_ids(tracking_uri)
+        self.queued_runs = queued_runs(tracking_uri)
         atexit.register(self.close)
 
     def create_run(self, experiment_id, start_time=None, tags=None, run_name=None):
-        """A new run. Where the store takes an id chosen here (``run_ids.chosen_ids``), the writer
-        makes it in order with the other writes and the driver does not wait: at 1,000 no-op
-        trials the wait (for the writes queued before it, then the run) was 44 ms of every
-        trial's 107 (``benchmarks/paper_scale.py``). Returns what the tracker reads of the run
-        (``.info.run_id``); elsewhere MLflow's ``Run``."""
+        """A new run. On a SQL or file store (``run_ids.queued_runs``) the writer makes it in
+        order with the other writes and the driver does not wait: at 1,000 no-op trials the wait
+        (for the writes queued before it, then the run) was 44 ms of every trial's 107
+        (``benchmarks/paper_scale.py``). Its ``.info.run_id`` is then a placeholder the writer
+        translates in every later call (``run_ids``; ``placeholders`` gives the run ids);
+        elsewhere MLflow's ``Run``."""
         kwargs = {"start_time": start_time or int(time.time() * 1000), "tags": tags, "run_name": run_name}
-        if self._closed or not self.chosen_ids:
+        if self._closed or not self.queued_runs:
             return self.__getattr__("create_run")(experiment_id, **kwargs)
         run_id = uuid.uuid4().hex
         self._post("create_run", (experiment_id,), {**kwargs, "run_id": run_id})
         return Made(RunRef(run_id, experiment_id, run_name, kwargs["start_time"]))
 
+    def placeholders(self) -> dict[str, str]:
+        """Placeholder -> MLflow run id for every run the writer has made for the sweep, once it
+        has applied every call queued before this one (empty where runs are not queued)."""
+        if not self.queued_runs:
+            return {}
+        if self._closed:
+            return dict(self._ids)
+        return self._call(PLACEHOLDERS, (), {})
+
     def __getattr__(self, name: str):
         if name.startswith("_"):
             raise AttributeError(name)
-        if self._closed:
-            return getattr(self.direct(), name)
+        if self._closed:  # placeholders translated here now (``run_ids``)
+            ids = self._ids
+            method = getattr(self.direct(), name)
+            return lambda *args, **kwargs: method(*translate(args, ids), **translate(kwargs, ids))
         if name in QUEUED:
             return lambda *args, **kwargs: self._post(name, args, kwargs)
         return lambda *args, **kwargs: self._call(name, args, kwargs)
@@ -190,6 +206,7 @@ class QueuedClient:
         self._proc.wait(timeout=60)
         self._proc.stdout.close()
         os.close(self._fd)
+        self._ids = Ids(self.wal).map if self.queued_runs else {}
         if failed is None:
             remove(self.session)
 
@@ -307,9 +324,10 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
     fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier writer of this sweep first, however long it takes
     _hold(lock)
     done = os.open(Path(session) / "done", os.O_RDWR | os.O_CREAT, 0o644)
+    ids = Ids(wal)  # the runs earlier writers of the sweep made, by the driver's placeholders
     failed = None
     try:
-        replay(client, Path(wal), Path(session))
+        replay(client, Path(wal), Path(session), ids)
     except Exception as exc:  # noqa: BLE001 - the store's: said at the driver's first call
         failed = store_line(exc)
     applied = 0
@@ -328,7 +346,7 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
                 send(out, pickle.dumps(("failed", applied, failed)))
             continue
         try:
-            value = apply(client, name, args, kwargs)
+            value = dict(ids.map) if name == PLACEHOLDERS else apply(client, ids, name, args, kwargs)
         except Exception as exc:  # noqa: BLE001
             if seq:  # a queued write: the store's failure; it and what follows stay in the log
                 failed = store_line(exc)
