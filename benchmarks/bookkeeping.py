@@ -47,6 +47,7 @@ self. Not a test (it starts Ray; one Ray at a time on this machine)::
     flock /tmp/contrasweep-ray.lock python benchmarks/bookkeeping.py                   # 2,000 trials at 16 and 64 slots
     flock /tmp/contrasweep-ray.lock python benchmarks/bookkeeping.py --quick           # 320 trials: a 2-minute smoke
     flock /tmp/contrasweep-ray.lock python benchmarks/bookkeeping.py --slots 16 --profile
+    flock /tmp/contrasweep-ray.lock python benchmarks/bookkeeping.py --slots 16 --kinds contrasweep  # one side
 """
 
 from __future__ import annotations
@@ -302,12 +303,23 @@ def child(kind: str, slots: int, trials: int, epochs: int, epoch_s: float, model
         began = time.time()
         ray_start.init_ray(None, num_cpus=slots, dashboard=False)
         walls["ray_start_s"] = time.time() - began
+        reaped = children_cpu_s()
         began = time.time()  # the whole `run`: checks, data, the sweep folder, its Tuner, Tune's run
         run_tune.run(load_spec(path), "bookkeeping", sweeps.sweeps_root(str(work / "sweeps")),
                      f"sqlite:///{work / 'mlflow.db'}", None)
         walls["run_s"] = time.time() - began
+        # the writer has exited and been waited for by now: the kernel's count of reaped children is
+        # its whole CPU (the callback's /proc reading at the experiment's end comes after its exit)
+        walls["writer_cpu_s"] = children_cpu_s() - reaped
     data = json.loads(rows.read_text())
     rows.write_text(json.dumps({**data, **walls}))
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's children that have exited and been waited for (the MLflow
+    writer, once the tracker has closed it; Ray's own processes still run and are not counted)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # -- the parent ---------------------------------------------------------------------------------------
@@ -362,6 +374,8 @@ def main() -> None:
     parser.add_argument("--slots", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--epoch-s", type=float, default=1.0)
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS),
+                        help="which sides to run (both for the goals' ratios to plain Tune)")
     parser.add_argument("--quick", action="store_true", help="320 trials: a smoke run of a minute or two")
     parser.add_argument("--profile", action="store_true", help="one more contrasweep run at the first slot count under py-spy")
     parser.add_argument("--out", default=str(DEFAULT_OUT))
@@ -386,7 +400,7 @@ def main() -> None:
     trial_s = args.epochs * args.epoch_s
     result: dict[str, dict] = {}
     for slots in args.slots:
-        for kind in KINDS:
+        for kind in args.kinds:
             name = f"{kind}@{slots}"
             result[name] = summarize(run_child(kind, slots, args, model, base / name.replace("@", "-"), cache),
                                      slots, trial_s, args.epochs)

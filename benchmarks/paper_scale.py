@@ -225,12 +225,14 @@ def run_child(checkout: Path, kind: str, trials: int, marks: list[int], model: s
            "CONTRASWEEP_CACHE": str(cache), "PYTHONWARNINGS": "ignore"}
     rows = work / "rows.jsonl"
     work.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", kind, "--trials", str(trials),
-                           "--marks", *map(str, marks), "--model", model, "--work", str(work), "--rows", str(rows)],
-                          env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log = work / "stderr.log"  # the child's console (Tune's own lines: e.g. how long its last save took), kept
+    with log.open("w") as err:
+        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", kind, "--trials", str(trials),
+                               "--marks", *map(str, marks), "--model", model, "--work", str(work), "--rows", str(rows)],
+                              env=env, cwd=work, stdout=subprocess.DEVNULL, stderr=err, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"the {kind} sweep of {trials} trials in {checkout} failed (exit {proc.returncode}):\n"
-                         f"{proc.stderr[-3000:]}")
+                         f"{log.read_text()[-3000:]}")
     return [json.loads(line) for line in rows.read_text().splitlines()]
 
 
