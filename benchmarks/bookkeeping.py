@@ -275,7 +275,7 @@ def child(kind: str, slots: int, trials: int, epochs: int, epoch_s: float, model
                            tune_config=tune.TuneConfig(num_samples=trials, max_concurrent_trials=slots, reuse_actors=True),
                            run_config=tune.RunConfig(storage_path=str(work), name="tune",
                                                      callbacks=[recorder(rows, memory)], verbose=1))
-        began = time.time()
+        began = walls["fit_at"] = time.time()
         tuner.fit()
         walls["fit_s"] = walls["run_s"] = time.time() - began
     else:
@@ -293,7 +293,7 @@ def child(kind: str, slots: int, trials: int, epochs: int, epoch_s: float, model
         fit = run_tune.fit
 
         def timed_fit(*args, **kwargs):  # Tune's run as the driver runs it (its MLflow drain at the end included)
-            began = time.time()
+            began = walls["fit_at"] = time.time()
             try:
                 return fit(*args, **kwargs)
             finally:
@@ -347,6 +347,9 @@ def summarize(data: dict, slots: int, trial_s: float, epochs: int) -> dict:
     row = {"trials": len(done), "slots": slots, "wall_s": data["fit_s"], "run_s": data["run_s"], "ideal_s": ideal,
            "wall_over_ideal": data["fit_s"] / ideal, **timeline(intervals, slots, epochs),
            "series_5s": occupancy_series(intervals, slots, 5.0),
+           # the wall outside the trials' span: before the first trial began, after the last reported
+           "lead_s": min(s for s, _ in intervals) - data["fit_at"],
+           "tail_s": data["fit_at"] + data["fit_s"] - max(e for _, e in intervals),
            "start_lag_ms": 1000 * statistics.median(t["began"] - t["driver_start"] for t in done if "driver_start" in t),
            "end_lag_ms": 1000 * statistics.median(t["driver_end"] - t["reported"] for t in done if "driver_end" in t)}
     row.update({k: data[k] for k in ("driver_cpu_s", "writer_cpu_s", "machine_cpu_s", "driver_peak_rss_mb",
@@ -362,7 +365,8 @@ def print_row(name: str, r: dict) -> None:
           f"{r['wall_over_ideal']:.2f}x{', vs Tune %.2fx' % r['vs_tune'] if 'vs_tune' in r else ''}); steady "
           f"{r['starts_per_s']:5.1f} starts/s, {r['results_per_s']:5.1f} results/s, occupancy {r['steady_occupancy']:.2f} "
           f"(whole {r['occupancy']:.2f}; at most {r['max_running']} at once, all busy after "
-          f"{r['all_slots_busy_after_s'] if r['all_slots_busy_after_s'] is None else round(r['all_slots_busy_after_s'], 1)} s), slot idle {r['idle_between_trials_s']:.2f} s between trials; start lag "
+          f"{r['all_slots_busy_after_s'] if r['all_slots_busy_after_s'] is None else round(r['all_slots_busy_after_s'], 1)} s; "
+          f"{r['lead_s']:.1f} s before the first trial, {r['tail_s']:.1f} s after the last), slot idle {r['idle_between_trials_s']:.2f} s between trials; start lag "
           f"{r['start_lag_ms']:.0f} ms, end lag {r['end_lag_ms']:.0f} ms; driver CPU {r['driver_cpu_ms_per_trial']:.1f} "
           f"ms/trial, writer {r['writer_cpu_ms_per_trial']:.1f}; machine peak {r['machine_peak_mb']:.0f} MB "
           f"(base {r['machine_base_mb']:.0f}), {r['workers_peak']} workers {r['workers_peak_rss_mb']:.0f} MB", flush=True)

@@ -104,12 +104,35 @@ def test_group_waits_then_continues_or_stops_together(tmp_path):
     assert later.on_trial_result(ctl2, c2, result(1, 0.3)) == TrialScheduler.STOP  # C's mean 0.4: below the median
 
 
-def test_choose_respects_max_running_and_stops_pending_trials_of_stopped_groups(tmp_path):
+def test_max_running_holds_at_the_hand_out_and_a_paused_trial_waits_for_a_free_slot(tmp_path):
+    """Tune starts an actor for every trial the searcher hands out, before the scheduler chooses
+    it: ``sweep.max_concurrent`` holds at the hand-out (``may_hand_out``, the searcher's gate),
+    over the trials running or pending; a paused one holds no slot, and goes on only while one
+    is free."""
+    x, y = FakeTrial("x", "X"), FakeTrial("y", "X")
+    ctl = FakeController([x])
+    s = make(tmp_path, sizes=2, max_running=1, ctl=ctl)
+    assert not s.may_hand_out()  # x is pending: it holds the one slot
+    x.status = Trial.RUNNING
+    assert not s.may_hand_out() and s.choose_trial_to_run(ctl) is None
+    assert s.on_trial_result(ctl, x, result(1, 0.9)) == TrialScheduler.PAUSE  # waits for y at rung 1
+    x.status = Trial.PAUSED
+    assert s.may_hand_out()  # the group's next repeat may start: x holds no slot
+    ctl.trials.append(y)
+    s.on_trial_add(ctl, y)
+    assert not s.may_hand_out() and s.choose_trial_to_run(ctl) is y
+    y.status = Trial.RUNNING
+    assert s.on_trial_result(ctl, y, result(1, 0.7)) == TrialScheduler.CONTINUE  # the group's mean decides rung 1
+    assert s.choose_trial_to_run(ctl) is None  # x may go on, but y holds the slot
+    y.status = Trial.TERMINATED
+    assert s.choose_trial_to_run(ctl) is x
+
+
+def test_the_pending_repeats_of_a_stopped_group_end_unrun(tmp_path):
     x, y, z = FakeTrial("x", "X"), FakeTrial("y", "Y"), FakeTrial("z", "Y")
     ctl = FakeController([x, y, z])
-    s = make(tmp_path, sizes=1, max_running=1, ctl=ctl)
+    s = make(tmp_path, sizes=1, max_running=3, ctl=ctl)
     x.status = Trial.RUNNING
-    assert s.choose_trial_to_run(ctl) is None  # one may run
     s.on_trial_result(ctl, x, result(1, 0.9))
     s.state["decisions"]["1"]["Y"] = "stop"
     x.status = Trial.TERMINATED
@@ -197,3 +220,45 @@ def test_rungs_and_outcomes_follow_a_max_steps_budgets_epochs(tmp_path):
     hp = plans[-1].hp
     assert ran_every_epoch(29, hp, steps=200) and not ran_every_epoch(16, hp, steps=112) and not ran_every_epoch(29, hp)
     assert ran_every_epoch(3, {"epochs": 3}) and not ran_every_epoch(2, {"epochs": 3})  # no max_steps: its epochs
+
+
+@pytest.mark.slow
+def test_in_tune_max_running_holds_while_tune_keeps_several_trials_pending(ray_session, tmp_path, monkeypatch):
+    """Real Tune on the suite's Ray (2 CPUs, a trial 1): one repeat group of 3 at
+    ``max_concurrent`` 1, Tune keeping 2 trials pending (``TUNE_MAX_PENDING_TRIALS_PG``, as
+    ``run.tune.fit`` sets it to the slots). Tune starts an actor for every pending trial without
+    asking the scheduler, so only the searcher's gate (``may_hand_out``) keeps the second CPU
+    idle: the trials' own clocks never overlap, and the group passes its rung and finishes."""
+    import json
+    import time
+
+    from ray import tune
+
+    from contrasweep.search.grid_queue import GridQueue
+
+    log = tmp_path / "epochs.jsonl"
+
+    def trial(config):
+        for epoch in (1, 2):
+            began = time.time()
+            time.sleep(0.4)
+            with open(log, "a") as fh:
+                fh.write(json.dumps({"trial": config["hp"]["repeat"], "began": began, "ended": time.time()}) + "\n")
+            tune.report({"epoch": epoch, "val/accuracy": 0.5 + 0.1 * epoch})
+
+    scheduler = GroupASHA(metric="val/accuracy", mode="max", max_t=2, grace_period=1, reduction_factor=2,
+                          group_of=lambda config: "G", group_sizes=3, max_running=1,
+                          state_path=tmp_path / "group_asha.json")
+    searcher = GridQueue([{"repeat": r} for r in "abc"], max_concurrent=3)
+    searcher.gate = scheduler.may_hand_out
+    monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "2")
+    tuner = tune.Tuner(tune.with_resources(trial, {"cpu": 1}),
+                       tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, num_samples=3),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), name="gate", verbose=0))
+    results = tuner.fit()
+    assert len(results) == 3 and not results.errors
+    assert scheduler.state["decisions"]["1"] == {"G": "continue"}
+    epochs = sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda e: e["began"])
+    assert {e["trial"] for e in epochs} == set("abc")
+    overlaps = [(a["trial"], b["trial"]) for a, b in zip(epochs, epochs[1:]) if b["began"] < a["ended"]]
+    assert not overlaps, overlaps

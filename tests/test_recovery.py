@@ -205,27 +205,34 @@ def test_list_and_resume_see_whether_the_driver_lives(tmp_path):
         "process has ended"]
 
 
-def test_tunes_automatic_loggers_stay_off_while_a_sweep_runs(tmp_path, monkeypatch):
+def test_tunes_automatic_loggers_stay_off_and_its_pending_trials_fill_the_slots_while_a_sweep_runs(tmp_path,
+                                                                                                     monkeypatch):
     """A sweep names result.json and progress.csv in its pickled run config, and Tune's
-    automatic loggers (TensorBoard's imports torch into the driver) stay off while it runs; the
-    variable is put back."""
+    automatic loggers (TensorBoard's imports torch into the driver) stay off while it runs; Tune
+    keeps as many trials pending as run at once; the variables are put back."""
     from contrasweep.folder import sweeps
     from contrasweep.run.tune import fit
 
     monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
+    monkeypatch.delenv("TUNE_MAX_PENDING_TRIALS_PG", raising=False)
     seen = []
 
     class Tuner:
         def fit(self):
-            seen.append(os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"))
+            seen.append((os.environ.get("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"), os.environ.get("TUNE_MAX_PENDING_TRIALS_PG")))
             raise KeyboardInterrupt  # fit records the sweep interrupted and re-raises
 
     sweep_dir = sweeps.create(tmp_path, "now", {"method": "ce"}, {})
     with pytest.raises(KeyboardInterrupt):
-        fit(Tuner(), sweep_dir)
+        fit(Tuner(), sweep_dir, slots=16)
     assert sweep_dir.meta()["status"] == "interrupted"
-    assert seen == ["1"]
-    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ
+    # as many trials pending (actors booting) as run at once: Tune's default for a searcher is one
+    assert seen == [("1", "16")]
+    assert "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS" not in os.environ and "TUNE_MAX_PENDING_TRIALS_PG" not in os.environ
+    monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "3")  # the user's own value is kept
+    with pytest.raises(KeyboardInterrupt):
+        fit(Tuner(), sweep_dir, slots=16)
+    assert seen[-1] == ("1", "3")
 
 
 def test_a_trial_killed_for_memory_ends_the_driver_in_one_line():

@@ -247,4 +247,4 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
               f"its extension {len(extensions)}", file=sys.stderr, flush=True)
         tuner, static = tune.build_tuner(new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total,
                                            growth.queue)
-        return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs))
+        return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs), tune.run_slots(new))

@@ -104,14 +104,11 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: Sw
         stats = with_dropped(prepared[0])
     else:  # one entry per data variant, named by its axis values
         stats = {v.label: with_dropped(p) for v, p in zip(static.variants, prepared)}
-    import ray
-
     # the status line's ETA: the plan's cost model (contrasweep plan) scaled by the trials that end;
     # an extension's trials count alike (the model costs a whole grid, not a list of trials)
     units = sweep_plan.trial_units(sweep, prepared) if total is None else [1.0] * total
     total = total if total is not None else total_trials(sweep)
-    slots = sweep_plan.concurrency(sweep, {k: float(v) for k, v in ray.cluster_resources().items()})
-    progress = Progress(total, sweep.objective.metric, units=units, slots=slots)
+    progress = Progress(total, sweep.objective.metric, units=units, slots=run_slots(sweep))
     return MlflowTracker(
         sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
         sweep.objective.metric, sweep.objective.mode, progress=progress,
@@ -147,6 +144,8 @@ def build_tuner(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, refs: 
     from ray import tune
 
     static = sweep_static(sweep, sweep_dir, prepared, files)
+    searcher, chooser = search_alg(sweep, sweep_dir, queue), scheduler(sweep, sweep_dir, static, sizes)
+    searcher.gate = chooser.may_hand_out  # what may start is decided at the hand-out (search.base.held_back)
     tuner = tune.Tuner(
         make_trainable(static, refs),
         param_space=param_space(sweep) if space is None else space,
@@ -154,7 +153,7 @@ def build_tuner(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, refs: 
         # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py).
         # Not for distributed trials: a reused process whose Train run ASHA stopped keeps that
         # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
-        tune_config=tune.TuneConfig(search_alg=search_alg(sweep, sweep_dir, queue), scheduler=scheduler(sweep, sweep_dir, static, sizes),
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=chooser,
                                     num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
         run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri, sizes, total),
                                                  sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
@@ -188,7 +187,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         if asked():  # nothing has started: resume builds its Tuner from the records, as any resume
             sweep_dir.update_meta(status="interrupted")
             return []
-        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
+        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs), run_slots(sweep))
 
 
 def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, refs: list, files: list[str],
@@ -235,7 +234,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
         sweep_dir.update_meta(status="running")
         sweep_dir.new_experiment()  # this driver's own Tune experiment (tune-rN): nothing of Tune's is read back
         tuner, static = build_tuner(sweep, sweep_dir, prepared, refs, files, meta["tracking_uri"])
-        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs))
+        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs), run_slots(sweep))
 
 
 def resumable(sweep_dir: sweeps.SweepDir) -> dict:
@@ -262,13 +261,13 @@ def arrived(sweep_dir: sweeps.SweepDir) -> None:
         sweep_dir.update_meta(folder=str(sweep_dir.path), earlier_folders=earlier)
 
 
-def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
+def fit(tuner, sweep_dir: sweeps.SweepDir, after=None, slots: int | None = None):
     """Run Tune, then ``after`` (the test phase, ``contrasweep.run.test_phase``) once Tune has
     ended every trial, then record how the sweep ended: ``finished`` only after both. An MLflow
     failure mid-sweep (the tracker stopped Tune for it) is one line: the sweep is interrupted
-    and resumable."""
+    and resumable. ``slots``: trials run at once, so kept pending at once (``pending_trials``)."""
     try:  # its run config names Tune's loggers (run_config): Tune's automatic ones stay off
-        with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1"}), ctrl_c_seen() as seen:
+        with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", **pending_trials(slots)}), ctrl_c_seen() as seen:
             results = tuner.fit()
     except BaseException as exc:
         sweep_dir.update_meta(status="interrupted")
@@ -298,6 +297,25 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None):
         raise UserError(f"sweep {sweep_dir.name!r} stopped: {store_error}; nothing finished is lost; allowed: fix the "
                         f"store, then `contrasweep resume {sweep_dir.name}`")
     return results
+
+
+def run_slots(sweep: Sweep) -> int:
+    """How many of the sweep's trials run at once on the Ray this driver joined (``sweep_plan.concurrency``)."""
+    import ray
+
+    return sweep_plan.concurrency(sweep, {k: float(v) for k, v in ray.cluster_resources().items()})
+
+
+def pending_trials(slots: int | None) -> dict[str, str]:
+    """How many trials Tune keeps pending (asked of the searcher, their actors booting) at once:
+    as many as run at once (``slots``; None: Tune's default). Tune's own default for a searcher
+    other than its generator is one (Ray 2.56-2.59; 2.60 reads a ``ConcurrencyLimiter``), so a
+    wave of new trials started one actor boot after another (16 slots filled in 21.7 s,
+    docs/measurements/bookkeeping.md). What may start is the searcher's gate's to say
+    (``contrasweep.search.base.held_back``). A value the user set is kept."""
+    if slots is None or os.environ.get("TUNE_MAX_PENDING_TRIALS_PG"):
+        return {}
+    return {"TUNE_MAX_PENDING_TRIALS_PG": str(max(1, slots))}
 
 
 @contextlib.contextmanager

@@ -138,6 +138,16 @@ class Searcher(ABC):
         return Extension(space=self.param_space(new))
 
 
+def held_back(searcher) -> bool:
+    """Whether a searcher hands out no trial now: it keeps ``max_concurrent`` trials live, or its
+    scheduler's gate (``gate``, a callable set by ``contrasweep.run.tune.build_tuner``:
+    ``Scheduler``'s ``may_hand_out``) is shut. Tune starts an actor for every trial handed out,
+    up to ``TUNE_MAX_PENDING_TRIALS_PG`` at once (``run.tune.fit``), before any scheduler chooses
+    it: what may run is decided here, at the hand-out."""
+    gate = getattr(searcher, "gate", None)
+    return len(searcher.live) >= searcher.max_concurrent or (gate is not None and not gate())
+
+
 class Scheduler(ABC):
     """When a sweep's trials start, pause and stop. contrasweep calls it in this order:
 
@@ -146,7 +156,8 @@ class Scheduler(ABC):
        ``live_limit`` (how many trials the searcher may keep live).
     2. **Launch**: ``build`` makes Tune's scheduler over the sweep's repeat groups (its
        ``static``: ``contrasweep.spec.static.SweepStatic``, whose key names a trial's group and
-       whose ``train_rows`` give the same epochs as ``pause_epochs``).
+       whose ``train_rows`` give the same epochs as ``pause_epochs``); the Tune scheduler's
+       ``may_hand_out`` is the searcher's gate (``held_back``): whether one more trial may start.
     3. **Resume**: every driver builds it again; group ASHA reads ``group_asha.json`` (its rung
        values and decisions, by repeat key); the searchers never hand out what finished.
     """

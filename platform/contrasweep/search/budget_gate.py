@@ -1,8 +1,10 @@
 """The gate that keeps a sweep within ``sweep.budget`` (``contrasweep.spec.budget``): both
-schedulers (``fifo.LiveFIFO``) ask it before they start a trial that never ran.
+schedulers (``fifo.LiveFIFO.admit``) ask it for every trial the searcher hands out, before Tune
+starts an actor for it.
 
 Slot time is counted from the scheduler's own clock: a trial's slot time runs from the moment
-the scheduler chooses it to run until it pauses (group ASHA's rungs) or ends, × its slots (its
+it starts (the last of Tune's steps it was pending in) or the scheduler chooses it to run again
+after a pause, until it pauses (group ASHA's rungs) or ends, × its slots (its
 GPUs, else its CPUs: ``spec.budget.trial_slots``); it is added up at every result, so a killed
 driver loses at most one epoch per running trial. A trial that never ran is admitted while
 
@@ -57,6 +59,7 @@ class BudgetGate:
         self._open: dict[str, float] = {}  # trial id -> when its slot time was last counted (running trials)
         self._so_far: dict[str, float] = {}  # trial id -> its slot-seconds in this driver
         self._started: dict[str, tuple[str, str]] = {}  # trial id -> (config key, group): chosen to run by this driver
+        self._recorded: dict[str, str] | None = None  # the record's started repeats, read once per driver (``fresh``)
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -94,10 +97,18 @@ class BudgetGate:
             self._open[trial_id] = now
 
     def running(self, trial: Trial, now: float | None = None) -> None:
-        """The scheduler chose ``trial`` to run (new, or again after a pause)."""
+        """The scheduler admitted ``trial`` (new) or chose it to run again after a pause."""
         self._open[trial.trial_id] = time.monotonic() if now is None else now
         if trial.trial_id not in self._started:
             self._started[trial.trial_id] = (ledger.key(trial.config), self.group_of(trial.config))
+
+    def waiting(self, trials: list[Trial], now: float | None = None) -> None:
+        """``trials`` are admitted and still pending (waiting for an actor or for resources):
+        their clocks start again now, so that each runs from the moment its trial starts."""
+        now = time.monotonic() if now is None else now
+        for trial in trials:
+            if trial.trial_id in self._open:
+                self._open[trial.trial_id] = now
 
     def result(self, trial: Trial, holds: bool, now: float | None = None) -> None:
         """A result came; ``holds``: the trial keeps its slots (it was not paused or stopped)."""
@@ -114,10 +125,15 @@ class BudgetGate:
 
     # -- the gate ---------------------------------------------------------------------------
     def fresh(self, trial: Trial, recorded: dict[str, str] | None = None) -> bool:
-        """``trial`` never ran: pending, not chosen by this driver, with no run in the record."""
+        """``trial`` never ran: pending, not admitted by this driver, with no run in the record
+        (``recorded``; by default the record as this driver found it: what this driver starts,
+        it admitted first)."""
         if trial.status != Trial.PENDING or trial.trial_id in self._started:
             return False
-        recorded = ledger.started(self.tracking_file) if recorded is None else recorded
+        if recorded is None:
+            if self._recorded is None:
+                self._recorded = ledger.started(self.tracking_file)
+            recorded = self._recorded
         return ledger.key(trial.config) not in recorded
 
     def spent(self, now: float) -> float:

@@ -58,15 +58,18 @@ class LiveFIFO(FIFOScheduler):
         super().__init__()
         self.budget = budget
         self._live = LiveTrials()
+        self._arrived: list[Trial] = []  # handed out, not yet judged by the budget
         self._warm = False
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.update(_live=LiveTrials(), _warm=False)
+        state.update(_live=LiveTrials(), _arrived=[], _warm=False)
         return state
 
     def on_trial_add(self, tune_controller, trial: Trial):
         self._live.add(trial)
+        if getattr(self, "budget", None) is not None:
+            self._arrived.append(trial)  # admitted (or not) at Tune's next choice (``admit``)
         super().on_trial_add(tune_controller, trial)
 
     def settle(self, tune_controller) -> None:
@@ -84,18 +87,38 @@ class LiveFIFO(FIFOScheduler):
                     return trial
         return None
 
+    def may_hand_out(self) -> bool:
+        """The searcher's gate (``contrasweep.search.base.held_back``): whether one more trial may
+        start now. FIFO's: always (the searcher's ``max_concurrent`` is the limit)."""
+        return True
+
     def choose_trial_to_run(self, tune_controller) -> Trial | None:
         self.settle(tune_controller)
-        trial = self.choose(tune_controller)
         budget = getattr(self, "budget", None)
-        if trial is not None and budget is not None:
-            if not budget.admits() and budget.fresh(trial):
-                budget.end(tune_controller)  # the never-started trials end unrun; the search algorithm is finished
-                self.budget_ended(tune_controller, budget.cut_sizes())
-                trial = self.choose(tune_controller)  # a started one (paused at a rung) still runs
-            if trial is not None:
-                budget.running(trial)
+        if budget is not None:
+            self.admit(tune_controller, budget)
+        trial = self.choose(tune_controller)
+        if trial is not None and budget is not None and trial.status == Trial.PAUSED:
+            budget.running(trial)  # again after a pause (group ASHA's rungs)
         return trial
+
+    def admit(self, tune_controller, budget) -> None:
+        """The budget's gate, for every trial the searcher handed out since the last step (Tune asks
+        this scheduler before it starts actors for its pending trials: ``choose_trial_to_run``
+        comes first in each of its steps): a trial that never ran is admitted while one more
+        fits, else the budget ends the sweep (its never-started trials end unrun; a started one,
+        paused at a rung, still runs). A pending trial's clock is set again at every step, so
+        that it runs from the step it starts in."""
+        arrived, self._arrived = self._arrived, []
+        for trial in arrived:
+            if trial.status != Trial.PENDING:
+                continue
+            if budget.fresh(trial) and not budget.admits():
+                budget.end(tune_controller)  # the search algorithm is finished
+                self.budget_ended(tune_controller, budget.cut_sizes())
+                break
+            budget.running(trial)
+        budget.waiting([t for t in self._live if t.status == Trial.PENDING])
 
     def budget_ended(self, tune_controller, cut: dict[str, int]) -> None:
         """The budget cut the groups ``cut`` (group -> repeats that started) short."""

@@ -14,13 +14,14 @@ rest come in the grid's order, so an unfinished repeat (its loop goes on from it
 and one that failed (retried) come first, as every point before them finished. An extension's
 grid is the grown grid's trials that did not run (``grid_search.new_trials``), in the same order.
 
-May import: Ray Tune's ``Searcher``, ``contrasweep.spec.identity``.
+May import: Ray Tune's ``Searcher``, ``contrasweep.spec.identity``, ``contrasweep.search.base``.
 """
 
 from __future__ import annotations
 
 from ray.tune.search import Searcher
 
+from contrasweep.search.base import held_back
 from contrasweep.spec.identity import key_of
 
 
@@ -37,6 +38,7 @@ class GridQueue(Searcher):
         self.max_concurrent = max_concurrent
         self.position = 0  # the next trial to hand out
         self.live: set[str] = set()  # Tune trial ids handed out and not ended
+        self.gate = None  # the scheduler's may_hand_out (search.base.held_back)
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True  # the trials are the spec's; the objective is the scheduler's and the tracker's
@@ -44,7 +46,7 @@ class GridQueue(Searcher):
     def suggest(self, trial_id: str) -> dict | str | None:
         if self.position >= len(self.trials):
             return Searcher.FINISHED
-        if len(self.live) >= self.max_concurrent:
+        if held_back(self):
             return None
         self.position += 1
         self.live.add(trial_id)

@@ -14,9 +14,11 @@ aggregate counts them as finished repeats.
 Pausing costs a checkpoint restore per rung (the loop checkpoints every epoch and resumes from
 the latest); rungs are few (1, 2, 4, 8 for grace 1, factor 2, 10 epochs).
 
-The scheduler also enforces ``sweep.max_concurrent`` on RUNNING trials, because the searcher
-must be allowed to create a whole group (more live trials than may run) for the rung barrier
-to be reachable. Its records live in ``group_asha.json`` next to the sweep (a snapshot and its
+The scheduler also enforces ``sweep.max_concurrent`` on the trials that run or wait to (not the
+paused ones), because the searcher must be allowed to create a whole group (more live trials
+than may run) for the rung barrier to be reachable: the searcher hands out a trial only while
+``may_hand_out`` (Tune starts an actor for every trial handed out), and a paused trial goes on
+only while a slot is free. Its records live in ``group_asha.json`` next to the sweep (a snapshot and its
 journal, ``group_asha.journal``: one line per rung value or decision), so a resumed sweep keeps
 every decision made before the interruption.
 """
@@ -213,19 +215,36 @@ class GroupASHA(LiveFIFO):
                 if self._decision(rung, group) is None and not self._stopped(group) and len(values) >= self._size(group):
                     self._decide(tune_controller, None, rung, group)
 
+    def active(self) -> int:
+        """Live trials that hold or wait for slots: running or pending (a paused one holds none)."""
+        return sum(t.status in (Trial.RUNNING, Trial.PENDING) for t in self._live)
+
+    def may_hand_out(self) -> bool:
+        """``sweep.max_concurrent`` over the trials that hold or wait for slots: the searcher keeps
+        a whole group live (more than may run) and hands out a group's next repeat once others
+        paused at a rung."""
+        return self.active() < self.max_running
+
     def choose(self, tune_controller) -> Trial | None:
+        """A pending trial first (the searcher's gate let it start), else a paused one whose
+        group's rung is decided, while a slot is free; the pending repeats of a stopped group end."""
         if not self._settled:
             self._settle(tune_controller)
         trials = list(self._live)
-        if sum(t.status == Trial.RUNNING for t in trials) >= self.max_running:
+        for trial in trials:
+            if trial.status == Trial.PENDING and self._stopped(self._group(trial)):
+                stop_waiting(tune_controller, trial)
+        for trial in trials:
+            if trial.status == Trial.PENDING and not self.waiting(trial):
+                return trial
+        if self.active() >= self.max_running:
             return None
-        for status in (Trial.PENDING, Trial.PAUSED):
-            for trial in trials:
-                if trial.status == status and not self.waiting(trial):
-                    if self._stopped(self._group(trial)):
-                        stop_waiting(tune_controller, trial)
-                        continue
-                    return trial
+        for trial in trials:
+            if trial.status == Trial.PAUSED and not self.waiting(trial):
+                if self._stopped(self._group(trial)):
+                    stop_waiting(tune_controller, trial)
+                    continue
+                return trial
         return None
 
     def debug_string(self) -> str:

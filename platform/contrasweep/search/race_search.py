@@ -13,7 +13,7 @@ object anew (``run.tune``); ``first``, the repeats the sweep's record calls unfi
 before the race's next ones (a kill between the journal's write and the record's: the repeat's
 loop goes on from its state folder to its end, which the record then holds).
 
-May import: Ray Tune's ``Searcher``, ``contrasweep.search.racing``, ``contrasweep.spec``,
+May import: Ray Tune's ``Searcher``, ``contrasweep.search.racing``, ``contrasweep.search.base``, ``contrasweep.spec``,
 ``contrasweep.folder`` (the journal, a moved folder), ``contrasweep.tracking``.
 """
 
@@ -26,6 +26,7 @@ from ray.tune.search import Searcher
 
 from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here
+from contrasweep.search.base import held_back
 from contrasweep.search.racing import Entry, Race, entries_of
 from contrasweep.spec.objective import Objective
 from contrasweep.spec.identity import key_of
@@ -48,6 +49,7 @@ class RaceSearcher(Searcher):
         self.entries, self.min_repeats, self.alpha = entries, min_repeats, alpha
         self.path, self.max_concurrent = str(path), max_concurrent
         self.live: dict[str, tuple[str, str]] = {}  # Tune trial id -> (group, repeat)
+        self.gate = None  # the scheduler's may_hand_out (search.base.held_back)
         self.forgotten: set[str] = set()  # handed out, never to run (``forget``)
         by_key = {key_of({"hp": t}): entry for entry, t in self.trials.items()}
         self.first = [by_key[key_of(c)] for c in first if key_of(c) in by_key]
@@ -96,7 +98,7 @@ class RaceSearcher(Searcher):
     # -- Searcher API ------------------------------------------------------------------
     def suggest(self, trial_id: str) -> dict | str | None:
         race = self.race
-        if len(self.live) >= self.max_concurrent:
+        if held_back(self):
             return None
         chosen = self.first.pop(0) if self.first else race.next(set(self.live.values()))
         if chosen is None:

@@ -82,7 +82,7 @@ class GroupAshaScheduler(Scheduler):
         return rungs(sweep.most_epochs(train_rows), self.grace_period(sweep, train_rows), sweep.asha["reduction_factor"])
 
     def live_limit(self, sweep, group_sizes) -> int:
-        """A whole repeat group must be live to pass a rung; RUNNING trials stay within
-        ``sweep.max_concurrent`` (``GroupASHA.choose_trial_to_run``)."""
+        """A whole repeat group must be live to pass a rung; the trials running or waiting to stay
+        within ``sweep.max_concurrent`` (``GroupASHA.may_hand_out``, the searcher's gate)."""
         largest = max(group_sizes.values()) if isinstance(group_sizes, dict) else group_sizes
         return max(sweep.max_concurrent, largest)

@@ -34,7 +34,7 @@ With ``sweep.racing`` a suggestion runs only the repeats its race asks for
 May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
 trial reads, the domains), ``contrasweep.folder`` (a moved folder, the race's journal),
 ``contrasweep.search.study_storage``, ``contrasweep.search.optuna_versions``, ``contrasweep.search.warm_start`` (warm points as trials),
-``contrasweep.search.study_race``, ``contrasweep.folder.record`` (a whole write), ``contrasweep.tracking.ledger``
+``contrasweep.search.study_race``, ``contrasweep.search.base`` (the hand-out gate), ``contrasweep.folder.record`` (a whole write), ``contrasweep.tracking.ledger``
 (what is unfinished), ``contrasweep.tracking.aggregate``
 (what a repeat is judged by), ``trainables.params``.
 """
@@ -52,6 +52,7 @@ from ray.tune.search import Searcher
 from contrasweep.folder import race_record
 from contrasweep.folder.record import write_whole
 from contrasweep.folder.relocation import here_uri
+from contrasweep.search.base import held_back
 from contrasweep.search.optuna_versions import finished_trial_error, savable
 from contrasweep.search.study_race import RACE_PREFIX, REPEAT_PREFIX, StudyRace, recorded
 from contrasweep.search.warm_start import WARM_ATTR, warm_trials
@@ -97,6 +98,7 @@ class StudySearcher(Searcher):
         self.warm = list(warm or [])  # earlier sweeps' points (search.warm_start), added once to a new study
         self.race = race  # sweep.racing (contrasweep.search.study_race): which repeats a suggestion runs
         self.live: dict[str, tuple[int, int]] = {}  # Tune trial id -> (suggestion number, repeat)
+        self.gate = None  # the scheduler's may_hand_out (search.base.held_back)
         self.forgotten: set[str] = set()  # handed out, never to run (``forget``)
         self.first = [tuple(pair) for pair in first]
         self.sampler_path = sampler_path
@@ -219,7 +221,7 @@ class StudySearcher(Searcher):
     def suggest(self, trial_id: str) -> dict | str | None:
         if self._queue is None:
             self._reconcile()
-        if len(self.live) >= self.max_concurrent:
+        if held_back(self):
             return None
         if not self._queue:
             if self.asked() >= self.num_samples:
