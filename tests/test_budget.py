@@ -179,3 +179,32 @@ def test_extend_grows_a_budget_and_refuses_to_shrink_or_add_one():
         check_growth(ran, validate(_spec({"seeds": [0, 1], "budget": {"slot_hours": 0.5}})))
     with pytest.raises(UserError, match=r"sweep.budget can only grow \(unset slot-hours -> 1.0\)"):
         check_growth(validate(_spec({"seeds": [0, 1]})), ran)
+
+
+def test_the_scheduler_judges_every_trial_handed_out_before_tune_starts_their_actors(tmp_path):
+    """Tune keeps several trials pending (``run.tune.pending_trials``) and starts their actors
+    unasked, after the scheduler's choice in the same step: the budget judges every trial handed
+    out since the last step (``LiveFIFO.admit``). With the budget ended by an earlier driver, a
+    never-started trial ends unrun at once, while the unfinished repeats an earlier driver started
+    (before and after it in the batch) run, their slot time counted."""
+    import json
+
+    from contrasweep.search.fifo import LiveFIFO
+    from contrasweep.tracking.ledger import key
+
+    u, f, v = FakeTrial("u", "g", 0), FakeTrial("f", "g", 1), FakeTrial("v", "h", 0)
+    (tmp_path / "tracking.json").write_text(json.dumps({"trials": {
+        "1": {"config_key": key(u.config), "group": "g"}, "2": {"config_key": key(v.config), "group": "h"}}}))
+    budget_file = tmp_path / budget_record.BUDGET_FILE
+    _gate(tmp_path, slot_hours=1 / 3600).end(FakeController([], budget_file))  # an earlier driver's end
+    gate = _gate(tmp_path, slot_hours=1 / 3600)
+    controller = FakeController([u, f, v], budget_file)
+    scheduler = LiveFIFO(gate)
+    for trial in (u, f, v):
+        scheduler.on_trial_add(controller, trial)
+    assert scheduler.choose_trial_to_run(controller) is u
+    assert [s[0] for s in controller.stopped] == ["f"] and u.status == v.status == Trial.PENDING
+    for trial in (u, v):
+        trial.status = Trial.RUNNING
+        gate.trial_ended(trial)
+    assert gate.journal["ended_n"] == 2  # both were counted from their start

@@ -202,6 +202,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     import yaml
 
     from contrasweep.run import executor, test_phase, tune  # Ray's side: after the growth was checked
+    from contrasweep.run.slots import start_slots
 
     meta = sweep_dir.meta()
     tracking_uri = meta["tracking_uri"]
@@ -247,4 +248,4 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
               f"its extension {len(extensions)}", file=sys.stderr, flush=True)
         tuner, static = tune.build_tuner(new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total,
                                            growth.queue)
-        return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs), tune.run_slots(new))
+        return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs), start_slots(new))

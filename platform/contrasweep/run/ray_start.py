@@ -87,3 +87,18 @@ def alive_machines() -> int:
     import ray
 
     return len({node["NodeManagerAddress"] for node in ray.nodes() if node.get("Alive")})
+
+
+def boot_capacity() -> int:
+    """How many worker processes the Ray this driver joined starts at once: each node's raylet
+    starts at most as many at a time as it has CPUs (``worker_maximum_startup_concurrency``);
+    for this machine's node its cores, for another its logical CPUs (its cores unless its
+    ``ray start`` said otherwise)."""
+    import ray
+
+    here, cores, total = ray.get_runtime_context().get_node_id(), os.cpu_count() or 1, 0
+    for node in ray.nodes():
+        if node.get("Alive"):
+            cpus = int(node.get("Resources", {}).get("CPU", 0))
+            total += min(cpus, cores) if node.get("NodeID") == here else cpus
+    return max(1, total)

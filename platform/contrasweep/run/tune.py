@@ -33,6 +33,7 @@ from contrasweep.run.executor import make_trainable, torch_threads_env
 from contrasweep.run.inputs import (data_notes, load_sweep, prepare_data, prepare_sts, put_data, reported_line, rows_line,
                                     sweep_static)
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
+from contrasweep.run.slots import pending_trials, run_slots, start_slots
 from contrasweep.run.shipping import local_files_of
 from contrasweep.run.size_line import size_lines
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
@@ -187,7 +188,7 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         if asked():  # nothing has started: resume builds its Tuner from the records, as any resume
             sweep_dir.update_meta(status="interrupted")
             return []
-        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs), run_slots(sweep))
+        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs), start_slots(sweep))
 
 
 def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, refs: list, files: list[str],
@@ -234,7 +235,7 @@ def resume(name: str, root: Path, address: str | None, storage: str | None = Non
         sweep_dir.update_meta(status="running")
         sweep_dir.new_experiment()  # this driver's own Tune experiment (tune-rN): nothing of Tune's is read back
         tuner, static = build_tuner(sweep, sweep_dir, prepared, refs, files, meta["tracking_uri"])
-        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs), run_slots(sweep))
+        return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs), start_slots(sweep))
 
 
 def resumable(sweep_dir: sweeps.SweepDir) -> dict:
@@ -265,7 +266,7 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None, slots: int | None = None)
     """Run Tune, then ``after`` (the test phase, ``contrasweep.run.test_phase``) once Tune has
     ended every trial, then record how the sweep ended: ``finished`` only after both. An MLflow
     failure mid-sweep (the tracker stopped Tune for it) is one line: the sweep is interrupted
-    and resumable. ``slots``: trials run at once, so kept pending at once (``pending_trials``)."""
+    and resumable. ``slots``: trials kept pending at once (``pending_trials``)."""
     try:  # its run config names Tune's loggers (run_config): Tune's automatic ones stay off
         with scoped_env({"TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1", **pending_trials(slots)}), ctrl_c_seen() as seen:
             results = tuner.fit()
@@ -297,25 +298,6 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None, slots: int | None = None)
         raise UserError(f"sweep {sweep_dir.name!r} stopped: {store_error}; nothing finished is lost; allowed: fix the "
                         f"store, then `contrasweep resume {sweep_dir.name}`")
     return results
-
-
-def run_slots(sweep: Sweep) -> int:
-    """How many of the sweep's trials run at once on the Ray this driver joined (``sweep_plan.concurrency``)."""
-    import ray
-
-    return sweep_plan.concurrency(sweep, {k: float(v) for k, v in ray.cluster_resources().items()})
-
-
-def pending_trials(slots: int | None) -> dict[str, str]:
-    """How many trials Tune keeps pending (asked of the searcher, their actors booting) at once:
-    as many as run at once (``slots``; None: Tune's default). Tune's own default for a searcher
-    other than its generator is one (Ray 2.56-2.59; 2.60 reads a ``ConcurrencyLimiter``), so a
-    wave of new trials started one actor boot after another (16 slots filled in 21.7 s,
-    docs/measurements/bookkeeping.md). What may start is the searcher's gate's to say
-    (``contrasweep.search.base.held_back``). A value the user set is kept."""
-    if slots is None or os.environ.get("TUNE_MAX_PENDING_TRIALS_PG"):
-        return {}
-    return {"TUNE_MAX_PENDING_TRIALS_PG": str(max(1, slots))}
 
 
 @contextlib.contextmanager

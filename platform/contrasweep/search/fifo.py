@@ -112,11 +112,11 @@ class LiveFIFO(FIFOScheduler):
         arrived, self._arrived = self._arrived, []
         for trial in arrived:
             if trial.status != Trial.PENDING:
-                continue
+                continue  # ended (by the budget's end among them: it ends every never-started trial at once)
             if budget.fresh(trial) and not budget.admits():
                 budget.end(tune_controller)  # the search algorithm is finished
                 self.budget_ended(tune_controller, budget.cut_sizes())
-                break
+                continue
             budget.running(trial)
         budget.waiting([t for t in self._live if t.status == Trial.PENDING])
 
