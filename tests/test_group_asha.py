@@ -22,6 +22,9 @@ class FakeTrial:
     def init_local_path(self):  # Tune's naming of the trial's folder
         self.relative_logdir = self.relative_logdir or f"trial_{self.trial_id}"
 
+    def set_status(self, status):
+        self.status = status
+
 
 class FakeController:
     def __init__(self, trials):
@@ -164,15 +167,40 @@ def test_a_rung_every_repeat_reached_is_decided_after_a_kill_cut_off_its_decisio
     for group, pairs in (("B", ((b1, 0.99), (b2, 0.1))), ("C", ((c1, 0.9), (c2, 0.95)))):
         s.state["values"]["1"][group] = {s._key(t): v for t, v in pairs}  # the values saved, then the kill
         s._saved("values", 1, group)
-    # the resumed driver: fresh trials of the same repeats, pending, nothing running
+    # the resumed driver: fresh trials of the same repeats, nothing running; the rungs are
+    # decided as its first trial comes in (else each would come in paused, waiting at rung 1)
     again = [FakeTrial(f"{t.trial_id}-r1", t.config["group"], repeat=t.trial_id) for t in (b1, b2, c1, c2)]
     ctl2 = FakeController(again)
     later = make(tmp_path, max_running=6, ctl=ctl2)
-    assert all(later.waiting(t) for t in again)  # each waits at rung 1, with no decision
-    chosen = later.choose_trial_to_run(ctl2)
     assert later.state["decisions"]["1"] == {"A": "continue", "B": "stop", "C": "continue"}
+    assert not any(later.waiting(t) for t in again) and all(t.status == Trial.PENDING for t in again)
+    chosen = later.choose_trial_to_run(ctl2)
     assert sorted(ctl2.stopped) == ["b1-r1", "b2-r1"] and chosen is again[2]  # B's mean 0.545 stops; C goes on
     assert make(tmp_path).state["decisions"]["1"]["B"] == "stop"  # the decision is in the journal
+
+
+def test_a_repeat_paused_at_an_undecided_rung_comes_back_paused_until_its_group_decides(tmp_path):
+    """Kill point: a1 paused at rung 1 (its value in group_asha.journal), a2 still in epoch 1.
+    The resumed driver's trial of a1 comes in PAUSED (Tune starts an actor for every PENDING
+    trial unasked, and a1 would train epoch 2 before A's rung is decided), holds no slot, and
+    goes on once a2's value decides the rung."""
+    a1, a2 = FakeTrial("a1", "A"), FakeTrial("a2", "A")
+    ctl = FakeController([a1, a2])
+    s = make(tmp_path, ctl=ctl)
+    a1.status = a2.status = Trial.RUNNING
+    assert s.on_trial_result(ctl, a1, result(1, 0.9)) == TrialScheduler.PAUSE
+    # the kill; the later driver hands both repeats out again under new trial ids
+    r1, r2 = FakeTrial("a1-r1", "A", repeat="a1"), FakeTrial("a2-r1", "A", repeat="a2")
+    ctl2 = FakeController([r1, r2])
+    later = make(tmp_path, max_running=2, ctl=ctl2)
+    assert r1.status == Trial.PAUSED and r2.status == Trial.PENDING
+    assert later.active() == 1 and later.may_hand_out()  # r1 holds no slot
+    assert later.choose_trial_to_run(ctl2) is r2
+    r2.status = Trial.RUNNING
+    assert later.choose_trial_to_run(ctl2) is None  # a slot is free, but r1's rung is open
+    assert later.on_trial_result(ctl2, r2, result(1, 0.7)) == TrialScheduler.CONTINUE
+    assert later.choose_trial_to_run(ctl2) is r1 and ctl2.stopped == []
+    assert list(later.state["values"]["1"]["A"].values()) == [0.9, 0.7]  # a1's value from the first driver
 
 
 @pytest.mark.parametrize("value", [float("nan")])
@@ -262,3 +290,56 @@ def test_in_tune_max_running_holds_while_tune_keeps_several_trials_pending(ray_s
     assert {e["trial"] for e in epochs} == set("abc")
     overlaps = [(a["trial"], b["trial"]) for a, b in zip(epochs, epochs[1:]) if b["began"] < a["ended"]]
     assert not overlaps, overlaps
+
+
+@pytest.mark.slow
+def test_in_tune_a_resumed_repeat_paused_at_an_open_rung_trains_nothing_until_its_group_decides(ray_session, tmp_path,
+                                                                                                monkeypatch):
+    """Real Tune (2 CPUs, 2 trials pending at once). Kill point: repeat ``a`` of group G paused at
+    rung 1 (its value 0.1 in the journal), its sibling ``b`` not yet at the rung; group H passed
+    rung 1 with 0.9. The resumed driver hands out ``a`` (its loop would go on at epoch 2) and
+    ``b``; ``b``'s 0.1, 3 s later, stops G (mean 0.1 below the rung's median 0.5). ``a`` came in
+    PAUSED, so it is stopped without training an epoch: as the uninterrupted sweep, where it
+    stayed paused. Before, Tune started it at once and it trained epoch 2 past its rung."""
+    import json
+    import time
+
+    from ray import tune
+
+    from contrasweep.search.grid_queue import GridQueue
+
+    log = tmp_path / "epochs.jsonl"
+
+    def trial(config):
+        for epoch in range(config["hp"]["start"], 3):  # a resumed loop goes on after its last epoch
+            time.sleep(config["hp"]["sleep"])
+            with open(log, "a") as fh:
+                fh.write(json.dumps({"trial": config["hp"]["repeat"], "epoch": epoch}) + "\n")
+            tune.report({"epoch": epoch, "val/accuracy": 0.1})
+
+    def scheduler():
+        return GroupASHA(metric="val/accuracy", mode="max", max_t=2, grace_period=1, reduction_factor=2,
+                         group_of=lambda config: config["hp"]["group"], group_sizes={"G": 2, "H": 1}, max_running=2,
+                         state_path=tmp_path / "group_asha.json")
+
+    a, h = ({"hp": {"repeat": r, "group": g, "start": 2, "sleep": 0.2}} for r, g in (("a", "G"), ("h", "H")))
+    first, ctl = scheduler(), FakeController([])
+    for config, value in ((h, 0.9), (a, 0.1)):  # the first driver, before the kill
+        t = FakeTrial(config["hp"]["repeat"], config["hp"]["group"])
+        t.config, t.status = config, Trial.RUNNING
+        first.on_trial_add(ctl, t)
+        first.on_trial_result(ctl, t, result(1, value))
+    assert first.state["decisions"]["1"] == {"H": "continue"} and len(first.state["values"]["1"]["G"]) == 1
+    again = scheduler()
+    b = {"repeat": "b", "group": "G", "start": 1, "sleep": 3.0}  # long enough for ``a`` to train an epoch, if it starts
+    searcher = GridQueue([a["hp"], b], max_concurrent=2)
+    searcher.gate = again.may_hand_out
+    monkeypatch.setenv("TUNE_MAX_PENDING_TRIALS_PG", "2")
+    tuner = tune.Tuner(tune.with_resources(trial, {"cpu": 1}),
+                       tune_config=tune.TuneConfig(search_alg=searcher, scheduler=again, num_samples=2),
+                       run_config=tune.RunConfig(storage_path=str(tmp_path / "tune"), name="resumed", verbose=0))
+    results = tuner.fit()
+    assert len(results) == 2 and not results.errors
+    assert again.state["decisions"]["1"] == {"H": "continue", "G": "stop"}
+    trained = [json.loads(line) for line in log.read_text().splitlines()]
+    assert trained == [{"trial": "b", "epoch": 1}], trained

@@ -20,7 +20,8 @@ than may run) for the rung barrier to be reachable: the searcher hands out a tri
 ``may_hand_out`` (Tune starts an actor for every trial handed out), and a paused trial goes on
 only while a slot is free. Its records live in ``group_asha.json`` next to the sweep (a snapshot and its
 journal, ``group_asha.journal``: one line per rung value or decision), so a resumed sweep keeps
-every decision made before the interruption.
+every decision made before the interruption, and a repeat that was paused at a rung still open
+comes back paused (``on_trial_add``): it trains nothing until its group's rung is decided.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class GroupASHA(LiveFIFO):
         self._state: TrackingState | None = None  # group_asha.json, read once per driver
         self._groups: dict[str, str] = {}  # trial id -> group (choose_trial_to_run asks often)
         self._keys: dict[str, str] = {}  # trial id -> the repeat's configuration key (what the rungs record)
-        self._settled = False  # rungs a kill left undecided: decided at this driver's first choice
+        self._settled = False  # rungs a kill left undecided: decided as this driver's first trial comes in
 
     # -- state -------------------------------------------------------------------------
     @property
@@ -143,6 +144,19 @@ class GroupASHA(LiveFIFO):
         return False
 
     # -- scheduler API -----------------------------------------------------------------
+    def on_trial_add(self, tune_controller, trial: Trial):
+        """A repeat that an earlier driver paused at a rung still undecided comes in PAUSED, as
+        it left: Tune files a trial it adds under the status it has after this call (Ray
+        2.56-2.60's ``TuneController.add_trial``) and starts an actor for every PENDING one
+        without asking a scheduler, which would train it an epoch past its rung; a PAUSED one
+        starts when ``choose`` picks it, once the rung is decided. Rungs a kill left undecided
+        are decided first (``_settle``)."""
+        if not self._settled:
+            self._settle(tune_controller)
+        super().on_trial_add(tune_controller, trial)
+        if trial.status == Trial.PENDING and self.waiting(trial):
+            trial.set_status(Trial.PAUSED)
+
     def result_action(self, tune_controller, trial: Trial, result: dict) -> str:
         if self.time_attr not in result or self._metric not in result:
             return TrialScheduler.CONTINUE
@@ -207,8 +221,8 @@ class GroupASHA(LiveFIFO):
 
     def _settle(self, tune_controller) -> None:
         """A rung every repeat of a group reached with no decision: a kill fell between the last
-        value's line and the decision's in the journal. Its repeats wait for a decision no result
-        brings (``waiting``: none of them starts), so it is made now, once per driver."""
+        value's line and the decision's in the journal. Its repeats would wait for a decision no
+        result brings (each comes in PAUSED: ``on_trial_add``), so it is made now, once per driver."""
         self._settled = True
         for rung in self.rungs:
             for group, values in list(self.state["values"].get(str(rung), {}).items()):
