@@ -38,7 +38,8 @@ between two trials, the most trials running at once and when every slot was firs
 starts at most as many worker processes at a time as the machine has cores: the ramp-up to 64
 slots on 2 cores is Ray's, on both sides). An occupancy near 1: the driver kept up with the
 slots; below 1, the rate is what one driver sustains. Also the driver's, its MLflow writer's and
-the machine's CPU, and the peak memory used (the machine, the Ray workers' summed RSS).
+the machine's CPU, and the peak memory used (the machine, the Ray workers' summed RSS), and where
+the wall after the last trial goes (``tail_probe``: Tune's last save and cleanup, the tracker's end).
 
 ``--profile`` runs one more contrasweep sweep at the first slot count under ``py-spy`` (the driver
 process; 100 samples a second, idle samples left out) and prints its top costs, inclusive and
@@ -64,7 +65,8 @@ import threading
 import time
 from pathlib import Path
 
-from paper_scale import machine_cpu_s, noop_metrics, spec_dict, swap_driver, writer_cpu_s  # beside this script
+import tail_probe  # beside this script
+from paper_scale import machine_cpu_s, noop_metrics, spec_dict, swap_driver, writer_cpu_s
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "bookkeeping.json"
@@ -266,7 +268,8 @@ def child(kind: str, slots: int, trials: int, epochs: int, epoch_s: float, model
     memory = Memory()
     memory.start()
     trainable = sleeping_trial(epochs, epoch_s)
-    walls: dict[str, float] = {}
+    walls: dict = {"calls": []}  # the end-of-run calls (tail_probe), for where the tail goes
+    tail_probe.install(walls["calls"])
     if kind == "tune":
         began = time.time()
         ray.init(num_cpus=slots, include_dashboard=False, log_to_driver=False)
@@ -350,6 +353,7 @@ def summarize(data: dict, slots: int, trial_s: float, epochs: int) -> dict:
            # the wall outside the trials' span: before the first trial began, after the last reported
            "lead_s": min(s for s, _ in intervals) - data["fit_at"],
            "tail_s": data["fit_at"] + data["fit_s"] - max(e for _, e in intervals),
+           "tail_parts_s": tail_probe.after(data.get("calls", []), max(e for _, e in intervals)),
            "start_lag_ms": 1000 * statistics.median(t["began"] - t["driver_start"] for t in done if "driver_start" in t),
            "end_lag_ms": 1000 * statistics.median(t["driver_end"] - t["reported"] for t in done if "driver_end" in t)}
     row.update({k: data[k] for k in ("driver_cpu_s", "writer_cpu_s", "machine_cpu_s", "driver_peak_rss_mb",
@@ -370,6 +374,8 @@ def print_row(name: str, r: dict) -> None:
           f"{r['start_lag_ms']:.0f} ms, end lag {r['end_lag_ms']:.0f} ms; driver CPU {r['driver_cpu_ms_per_trial']:.1f} "
           f"ms/trial, writer {r['writer_cpu_ms_per_trial']:.1f}; machine peak {r['machine_peak_mb']:.0f} MB "
           f"(base {r['machine_base_mb']:.0f}), {r['workers_peak']} workers {r['workers_peak_rss_mb']:.0f} MB", flush=True)
+    print("  after the last trial (nested calls overlap): "
+          + ", ".join(f"{label} {s:.1f} s" for label, s in r.get("tail_parts_s", {}).items()), flush=True)
 
 
 def main() -> None:
