@@ -6,8 +6,9 @@ MLflow's public ``create_run``, tagged with the placeholder, keeps placeholder -
 ``mlflow_wal/ids`` and translates the placeholder in every later call (``Ids``). Before
 issue 71 the run was made under the driver's id by patching the store module's ``uuid``.
 
-May import: ``contrasweep.folder.placeholders`` and the standard library (MLflow's client is the
-caller's; the replay's search imports MLflow's ``ViewType``, in the writer).
+May import: ``contrasweep.folder.placeholders``, ``contrasweep.tracking.store`` (its paged search)
+and the standard library (MLflow's client is the caller's; the replay's search imports MLflow's
+``ViewType``, in the writer).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from contrasweep.folder.placeholders import IDS_FILE, PLACEHOLDER_TAG, append, load, translate
+from contrasweep.tracking.store import search_all
 
 # Stores whose runs are made queued under a placeholder (``made_run``): MLflow's SQL and file
 # stores. On a tracking server ``create_run`` waits for the server's answer, as before.
@@ -75,3 +77,18 @@ def _made_before(client, experiment_id: str, placeholder: str) -> str | None:
         return client.get_run(placeholder).info.run_id
     except Exception:  # noqa: BLE001 - MLflow's "not found": never made
         return None
+
+
+def recover(client, sweep_dir: str | os.PathLike, experiment_id: str) -> int:
+    """A sweep whose ``mlflow_wal/ids`` is gone (a user deleted it, or all of ``mlflow_wal/``):
+    its record may still name runs by placeholders no writer could translate (the store would
+    answer "run not found"). Every run of the experiment tagged with a placeholder is read back
+    (paged) and the file written again from their tags; it exists from then on, also when
+    nothing was found (a sweep from before issue 71), so the search runs once. The pairs found."""
+    path = Path(sweep_dir) / IDS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    found = search_all(client, [experiment_id], f"tags.`{PLACEHOLDER_TAG}` LIKE '%'")
+    for run in found:
+        append(path, run.data.tags[PLACEHOLDER_TAG], run.info.run_id)
+    path.touch()
+    return len(found)

@@ -28,10 +28,12 @@ class Selection:
         self.client, self.state, self.sweep_name = client, state, sweep_name
         self.variants, self.metric, self.mode = variants, metric, mode
 
-    def best_to_parent(self, parent_run_id: str) -> None:
+    def best_to_parent(self, parent_run_id: str, found: list | None = None) -> None:
         """The parent run holds each setting's best configuration: its aggregates, and a tag
-        naming its run; its best repeat goes into the registry."""
-        found = groups_of(trial_runs(self.client, parent_run_id))
+        naming its run; its best repeat goes into the registry. ``found``: the sweep's repeat
+        groups where the caller has every one (``RunTree.closed_groups``); else every trial
+        run is read back from MLflow, page by page."""
+        found = groups_of(trial_runs(self.client, parent_run_id)) if found is None else found
         metric = self.metric[len("best/"):] if self.metric.startswith("best/") else self.metric
         configs = self.state.data.get("configs", {})
         shown = []

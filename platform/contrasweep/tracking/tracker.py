@@ -25,7 +25,7 @@ from ray.tune import Callback
 
 from contrasweep.errors import UserError
 from contrasweep.folder import budget_record, race_record
-from contrasweep.folder.placeholders import remap
+from contrasweep.folder.placeholders import ids_path, remap
 from contrasweep.folder.record import Follower, TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.folder.sweeps import SweepDir
@@ -37,10 +37,12 @@ from contrasweep.tracking.epochs import outcome as outcome_of
 from contrasweep.tracking.provenance import provenance_tags
 from contrasweep.tracking.pruning import Pruner
 from contrasweep.tracking.rows import failure_tags, numeric
+from contrasweep.tracking.run_ids import queued_runs, recover
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.runs_view import metric_columns, publish
 from contrasweep.tracking.selection import Selection
-from contrasweep.tracking.store import BUDGET_CUT, artifact_root_for, ensure_experiment, store_errors, store_line
+from contrasweep.tracking.store import (BUDGET_CUT, artifact_root_for, ensure_experiment, get_client, store_errors,
+                                       store_line)
 from contrasweep.tracking.writer import QueuedClient
 
 
@@ -120,6 +122,10 @@ class MlflowTracker(Callback):
                             f"{self.sweep_name}`)") from None
 
     def _setup(self) -> None:
+        lost = not ids_path(self.sweep_dir).exists() and self.state.data.get("experiment_id") is not None
+        if lost and queued_runs(self.tracking_uri) and recover(get_client(self.tracking_uri), self.sweep_dir,
+                                                               self.state.data["experiment_id"]):
+            self.state = TrackingState(self.sweep_dir / "tracking.json")  # its placeholders mapped on load
         self.client = QueuedClient(self.tracking_uri, self.sweep_dir)  # MLflow's writes off Tune's loop
         started_with = SweepDir(self.sweep_dir).meta().get("method")  # a user's method as the sweep began
         self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
@@ -300,7 +306,7 @@ class MlflowTracker(Callback):
         if done:
             self.runs.close_dropped()  # a group the budget cut after its last started repeat had ended
             self.artifacts.repair(self.parent_run_id, self.spec, self.texts)  # e.g. mlartifacts/ removed meanwhile
-            self.selection.best_to_parent(self.parent_run_id)
+            self.selection.best_to_parent(self.parent_run_id, self.runs.closed_groups())
         else:
             self.runs.mark_interrupted()
         self.client.set_terminated(self.parent_run_id, status="FAILED" if any_error else ("FINISHED" if done else "KILLED"))
