@@ -65,7 +65,7 @@ class RunTree:
         # run id -> metric -> (step, timestamp, value): the latest of each metric as MLflow keeps it, for the
         # trial runs this process made and logged every row of (``seen``): a group closes without reading them back
         self._latest: dict[str, dict[str, tuple]] = {}
-        self._final: dict[str, list[dict]] = {}  # group -> its repeats' final metrics, as this process closed it
+        self._final: dict[str, dict[str, dict]] = {}  # group -> run id -> final metrics, as this process closed it
 
     def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
         self.run_provenance = {k: v for k, v in self.provenance.items()
@@ -196,6 +196,7 @@ class RunTree:
     def remap(self, ids: dict[str, str]) -> None:
         """The runs this tree knows by a placeholder, by their MLflow ids (``folder.placeholders``)."""
         remap(self._latest, ids)
+        remap(self._final, ids)
 
     def seen(self, run_id: str, rows: list[tuple]) -> None:
         """(key, value, timestamp, step) rows logged to a trial run (``epochs.EpochLog``): kept as
@@ -323,7 +324,7 @@ class RunTree:
                               tags=[RunTag(OUTCOME_TAG, outcome), *(RunTag(k, v) for k, v in tags.items())])
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
         self._closed.add(group)
-        self._final[group] = [r["metrics"] for r in found.repeats]
+        self._final[group] = {entry["run_id"]: r["metrics"] for entry, r in zip(members, found.repeats)}
         for entry in members:
             self._latest.pop(entry["run_id"], None)
 
@@ -337,7 +338,8 @@ class RunTree:
         out: dict[str, Group] = {}
         for entry in self.state.trials.values():
             group, config = entry.get("group"), entry.get("config")
-            if group not in self._final or config is None:
+            metrics = self._final.get(group, {}).get(entry["run_id"])
+            if metrics is None or config is None:
                 return None
             identity = identify(config, self.static)
             run_tags = tags(identity, self.static.method)
@@ -351,7 +353,7 @@ class RunTree:
             found.add(entry["outcome"], {
                 "run_id": entry["run_id"], "seed": _text({**hp_defaults(self.static.method), **identity.plan.hp}.get("seed")),
                 "data_seed": run_tags.get("contrasweep.data_seed"), "split_seed": run_tags.get("contrasweep.split_seed"),
-                "metrics": dict(self._final[group][len(found.repeats)])})
+                "metrics": dict(metrics)})
         return list(out.values())
 
     def _judge(self, group: str, members: list[dict], found: Group):
