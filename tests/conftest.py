@@ -181,8 +181,16 @@ def server_sweep(ray_session, tiny_model_dir, tmp_path_factory):
         patch.chdir(tmp / "local")
         spec = write_spec(tmp / "spec.yaml", tiny_model_dir, data={"k": 2, "seed": [0, 1]}, grid={"lr": [1.0e-3]},
                           fixed={"epochs": 1}, sweep={"seeds": [0], "scheduler": "none"})
-        assert main(["--root", str(tmp / "sweeps"), "run", str(spec), "--name", UI_SWEEP, "--tracking-uri",
-                     server.uri]) == 0
+        terminal, saved = tmp / "fd2.txt", os.dup(2)  # what reaches the terminal past the console (the writer's)
+        with open(terminal, "w") as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                code = main(["--root", str(tmp / "sweeps"), "run", str(spec), "--name", UI_SWEEP, "--tracking-uri",
+                             server.uri])
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+        assert code == 0, terminal.read_text()[-3000:]
         patch.undo()
         client = get_client(server.uri)
         parent = parent_runs(server.uri, "tests", UI_SWEEP)[0]
@@ -191,7 +199,8 @@ def server_sweep(ray_session, tiny_model_dir, tmp_path_factory):
         yield server, {"experiment_id": parent.info.experiment_id, "parent_run_id": parent.info.run_id,
                        "config_run_id": config.info.run_id, "trial_run_id": trial.info.run_id,
                        "parent_name": parent.info.run_name, "config_name": config.info.run_name,
-                       "trial_name": trial.info.run_name, "report": "report/report.html", "local": tmp / "local"}
+                       "trial_name": trial.info.run_name, "report": "report/report.html", "local": tmp / "local",
+                       "terminal": terminal.read_text(), "driver_log": (tmp / "sweeps" / UI_SWEEP / "driver.log").read_text()}
 
 
 def write_spec(path: Path, model_dir: str, **sections) -> Path:

@@ -24,3 +24,8 @@ def test_sweep_logs_to_a_tracking_server(server_sweep):
     assert len(list(server.artifacts.rglob("model.safetensors"))) >= 1
     assert not (found["local"] / "mlflow.db").exists()  # nothing fell back to a local store
     assert not (found["local"] / "mlruns").exists() and not (found["local"] / "mlartifacts").exists()
+    # MLflow's two lines per run it ends on a server ("View run … at", "View experiment at"): printed by
+    # neither the writer (straight to the terminal, past the console) nor the driver (into driver.log)
+    assert "[contrasweep] sweep" in found["driver_log"]
+    for text in (found["terminal"], found["driver_log"]):
+        assert "View run" not in text and "View experiment" not in text, text[-2000:]

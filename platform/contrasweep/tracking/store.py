@@ -102,8 +102,14 @@ def artifact_root_for(tracking_uri: str) -> str | None:
 
 
 def get_client(tracking_uri: str):
+    """The project's one way to an MLflow client. Against a tracking server MLflow's client prints
+    two lines per run it ends ("View run … at", "View experiment at"), from the writer process
+    straight to the terminal, past the console (tens of thousands in a paper's grid; the summary
+    links the runs), and asks the server for the run once more to build them: its documented
+    ``MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT`` turns both off here, a user's own value kept."""
     from mlflow.tracking import MlflowClient
 
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     return MlflowClient(tracking_uri=tracking_uri)
 
 
