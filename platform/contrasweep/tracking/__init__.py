@@ -12,7 +12,8 @@ description and a data variant as a dataset input. ``models``: the model registr
 ``provenance``: which code, versions, spec, user and host made the runs. ``verdict``: did a
 configuration learn (its repeats against their data's chance level). ``writer``: the
 tracker's MLflow calls, in a process of their own, behind a write-ahead log; ``run_ids``: the
-runs it makes for the driver's placeholders.
+runs it makes for the driver's placeholders. ``closed``: the groups the driver closed, for
+the selection at the sweep's end.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder`` (the record, moved
 folders, Tune's uploads), ``contrasweep.data.chance`` (what learning nothing scores), ``trainables.checkpoints`` and ``trainables.storage`` (the state folder),

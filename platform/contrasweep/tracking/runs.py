@@ -10,7 +10,8 @@ May import: ``contrasweep.tracking.store``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.reattach``, ``contrasweep.spec``, ``contrasweep.folder.record``,
 ``contrasweep.folder.race_record`` (a race's eliminations), ``contrasweep.folder.budget_record``
 (the groups a budget cut short), ``contrasweep.tracking.verdict`` (did a configuration learn),
-``contrasweep.folder.placeholders`` (its runs' placeholder ids).
+``contrasweep.folder.placeholders`` (its runs' placeholder ids), ``contrasweep.tracking.closed``
+(the groups it closed, for the selection).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contrasweep.spec.identity import config_run_name, identify, key_of, run_nam
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import hp_defaults
 from contrasweep.tracking.aggregate import Group, selection_key, summary
+from contrasweep.tracking.closed import closed_groups
 from contrasweep.tracking.describe import NOTE_TAG, dataset_input, method_params, sweep_description, sweep_tags
 from contrasweep.tracking.provenance import METHOD_TAGS, UI_TAGS
 from contrasweep.tracking.reattach import rebuild
@@ -329,32 +331,9 @@ class RunTree:
             self._latest.pop(entry["run_id"], None)
 
     def closed_groups(self) -> list[Group] | None:
-        """The sweep's repeat groups as ``aggregate.groups_of`` reads them from MLflow, built from
-        the record and the final metrics ``close_group`` had: the selection at the sweep's end
-        without reading every trial run back (3.3 s of MLflow's at 2,000 runs). None where a
-        record entry is in a group not closed here (an earlier driver's, or still open) or has
-        no config: then only MLflow's paged read has them all. Repeats and groups in the record's
-        order (the runs' creation), not by MLflow's start time."""
-        out: dict[str, Group] = {}
-        for entry in self.state.trials.values():
-            group, config = entry.get("group"), entry.get("config")
-            metrics = self._final.get(group, {}).get(entry["run_id"])
-            if metrics is None or config is None:
-                return None
-            identity = identify(config, self.static)
-            run_tags = tags(identity, self.static.method)
-            if group not in out:
-                params = {p.key: p.value for p in param_entities(self._trial_params(identity))}
-                out[group] = Group(group, run_tags["contrasweep.setting"], run_tags["contrasweep.config"],
-                                   {k[3:]: v for k, v in params.items() if k.startswith("hp.") and k != "hp.seed"},
-                                   size=self.group_size(group),
-                                   info={k: run_tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol")})
-            found = out[group]
-            found.add(entry["outcome"], {
-                "run_id": entry["run_id"], "seed": _text({**hp_defaults(self.static.method), **identity.plan.hp}.get("seed")),
-                "data_seed": run_tags.get("contrasweep.data_seed"), "split_seed": run_tags.get("contrasweep.split_seed"),
-                "metrics": dict(metrics)})
-        return list(out.values())
+        """The sweep's repeat groups from the record and the metrics this tree closed them with
+        (``tracking.closed.closed_groups``); None where MLflow alone has them all."""
+        return closed_groups(self.state.trials, self.static, self._final, self.group_size, self._trial_params)
 
     def _judge(self, group: str, members: list[dict], found: Group):
         """The group's verdict against its repeats' chance levels, kept in the record (``verdicts``)."""
@@ -403,7 +382,3 @@ class RunTree:
             self.client.set_terminated(run_id, status="KILLED")
         self.state.data["interrupted_runs"] = killed
 
-
-def _text(value) -> str | None:
-    """A value as MLflow keeps it as a param (``rows.param_entities``), None for none."""
-    return None if value is None else str(value)[:6000]
