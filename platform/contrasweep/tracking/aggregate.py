@@ -69,12 +69,17 @@ def groups(tracking_uri: str, parent_run_id: str) -> list[Group]:
     return groups_of(trial_runs(get_client(tracking_uri), parent_run_id))
 
 
+def config_hp(params: dict[str, str]) -> dict[str, str]:
+    """A trial run's configuration as its MLflow params hold it: the ``hp.*`` values, seed left out."""
+    return {k[3:]: v for k, v in params.items() if k.startswith("hp.") and k != "hp.seed"}
+
+
 def groups_of(runs: list) -> list[Group]:
     """Trial runs (MLflow ``Run`` objects) grouped by their repeat group."""
     out: dict[str, Group] = {}
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):
         tags, params = run.data.tags, run.data.params
-        hp = {k[3:]: v for k, v in params.items() if k.startswith("hp.") and k != "hp.seed"}
+        hp = config_hp(params)
         key = tags[GROUP_TAG]
         group = out.setdefault(key, Group(
             group=key, setting=tags.get("contrasweep.setting", ""), config=tags["contrasweep.config"],

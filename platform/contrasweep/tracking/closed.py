@@ -12,7 +12,7 @@ from typing import Callable
 from contrasweep.spec.identity import identify, tags
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import hp_defaults
-from contrasweep.tracking.aggregate import Group
+from contrasweep.tracking.aggregate import Group, config_hp
 from contrasweep.tracking.rows import param_entities
 
 
@@ -34,7 +34,7 @@ def closed_groups(trials: dict[str, dict], static: SweepStatic, final: dict[str,
         if group not in out:
             params = {p.key: p.value for p in param_entities(trial_params(identity))}
             out[group] = Group(group, run_tags["contrasweep.setting"], run_tags["contrasweep.config"],
-                               {k[3:]: v for k, v in params.items() if k.startswith("hp.") and k != "hp.seed"},
+                               config_hp(params),
                                size=group_size(group),
                                info={k: run_tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol")})
         out[group].add(entry["outcome"], {
