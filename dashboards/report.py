@@ -65,6 +65,7 @@ class Report:
     sections: list[Section]
     baseline: str | None = None  # the sweep the comparisons are against
     baseline_why: str = ""  # why it was chosen (pick_baseline)
+    not_logged: str = ""  # why the report is not on the sweep run (a user who may read it only), else empty
 
 
 def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str, ...] = (),
@@ -89,11 +90,26 @@ def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str,
         sections.append(tsne_section(records[0], out))
     path = out / "report.html"
     path.write_text(render(records, sections), encoding="utf-8")
-    if log:
-        client = get_client(tracking_uri)
-        log_importances(client, records[0].parent.info.run_id, found[records[0].name])
-        client.log_artifacts(records[0].parent.info.run_id, str(out), ARTIFACT_PATH)
-    return Report(path, main, sections, base.name if base is not None else None, why)
+    not_logged = _logged(tracking_uri, records[0], found[records[0].name], out) if log else ""
+    return Report(path, main, sections, base.name if base is not None else None, why, not_logged)
+
+
+def _logged(tracking_uri: str, record: SweepRecord, found: dict, out: Path) -> str:
+    """The report's files and importances onto the sweep run; a server that lets this user read
+    the sweep but not write it (READ, issue 73) leaves the report on disk: why, in words."""
+    from mlflow.exceptions import MlflowException
+    from requests import HTTPError
+
+    client = get_client(tracking_uri)
+    try:
+        log_importances(client, record.parent.info.run_id, found)
+        client.log_artifacts(record.parent.info.run_id, str(out), ARTIFACT_PATH)
+    except (MlflowException, HTTPError) as exc:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if getattr(exc, "error_code", None) != "PERMISSION_DENIED" and status != 403:
+            raise
+        return f"{tracking_uri} lets this user read the sweep, not write it (HTTP 403: EDIT on its experiment logs it)"
+    return ""
 
 
 def check_baseline(names: list[str], baseline: str | None) -> None:

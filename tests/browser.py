@@ -64,13 +64,17 @@ class MlflowServer:
 
 
 @contextmanager
-def mlflow_server(directory: Path, *, proxy_artifacts: bool = False, timeout: float = 120) -> Iterator[MlflowServer]:
+def mlflow_server(directory: Path, *, proxy_artifacts: bool = False, timeout: float = 120,
+                  admin_password: str | None = None) -> Iterator[MlflowServer]:
     """``mlflow server`` on a free port with a sqlite store in ``directory``; yields once it
     answers ``/health`` and stops its whole process group afterwards.
 
     ``proxy_artifacts``: clients upload artifacts through the server (``--artifacts-destination``,
     run artifact URIs ``mlflow-artifacts:/``); otherwise they write to ``--default-artifact-root``
-    themselves (same machine)."""
+    themselves (same machine). ``admin_password``: MLflow's basic-auth app (``--app-name
+    basic-auth``), its users in ``directory / "basic_auth.db"``, every user READ on every
+    experiment unless granted more (as ``platform/cluster/mlflow-server.yaml``), the admin
+    ``admin`` with this password."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     port = free_port()
@@ -82,7 +86,15 @@ def mlflow_server(directory: Path, *, proxy_artifacts: bool = False, timeout: fl
     log = directory / "mlflow-server.log"
     uri = f"http://127.0.0.1:{port}"
     # No job runner: its huey consumers (GenAI jobs, unused here) add seconds to start and stop.
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MLFLOW_TRACKING_")}
+    env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"
+    if admin_password is not None:
+        config = directory / "basic_auth.ini"
+        config.write_text(f"[mlflow]\ndefault_permission = READ\ndatabase_uri = sqlite:///{directory / 'basic_auth.db'}\n"
+                          "admin_username = admin\nauthorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+        cmd += ["--app-name", "basic-auth"]
+        env.update(MLFLOW_AUTH_CONFIG_PATH=str(config), MLFLOW_AUTH_ADMIN_PASSWORD=admin_password,
+                   MLFLOW_FLASK_SERVER_SECRET_KEY=os.urandom(16).hex())
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=directory, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env, start_new_session=True)

@@ -30,6 +30,7 @@ from contrasweep.run.recovery import settle
 from contrasweep.run.stop_signal import interrupted_exit
 from contrasweep.search.registry import load_spec
 from contrasweep.spec.load import _name, storage_location
+from contrasweep.tracking.credentials import check_uri
 from contrasweep.tracking.store import default_tracking_uri
 
 
@@ -50,7 +51,7 @@ def cmd_run(args) -> int:
     root = sweeps.sweeps_root(args.root)
     sweeps.ensure_new(root, name, args.overwrite)  # these before Ray is imported: an error within a second
 
-    services(args.tracking_uri, args.address)  # the default sqlite store needs no probe
+    services(args.tracking_uri, args.address, experiment=sweep.experiment)  # the default sqlite store needs no probe
     method_runs(sweep.method)  # a user's method: one step and one prediction, before anything is written
     from contrasweep.run.tune import run  # Ray: only after the checks above (an error within a second)
 
@@ -159,6 +160,7 @@ def cmd_report(args) -> int:
 
     root = sweeps.sweeps_root(args.root)
     folder = root / _name(args.name)  # a name, never a path (no reading outside the root)
+    check_uri(args.tracking_uri)
     meta = sweeps.SweepDir(folder).meta()
     uri = args.tracking_uri or meta.get("tracking_uri") or default_tracking_uri()
     out = args.out or (folder / "report" if meta else f"report-{args.name}")
@@ -170,8 +172,9 @@ def cmd_report(args) -> int:
               "can reach alpha")
     print(built.main.title)
     print(built.main.text())
-    print(f"[contrasweep] report: {built.html_path} ({len(built.sections)} sections; logged to the parent run "
-          f"of {args.name!r} under report/)")
+    where = (f"not logged to the sweep run: {built.not_logged}" if built.not_logged
+             else f"logged to the parent run of {args.name!r} under report/")
+    print(f"[contrasweep] report: {built.html_path} ({len(built.sections)} sections; {where})")
     return 0
 
 

@@ -16,11 +16,13 @@ from contrasweep.folder import sweeps
 from contrasweep.folder.record import read as read_record
 from contrasweep.run.preflight import is_loopback, local_port
 from contrasweep.spec.load import _name
+from contrasweep.tracking.credentials import check_uri
 from contrasweep.tracking.runs_view import runs_url
 from contrasweep.tracking.store import artifact_root_for, default_tracking_uri
 
 
 def cmd_ui(args) -> int:
+    check_uri(args.tracking_uri)
     sweep = _ui_sweep(args)
     uri = args.tracking_uri or (sweep.meta().get("tracking_uri") if sweep else None) or default_tracking_uri()
     experiment = _experiment_of(sweep, uri)

@@ -34,8 +34,9 @@ from trainables.user_methods import is_reference
 def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
                    uri_flag: str = "--tracking-uri") -> None:
     """Before the data are prepared and before Ray starts (one line each): the tracking
-    server and the Ray address answer, and one trial fits the local machine."""
-    preflight.services(tracking_uri, address, uri_flag)
+    server and the Ray address answer, the server lets the driver write the sweep's
+    experiment, and one trial fits the local machine."""
+    preflight.services(tracking_uri, address, uri_flag, experiment=sweep.experiment)
     check_resources(sweep, local=not (address or os.environ.get("RAY_ADDRESS")))
 
 

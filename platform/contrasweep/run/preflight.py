@@ -1,7 +1,11 @@
 """Services a sweep needs, checked before Ray starts or any folder is made: the MLflow
 tracking server and the Ray cluster address must answer within seconds (an unreachable one
-used to cost minutes of retries and then a traceback), and a local port must be free. One
-line each, a ``UserError``."""
+used to cost minutes of retries and then a traceback), the server must take the driver's
+credentials and let it write the sweep's experiment (``tracking_access``), and a local port
+must be free. One line each, a ``UserError``.
+
+May import: ``contrasweep.errors``, ``contrasweep.tracking.credentials``; MLflow's REST helper
+(``tracking_access`` only)."""
 
 from __future__ import annotations
 
@@ -14,13 +18,16 @@ import urllib.request
 from urllib.parse import urlsplit
 
 from contrasweep.errors import UserError
+from contrasweep.tracking import credentials
 
 TIMEOUT_S = 5.0
 
 
 def tracking_server(uri: str | None, flag: str = "--tracking-uri") -> None:
     """An http(s) tracking URI must answer MLflow's ``/health`` (any HTTP answer will do: a
-    server that asks for credentials is up); file and database URIs are not probed."""
+    server that asks for credentials is up); file and database URIs are not probed. A URI with
+    a password in it is refused first (``credentials.check_uri``)."""
+    credentials.check_uri(uri, flag)
     if not uri or urlsplit(uri).scheme not in ("http", "https"):
         return
     try:
@@ -89,9 +96,91 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def services(tracking_uri: str | None, address: str | None, uri_flag: str = "--tracking-uri") -> None:
-    """The tracking server and the Ray address (``address`` or ``$RAY_ADDRESS``) answer; run
-    by the CLI before Ray is imported (an error in well under a second) and by the sweep again."""
+def services(tracking_uri: str | None, address: str | None, uri_flag: str = "--tracking-uri",
+             experiment: str | None = None) -> None:
+    """The tracking server and the Ray address (``address`` or ``$RAY_ADDRESS``) answer, and
+    the server lets the driver write ``experiment`` (``tracking_access``); run by the CLI before
+    Ray is imported (an error in about a second) and by the sweep again."""
     tracking_server(tracking_uri, uri_flag)
+    if experiment is not None:
+        tracking_access(tracking_uri, experiment, uri_flag)
     given = address or os.environ.get("RAY_ADDRESS")
     ray_address(given, "--address" if address else "$RAY_ADDRESS")
+
+
+# the experiment tag the access check writes: a write that needs EDIT, as every run of the sweep does
+DRIVER_TAG = "contrasweep.last_driver"
+_REST = "/api/2.0/mlflow/experiments/"
+
+
+def tracking_access(uri: str | None, experiment: str, flag: str = "--tracking-uri") -> None:
+    """An http(s) tracking server takes the driver's credentials and lets it write
+    ``experiment``, checked with MLflow's own request helper (its credentials file, TLS and
+    token settings) and no retries: the experiment is read by name, made when it does not exist
+    (as the tracker would make it a moment later), and tagged with who drove it last, a write
+    that needs the EDIT permission each of the sweep's runs needs. Wrong or missing
+    credentials, READ only, no right to create: one ``UserError`` each, naming what to set or
+    ask for, before any trial or folder. A server without authentication passes every step."""
+    if not uri or urlsplit(uri).scheme not in ("http", "https"):
+        return
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    creds, who = get_default_host_creds(uri), credentials.who()
+    where = f"MLflow experiment {experiment!r} on {uri}"
+
+    def ask(endpoint: str, method: str, what: str, **kwargs):
+        try:
+            answer = http_request(creds, _REST + endpoint, method, max_retries=0, timeout=TIMEOUT_S, **kwargs)
+        except MlflowException as exc:
+            raise UserError(f"{flag} {uri} did not answer {what} ({' '.join(str(exc).split())[:200]}); allowed: the "
+                            "address of a running MLflow server") from None
+        if answer.status_code == 401:
+            if credentials.given():
+                raise UserError(f"{flag} {uri} refused {who} (HTTP 401: a wrong password or no such user); allowed: "
+                                f"{credentials.USERNAME} and {credentials.PASSWORD} of a user the server's admin made "
+                                f"(or {credentials.TOKEN})") from None
+            raise UserError(f"{flag} {uri} asks who you are (HTTP 401) and {credentials.PASSWORD} is not set; allowed: "
+                            f"{credentials.USERNAME} and {credentials.PASSWORD} in the driver's environment (or "
+                            f"{credentials.TOKEN}, or {credentials.CREDENTIALS_FILE})") from None
+        return answer
+
+    found = ask("get-by-name", "GET", f"reading {where}", params={"experiment_name": experiment})
+    if found.status_code == 403:
+        raise UserError(f"{who} may not read {where} (HTTP 403); allowed: an experiment you have EDIT on "
+                        "(tracking.experiment), or its owner grants you EDIT (platform/cluster/README.md)")
+    if found.status_code == 404:  # RESOURCE_DOES_NOT_EXIST: the sweep makes it
+        made = ask("create", "POST", f"making {where}", json={"name": experiment})
+        if made.status_code == 403:
+            raise UserError(f"{who} may not create {where} (HTTP 403); allowed: an experiment you have EDIT on "
+                            "(tracking.experiment), or the server's admin lets you create one")
+        _ok(made, flag, uri, "create")
+        experiment_id = made.json()["experiment_id"]
+    else:
+        _ok(found, flag, uri, "get-by-name")
+        experiment_id = found.json()["experiment"]["experiment_id"]
+    tagged = ask("set-experiment-tag", "POST", f"writing {where}",
+                 json={"experiment_id": experiment_id, "key": DRIVER_TAG, "value": _driver()})
+    if tagged.status_code == 403:
+        raise UserError(f"{who} has no EDIT permission on {where} (HTTP 403: READ shows runs, a sweep writes them); "
+                        "allowed: a user with EDIT on it (its owner or the admin grants it: platform/cluster/README.md) "
+                        "or another tracking.experiment")
+    _ok(tagged, flag, uri, "set-experiment-tag")
+
+
+def _ok(answer, flag: str, uri: str, endpoint: str) -> None:
+    if answer.status_code != 200:
+        raise UserError(f"{flag} {uri} answered HTTP {answer.status_code} to MLflow's {endpoint} "
+                        f"({' '.join(answer.text.split())[:200]}); allowed: the address of an MLflow tracking server")
+
+
+def _driver() -> str:
+    import getpass
+
+    user = os.environ.get(credentials.USERNAME)
+    try:
+        local = getpass.getuser()
+    except (KeyError, OSError):
+        local = "?"
+    return f"{user or local} on {socket.gethostname()}"

@@ -3,7 +3,7 @@ the cluster at ``--address`` / ``$RAY_ADDRESS`` with the project's code shipped 
 version checked (docs/architecture.md, "Storage and clusters", "Facts about the stack").
 
 May import: ``contrasweep.errors``, ``contrasweep.run.shipping``, ``contrasweep.run.preflight``,
-``contrasweep.run.stop_signal``, ``contrasweep.run.ray_env``; Ray.
+``contrasweep.run.stop_signal``, ``contrasweep.run.ray_env``, ``contrasweep.tracking.credentials``; Ray.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from contrasweep.run.preflight import free_port
 from contrasweep.run.ray_env import LOOPBACK_ENV_VAR, local_ray_environment
 from contrasweep.run.shipping import worker_env
 from contrasweep.run.stop_signal import take_sigterm
+from contrasweep.tracking import credentials
 
 
 def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
@@ -70,8 +71,9 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         port = free_port()
         os.environ["RAY_API_SERVER_ADDRESS"] = env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
         options = {"include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port}
-    ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
-             runtime_env={"env_vars": env}, **options)
+    with credentials.withheld():  # the raylet and every worker copy the environment: trials never write MLflow
+        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
+                 runtime_env={"env_vars": env}, **options)
     take_sigterm()
 
 
