@@ -1,13 +1,17 @@
 """platform/cluster/: the deployment recipes name real CLI flags, real specs and the real
 versions (package, Ray, MLflow), and have the shape their tools expect. Files are only parsed:
-no Ray, no Docker, no network."""
+no Ray, no network, no container started (``docker compose config`` runs where Compose is installed)."""
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import io
+import os
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -22,6 +26,7 @@ LAUNCHER = CLUSTER / "ray-cluster.yaml"
 RAYJOB = CLUSTER / "rayjob.yaml"
 DOCKERFILE = CLUSTER / "Dockerfile"
 COMPOSE = CLUSTER / "mlflow-server.yaml"
+COMPOSE_ENV_EXAMPLE = CLUSTER / "mlflow-server.env.example"
 GUIDE = CLUSTER / "README.md"
 TEXT_FILES = (LAUNCHER, RAYJOB, DOCKERFILE, COMPOSE, GUIDE)
 LAUNCHER_COMMAND_KEYS = ("initialization_commands", "setup_commands", "head_setup_commands",
@@ -29,6 +34,10 @@ LAUNCHER_COMMAND_KEYS = ("initialization_commands", "setup_commands", "head_setu
 GPU_INSTANCE_FAMILIES = {"g4dn", "g5", "g6", "g6e", "p3", "p4d", "p4de", "p5"}
 SPEC_RE = re.compile(r"[\w./-]*search_spaces/[\w.-]+\.ya?ml")
 IMAGE_TAG_RE = re.compile(r"(?<![\w-])contrasweep:([\w.-]+)")
+INTERPOLATION_RE = re.compile(r"(?<!\$)\$\{(\w+)")  # compose's ${NAME...}; $${...} is an escaped $
+REQUIRED_RE = re.compile(r"(?<!\$)\$\{\w+:\?[^}]+\}")  # ${NAME:?message}: a missing or empty NAME fails compose
+SECRET_KEY_RE = re.compile(r"PASSWORD|SECRET|_KEY|TOKEN|ROOT_USER")
+PASSWORD_IN_URI_RE = re.compile(r"\$\{|://[^/]*:[^/]*@")  # user:password@ or an interpolated part
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -429,3 +438,87 @@ def test_readme_points_to_the_cluster_guide():
     assert "platform/cluster/README.md" in section
     for name in ("ray-cluster.yaml", "rayjob.yaml", "Dockerfile", "mlflow-server.yaml"):
         assert name in section and name in GUIDE.read_text()
+
+
+def env_example() -> dict[str, str]:
+    pairs = [line.split("=", 1) for line in COMPOSE_ENV_EXAMPLE.read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#")]
+    assert all(len(pair) == 2 for pair in pairs), "mlflow-server.env.example: every line is NAME=value or a comment"
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+def test_compose_runs_mlflow_basic_auth_with_users_in_postgres():
+    compose = load(COMPOSE)
+    services = compose["services"]
+    mlflow = services["mlflow"]
+    argv = mlflow_command()
+    assert option(argv, "--app-name") == "basic-auth"
+    inline = mlflow["build"]["dockerfile_inline"]
+    assert any(word.startswith("mlflow[auth]") for word in shlex.split(inline)), "install mlflow[auth]"
+    assert not PASSWORD_IN_URI_RE.search(option(argv, "--backend-store-uri")), "libpq takes the password from PGPASSWORD"
+    (mount,) = [c for c in mlflow["configs"] if c["target"] == mlflow["environment"]["MLFLOW_AUTH_CONFIG_PATH"]]
+    content = compose["configs"][mount["source"]]["content"]
+    ini = configparser.ConfigParser()  # as MLflow reads it: a stray % fails here too
+    ini.read_string(REQUIRED_RE.sub("0123456789abcdef", content))
+    auth = ini["mlflow"]
+    assert auth["default_permission"] == "READ"
+    assert auth["authorization_function"] == "mlflow.server.auth:authenticate_request_basic_auth"
+    assert auth["admin_username"]
+    assert REQUIRED_RE.fullmatch(re.search(r"^admin_password = (.*)$", content, re.M).group(1))
+    users = urlparse(auth["database_uri"])
+    assert users.scheme.startswith("postgresql") and users.hostname in services
+    assert not PASSWORD_IN_URI_RE.search(auth["database_uri"])
+    database = users.path.lstrip("/")
+    assert database != urlparse(option(argv, "--backend-store-uri")).path.lstrip("/")
+    makers = [name for name, service in services.items()
+              if re.search(rf"(createdb|CREATE DATABASE) {database}\b", " ".join(service.get("entrypoint") or []))]
+    assert makers and all(mlflow["depends_on"][name]["condition"] == "service_completed_successfully" for name in makers)
+
+
+def test_compose_publishes_only_the_tracking_port():
+    port = option(mlflow_command(), "--port")
+    published = {}
+    for name, service in load(COMPOSE)["services"].items():
+        for entry in service.get("ports") or []:
+            if isinstance(entry, dict):
+                published.setdefault(name, []).append((str(entry.get("published")), str(entry["target"])))
+            else:
+                host, _, container = str(entry).rpartition(":")
+                published.setdefault(name, []).append((host.rpartition(":")[2], container))
+    assert published == {"mlflow": [(port, port)]}, f"published ports: {published}; only mlflow's {port}"
+
+
+def test_compose_secrets_come_from_the_env_file():
+    text = COMPOSE.read_text()
+    assert "change-me" not in text and "password1234" not in text
+    for name, service in load(COMPOSE)["services"].items():
+        for key, value in (service.get("environment") or {}).items():
+            if SECRET_KEY_RE.search(key):
+                assert REQUIRED_RE.fullmatch(str(value)), f"{name}: {key} must be ${{{key}:?...}} from .env, not {value!r}"
+    used = set(INTERPOLATION_RE.findall(text))
+    assert used and len(REQUIRED_RE.findall(text)) == len(INTERPOLATION_RE.findall(text)), "every ${...} must be ${NAME:?message}"
+    example = env_example()
+    assert used <= set(example), f"not in mlflow-server.env.example: {sorted(used - set(example))}"
+    assert all("change-me" in value for value in example.values()), "mlflow-server.env.example holds placeholders only"
+    assert "platform/cluster/.env" in (ROOT / ".gitignore").read_text().split()
+    for where in (COMPOSE.read_text(), GUIDE.read_text()):
+        assert "--env-file platform/cluster/.env -f platform/cluster/mlflow-server.yaml" in where
+        assert "cp platform/cluster/mlflow-server.env.example platform/cluster/.env" in where
+
+
+def test_compose_config_takes_the_env_file():
+    """``docker compose config`` (parses and interpolates; starts nothing) where the Compose
+    plugin is installed: the example's values make a valid file, none at all fail by name."""
+    docker = shutil.which("docker")
+    if docker is None or subprocess.run([docker, "compose", "version"], capture_output=True, timeout=60).returncode != 0:
+        pytest.skip("no docker compose")
+    env = {k: v for k, v in os.environ.items() if k not in env_example() and not k.startswith("COMPOSE_")}
+
+    def config(env_file):
+        return subprocess.run([docker, "compose", "--env-file", str(env_file), "-f", str(COMPOSE), "config", "--quiet"],
+                              capture_output=True, text=True, env=env, timeout=60)
+
+    done = config(COMPOSE_ENV_EXAMPLE)
+    assert done.returncode == 0, done.stderr
+    done = config(os.devnull)
+    assert done.returncode != 0 and re.search("|".join(env_example()), done.stderr), done.stderr
