@@ -61,11 +61,12 @@ class MlflowServer:
     uri: str  # http://127.0.0.1:<port>, both the tracking URI and the UI
     artifacts: Path  # where the server's artifacts land
     log: Path  # the server's stdout and stderr
+    pid: int = 0  # its process group (a test SIGKILLs it: ``os.killpg``)
 
 
 @contextmanager
 def mlflow_server(directory: Path, *, proxy_artifacts: bool = False, timeout: float = 120,
-                  admin_password: str | None = None) -> Iterator[MlflowServer]:
+                  admin_password: str | None = None, port: int | None = None) -> Iterator[MlflowServer]:
     """``mlflow server`` on a free port with a sqlite store in ``directory``; yields once it
     answers ``/health`` and stops its whole process group afterwards.
 
@@ -74,16 +75,19 @@ def mlflow_server(directory: Path, *, proxy_artifacts: bool = False, timeout: fl
     themselves (same machine). ``admin_password``: MLflow's basic-auth app (``--app-name
     basic-auth``), its users in ``directory / "basic_auth.db"``, every user READ on every
     experiment unless granted more (as ``platform/cluster/mlflow-server.yaml``), the admin
-    ``admin`` with this password."""
+    ``admin`` with this password. ``port``: that port (a server started again on the same store
+    after a test killed it), else a free one."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     artifacts = directory / "artifacts"
     cmd = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
            "--backend-store-uri", f"sqlite:///{directory / 'mlflow.db'}",
            "--artifacts-destination" if proxy_artifacts else "--default-artifact-root", str(artifacts),
            "--workers", "1"]
     log = directory / "mlflow-server.log"
+    if log.exists():  # a server started again on this store: the earlier one's log kept
+        log.rename(log.with_name(f"mlflow-server.{time.time_ns()}.log"))
     uri = f"http://127.0.0.1:{port}"
     # No job runner: its huey consumers (GenAI jobs, unused here) add seconds to start and stop.
     env = {key: value for key, value in os.environ.items() if not key.startswith("MLFLOW_TRACKING_")}
@@ -109,7 +113,7 @@ def mlflow_server(directory: Path, *, proxy_artifacts: bool = False, timeout: fl
                     tail = log.read_text(errors="replace")[-2000:]
                     raise RuntimeError(f"mlflow server did not start ({' '.join(cmd)}):\n{tail}") from None
                 time.sleep(0.5)
-        yield MlflowServer(uri, artifacts, log)
+        yield MlflowServer(uri, artifacts, log, proc.pid)
     finally:
         _stop_group(proc, grace=30)
 

@@ -104,6 +104,15 @@ def apply(client, ids: Ids, name: str, args: tuple, kwargs: dict, replaying: boo
     return getattr(client, name)(*ids.translate(args), **ids.translate(kwargs))
 
 
+def apply_again(client, ids: Ids, name: str, args: tuple, kwargs: dict):
+    """``apply`` of a call whose first try failed without an answer (a tracking server that went
+    away: ``contrasweep.tracking.outage``): the server may have applied it before it went, so a
+    ``log_batch`` goes without the metric rows its run already has, as in a replay."""
+    if name == "log_batch":
+        args, kwargs = _unlogged(client, {}, ids.translate(args), ids.translate(kwargs))
+    return apply(client, ids, name, args, kwargs, replaying=True)
+
+
 def _unlogged(client, history: dict, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """A replayed ``log_batch`` without the metric rows its run already has (see the module)."""
     run_id = args[0] if args else kwargs["run_id"]

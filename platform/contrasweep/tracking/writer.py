@@ -25,15 +25,17 @@ The guarantee the record gives (docs/operations.md: record first, nothing lost o
   itself (the file store would append it again: ``contrasweep.tracking.wal``).
 * A writer holds ``mlflow_wal/lock`` while it runs, its pid and host written in it: a resumed
   sweep's writer waits for an earlier one to finish, and so does ``contrasweep.run.recovery``
-  (``replay_log``) for ``LOCK_WAIT_S`` at most; then it stops with one line naming the lock and
+  (``replay_log``) for ``writer_lock.LOCK_WAIT_S`` at most; then it stops with one line naming the lock and
   its holder (``StoreWriteError``) rather than replay beside a writer still applying its calls
   (whose later ``set_terminated`` would overwrite the ``KILLED`` set here).
 * A store error stops the applying: that call and the ones after it stay in the log, the
   tracker hears of it at its next call (``StoreWriteError``, one of ``store.store_errors``) and
-  stops the sweep as Ctrl-C does, and ``resume`` applies them.
+  stops the sweep as Ctrl-C does, and ``resume`` applies them. A tracking server that does not
+  answer is not a store error: the writer holds the calls until it does, and says so in a line
+  the driver prints (``contrasweep.tracking.outage``).
 
-May import: ``contrasweep.folder.placeholders``, ``contrasweep.tracking.store``, ``.frames``, ``.run_ids``,
-``.wal`` and the standard library
+May import: ``contrasweep.folder.placeholders``, ``contrasweep.tracking.store``, ``.frames``, ``.outage``,
+``.run_ids``, ``.wal``, ``.writer_lock`` and the standard library
 (MLflow in the writer).
 """
 
@@ -46,27 +48,24 @@ import os
 import pickle
 import select
 import signal
-import socket
 import time
 import uuid
 from pathlib import Path
 
 from contrasweep.folder.placeholders import translate
 from contrasweep.tracking.frames import FRAME, receive, send
+from contrasweep.tracking.outage import Held, is_server, quick_retries, unreachable
 from contrasweep.tracking.run_ids import Ids, Made, RunRef, queued_runs
 from contrasweep.tracking.store import StoreWriteError, get_client, store_line
-from contrasweep.tracking.wal import apply, new_session, remove, replay
+from contrasweep.tracking.wal import apply, apply_again, new_session, remove, replay
+from contrasweep.tracking.writer_lock import WAL_DIR, drained, hold
 
 QUEUED = frozenset({"log_batch", "log_inputs", "set_terminated", "set_tag"})
 PLACEHOLDERS = "placeholders"  # the writer's own call (``QueuedClient.placeholders``), not MLflow's
-WAL_DIR = "mlflow_wal"
 SEGMENT_BYTES = 1 << 20  # a log segment is closed at this size and deleted once applied
 # The writer says how far it has applied every this many queued calls, unasked: the driver's log
 # stays bounded where no call waits for an answer (a trial's run is made queued: ``run_ids``).
 NOTE_EVERY = 256
-# How long ``replay_log`` waits for an earlier writer of the sweep to finish before it stops with
-# one line (a writer stuck on its store is not waited for longer; a writer itself waits for ever).
-LOCK_WAIT_S = 300.0
 _LIVE: dict[Path, QueuedClient] = {}  # this process's running writers, by their sweep's log folder
 _SPARE: dict[str, object] = {}  # tracking URI -> a writer started ahead (``prestart``), not yet taken
 
@@ -148,6 +147,8 @@ class QueuedClient:
                 raise StoreWriteError(value)
             if kind == "applied":
                 self._applied(applied)
+            elif kind == "say":
+                _say(value)
             elif kind == "reply":
                 self._applied(applied)
                 return value
@@ -164,6 +165,8 @@ class QueuedClient:
                 self._failed = value
             elif kind == "applied":
                 self._applied(applied)
+            elif kind == "say":
+                _say(value)
         if self._failed is not None:
             raise StoreWriteError(self._failed)
 
@@ -198,6 +201,8 @@ class QueuedClient:
             while True:
                 kind, _, value = pickle.loads(receive(self._in))
                 failed = value if kind == "failed" else failed
+                if kind == "say":
+                    _say(value)
                 if kind == "closed":
                     break
         except (EOFError, OSError):
@@ -215,6 +220,13 @@ class QueuedClient:
         if self._direct is None:
             self._direct = get_client(self.tracking_uri)
         return self._direct
+
+
+def _say(line: str) -> None:
+    """A line of the writer's for the sweep's console (``outage``: the server away and back)."""
+    import sys
+
+    print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
 
 
 def prestart(tracking_uri: str) -> None:
@@ -249,51 +261,6 @@ def _end_spares() -> None:
         proc.stdout.close()
 
 
-@contextlib.contextmanager
-def _drained(sweep_dir: str | os.PathLike, timeout_s: float | None = None):
-    """Hold the sweep's writer lock, waiting ``timeout_s`` (``LOCK_WAIT_S``) at most for a
-    writer still applying its calls; then ``StoreWriteError``, one line naming the lock, its
-    holder and what to do (nothing is replayed beside that writer)."""
-    lock = Path(sweep_dir).resolve() / WAL_DIR / "lock"
-    _end_live(lock.parent)
-    if not lock.exists():
-        yield
-        return
-    timeout_s = LOCK_WAIT_S if timeout_s is None else timeout_s
-    fd = os.open(lock, os.O_RDWR)
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise StoreWriteError(f"the MLflow writer lock {lock} is still held by {_holder(fd)} after "
-                                          f"{timeout_s:g} s; allowed: let it finish (or end it), then `contrasweep "
-                                          "list` again") from None
-                time.sleep(0.1)
-        _hold(fd)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _hold(fd: int) -> None:
-    """Name this process in the lock file it has just locked (``_holder``)."""
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()} {socket.gethostname()}".encode(), 0)
-
-
-def _holder(fd: int) -> str:
-    """Who holds a lock: the pid and host its holder wrote in it (``_hold``)."""
-    try:
-        pid, host = os.pread(fd, 256, 0).decode().split(maxsplit=1)
-        return f"pid {int(pid)} on {host.strip()}"
-    except (ValueError, UnicodeDecodeError, OSError):
-        return "a process that did not name itself in it"
-
-
 def _end_live(wal: Path) -> None:
     if wal in _LIVE:
         _LIVE[wal].close()
@@ -309,6 +276,9 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)  # as the driver's (tracker.setup)
+    server = is_server(tracking_uri)
+    if server:
+        quick_retries()  # a server that does not answer is waited out, and said (``outage``)
     client = get_client(tracking_uri)
     if not tracking_uri.startswith(("http://", "https://")):  # a server sets itself up; a request to an
         try:  # unreachable one would wait out MLflow's retries (minutes) before the first real call
@@ -322,18 +292,29 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
 
     lock = os.open(Path(wal) / "lock", os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(lock, fcntl.LOCK_EX)  # an earlier writer of this sweep first, however long it takes
-    _hold(lock)
+    hold(lock)
     done = os.open(Path(session) / "done", os.O_RDWR | os.O_CREAT, 0o644)
     ids = Ids(wal)  # the runs earlier writers of the sweep made, by the driver's placeholders
-    failed = None
+    failed, applied = None, 0
+
+    def tell(line: str) -> None:
+        with contextlib.suppress(OSError):  # a driver that ended reads nothing
+            send(out, pickle.dumps(("say", applied, line)))
+
+    held = Held(tracking_uri, inp, tell)
     try:
-        replay(client, Path(wal), Path(session), ids)
+        try:
+            replay(client, Path(wal), Path(session), ids)
+        except Exception as exc:  # noqa: BLE001 - a server away is waited out (a replay goes on where it stopped)
+            why = unreachable(exc) if server else None
+            if why is None:
+                raise
+            failed = held.wait_back(lambda: replay(client, Path(wal), Path(session), ids), why)[1]
     except Exception as exc:  # noqa: BLE001 - the store's: said at the driver's first call
         failed = store_line(exc)
-    applied = 0
     while True:
         try:
-            seq, name, args, kwargs = pickle.loads(receive(inp))
+            seq, name, args, kwargs = pickle.loads(held.next_frame())
         except EOFError:
             break
         if name is None:  # close: everything before it is applied
@@ -346,7 +327,17 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
                 send(out, pickle.dumps(("failed", applied, failed)))
             continue
         try:
-            value = dict(ids.map) if name == PLACEHOLDERS else apply(client, ids, name, args, kwargs)
+            try:
+                value = dict(ids.map) if name == PLACEHOLDERS else apply(client, ids, name, args, kwargs)
+            except Exception as exc:  # noqa: BLE001 - the server's absence is waited out, the rest said below
+                why = unreachable(exc) if server else None
+                if why is None:
+                    raise
+                value, failed = held.wait_back(lambda: apply_again(client, ids, name, args, kwargs), why)
+                if failed is not None:
+                    with contextlib.suppress(OSError):  # a driver that ended reads nothing
+                        send(out, pickle.dumps(("failed", applied, failed)))
+                    continue
         except Exception as exc:  # noqa: BLE001
             if seq:  # a queued write: the store's failure; it and what follows stay in the log
                 failed = store_line(exc)
@@ -367,12 +358,13 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
 
 def replay_log(client, sweep_dir: str | os.PathLike, timeout_s: float | None = None) -> int:
     """``wal.replay`` for a sweep whose driver is gone (``contrasweep.run.recovery``): once its
-    writer has applied what it was sent, holding the lock as a writer does (``_drained``: a
+    writer has applied what it was sent, holding the lock as a writer does (``writer_lock.drained``: a
     ``StoreWriteError`` when that writer has not finished within ``timeout_s``)."""
     wal = Path(sweep_dir) / WAL_DIR
     if not wal.is_dir():
         return 0
-    with _drained(sweep_dir, timeout_s):
+    _end_live(wal.resolve())
+    with drained(sweep_dir, timeout_s):
         return replay(client, wal, None)
 
 
