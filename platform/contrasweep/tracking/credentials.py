@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from contrasweep.errors import UserError
@@ -56,12 +57,19 @@ def who() -> str:
         return f"the token in {TOKEN}"
     if user:
         return f"user {user!r} without {PASSWORD}"
+    if _file():
+        return f"the user in {CREDENTIALS_FILE}"
     return "no credentials"
 
 
 def given() -> bool:
-    """Whether the environment names credentials (``~/.mlflow/credentials`` is MLflow's to read)."""
-    return bool(os.environ.get(PASSWORD) or os.environ.get(TOKEN))
+    """Whether the driver presents credentials: MLflow's variables, or its credentials file
+    (which MLflow reads when they are unset)."""
+    return bool(os.environ.get(PASSWORD) or os.environ.get(TOKEN) or _file())
+
+
+def _file() -> bool:
+    return not os.environ.get(USERNAME) and Path(CREDENTIALS_FILE).expanduser().is_file()
 
 
 @contextlib.contextmanager
