@@ -55,6 +55,16 @@ def test_only_a_server_that_does_not_answer_is_waited_out(monkeypatch):
     assert unreachable(wrapped(requests.exceptions.ConnectionError("Connection aborted, RemoteDisconnected"))) == \
         "connection reset"
     assert unreachable(wrapped(requests.exceptions.ReadTimeout("read timed out"))) == "no answer in time"
+    from http.client import IncompleteRead
+
+    try:  # the server killed while it sent its answer: as urllib3 and requests wrap it
+        try:
+            raise IncompleteRead(b"", 2)
+        except IncompleteRead as e:
+            raise requests.exceptions.ChunkedEncodingError("Connection broken: IncompleteRead") from e
+    except requests.exceptions.ChunkedEncodingError as cut:
+        assert unreachable(wrapped(cut)) == "connection cut mid-answer"
+    assert unreachable(wrapped(IncompleteRead(b"", 2))) == "connection cut mid-answer"
     assert unreachable(wrapped(requests.exceptions.RetryError("too many 503 error responses"))).startswith(
         "it answered with errors")
     assert unreachable(MlflowException("Permission denied", error_code="PERMISSION_DENIED")) is None
@@ -82,7 +92,7 @@ def test_the_writer_holds_its_calls_while_the_server_is_away_and_says_so(tmp_pat
         client = QueuedClient(server.uri, tmp_path / "sweep")
         run_id = client.create_run(client.create_experiment("tests")).info.run_id
         client.log_batch(run_id, metrics=_epoch(0.1, 1))
-        client.get_run(run_id)  # an answer comes after every write queued before it
+        made = client.get_run(run_id).info.run_id  # an answer comes after every write queued before it
         _kill(server)
         for step in (2, 3, 4):  # the writer finds the server gone on the first; the sweep goes on
             client.log_batch(run_id, metrics=_epoch(step / 10, step))
@@ -97,10 +107,10 @@ def test_the_writer_holds_its_calls_while_the_server_is_away_and_says_so(tmp_pat
         err = capfd.readouterr().err
         assert len(BACK.findall(err)) == 1 and not AWAY.search(err), err
         assert run.data.tags["after"] == "away"
-        assert _history(server.uri, run_id) == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)]  # each once, in order
+        assert _history(server.uri, made) == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)]  # each once, in order
         client.set_terminated(run_id)
         client.close()
-        assert get_client(server.uri).get_run(run_id).info.status == "FINISHED"
+        assert get_client(server.uri).get_run(made).info.status == "FINISHED"
         assert not [p for p in (tmp_path / "sweep" / "mlflow_wal").iterdir() if p.is_dir()]  # every call applied
 
 
@@ -113,7 +123,7 @@ def test_past_its_bound_the_writer_stops_the_sweep_and_resume_applies_the_log(tm
     with mlflow_server(store) as server:
         client = QueuedClient(server.uri, tmp_path / "sweep")
         run_id = client.create_run(client.create_experiment("tests")).info.run_id
-        client.get_run(run_id)
+        made = client.get_run(run_id).info.run_id  # the writer's run for the driver's placeholder
         _kill(server)
         logged, stopped = 0, None
         deadline = time.monotonic() + 60
@@ -130,7 +140,7 @@ def test_past_its_bound_the_writer_stops_the_sweep_and_resume_applies_the_log(tm
         assert len(AWAY.findall(capfd.readouterr().err)) == 1
     with mlflow_server(store, port=int(server.uri.rsplit(":", 1)[1])):
         assert replay_log(get_client(server.uri), tmp_path / "sweep") == logged  # what resume does first
-        assert _history(server.uri, run_id) == [(step, step / 1000) for step in range(logged)]
+        assert _history(server.uri, made) == [(step, step / 1000) for step in range(logged)]
 
 
 @pytest.mark.slow

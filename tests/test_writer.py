@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 from contrasweep.folder.placeholders import PLACEHOLDER_TAG
 from contrasweep.tracking import writer
 from contrasweep.tracking.frames import FRAME
-from contrasweep.tracking.run_ids import Ids
+from contrasweep.tracking.run_ids import Ids, queued_runs
 from contrasweep.tracking.store import StoreWriteError, store_errors, store_line
 from contrasweep.tracking.writer import WAL_DIR, QueuedClient, replay_log
 
@@ -140,9 +140,9 @@ def test_a_run_is_made_under_the_drivers_placeholder_without_waiting_and_only_on
     again.close()
     assert again.get_run(run_id).info.run_id == rid  # and in this process once the writer has ended
 
-    server = QueuedClient("http://127.0.0.1:9", tmp_path / "sweep")  # a tracking server makes its own ids, waited for
-    assert not server.queued_runs and server.placeholders() == {}
-    server.close()
+    # a tracking server's runs too (issue 73); a store that is neither is waited for
+    assert queued_runs("http://127.0.0.1:5000") and queued_runs("https://mlflow.internal")
+    assert not queued_runs("databricks://profile")
 
 
 def test_a_replayed_creation_an_earlier_version_logged_finds_its_run_under_that_id(tmp_path):

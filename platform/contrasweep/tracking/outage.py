@@ -5,8 +5,8 @@ factor 2) and said nothing: a server down for 30 s cost nothing but was never me
 down for longer stopped the sweep as a store failure. Now the writer
 (``contrasweep.tracking.writer``) asks MLflow for fewer, shorter retries (``quick_retries``:
 about 3 s before a request is given up, a user's own ``MLFLOW_HTTP_REQUEST_*`` kept) and, when a
-call fails because the server did not answer (``unreachable``: the connection refused, reset or
-timed out, or HTTP 429/5xx after MLflow's retries), holds the calls that follow (``Held``):
+call fails because the server did not answer (``unreachable``: the connection refused, reset, cut
+mid-answer or timed out, or HTTP 429/5xx after MLflow's retries), holds the calls that follow (``Held``):
 
 * it says so once, in one line the driver prints (``MLflow server … unreachable since …: N calls
   queued, nothing lost``), and again every ``REMIND_S`` while it lasts;
@@ -69,6 +69,8 @@ def queue_mb() -> float:
 def unreachable(exc: BaseException) -> str | None:
     """Why, in a few words, when ``exc`` says the server did not answer; ``None`` for any other
     error (a refused permission, a run that does not exist, a bad value: the store's own)."""
+    from http.client import IncompleteRead
+
     import requests
 
     seen = exc
@@ -77,6 +79,8 @@ def unreachable(exc: BaseException) -> str | None:
             return "it answered with errors: " + " ".join(str(seen).split())[-120:]
         if isinstance(seen, requests.exceptions.Timeout):
             return "no answer in time"
+        if isinstance(seen, (requests.exceptions.ChunkedEncodingError, IncompleteRead)):
+            return "connection cut mid-answer"
         if isinstance(seen, requests.exceptions.ConnectionError):
             text = str(seen)
             return ("connection refused" if "refused" in text.lower() else

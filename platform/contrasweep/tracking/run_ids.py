@@ -22,8 +22,9 @@ from contrasweep.folder.placeholders import IDS_FILE, PLACEHOLDER_TAG, append, l
 from contrasweep.tracking.store import search_all
 
 # Stores whose runs are made queued under a placeholder (``made_run``): MLflow's SQL and file
-# stores. On a tracking server ``create_run`` waits for the server's answer, as before.
-QUEUED_RUN_STORES = frozenset({"sqlite", "postgresql", "mysql", "mssql", "file", ""})
+# stores, and a tracking server (issue 73: a trial that starts while the server is away goes on,
+# and a creation tried again after the server died mid-answer finds its run by its tag, not twice).
+QUEUED_RUN_STORES = frozenset({"sqlite", "postgresql", "mysql", "mssql", "file", "", "http", "https"})
 RunRef = namedtuple("RunRef", "run_id experiment_id run_name start_time")
 Made = namedtuple("Made", "info")  # what a queued ``create_run`` returns: ``.info.run_id``, as a Run's
 
