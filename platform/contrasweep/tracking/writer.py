@@ -3,8 +3,8 @@
 One process per tracker, the *writer*, owns the MLflow client. The tracker's client is a proxy
 (``QueuedClient``) that sends the writer every call, in order, through a pipe. The writes each
 trial makes (``log_batch``, ``log_inputs``, ``set_terminated``, ``set_tag``: ``QUEUED``, and
-``create_run`` on a SQL or file store, under a placeholder id made here: ``run_ids``) do not
-wait: the driver goes on with Tune. Every other call (``get_run``, ...) waits for its answer,
+``create_run`` on a SQL or file store or a tracking server, under a placeholder id made here:
+``run_ids``) do not wait: the driver goes on with Tune. Every other call (``get_run``, ...) waits for its answer,
 which comes after every write queued before it. At 1,000 no-op trials MLflow's SQL store took
 about two thirds of the driver's CPU (``benchmarks/paper_scale.py``).
 
@@ -96,8 +96,8 @@ class QueuedClient:
         atexit.register(self.close)
 
     def create_run(self, experiment_id, start_time=None, tags=None, run_name=None):
-        """A new run. On a SQL or file store (``run_ids.queued_runs``) the writer makes it in
-        order with the other writes and the driver does not wait: at 1,000 no-op trials the wait
+        """A new run. On a SQL or file store or a server (``run_ids.queued_runs``) the writer makes
+        it in order with the other writes and the driver does not wait: at 1,000 no-op trials the wait
         (for the writes queued before it, then the run) was 44 ms of every trial's 107
         (``benchmarks/paper_scale.py``). Its ``.info.run_id`` is then a placeholder the writer
         translates in every later call (``run_ids``; ``placeholders`` gives the run ids);
