@@ -11,8 +11,9 @@ mid-answer or timed out, or HTTP 429/5xx after MLflow's retries), holds the call
 * it says so once, in one line the driver prints (``MLflow server … unreachable since …: N calls
   queued, nothing lost``), and again every ``REMIND_S`` while it lasts;
 * it keeps reading the driver's calls, so the driver never waits on a full pipe and Tune goes
-  on (a call that waits for its answer, such as a new trial's run on a server, waits for the
-  server: every answer comes after the writes queued before it);
+  on (trials start, train and end: their runs are made queued too, ``run_ids``; a call that waits
+  for its answer, such as ``get_run``, waits for the server: every answer comes after the writes
+  queued before it);
 * it tries the failed call again every ``RETRY_S`` (a ``log_batch`` without the metric rows its
   run already has: the request the server died in may have been applied), then applies what it
   held, in order, and says in one line that the server is back and how many calls it applied.

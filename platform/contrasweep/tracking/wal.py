@@ -82,9 +82,7 @@ def replay(client, wal: Path, own: Path | None, ids: Ids | None = None) -> int:
             for segment in sorted(session.glob("*.wal")):
                 for seq, name, args, kwargs in frames(segment):
                     if seq > done:
-                        if name == "log_batch":
-                            args, kwargs = _unlogged(client, history, ids.translate(args), ids.translate(kwargs))
-                        apply(client, ids, name, args, kwargs, replaying=True)
+                        apply_again(client, ids, name, args, kwargs, history)
                         os.pwrite(fd, b"%020d" % seq, 0)
                         count += 1
         finally:
@@ -104,12 +102,15 @@ def apply(client, ids: Ids, name: str, args: tuple, kwargs: dict, replaying: boo
     return getattr(client, name)(*ids.translate(args), **ids.translate(kwargs))
 
 
-def apply_again(client, ids: Ids, name: str, args: tuple, kwargs: dict):
-    """``apply`` of a call whose first try failed without an answer (a tracking server that went
-    away: ``contrasweep.tracking.outage``): the server may have applied it before it went, so a
-    ``log_batch`` goes without the metric rows its run already has, as in a replay."""
+def apply_again(client, ids: Ids, name: str, args: tuple, kwargs: dict, history: dict | None = None):
+    """``apply`` of a call that may have been applied already: a replayed one (``replay``), or one
+    whose first try failed without an answer (a tracking server that went away:
+    ``contrasweep.tracking.outage``). A ``log_batch`` goes without the metric rows its run
+    already has (``history``: the rows read so far, by run and key); a run's creation looks for
+    the run first (``made_run``)."""
     if name == "log_batch":
-        args, kwargs = _unlogged(client, {}, ids.translate(args), ids.translate(kwargs))
+        args, kwargs = _unlogged(client, {} if history is None else history, ids.translate(args),
+                                 ids.translate(kwargs))
     return apply(client, ids, name, args, kwargs, replaying=True)
 
 

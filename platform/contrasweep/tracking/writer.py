@@ -280,7 +280,7 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
     if server:
         quick_retries()  # a server that does not answer is waited out, and said (``outage``)
     client = get_client(tracking_uri)
-    if not tracking_uri.startswith(("http://", "https://")):  # a server sets itself up; a request to an
+    if not server:  # a server sets itself up; a request to an
         try:  # unreachable one would wait out MLflow's retries (minutes) before the first real call
             client.search_experiments(max_results=1)  # the store's set-up (a database's tables), before it is needed
         except Exception:  # noqa: BLE001 - said by the first call that needs it
