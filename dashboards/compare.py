@@ -10,8 +10,9 @@ from typing import Any
 from dashboards.trials import parent_runs, trial_table
 
 
-def seed_summary(tracking_uri: str, experiment: str, sweep: str, metric: str = "test/accuracy",
-                 by: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def seed_summary(
+    tracking_uri: str, experiment: str, sweep: str, metric: str = "test/accuracy", by: tuple[str, ...] = ()
+) -> list[dict[str, Any]]:
     """Finished trials of ``sweep`` (not those ASHA stopped early) grouped by the hyperparameters
     ``by`` (``hp.<name>`` params);
     each row: the group's values, n, mean, std (sample, n - 1; 0 for one seed), seeds, values."""
@@ -28,9 +29,14 @@ def seed_summary(tracking_uri: str, experiment: str, sweep: str, metric: str = "
     for key, pairs in sorted(groups.items(), key=lambda kv: str(kv[0])):
         pairs.sort(key=lambda p: str(p[0]))  # by seed
         values = [v for _, v in pairs]
-        out.append({
-            **dict(zip(by, key)), "n": len(values), "mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "seeds": [s for s, _ in pairs], "values": values,
-        })
+        out.append(
+            {
+                **dict(zip(by, key)),
+                "n": len(values),
+                "mean": statistics.fmean(values),
+                "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "seeds": [s for s, _ in pairs],
+                "values": values,
+            }
+        )
     return out

@@ -22,8 +22,9 @@ from dashboards.plots import embedding
 from dashboards.source import SweepRecord
 
 
-def tsne_map(record: SweepRecord, path: str, version: str | None = None, max_points: int = 500,
-             seed: int = 0) -> tuple[str | None, str]:
+def tsne_map(
+    record: SweepRecord, path: str, version: str | None = None, max_points: int = 500, seed: int = 0
+) -> tuple[str | None, str]:
     """(PNG path or None, a one-line caption saying what was drawn or why nothing was)."""
 
     client = get_client(record.tracking_uri)
@@ -40,18 +41,22 @@ def tsne_map(record: SweepRecord, path: str, version: str | None = None, max_poi
     table, names = _test_split(record, data, max_points, seed)
     x, y, labels = _embed(method, table)
     coords = _tsne(np.concatenate([x, labels]) if labels is not None else x, seed)
-    label_coords = coords[len(x):] if labels is not None else None
+    label_coords = coords[len(x) :] if labels is not None else None
     setting = chosen.tags.get(SETTING_TAG, "")
     title = f"{record.label} ({record.name} v{chosen.version}{', ' + setting if setting else ''}): t-SNE of {len(x)} test rows"
-    caption = (f"model {record.name} version {chosen.version} (run {chosen.run_id}); {len(x)} test rows"
-               + ("; stars: label embeddings" if labels is not None else ""))
+    caption = f"model {record.name} version {chosen.version} (run {chosen.run_id}); {len(x)} test rows" + (
+        "; stars: label embeddings" if labels is not None else ""
+    )
     return embedding(coords[: len(x)], y, names, label_coords, title, path), caption
 
 
 def _test_split(record: SweepRecord, data: dict, max_points: int, seed: int):
     encoder = record.spec.get("encoder", {})
-    prepared = prepare(DataConfig.from_dict(data), tokenizer=encoder.get("name", "default"),
-                       max_length=int(encoder.get("max_length", 128)))
+    prepared = prepare(
+        DataConfig.from_dict(data),
+        tokenizer=encoder.get("name", "default"),
+        max_length=int(encoder.get("max_length", 128)),
+    )
     table = load_splits(prepared.path)["test"]
     if table.num_rows > max_points:  # a fixed sample: t-SNE is quadratic in the points
         table = table.take(np.sort(np.random.default_rng(seed).choice(table.num_rows, max_points, replace=False)))

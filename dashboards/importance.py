@@ -75,8 +75,14 @@ def setting_importance(record: SweepRecord, setting: str) -> dict[str, float]:
     dists = {k: distribution([g.hp[k] for g in found]) for k in names}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(direction="maximize" if record.mode == "max" else "minimize")
-    study.add_trials([optuna.trial.create_trial(params={k: _param(dists[k], g.hp[k]) for k in names},
-                                                distributions=dists, value=g.stats(key)["mean"]) for g in found])
+    study.add_trials(
+        [
+            optuna.trial.create_trial(
+                params={k: _param(dists[k], g.hp[k]) for k in names}, distributions=dists, value=g.stats(key)["mean"]
+            )
+            for g in found
+        ]
+    )
     values = get_param_importances(study, evaluator=FanovaImportanceEvaluator(seed=SEED))
     return {k: float(v) for k, v in values.items()}
 
@@ -107,7 +113,9 @@ def log_importances(client, run_id: str, found: dict[str, dict[str, float]]) -> 
     from mlflow.entities import Metric
 
     several = len(found) > 1
-    metrics = {metric_key(hp, setting, several): value for setting, values in found.items() for hp, value in values.items()}
+    metrics = {
+        metric_key(hp, setting, several): value for setting, values in found.items() for hp, value in values.items()
+    }
     if metrics:
         now = int(time.time() * 1000)
         client.log_batch(run_id, metrics=[Metric(k, v, now, 0) for k, v in metrics.items()])

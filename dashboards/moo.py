@@ -25,8 +25,18 @@ from contrasweep.spec.objective import Objective
 from contrasweep.tracking.aggregate import rank
 from dashboards.pareto import pareto_front
 
-CSV_COLUMNS = ("solver", "r1", "l1_mean", "l1_std", "l2_mean", "l2_std", "accuracy_mean", "accuracy_std", "n",
-               "on_front")
+CSV_COLUMNS = (
+    "solver",
+    "r1",
+    "l1_mean",
+    "l1_std",
+    "l2_mean",
+    "l2_std",
+    "accuracy_mean",
+    "accuracy_std",
+    "n",
+    "on_front",
+)
 SOLVERS = ("ls", "epo")  # trainables/methods/scl_moo.py's `moo` choices, in the paper's order
 
 
@@ -40,9 +50,9 @@ class MooPoint:
     l2_std: float
     accuracy_mean: float
     accuracy_std: float
-    n: int                   # repeats averaged (the group is complete: all of them)
-    on_front: bool = False   # non-dominated among this solver's points
-    group: str = ""          # the repeat group chosen for (solver, r1)
+    n: int  # repeats averaged (the group is complete: all of them)
+    on_front: bool = False  # non-dominated among this solver's points
+    group: str = ""  # the repeat group chosen for (solver, r1)
     hp: dict = field(default_factory=dict)
 
 
@@ -59,9 +69,16 @@ def _matches(hp: dict, where: dict) -> bool:
     return True
 
 
-def moo_points(groups, l1: str = "val/l1", l2: str = "val/l2", accuracy: str = "test/accuracy",
-               selection: str = "best/val/accuracy", selection_mode: str = "max",
-               where: dict | None = None, setting: str | None = None) -> dict[str, list[MooPoint]]:
+def moo_points(
+    groups,
+    l1: str = "val/l1",
+    l2: str = "val/l2",
+    accuracy: str = "test/accuracy",
+    selection: str = "best/val/accuracy",
+    selection_mode: str = "max",
+    where: dict | None = None,
+    setting: str | None = None,
+) -> dict[str, list[MooPoint]]:
     """``{solver: [MooPoint, ...] sorted by r1}`` for the solvers present (``ls`` first), with
     ``on_front`` set per solver.
 
@@ -79,8 +96,9 @@ def moo_points(groups, l1: str = "val/l1", l2: str = "val/l2", accuracy: str = "
     """
     if selection_mode not in ("max", "min"):
         raise ValueError(f"selection_mode={selection_mode!r}: allowed 'max' or 'min'")
-    kept = [g for g in groups if g.complete and _matches(g.hp, where or {})
-            and (setting is None or g.setting == setting)]
+    kept = [
+        g for g in groups if g.complete and _matches(g.hp, where or {}) and (setting is None or g.setting == setting)
+    ]
     settings = sorted({g.setting for g in kept})
     if len(settings) > 1:
         raise ValueError(f"groups of {len(settings)} data settings ({', '.join(settings)}); pass setting=")
@@ -106,8 +124,21 @@ def moo_points(groups, l1: str = "val/l1", l2: str = "val/l2", accuracy: str = "
         for r1 in sorted(r for s, r in best if s == solver):
             group = best[(solver, r1)]
             a, b, acc = group.stats(l1), group.stats(l2), group.stats(accuracy)
-            points.append(MooPoint(solver, r1, a["mean"], a["std"], b["mean"], b["std"], acc["mean"], acc["std"],
-                                   len(group.repeats), group=group.group, hp=dict(group.hp)))
+            points.append(
+                MooPoint(
+                    solver,
+                    r1,
+                    a["mean"],
+                    a["std"],
+                    b["mean"],
+                    b["std"],
+                    acc["mean"],
+                    acc["std"],
+                    len(group.repeats),
+                    group=group.group,
+                    hp=dict(group.hp),
+                )
+            )
         # minimise both objectives; a point missing ℓ1 or ℓ2 (NaN) is never on the front
         for i in pareto_front([(p.l1_mean, p.l2_mean) for p in points], ["min", "min"]):
             points[i].on_front = True
@@ -122,8 +153,20 @@ def write_points_csv(points: dict[str, list[MooPoint]], path: str) -> str:
         writer.writerow(CSV_COLUMNS)
         for solver_points in points.values():
             for p in solver_points:
-                writer.writerow([p.solver, p.r1, p.l1_mean, p.l1_std, p.l2_mean, p.l2_std, p.accuracy_mean,
-                                 p.accuracy_std, p.n, int(p.on_front)])
+                writer.writerow(
+                    [
+                        p.solver,
+                        p.r1,
+                        p.l1_mean,
+                        p.l1_std,
+                        p.l2_mean,
+                        p.l2_std,
+                        p.accuracy_mean,
+                        p.accuracy_std,
+                        p.n,
+                        int(p.on_front),
+                    ]
+                )
     return path
 
 
@@ -135,9 +178,13 @@ def ray_direction(r1: float) -> tuple[float, float]:
     return r2 / norm, r1 / norm
 
 
-def plot_fronts(points: dict[str, list[MooPoint]], path: str, title: str = "SCL-MOO fronts",
-                l1_label: str = "ℓ1 = λ·ℓpos + (1−λ)·CE  (Eq. 4)",
-                l2_label: str = "ℓ2 = λ·ℓneg + (1−λ)·CE  (Eq. 5)") -> str:
+def plot_fronts(
+    points: dict[str, list[MooPoint]],
+    path: str,
+    title: str = "SCL-MOO fronts",
+    l1_label: str = "ℓ1 = λ·ℓpos + (1−λ)·CE  (Eq. 4)",
+    l2_label: str = "ℓ2 = λ·ℓneg + (1−λ)·CE  (Eq. 5)",
+) -> str:
     """Each solver's points in the (ℓ1, ℓ2) plane with ±1 std bars, its front joined by a line
     (filled markers on the front, hollow off it), and the preference ray of every r1 from the
     origin (Eq. 7); written as a PNG at ``path``. Returns ``path``.
@@ -147,8 +194,12 @@ def plot_fronts(points: dict[str, list[MooPoint]], path: str, title: str = "SCL-
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    every = [p for solver_points in points.values() for p in solver_points
-             if not (math.isnan(p.l1_mean) or math.isnan(p.l2_mean))]
+    every = [
+        p
+        for solver_points in points.values()
+        for p in solver_points
+        if not (math.isnan(p.l1_mean) or math.isnan(p.l2_mean))
+    ]
     # the rays start at the origin (the shifted objectives are ≥ 0), so the axes do too
     x_max = 1.1 * max([p.l1_mean + (p.l1_std or 0) for p in every] + [1e-9])
     y_max = 1.1 * max([p.l2_mean + (p.l2_std or 0) for p in every] + [1e-9])
@@ -159,23 +210,43 @@ def plot_fronts(points: dict[str, list[MooPoint]], path: str, title: str = "SCL-
         dx, dy = ray_direction(r1)
         t = min(x_max / dx if dx > 0 else math.inf, y_max / dy if dy > 0 else math.inf)
         ax.plot([0, t * dx], [0, t * dy], color="0.75", linestyle=":", linewidth=1, zorder=1)
-        ax.annotate(f"r=[{r1:g}, {1 - r1:g}]", (0.97 * t * dx, 0.97 * t * dy), fontsize=7, color="0.45",
-                    ha="right", va="top")
+        ax.annotate(
+            f"r=[{r1:g}, {1 - r1:g}]", (0.97 * t * dx, 0.97 * t * dy), fontsize=7, color="0.45", ha="right", va="top"
+        )
     for (solver, solver_points), color in zip(points.items(), ("tab:blue", "tab:orange", "tab:green", "tab:red")):
         shown = [p for p in solver_points if not (math.isnan(p.l1_mean) or math.isnan(p.l2_mean))]
         if not shown:
             continue
-        ax.errorbar([p.l1_mean for p in shown], [p.l2_mean for p in shown],
-                    xerr=[p.l1_std for p in shown], yerr=[p.l2_std for p in shown],
-                    fmt="none", ecolor=color, alpha=0.4, zorder=2)
-        ax.scatter([p.l1_mean for p in shown], [p.l2_mean for p in shown], s=36, zorder=3,
-                   facecolors=[color if p.on_front else "none" for p in shown], edgecolors=color)
+        ax.errorbar(
+            [p.l1_mean for p in shown],
+            [p.l2_mean for p in shown],
+            xerr=[p.l1_std for p in shown],
+            yerr=[p.l2_std for p in shown],
+            fmt="none",
+            ecolor=color,
+            alpha=0.4,
+            zorder=2,
+        )
+        ax.scatter(
+            [p.l1_mean for p in shown],
+            [p.l2_mean for p in shown],
+            s=36,
+            zorder=3,
+            facecolors=[color if p.on_front else "none" for p in shown],
+            edgecolors=color,
+        )
         front = sorted((p for p in shown if p.on_front), key=lambda p: p.l1_mean)
-        ax.plot([p.l1_mean for p in front], [p.l2_mean for p in front], color=color, zorder=3,
-                label=f"{solver.upper()} front ({len(front)}/{len(shown)} non-dominated)")
+        ax.plot(
+            [p.l1_mean for p in front],
+            [p.l2_mean for p in front],
+            color=color,
+            zorder=3,
+            label=f"{solver.upper()} front ({len(front)}/{len(shown)} non-dominated)",
+        )
         for p in shown:
-            ax.annotate(f"{p.r1:g}", (p.l1_mean, p.l2_mean), textcoords="offset points", xytext=(4, 4),
-                        fontsize=7, color=color)
+            ax.annotate(
+                f"{p.r1:g}", (p.l1_mean, p.l2_mean), textcoords="offset points", xytext=(4, 4), fontsize=7, color=color
+            )
     ax.set_xlim(0, x_max)
     ax.set_ylim(0, y_max)
     ax.set_xlabel(l1_label)

@@ -39,9 +39,17 @@ def chance_series(points: list[tuple[object, float | None]], label: str = CHANCE
 
 
 # the range of a bounded metric (its last path part), where its error bars stop
-BOUNDS = {"accuracy": (0.0, 1.0), "macro_f1": (0.0, 1.0), "micro_f1": (0.0, 1.0), "f1": (0.0, 1.0),
-          "precision": (0.0, 1.0), "recall": (0.0, 1.0), "nmi": (0.0, 1.0), "mcc": (-1.0, 1.0),
-          "sts_spearman": (-1.0, 1.0)}
+BOUNDS = {
+    "accuracy": (0.0, 1.0),
+    "macro_f1": (0.0, 1.0),
+    "micro_f1": (0.0, 1.0),
+    "f1": (0.0, 1.0),
+    "precision": (0.0, 1.0),
+    "recall": (0.0, 1.0),
+    "nmi": (0.0, 1.0),
+    "mcc": (-1.0, 1.0),
+    "sts_spearman": (-1.0, 1.0),
+}
 
 
 def bounds(metric: str) -> tuple[float, float] | None:
@@ -54,8 +62,10 @@ def error_bars(series: Series, metric: str) -> list[list[float]]:
     """Below and above each mean: the sample std, cut at the metric's range (an accuracy's bar
     never runs below 0 or above 1)."""
     low, high = bounds(metric) or (-math.inf, math.inf)
-    return [[min(s, m - low) for m, s in zip(series.mean, series.std)],
-            [min(s, high - m) for m, s in zip(series.mean, series.std)]]
+    return [
+        [min(s, m - low) for m, s in zip(series.mean, series.std)],
+        [min(s, high - m) for m, s in zip(series.mean, series.std)],
+    ]
 
 
 def write_data(series: list[Series], metric: str, path: str) -> str:
@@ -69,8 +79,18 @@ def write_data(series: list[Series], metric: str, path: str) -> str:
         for s in series:
             below, above = error_bars(s, metric)
             for i, x in enumerate(s.x):
-                out.writerow([s.label, x, metric, s.mean[i], s.std[i], s.mean[i] - below[i], s.mean[i] + above[i],
-                              s.n[i] if i < len(s.n) else ""])
+                out.writerow(
+                    [
+                        s.label,
+                        x,
+                        metric,
+                        s.mean[i],
+                        s.std[i],
+                        s.mean[i] - below[i],
+                        s.mean[i] + above[i],
+                        s.n[i] if i < len(s.n) else "",
+                    ]
+                )
     return path
 
 
@@ -102,14 +122,26 @@ def curves(series: list[Series], xlabel: str, ylabel: str, title: str, path: str
         order = sorted(range(len(s.x)), key=lambda i: float(s.x[i]) if numeric else categories.index(str(s.x[i])))
         xs = [float(s.x[i]) if numeric else categories.index(str(s.x[i])) for i in order]
         if s.chance:
-            ax.plot(xs, [s.mean[i] for i in order], ls="--", color="0.45", marker="_" if len(xs) > 1 else None,
-                    label=s.label)
+            ax.plot(
+                xs,
+                [s.mean[i] for i in order],
+                ls="--",
+                color="0.45",
+                marker="_" if len(xs) > 1 else None,
+                label=s.label,
+            )
             if len(xs) == 1:  # one level for the whole figure: across it
                 ax.axhline(s.mean[0], ls="--", color="0.45")
             continue
         below, above = error_bars(s, ylabel)
-        ax.errorbar(xs, [s.mean[i] for i in order], yerr=[[below[i] for i in order], [above[i] for i in order]],
-                    marker="o", capsize=3, label=s.label)
+        ax.errorbar(
+            xs,
+            [s.mean[i] for i in order],
+            yerr=[[below[i] for i in order], [above[i] for i in order]],
+            marker="o",
+            capsize=3,
+            label=s.label,
+        )
     if not numeric:
         ax.set_xticks(range(len(categories)), categories)
     elif log_x:
@@ -125,8 +157,16 @@ def curves(series: list[Series], xlabel: str, ylabel: str, title: str, path: str
     return path
 
 
-def front(points: list[tuple[float, float]], on_front: list[bool], names: list[str], xlabel: str, ylabel: str,
-          title: str, path: str, chance: tuple[float | None, float | None] = (None, None)) -> str:
+def front(
+    points: list[tuple[float, float]],
+    on_front: list[bool],
+    names: list[str],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    path: str,
+    chance: tuple[float | None, float | None] = (None, None),
+) -> str:
     """``chance``: the chance level of each axis's metric, drawn as a dashed line where known."""
     fig = _figure()
     ax = fig.add_subplot()

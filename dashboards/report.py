@@ -45,8 +45,12 @@ from dashboards.significance import repeats_needed
 from dashboards.source import SweepRecord, load
 
 # data axes that get a curve, with what the axis is and where the paper plots it
-CURVE_AXES = {"k": "examples per class k (LaCon Fig. 2)", "n_total": "labelled examples N (SCL-MOO Sec. 3)",
-              "rho": "imbalance ratio ρ (LaCon Fig. 3)", "num_classes": "number of classes (LaCon Fig. 6)"}
+CURVE_AXES = {
+    "k": "examples per class k (LaCon Fig. 2)",
+    "n_total": "labelled examples N (SCL-MOO Sec. 3)",
+    "rho": "imbalance ratio ρ (LaCon Fig. 3)",
+    "num_classes": "number of classes (LaCon Fig. 6)",
+}
 ARTIFACT_PATH = "report"
 
 
@@ -68,9 +72,16 @@ class Report:
     not_logged: str = ""  # why the report is not on the sweep run (a user who may read it only), else empty
 
 
-def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str, ...] = (),
-          baseline: str | None = None, log: bool = True, tsne: bool = True,
-          run_ids: dict[str, str] | None = None) -> Report:
+def build(
+    tracking_uri: str,
+    name: str,
+    out_dir: str | Path,
+    compare: tuple[str, ...] = (),
+    baseline: str | None = None,
+    log: bool = True,
+    tsne: bool = True,
+    run_ids: dict[str, str] | None = None,
+) -> Report:
     """``run_ids``: sweep name -> its sweep run, where its folder's record names it (else found by tags)."""
     names = list(dict.fromkeys([name, *compare]))
     check_baseline(names, baseline)  # before anything is read
@@ -80,8 +91,12 @@ def build(tracking_uri: str, name: str, out_dir: str | Path, compare: tuple[str,
     out.mkdir(parents=True, exist_ok=True)
     main = tables.main_table(records, base)
     sections = [table_section("Results", main, out / "main_table", note=_main_note(records, base, why))]
-    sections += [table_section(f"Configurations of {r.name}", tables.configurations_table(r),
-                               out / f"configurations_{_slug(r.name)}") for r in records]
+    sections += [
+        table_section(
+            f"Configurations of {r.name}", tables.configurations_table(r), out / f"configurations_{_slug(r.name)}"
+        )
+        for r in records
+    ]
     sections += curve_sections(records, out) + sensitivity_sections(records, out)
     sections += pareto_sections(records, out) + moo_sections(records, out) + race_sections(records, out)
     found = {r.name: importances(r) for r in records}
@@ -115,8 +130,11 @@ def _logged(tracking_uri: str, record: SweepRecord, found: dict, out: Path) -> s
 def check_baseline(names: list[str], baseline: str | None) -> None:
     """``--baseline`` must name one of the report's sweeps (a one-line UserError)."""
     if baseline is not None and baseline not in names:
-        raise UserError(f"--baseline {baseline!r} is not among the report's sweeps; allowed: " + ", ".join(names)
-                        + " (the sweep named first and those after --compare)")
+        raise UserError(
+            f"--baseline {baseline!r} is not among the report's sweeps; allowed: "
+            + ", ".join(names)
+            + " (the sweep named first and those after --compare)"
+        )
 
 
 def pick_baseline(records: list[SweepRecord], name: str | None) -> tuple[SweepRecord | None, str]:
@@ -135,27 +153,35 @@ def pick_baseline(records: list[SweepRecord], name: str | None) -> tuple[SweepRe
 
 def _main_note(records: list[SweepRecord], base: SweepRecord | None, why: str = "") -> str:
     metric = records[0].metric
-    note = (f"Per setting, the configuration with the best mean {metric} over a complete repeat group is "
-            f"selected; the table reports its {records[0].test_metric} (never used to select). The last row is "
-            "the chance level: the best a predictor that never reads a text scores (one class for every text, "
-            "or classes drawn at the train split's shares); 'did not learn': the configuration's "
-            f"{selection_key(metric)} is not above its data's chance level (a one-sided t-test over its repeats "
-            "and a margin beyond the validation split's noise, at evaluation.alpha).")
+    note = (
+        f"Per setting, the configuration with the best mean {metric} over a complete repeat group is "
+        f"selected; the table reports its {records[0].test_metric} (never used to select). The last row is "
+        "the chance level: the best a predictor that never reads a text scores (one class for every text, "
+        "or classes drawn at the train split's shares); 'did not learn': the configuration's "
+        f"{selection_key(metric)} is not above its data's chance level (a one-sided t-test over its repeats "
+        "and a margin beyond the validation split's noise, at evaluation.alpha)."
+    )
     if base is not None:
         alpha = records[0].alpha
-        note += (f" Baseline: {base.name} ({why}). Against it, each cell gives Δ, the mean paired difference (this "
-                 f"sweep − {base.name}) over the repeats both ran (matched by data split and training seed), its "
-                 f"{100 * (1 - alpha):g}% paired t-interval (evaluation.alpha {alpha:g}), the number of matched "
-                 "repeats and p, the two-sided Wilcoxon signed-rank test's. With n matched repeats that differ that "
-                 "test cannot go below p = 2/2^n (0.5 for 2); where that is above alpha the cell says so and how "
-                 f"many it needs ({repeats_needed(alpha)} at {alpha:g}) instead of a p that could not have been small.")
+        note += (
+            f" Baseline: {base.name} ({why}). Against it, each cell gives Δ, the mean paired difference (this "
+            f"sweep − {base.name}) over the repeats both ran (matched by data split and training seed), its "
+            f"{100 * (1 - alpha):g}% paired t-interval (evaluation.alpha {alpha:g}), the number of matched "
+            "repeats and p, the two-sided Wilcoxon signed-rank test's. With n matched repeats that differ that "
+            "test cannot go below p = 2/2^n (0.5 for 2); where that is above alpha the cell says so and how "
+            f"many it needs ({repeats_needed(alpha)} at {alpha:g}) instead of a p that could not have been small."
+        )
     return note
 
 
 def table_section(title: str, table: tables.Table, stem: Path, note: str = "") -> Section:
     _file(stem, ".csv").write_text(table.csv(), encoding="utf-8")
     _file(stem, ".md").write_text(f"**{table.title}**\n\n" + table.markdown(), encoding="utf-8")
-    body = (f"<p>{html.escape(note)}</p>" if note else "") + f"<p class='cap'>{html.escape(table.title)}</p>" + table.html()
+    body = (
+        (f"<p>{html.escape(note)}</p>" if note else "")
+        + f"<p class='cap'>{html.escape(table.title)}</p>"
+        + table.html()
+    )
     return Section(title, body, files=[str(_file(stem, ".csv")), str(_file(stem, ".md"))])
 
 
@@ -177,15 +203,29 @@ def curve_sections(records: list[SweepRecord], out: Path) -> list[Section]:
         if len({x for found in points.values() for _, _, x in found}) < 2:
             continue
         tested = all(r.figure_metric([g]) == r.test_metric for found in points.values() for r, g, _ in found)
-        series = [_series(label, [(g, x) for _, g, x in found], _drawn(found[0][0], tested))
-                  for label, found in points.items()]
+        series = [
+            _series(label, [(g, x) for _, g, x in found], _drawn(found[0][0], tested))
+            for label, found in points.items()
+        ]
         metric = _drawn(records[0], tested)
-        series += plots.chance_series([(x, r.chance(g.setting, metric)) for found in points.values() for r, g, x in found])
+        series += plots.chance_series(
+            [(x, r.chance(g.setting, metric)) for found in points.values() for r, g, x in found]
+        )
         path = str(out / f"curve_{axis}.png")
         plots.curves(series, meaning, metric, f"{metric} vs {axis}", path, log_x=axis in ("k", "n_total"))
         data = plots.write_data(series, metric, str(out / f"curve_{axis}.csv"))
-        sections.append(Section(f"{metric} against {axis}", files=[data], images=[(
-            path, f"selected configuration per setting; mean ± std over repeats; x: {meaning}{_untested(tested)}")]))
+        sections.append(
+            Section(
+                f"{metric} against {axis}",
+                files=[data],
+                images=[
+                    (
+                        path,
+                        f"selected configuration per setting; mean ± std over repeats; x: {meaning}{_untested(tested)}",
+                    )
+                ],
+            )
+        )
     return sections
 
 
@@ -201,18 +241,32 @@ def sensitivity_sections(records: list[SweepRecord], out: Path) -> list[Section]
             if not lines:
                 continue
             metric = record.figure_metric([g for _, found in lines for g in found])
-            series = [_series(setting or record.name, [(g, g.hp[hp]) for g in found], metric) for setting, found in lines]
+            series = [
+                _series(setting or record.name, [(g, g.hp[hp]) for g in found], metric) for setting, found in lines
+            ]
             for setting, found in lines:  # each setting's chance level, across its line
-                series += plots.chance_series([(g.hp[hp], record.chance(setting, metric)) for g in found],
-                                              plots.CHANCE + (f" {setting}" if len(lines) > 1 else ""))
+                series += plots.chance_series(
+                    [(g.hp[hp], record.chance(setting, metric)) for g in found],
+                    plots.CHANCE + (f" {setting}" if len(lines) > 1 else ""),
+                )
             stem = f"sensitivity_{_slug(record.name)}_{_slug(hp)}"
             path = str(out / f"{stem}.png")
             shown = record.hp_name(hp)
             plots.curves(series, shown, metric, f"{record.name}: {metric} vs {shown}", path)
             data = plots.write_data(series, metric, str(out / f"{stem}.csv"))
-            sections.append(Section(f"{record.name}: sensitivity to {shown}", files=[data], images=[(
-                path, "complete configurations equal to the selected one in every other searched hyperparameter; "
-                      f"mean ± std over repeats (LaCon Fig. 5){_untested(metric == record.test_metric)}")]))
+            sections.append(
+                Section(
+                    f"{record.name}: sensitivity to {shown}",
+                    files=[data],
+                    images=[
+                        (
+                            path,
+                            "complete configurations equal to the selected one in every other searched hyperparameter; "
+                            f"mean ± std over repeats (LaCon Fig. 5){_untested(metric == record.test_metric)}",
+                        )
+                    ],
+                )
+            )
     return sections
 
 
@@ -221,8 +275,14 @@ def _drawn(record: SweepRecord, tested: bool) -> str:
 
 
 def _untested(tested: bool) -> str:
-    return "" if tested else ("; validation values: not every configuration drawn was evaluated on the test "
-                              "split (evaluation.test: reported tests the selected ones)")
+    return (
+        ""
+        if tested
+        else (
+            "; validation values: not every configuration drawn was evaluated on the test "
+            "split (evaluation.test: reported tests the selected ones)"
+        )
+    )
 
 
 def _series(label: str, points: list[tuple[Group, object]], metric: str) -> plots.Series:
@@ -248,20 +308,43 @@ def pareto_sections(records: list[SweepRecord], out: Path) -> list[Section]:
             if not points:
                 continue
             on = set(pareto_front(points, record.modes))
-            table = tables.Table(f"{record.name} {setting}: Pareto front of configuration means",
-                                 ["configuration", *keys, "on front"],
-                                 [[_hp_text(g, record), *(f"{v:.4f}" for v in p), "✓" if i in on else ""]
-                                  for i, (g, p) in enumerate(zip(found, points))],
-                                 [{"setting": setting, **{f"hp.{k}": v for k, v in g.hp.items()},
-                                   **dict(zip(keys, p)), "on_front": i in on} for i, (g, p) in enumerate(zip(found, points))])
+            table = tables.Table(
+                f"{record.name} {setting}: Pareto front of configuration means",
+                ["configuration", *keys, "on front"],
+                [
+                    [_hp_text(g, record), *(f"{v:.4f}" for v in p), "✓" if i in on else ""]
+                    for i, (g, p) in enumerate(zip(found, points))
+                ],
+                [
+                    {
+                        "setting": setting,
+                        **{f"hp.{k}": v for k, v in g.hp.items()},
+                        **dict(zip(keys, p)),
+                        "on_front": i in on,
+                    }
+                    for i, (g, p) in enumerate(zip(found, points))
+                ],
+            )
             stem = out / f"pareto_{_slug(record.name)}{'_' + _slug(setting) if setting else ''}"
             section = table_section(f"{record.name}{' ' + setting if setting else ''}: Pareto front", table, stem)
             path = str(_file(stem, ".png"))
-            plots.front([(p[0], p[1]) for p in points], [i in on for i in range(len(points))],
-                        [_hp_text(g, record) for g in found], keys[0], keys[1], table.title, path,
-                        chance=(record.chance(setting, keys[0]), record.chance(setting, keys[1])))
-            section.images.append((path, f"{len(on)} of {len(points)} configurations non-dominated "
-                                         f"({', '.join(f'{k} {m}' for k, m in zip(keys, record.modes))})"))
+            plots.front(
+                [(p[0], p[1]) for p in points],
+                [i in on for i in range(len(points))],
+                [_hp_text(g, record) for g in found],
+                keys[0],
+                keys[1],
+                table.title,
+                path,
+                chance=(record.chance(setting, keys[0]), record.chance(setting, keys[1])),
+            )
+            section.images.append(
+                (
+                    path,
+                    f"{len(on)} of {len(points)} configurations non-dominated "
+                    f"({', '.join(f'{k} {m}' for k, m in zip(keys, record.modes))})",
+                )
+            )
             sections.append(section)
     return sections
 
@@ -275,14 +358,29 @@ def moo_sections(records: list[SweepRecord], out: Path) -> list[Section]:
             if not any(g.values("val/l1") and g.complete for g in found):
                 continue
             stem = out / f"moo_fronts_{_slug(record.name)}{'_' + _slug(setting) if setting else ''}"
-            points = write_fronts(found, str(_file(stem, ".png")), str(_file(stem, ".csv")),
-                                  accuracy=record.test_metric, selection=selection_key(record.metric),
-                                  selection_mode=record.mode, setting=setting)
+            points = write_fronts(
+                found,
+                str(_file(stem, ".png")),
+                str(_file(stem, ".csv")),
+                accuracy=record.test_metric,
+                selection=selection_key(record.metric),
+                selection_mode=record.mode,
+                setting=setting,
+            )
             count = sum(len(p) for p in points.values())
-            sections.append(Section(f"{record.name}{' ' + setting if setting else ''}: SCL-MOO fronts",
-                                    images=[(str(_file(stem, ".png")), f"{count} (solver, r) points; final val ℓ1, ℓ2 "
-                                             "means over repeats; dotted: preference rays (Eq. 7)")],
-                                    files=[str(_file(stem, ".csv"))]))
+            sections.append(
+                Section(
+                    f"{record.name}{' ' + setting if setting else ''}: SCL-MOO fronts",
+                    images=[
+                        (
+                            str(_file(stem, ".png")),
+                            f"{count} (solver, r) points; final val ℓ1, ℓ2 "
+                            "means over repeats; dotted: preference rays (Eq. 7)",
+                        )
+                    ],
+                    files=[str(_file(stem, ".csv"))],
+                )
+            )
     return sections
 
 
@@ -301,14 +399,20 @@ def race_sections(records: list[SweepRecord], out: Path) -> list[Section]:
             path = str(_file(stem, ".png"))
             plots.bars({"kept to the end": kept, "eliminated": left}, "repeats run (the round it left)", title, path)
             saved = sum(g.size - len(g.repeats) for g in found)
-            sections.append(Section(title, body=f"<p>{counted(len(left), 'configuration')} eliminated, "
-                                                f"{counted(saved, 'repeat')} not run.</p>",
-                                    images=[(path, "repeats each configuration ran; eliminated: where it left")]))
+            sections.append(
+                Section(
+                    title,
+                    body=f"<p>{counted(len(left), 'configuration')} eliminated, "
+                    f"{counted(saved, 'repeat')} not run.</p>",
+                    images=[(path, "repeats each configuration ran; eliminated: where it left")],
+                )
+            )
     return sections
 
 
-def importance_sections(records: list[SweepRecord], found: dict[str, dict[str, dict[str, float]]],
-                        out: Path) -> list[Section]:
+def importance_sections(
+    records: list[SweepRecord], found: dict[str, dict[str, dict[str, float]]], out: Path
+) -> list[Section]:
     """Per sweep with importances (``dashboards.importance``): a table (hyperparameter × setting)
     and a bar plot."""
     sections = []
@@ -316,23 +420,41 @@ def importance_sections(records: list[SweepRecord], found: dict[str, dict[str, d
         values = found[record.name]
         names = list(dict.fromkeys(hp for v in values.values() for hp in v))
         settings = list(values)
-        table = tables.Table(f"{record.name}: importance of each hyperparameter for the mean "
-                             f"{selection_key(record.metric)} (fANOVA, per setting)",
-                             ["hyperparameter", *(s or "importance" for s in settings)],
-                             [[record.hp_name(hp), *(f"{values[s].get(hp, 0.0):.3f}" for s in settings)] for hp in names],
-                             [{"setting": s, "hyperparameter": hp, "importance": values[s].get(hp, 0.0)}
-                              for s in settings for hp in names])
+        table = tables.Table(
+            f"{record.name}: importance of each hyperparameter for the mean "
+            f"{selection_key(record.metric)} (fANOVA, per setting)",
+            ["hyperparameter", *(s or "importance" for s in settings)],
+            [[record.hp_name(hp), *(f"{values[s].get(hp, 0.0):.3f}" for s in settings)] for hp in names],
+            [
+                {"setting": s, "hyperparameter": hp, "importance": values[s].get(hp, 0.0)}
+                for s in settings
+                for hp in names
+            ],
+        )
         stem = out / f"importance_{_slug(record.name)}"
         count = {s: sum(g.setting == s and g.complete for g in record.groups) for s in settings}
-        section = table_section(f"{record.name}: hyperparameter importance", table, stem, note=(
-            "Share of the variance of the configuration means explained by each hyperparameter (Optuna's fANOVA "
-            "over " + ", ".join(f"{n} complete configurations" + (f" at {s}" if s else "") for s, n in count.items())
-            + "); on the sweep run as importance/* metrics."))
+        section = table_section(
+            f"{record.name}: hyperparameter importance",
+            table,
+            stem,
+            note=(
+                "Share of the variance of the configuration means explained by each hyperparameter (Optuna's fANOVA "
+                "over "
+                + ", ".join(f"{n} complete configurations" + (f" at {s}" if s else "") for s, n in count.items())
+                + "); on the sweep run as importance/* metrics."
+            ),
+        )
         path = str(_file(stem, ".png"))
         shown = {s: {record.hp_name(hp): v for hp, v in row.items()} for s, row in values.items()}
-        plots.bars(shown, f"share of the variance of the mean {selection_key(record.metric)}",
-                   f"{record.name}: hyperparameter importance (fANOVA)", path)
-        section.images.append((path, "fANOVA importance per hyperparameter" + (", one bar per setting" if len(settings) > 1 else "")))
+        plots.bars(
+            shown,
+            f"share of the variance of the mean {selection_key(record.metric)}",
+            f"{record.name}: hyperparameter importance (fANOVA)",
+            path,
+        )
+        section.images.append(
+            (path, "fANOVA importance per hyperparameter" + (", one bar per setting" if len(settings) > 1 else ""))
+        )
         sections.append(section)
     return sections
 
@@ -352,22 +474,30 @@ def render(records: list[SweepRecord], sections: list[Section]) -> str:
     for r in records:
         paper = r.spec.get("paper") or {}
         ref = f" — {html.escape(paper.get('title', ''))} ({html.escape(str(paper.get('where', '')))})" if paper else ""
-        parts.append(f"<p><b>{html.escape(r.name)}</b>: <code>{html.escape(r.method)}</code>, "
-                     f"{counted(len({g.config for g in r.groups}), 'configuration')} × "
-                     f"{counted(len({g.setting for g in r.groups}), 'setting')} "
-                     f"({counted(len(r.groups), 'repeat group')}), selection on {html.escape(r.metric)} "
-                     f"({html.escape(r.mode)}){ref}; MLflow run {html.escape(r.parent.info.run_id)}</p>")
+        parts.append(
+            f"<p><b>{html.escape(r.name)}</b>: <code>{html.escape(r.method)}</code>, "
+            f"{counted(len({g.config for g in r.groups}), 'configuration')} × "
+            f"{counted(len({g.setting for g in r.groups}), 'setting')} "
+            f"({counted(len(r.groups), 'repeat group')}), selection on {html.escape(r.metric)} "
+            f"({html.escape(r.mode)}){ref}; MLflow run {html.escape(r.parent.info.run_id)}</p>"
+        )
     for section in sections:
         parts.append(f"<h2>{html.escape(section.title)}</h2>{section.body}")
         for path, caption in section.images:
             data = base64.b64encode(Path(path).read_bytes()).decode()
-            parts.append(f"<figure><img src='data:image/png;base64,{data}' alt='{html.escape(Path(path).name)}'>"
-                         f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
-             "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}"
-             "th{background:#f3f3f3}.cap{font-style:italic}img{max-width:100%}figcaption{font-size:12px;color:#555}")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>contrasweep report</title>"
-            f"<style>{style}</style></head><body>{''.join(parts)}</body></html>")
+            parts.append(
+                f"<figure><img src='data:image/png;base64,{data}' alt='{html.escape(Path(path).name)}'>"
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+            )
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}"
+        "th{background:#f3f3f3}.cap{font-style:italic}img{max-width:100%}figcaption{font-size:12px;color:#555}"
+    )
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>contrasweep report</title>"
+        f"<style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    )
 
 
 def _hp_text(group: Group, record: SweepRecord) -> str:

@@ -30,9 +30,13 @@ def matched_values(a: Group, b: Group, metric: str) -> list[tuple[float, float]]
     """``(a, b)`` value pairs of ``metric`` for the repeats both groups ran (same split and
     seed), in a stable order; repeats only one side has are left out. A NaN value stays in the
     pair (``compare`` counts and leaves out pairs without two finite values)."""
+
     def by_repeat(group: Group) -> dict[tuple, float]:
-        return {tuple(r.get(k) for k in MATCH_KEYS): r["metrics"][metric]
-                for r in group.repeats if metric in r["metrics"] and r["outcome"] == "complete"}
+        return {
+            tuple(r.get(k) for k in MATCH_KEYS): r["metrics"][metric]
+            for r in group.repeats
+            if metric in r["metrics"] and r["outcome"] == "complete"
+        }
 
     left, right = by_repeat(a), by_repeat(b)
     return [(left[k], right[k]) for k in sorted(set(left) & set(right), key=str)]
@@ -58,6 +62,7 @@ def repeats_needed(alpha: float) -> int:
 @dataclass(frozen=True)
 class Comparison:
     """One arm against the baseline over their matched repeats (difference: this − baseline)."""
+
     matched: int  # repeats both ran, with a value on both sides
     left_out: int  # repeats both ran where a side's value is NaN or infinite: not compared (the text says so)
     differing: int  # matched repeats whose difference is not zero (the signed-rank test's n)
@@ -84,7 +89,9 @@ class Comparison:
     def text(self) -> str:
         """``Δ +0.0209, 95% CI [+0.0101, +0.0317], 6 matched repeats, p=0.031``; where the test
         cannot reach alpha, that in words instead of the p."""
-        missing = f"; {counted(self.left_out, 'matched repeat')} without a finite value left out" if self.left_out else ""
+        missing = (
+            f"; {counted(self.left_out, 'matched repeat')} without a finite value left out" if self.left_out else ""
+        )
         if self.matched == 0:
             return "no matched repeats with the baseline: no comparison" + missing
         out = f"Δ {self.difference:+.4f}"
@@ -100,13 +107,24 @@ class Comparison:
         else:
             repeats += ":"
         that_differ = " that differ" if self.differing < self.matched else ""
-        return (out + f"; {repeats} this test cannot reach p ≤ {self.alpha:g}; it needs at least {self.needed}"
-                + that_differ + missing)
+        return (
+            out
+            + f"; {repeats} this test cannot reach p ≤ {self.alpha:g}; it needs at least {self.needed}"
+            + that_differ
+            + missing
+        )
 
     def record(self) -> dict[str, Any]:
         """The CSV's columns."""
-        return {"matched": self.matched, "left_out": self.left_out, "difference": self.difference,
-                "ci_low": self.ci_low, "ci_high": self.ci_high, "min_p": self.min_p, "decidable": self.decidable}
+        return {
+            "matched": self.matched,
+            "left_out": self.left_out,
+            "difference": self.difference,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+            "min_p": self.min_p,
+            "decidable": self.decidable,
+        }
 
 
 def t_interval(diffs: list[float], alpha: float) -> tuple[float, float]:
@@ -126,9 +144,17 @@ def compare(a: Group, b: Group, metric: str, alpha: float = ALPHA) -> Comparison
     diffs = [x - y for x, y in pairs]
     test = wilcoxon_of(pairs)
     low, high = t_interval(diffs, alpha)
-    return Comparison(matched=len(pairs), left_out=len(found) - len(pairs), differing=sum(d != 0 for d in diffs),
-                      difference=float(np.mean(diffs)) if diffs else math.nan, ci_low=low, ci_high=high,
-                      p_value=test["p_value"], statistic=test["statistic"], alpha=alpha)
+    return Comparison(
+        matched=len(pairs),
+        left_out=len(found) - len(pairs),
+        differing=sum(d != 0 for d in diffs),
+        difference=float(np.mean(diffs)) if diffs else math.nan,
+        ci_low=low,
+        ci_high=high,
+        p_value=test["p_value"],
+        statistic=test["statistic"],
+        alpha=alpha,
+    )
 
 
 def wilcoxon_of(pairs: list[tuple[float, float]]) -> dict[str, float]:
@@ -144,5 +170,9 @@ def wilcoxon(a: Group, b: Group, metric: str) -> dict[str, Any]:
     """``{"n", "statistic", "p_value", "mean_difference"}`` of the signed-rank test of a − b over
     the matched repeats with a value on both sides."""
     found = compare(a, b, metric)
-    return {"n": found.matched, "statistic": found.statistic, "p_value": found.p_value,
-            "mean_difference": found.difference}
+    return {
+        "n": found.matched,
+        "statistic": found.statistic,
+        "p_value": found.p_value,
+        "mean_difference": found.difference,
+    }

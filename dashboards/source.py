@@ -15,10 +15,20 @@ from contrasweep.data.chance import level_of
 from contrasweep.errors import UserError
 from contrasweep.spec.names import hp_name, varied_keys
 from contrasweep.tracking.aggregate import Group, groups, select, selection_key
-from contrasweep.tracking.store import (BUDGET_CUT, ELIMINATED, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
-                                       RACE_P_VALUE_TAG, RACE_ROUND_TAG, get_client, search_all,
-                                       search_experiments_all)
 from contrasweep.tracking.rows import slug
+from contrasweep.tracking.store import (
+    BUDGET_CUT,
+    ELIMINATED,
+    GROUP_TAG,
+    KIND_TAG,
+    OUTCOME_TAG,
+    PARENT_TAG,
+    RACE_P_VALUE_TAG,
+    RACE_ROUND_TAG,
+    get_client,
+    search_all,
+    search_experiments_all,
+)
 from contrasweep.tracking.verdict import CHANCE_PREFIX, LEARNED_TAG, P_VALUE_TAG
 from trainables.user_methods import short_name
 
@@ -32,14 +42,16 @@ class SweepRecord:
     groups: list[Group]
     race: dict = field(default_factory=dict)  # group -> {"round", "p_value"}: the configurations a race eliminated
     cut: set = field(default_factory=set)  # the configurations a budget cut short (sweep.budget)
-    learned: dict = field(default_factory=dict)  # group -> {"learned", "p_value"}: verdicts (contrasweep.tracking.verdict)
+    learned: dict = field(
+        default_factory=dict
+    )  # group -> {"learned", "p_value"}: verdicts (contrasweep.tracking.verdict)
 
     def chance(self, setting: str, metric: str) -> float | None:
         """The chance level of ``metric`` (``test/accuracy``, ``best/val/accuracy``) in ``setting``
         (the sweep run's ``chance/[<setting>/]...`` metrics: the mean over its data variants);
         None for a metric without one or a sweep recorded before them."""
         prefix = CHANCE_PREFIX + (f"{slug(setting)}/" if setting else "")
-        found = {k[len(prefix):]: v for k, v in self.parent.data.metrics.items() if k.startswith(prefix)}
+        found = {k[len(prefix) :]: v for k, v in self.parent.data.metrics.items() if k.startswith(prefix)}
         return level_of(found, metric)
 
     def at_chance(self, group: Group) -> bool:
@@ -129,8 +141,10 @@ def find_parent(client, name: str, run_id: str | None = None):
         runs = search_all(client, [exp.experiment_id], f"tags.`contrasweep.sweep` = '{name}'")
         found += [r for r in runs if PARENT_TAG not in r.data.tags]
     if not found:
-        raise UserError(f"no sweep {name!r} in MLflow at {client.tracking_uri}; allowed: a sweep name from "
-                        "`contrasweep list` (and --tracking-uri of the store it was tracked in)")
+        raise UserError(
+            f"no sweep {name!r} in MLflow at {client.tracking_uri}; allowed: a sweep name from "
+            "`contrasweep list` (and --tracking-uri of the store it was tracked in)"
+        )
     return max(found, key=lambda r: r.info.start_time or 0)
 
 
@@ -141,31 +155,50 @@ def load(tracking_uri: str, name: str, run_id: str | None = None) -> SweepRecord
     client = get_client(tracking_uri)
     parent = find_parent(client, name, run_id)
     with tempfile.TemporaryDirectory(prefix="contrasweep-spec-") as folder:  # MLflow's own temp folder stays (issue 57)
-        path = mlflow.artifacts.download_artifacts(run_id=parent.info.run_id, artifact_path="spec.yaml",
-                                                   tracking_uri=tracking_uri, dst_path=folder)
+        path = mlflow.artifacts.download_artifacts(
+            run_id=parent.info.run_id, artifact_path="spec.yaml", tracking_uri=tracking_uri, dst_path=folder
+        )
         with open(path, encoding="utf-8") as fh:
             spec = yaml.safe_load(fh) or {}
-    return SweepRecord(name=name, tracking_uri=tracking_uri, parent=parent, spec=spec,
-                       groups=groups(tracking_uri, parent.info.run_id), race=eliminated(client, parent),
-                       cut={r.data.tags[GROUP_TAG] for r in configuration_runs(client, parent, BUDGET_CUT)},
-                       learned=verdicts(client, parent))
+    return SweepRecord(
+        name=name,
+        tracking_uri=tracking_uri,
+        parent=parent,
+        spec=spec,
+        groups=groups(tracking_uri, parent.info.run_id),
+        race=eliminated(client, parent),
+        cut={r.data.tags[GROUP_TAG] for r in configuration_runs(client, parent, BUDGET_CUT)},
+        learned=verdicts(client, parent),
+    )
 
 
 def configuration_runs(client, parent, outcome: str, tag: str = OUTCOME_TAG) -> list:
     """The sweep's configuration runs whose ``tag`` (default: how they ended) is ``outcome``."""
-    return search_all(client, [parent.info.experiment_id], (
-        f"tags.`{PARENT_TAG}` = '{parent.info.run_id}' and tags.`{KIND_TAG}` = 'configuration' and "
-        f"tags.`{tag}` = '{outcome}'"))
+    return search_all(
+        client,
+        [parent.info.experiment_id],
+        (
+            f"tags.`{PARENT_TAG}` = '{parent.info.run_id}' and tags.`{KIND_TAG}` = 'configuration' and "
+            f"tags.`{tag}` = '{outcome}'"
+        ),
+    )
 
 
 def verdicts(client, parent) -> dict[str, dict]:
     """Each judged configuration's verdict (``contrasweep.tracking.verdict``): learned or not, its p-value."""
-    return {r.data.tags[GROUP_TAG]: {"learned": answer == "yes", "p_value": float(r.data.tags.get(P_VALUE_TAG, "nan"))}
-            for answer in ("yes", "no") for r in configuration_runs(client, parent, answer, LEARNED_TAG)}
+    return {
+        r.data.tags[GROUP_TAG]: {"learned": answer == "yes", "p_value": float(r.data.tags.get(P_VALUE_TAG, "nan"))}
+        for answer in ("yes", "no")
+        for r in configuration_runs(client, parent, answer, LEARNED_TAG)
+    }
 
 
 def eliminated(client, parent) -> dict[str, dict]:
     """The configurations a race dropped (``sweep.racing``): their configuration runs' round and p-value."""
-    return {r.data.tags[GROUP_TAG]: {"round": int(r.data.tags[RACE_ROUND_TAG]),
-                                     "p_value": float(r.data.tags[RACE_P_VALUE_TAG])}
-            for r in configuration_runs(client, parent, ELIMINATED)}
+    return {
+        r.data.tags[GROUP_TAG]: {
+            "round": int(r.data.tags[RACE_ROUND_TAG]),
+            "p_value": float(r.data.tags[RACE_P_VALUE_TAG]),
+        }
+        for r in configuration_runs(client, parent, ELIMINATED)
+    }

@@ -101,21 +101,38 @@ class Table:
     def text(self) -> str:
         widths = [max(len(r[i]) for r in [self.columns, *self.rows]) for i in range(len(self.columns))]
         fmt = "  ".join(f"{{:{w}}}" for w in widths)
-        return "\n".join([fmt.format(*self.columns), fmt.format(*("-" * w for w in widths))]
-                         + [fmt.format(*row) for row in self.rows])
+        return "\n".join(
+            [fmt.format(*self.columns), fmt.format(*("-" * w for w in widths))]
+            + [fmt.format(*row) for row in self.rows]
+        )
 
 
-def cell(record: SweepRecord, group: Group, baseline_group: Group | None, baseline: SweepRecord | None = None,
-         alpha: float = ALPHA) -> Cell:
+def cell(
+    record: SweepRecord,
+    group: Group,
+    baseline_group: Group | None,
+    baseline: SweepRecord | None = None,
+    alpha: float = ALPHA,
+) -> Cell:
     metric = record.shown(group, record.test_metric)
     stats = group.stats(metric)
     found = None
     if baseline_group is not None and baseline_group is not group:
         found = compare(group, baseline_group, metric, alpha)
     at_chance = record.at_chance(group)
-    return Cell(metric, stats["mean"], stats["std"], stats["n"], found, fallback=metric != record.test_metric,
-                at_chance=at_chance, both_at_chance=at_chance and baseline is not None and baseline_group is not None
-                and baseline.at_chance(baseline_group))
+    return Cell(
+        metric,
+        stats["mean"],
+        stats["std"],
+        stats["n"],
+        found,
+        fallback=metric != record.test_metric,
+        at_chance=at_chance,
+        both_at_chance=at_chance
+        and baseline is not None
+        and baseline_group is not None
+        and baseline.at_chance(baseline_group),
+    )
 
 
 NO_COMPARISON = ("matched", "left_out", "difference", "ci_low", "ci_high", "min_p", "decidable")  # Comparison.record()
@@ -148,20 +165,33 @@ def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None, 
                 continue
             value = cell(record, group, base.get(column), baseline, alpha)
             row.append(value.text())
-            out.append({"sweep": record.name, "method": record.method, "column": column, "metric": value.metric,
-                        "mean": value.mean, "std": value.std, "n": value.n,
-                        "p_value": "" if value.p_value is None else value.p_value,
-                        **(value.comparison.record() if value.comparison is not None else dict.fromkeys(NO_COMPARISON, "")),
-                        "baseline": baseline.name if baseline is not None else "", "did_not_learn": value.at_chance,
-                        "chance": record.chance(group.setting, value.metric),
-                        "hp": " ".join(f"{record.hp_name(k)}={hp_text(v)}" for k, v in sorted(group.hp.items()))})
+            out.append(
+                {
+                    "sweep": record.name,
+                    "method": record.method,
+                    "column": column,
+                    "metric": value.metric,
+                    "mean": value.mean,
+                    "std": value.std,
+                    "n": value.n,
+                    "p_value": "" if value.p_value is None else value.p_value,
+                    **(value.comparison.record() if value.comparison is not None else dict.fromkeys(NO_COMPARISON, "")),
+                    "baseline": baseline.name if baseline is not None else "",
+                    "did_not_learn": value.at_chance,
+                    "chance": record.chance(group.setting, value.metric),
+                    "hp": " ".join(f"{record.hp_name(k)}={hp_text(v)}" for k, v in sorted(group.hp.items())),
+                }
+            )
         rows.append(row)
     metric = records[0].test_metric if records else ""
     # what a model that learned nothing scores there (contrasweep.data.chance: the best of the
     # majority and stratified predictors; a few-shot setting's mean over its samples)
-    rows.append(["chance level"] + [chance_text(r.chance(setting, metric)) for r, setting in map(settings.get, columns)])
-    return Table(f"{metric}: mean ± std over repeats of each setting's selected configuration", ["method"] + columns,
-                 rows, out)
+    rows.append(
+        ["chance level"] + [chance_text(r.chance(setting, metric)) for r, setting in map(settings.get, columns)]
+    )
+    return Table(
+        f"{metric}: mean ± std over repeats of each setting's selected configuration", ["method"] + columns, rows, out
+    )
 
 
 def configurations_table(record: SweepRecord) -> Table:
@@ -182,18 +212,53 @@ def configurations_table(record: SweepRecord) -> Table:
             outcome = "cut short by the budget"
         hp = [hp_text(group.hp[k]) if k in group.hp else "" for k in varied]
         learned = learned_text(record.learned.get(group.group), group)
-        rows.append([group.setting or "–", *hp, outcome, f"{len(group.repeats)}/{group.size}",
-                     Cell(val, v["mean"], v["std"], v["n"]).text(), Cell(test, t["mean"], t["std"], t["n"]).text(),
-                     learned, "✓" if id(group) in chosen else ""])
-        out.append({"setting": group.setting, **{f"hp.{k}": group.hp.get(k, "") for k in varied}, "outcome": outcome,
-                    "repeats": len(group.repeats), "expected": group.size, f"mean {val}": v["mean"], f"std {val}": v["std"],
-                    f"mean {test}": t["mean"], f"std {test}": t["std"], "learned": learned, "selected": id(group) in chosen})
+        rows.append(
+            [
+                group.setting or "–",
+                *hp,
+                outcome,
+                f"{len(group.repeats)}/{group.size}",
+                Cell(val, v["mean"], v["std"], v["n"]).text(),
+                Cell(test, t["mean"], t["std"], t["n"]).text(),
+                learned,
+                "✓" if id(group) in chosen else "",
+            ]
+        )
+        out.append(
+            {
+                "setting": group.setting,
+                **{f"hp.{k}": group.hp.get(k, "") for k in varied},
+                "outcome": outcome,
+                "repeats": len(group.repeats),
+                "expected": group.size,
+                f"mean {val}": v["mean"],
+                f"std {val}": v["std"],
+                f"mean {test}": t["mean"],
+                f"std {test}": t["std"],
+                "learned": learned,
+                "selected": id(group) in chosen,
+            }
+        )
     for setting in dict.fromkeys(g.setting for g in record.groups):  # a row per setting: what learning nothing scores
-        rows.append([setting or "–", *([""] * len(varied)), "chance level", "",
-                     chance_text(record.chance(setting, val)), chance_text(record.chance(setting, test)), "", ""])
-    return Table(f"{record.name}: every configuration (selected: best mean {val} among complete groups; learned: "
-                 f"above its data's chance level, one-sided t-test over its repeats)",
-                 ["setting", *map(record.hp_name, varied), "outcome", "repeats", val, test, "learned", "selected"], rows, out)
+        rows.append(
+            [
+                setting or "–",
+                *([""] * len(varied)),
+                "chance level",
+                "",
+                chance_text(record.chance(setting, val)),
+                chance_text(record.chance(setting, test)),
+                "",
+                "",
+            ]
+        )
+    return Table(
+        f"{record.name}: every configuration (selected: best mean {val} among complete groups; learned: "
+        f"above its data's chance level, one-sided t-test over its repeats)",
+        ["setting", *map(record.hp_name, varied), "outcome", "repeats", val, test, "learned", "selected"],
+        rows,
+        out,
+    )
 
 
 def learned_text(verdict: dict | None, group: Group | None = None) -> str:

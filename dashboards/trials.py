@@ -24,11 +24,17 @@ def trial_runs(tracking_uri: str, parent_run_id: str) -> list:
     return _trial_runs(get_client(tracking_uri), parent_run_id)
 
 
-def trial_table(tracking_uri: str, parent_run_id: str, metrics: tuple[str, ...] = ("best/val/accuracy",)) -> list[dict[str, Any]]:
+def trial_table(
+    tracking_uri: str, parent_run_id: str, metrics: tuple[str, ...] = ("best/val/accuracy",)
+) -> list[dict[str, Any]]:
     rows = []
     for run in trial_runs(tracking_uri, parent_run_id):
-        row = {"run_id": run.info.run_id, "status": run.info.status, "trial_id": run.data.tags.get("contrasweep.trial_id"),
-               "outcome": run.data.tags.get(OUTCOME_TAG)}
+        row = {
+            "run_id": run.info.run_id,
+            "status": run.info.status,
+            "trial_id": run.data.tags.get("contrasweep.trial_id"),
+            "outcome": run.data.tags.get(OUTCOME_TAG),
+        }
         row.update(run.data.params)
         row.update({m: run.data.metrics.get(m) for m in metrics})
         rows.append(row)

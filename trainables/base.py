@@ -94,7 +94,9 @@ class Method(nn.Module):
         return "linear"
 
     def evaluate(self, context: StageContext, split: str) -> dict[str, float]:
-        return classification_evaluate(self, context.tables[split], context.num_labels, context.eval_batch_size, context.session)
+        return classification_evaluate(
+            self, context.tables[split], context.num_labels, context.eval_batch_size, context.session
+        )
 
     def instance_embeddings(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """The representation a report plots (t-SNE): the pooled encoder output unless the

@@ -107,8 +107,9 @@ def calibrate(config: dict[str, Any], data: dict[str, Any], steps: int = STEPS, 
     n_train = sliced["train"].num_rows
     n_val = sliced["validation"].num_rows if "validation" in sliced else 0
     n_test = sliced["test"].num_rows if "test" in sliced else 0
-    fixed, row = fixed_and_per_row(float(last.get("time/eval_s", 0.0)), n_val,
-                                   float(last.get("time/test_s", 0.0)), n_test)
+    fixed, row = fixed_and_per_row(
+        float(last.get("time/eval_s", 0.0)), n_val, float(last.get("time/test_s", 0.0)), n_test
+    )
     return {
         "setup_s": warm_setup,
         "first_setup_s": float(first.get("time/setup_s", 0.0)),

@@ -84,11 +84,15 @@ class BestTracker:
         return ObjectiveNotFinite(
             f"{self.metric} was {what} at every one of its {len(self.non_finite)} validated epochs ({epochs}): "
             "no epoch can be the trial's best, so it has no best weights to keep or test (a constant output, "
-            "e.g. every prediction or cosine the same, gives this); try another lr, or check the method's evaluation")
+            "e.g. every prediction or cosine the same, gives this); try another lr, or check the method's evaluation"
+        )
 
     def state(self) -> dict:
-        return {"best_value": self.best_value, "best_metrics": self.best_metrics,
-                "non_finite": [list(pair) for pair in self.non_finite]}
+        return {
+            "best_value": self.best_value,
+            "best_metrics": self.best_metrics,
+            "non_finite": [list(pair) for pair in self.non_finite],
+        }
 
     def load(self, state: dict) -> None:
         """A resume state's tracker. One saved before issue 69 may hold a NaN best (its first
@@ -112,12 +116,12 @@ class Checkpointer:
         self.folder = StateFolder(session.state_dir)
         self.every = int(hp_value(config, "checkpoint_every"))
         self.pause_epochs = {int(e) for e in config.get("checkpoint_at", ())}
-        self.best: str | None = None        # best folder of the current best epoch
+        self.best: str | None = None  # best folder of the current best epoch
         self.best_weights: dict[str, torch.Tensor] | None = None
-        self.resume: str | None = None      # newest resume state
-        self.state_epoch = 0                # its epoch (0: none)
-        self.reported: set[str] = set()     # what the newest resume state names (its pointer)
-        self.unreported = False             # restored from a state newer than the pointer Ray gave
+        self.resume: str | None = None  # newest resume state
+        self.state_epoch = 0  # its epoch (0: none)
+        self.reported: set[str] = set()  # what the newest resume state names (its pointer)
+        self.unreported = False  # restored from a state newer than the pointer Ray gave
         self.metrics: dict[str, float] = {}  # the restored pointer's metrics (cost/train_s)
         self._writer: BackgroundTask | None = None
 
@@ -161,9 +165,14 @@ class Checkpointer:
         name = resume_name(epoch)
         if self.session.rank == 0:
             # metrics: the epoch's own, so the state restores whole even without its pointer
-            state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                     "scaler": scaler.state_dict(), "tracker": self.tracker.state(), "best": self.best,
-                     "metrics": numeric(metrics or {})}
+            state = {
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict(),
+                "tracker": self.tracker.state(),
+                "best": self.best,
+                "metrics": numeric(metrics or {}),
+            }
             same = self.folder.path(self.best) / WEIGHTS_FILE if self.best == best_name(epoch) else None
             name = self.folder.write_resume(method, state, epoch, same_weights=same)
         self.resume, self.state_epoch = name, epoch
@@ -186,8 +195,17 @@ class Checkpointer:
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         if tmp:
-            write_meta(tmp, {"epoch": epoch, "config": self.config, "metrics": numeric(metrics),
-                             "state_dir": self.folder.location, "resume": self.resume, "best": self.best})
+            write_meta(
+                tmp,
+                {
+                    "epoch": epoch,
+                    "config": self.config,
+                    "metrics": numeric(metrics),
+                    "state_dir": self.folder.location,
+                    "resume": self.resume,
+                    "best": self.best,
+                },
+            )
         try:
             self.session.report(metrics, tmp)
         finally:

@@ -175,8 +175,12 @@ class StateFolder:
             self.root.mkdir(parents=True, exist_ok=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=self.root))
             try:
-                fs.copy_files(f"{self.fs_path}/{name}", str(tmp), source_filesystem=self.fs,
-                              destination_filesystem=fs.LocalFileSystem())
+                fs.copy_files(
+                    f"{self.fs_path}/{name}",
+                    str(tmp),
+                    source_filesystem=self.fs,
+                    destination_filesystem=fs.LocalFileSystem(),
+                )
                 (tmp / COMPLETE_FILE).unlink(missing_ok=True)
                 os.replace(tmp, folder)
             finally:
@@ -226,7 +230,9 @@ class StateFolder:
         target = f"{self.fs_path}/{name}"
         if self.fs.get_file_info(target).type != fs.FileType.NotFound:  # an epoch written again: no stale marker
             self.fs.delete_dir_contents(target)
-        fs.copy_files(str(self.root / name), target, source_filesystem=fs.LocalFileSystem(), destination_filesystem=self.fs)
+        fs.copy_files(
+            str(self.root / name), target, source_filesystem=fs.LocalFileSystem(), destination_filesystem=self.fs
+        )
         with self.fs.open_output_stream(f"{target}/{COMPLETE_FILE}") as out:
             out.write(b"")
 
@@ -243,10 +249,12 @@ class StateFolder:
 
         return self._publish(best_name(epoch), write)
 
-    def write_resume(self, method: torch.nn.Module, training_state: dict[str, Any], epoch: int,
-                     same_weights: Path | None = None) -> str:
+    def write_resume(
+        self, method: torch.nn.Module, training_state: dict[str, Any], epoch: int, same_weights: Path | None = None
+    ) -> str:
         """``same_weights``: a weights file already holding these weights (the best folder of
         this very epoch): hard-linked, not written again (one copy on disk)."""
+
         def write(folder: Path) -> None:
             try:
                 if same_weights is None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -61,8 +62,10 @@ class Toy:
 
     def batch(self) -> dict[str, torch.Tensor]:
         hp = self.config["hp"]
-        return to_device(next(train_batches(self.data["tables"]["train"], hp["batch_size"], hp["seed"], 1, 0, 1)),
-                         torch.device("cpu"))
+        return to_device(
+            next(train_batches(self.data["tables"]["train"], hp["batch_size"], hp["seed"], 1, 0, 1)),
+            torch.device("cpu"),
+        )
 
     def session(self, name: str, resume_from: str | None = None) -> LocalSession:
         return LocalSession(str(self.folder / name), resume_from=resume_from)
@@ -97,8 +100,10 @@ def check_predict(toy: Toy) -> str:
             raise AssertionError("representation gave non-finite embeddings")
         return f"embeddings {list(scores.shape)} (serving_output: embedding)"
     if not torch.is_tensor(scores) or tuple(scores.shape) != want:
-        raise AssertionError(f"predict gave {tuple(getattr(scores, 'shape', ())) or type(scores).__name__}; allowed: "
-                             f"scores [B, num_labels] = {list(want)}")
+        raise AssertionError(
+            f"predict gave {tuple(getattr(scores, 'shape', ())) or type(scores).__name__}; allowed: "
+            f"scores [B, num_labels] = {list(want)}"
+        )
     if not torch.isfinite(scores).all():
         raise AssertionError("predict gave non-finite scores")
     return f"scores {list(want)}"
@@ -135,15 +140,20 @@ def check_lowers_loss(toy: Toy) -> str:
 
     # what the steps change besides the trained weights (a MoCo queue, a momentum encoder) is put
     # back before the last loss: it compares the same batch against the same state
-    state = {k: v.detach().clone() for k, v in method.state_dict(keep_vars=True).items()
-             if not (isinstance(v, torch.nn.Parameter) and v.requires_grad)}
+    state = {
+        k: v.detach().clone()
+        for k, v in method.state_dict(keep_vars=True).items()
+        if not (isinstance(v, torch.nn.Parameter) and v.requires_grad)
+    }
     before = loss(step=True)
     loss(step=True)
     method.load_state_dict(state, strict=False)
     after = loss(step=False)
     if not after < before:
-        raise AssertionError(f"the loss went {before:.4g} -> {after:.4g} after two steps on one batch at lr "
-                             f"{hp['lr']:g}: the loss does not decrease along its gradient")
+        raise AssertionError(
+            f"the loss went {before:.4g} -> {after:.4g} after two steps on one batch at lr "
+            f"{hp['lr']:g}: the loss does not decrease along its gradient"
+        )
     return f"{before:.4g} -> {after:.4g}"
 
 
@@ -172,11 +182,16 @@ def check_resume(toy: Toy) -> str:
     train(config, toy.data, straight)
     keys = ["train/loss", *(f"val/{n}" for n in toy.cls.metric_names)]
     a, b = straight.reports[-1], resumed.reports[-1]
-    off = [f"{k} {b.get(k)} against {a.get(k)}" for k in keys
-           if k in a and not (k in b and abs(float(a[k]) - float(b[k])) <= TOLERANCE * max(1.0, abs(float(a[k]))))]
+    off = [
+        f"{k} {b.get(k)} against {a.get(k)}"
+        for k in keys
+        if k in a and not (k in b and abs(float(a[k]) - float(b[k])) <= TOLERANCE * max(1.0, abs(float(a[k]))))
+    ]
     if off:
-        raise AssertionError(f"one epoch, a resume and one more epoch differ from two epochs straight: {'; '.join(off[:3])} "
-                             "(state not restored: a buffer outside the state_dict, an un-seeded random draw?)")
+        raise AssertionError(
+            f"one epoch, a resume and one more epoch differ from two epochs straight: {'; '.join(off[:3])} "
+            "(state not restored: a buffer outside the state_dict, an un-seeded random draw?)"
+        )
     return f"epoch 2 equals two epochs straight ({', '.join(keys[:3])}, within {TOLERANCE:g})"
 
 
@@ -187,8 +202,10 @@ def check_seeded(toy: Toy) -> str:
         method.train()
         losses.append(float(training_loss(method.training_step(toy.batch())).detach()))
     if losses[0] != losses[1]:
-        raise AssertionError(f"seed 0 gave losses {losses[0]!r} and {losses[1]!r}: something random is not seeded "
-                             "(use torch's generators, which the loop seeds)")
+        raise AssertionError(
+            f"seed 0 gave losses {losses[0]!r} and {losses[1]!r}: something random is not seeded "
+            "(use torch's generators, which the loop seeds)"
+        )
     return f"loss {losses[0]:.6g} twice"
 
 
@@ -224,8 +241,9 @@ TRAINS = ("evaluate", "lowers the loss", "resume", "seeded")
 CHEAP = ("training_step", "predict")
 
 
-def check_method(method: str, overrides: dict[str, Any] | None = None, only: tuple[str, ...] | None = None
-                 ) -> list[Result]:
+def check_method(
+    method: str, overrides: dict[str, Any] | None = None, only: tuple[str, ...] | None = None
+) -> list[Result]:
     """Every check of ``CHECKS`` on ``method`` (a built-in name or a user's reference), or those
     named in ``only``; a method that cannot be imported or declared is a ``SpecError`` (one
     line, before any check). A failure's detail is the check's own words: an ``AssertionError``
@@ -238,8 +256,14 @@ def check_method(method: str, overrides: dict[str, Any] | None = None, only: tup
         folder = Path(tmp)
         model_dir = build_tiny_bert(folder / "tiny-bert", hidden_size=48)
         data = (multilabel_tables if cls.label_kind == "multi" else toy_tables)(str(model_dir))
-        config = {"method": method, "encoder": {"name": str(model_dir), "pooling": "mean"}, "hp": hp,
-                  "metric": f"val/{cls.metric_names[0]}", "mode": "max", "num_labels": data["num_labels"]}
+        config = {
+            "method": method,
+            "encoder": {"name": str(model_dir), "pooling": "mean"},
+            "hp": hp,
+            "metric": f"val/{cls.metric_names[0]}",
+            "mode": "max",
+            "num_labels": data["num_labels"],
+        }
         toy = Toy(method, cls, config, data, folder)
         for name, _, check in CHECKS:
             if only is not None and name not in only:

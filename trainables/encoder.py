@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from trainables.encoder_names import DEFAULT_ENCODER, resolve_model_path  # noqa: F401  (their home before)
+from trainables.encoder_names import DEFAULT_ENCODER, resolve_model_path
 from trainables.errors import UserError
 
 POOLINGS = ("cls", "mean")
@@ -72,7 +72,9 @@ def load_encoder(name: str | None = DEFAULT_ENCODER, pooling: str = "mean", pret
 
     path = resolve_model_path(name)
     try:
-        backbone = AutoModel.from_pretrained(path) if pretrained else AutoModel.from_config(AutoConfig.from_pretrained(path))
+        backbone = (
+            AutoModel.from_pretrained(path) if pretrained else AutoModel.from_config(AutoConfig.from_pretrained(path))
+        )
     except OSError as exc:
         raise UserError(
             f"encoder {name!r}: cannot load ({_first_line(exc)}); "

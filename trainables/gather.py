@@ -15,7 +15,9 @@ from trainables.metrics import classification_metrics
 
 
 @torch.no_grad()
-def split_outputs(method, table, batch_size: int, session, fn: Callable[[dict], torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+def split_outputs(
+    method, table, batch_size: int, session, fn: Callable[[dict], torch.Tensor]
+) -> tuple[np.ndarray, np.ndarray]:
     """``fn(batch)`` over every row of ``table`` -> (outputs ``[N, ...]``, labels ``[N]``).
 
     Each rank computes a strided share; the shares are gathered and put back in row order.

@@ -47,16 +47,23 @@ def _multilabel(method, batch, names) -> dict:
     scores = method.predict(batch).float().cpu().numpy()
     threshold = float(method.hp["threshold"])
     chosen = threshold_predictions(scores, threshold).astype(bool)
-    return {"labels": [[n for n, on in zip(names, row) if on] for row in chosen], "threshold": [threshold] * len(scores),
-            **dict(zip(class_columns("score_", names), scores.T))}
+    return {
+        "labels": [[n for n, on in zip(names, row) if on] for row in chosen],
+        "threshold": [threshold] * len(scores),
+        **dict(zip(class_columns("score_", names), scores.T)),
+    }
 
 
 def _embedding(method, batch, names) -> dict:
     return {"embedding": list(method.representation(batch).float().cpu().numpy())}
 
 
-OUTPUTS = {"probabilities": _probabilities, "similarities": _similarities, "multilabel": _multilabel,
-           "embedding": _embedding}
+OUTPUTS = {
+    "probabilities": _probabilities,
+    "similarities": _similarities,
+    "multilabel": _multilabel,
+    "embedding": _embedding,
+}
 
 
 class Predictor:
@@ -75,9 +82,15 @@ class Predictor:
         self.kind = type(self.method).serving_output
 
     def batch(self, texts: list[str], pairs: list[str] | None = None) -> dict[str, torch.Tensor]:
-        enc = self.tokenizer(list(texts), list(pairs) if pairs is not None else None, truncation=True,
-                             max_length=int(self.info["max_length"]), padding=True, return_token_type_ids=True,
-                             return_tensors="pt")
+        enc = self.tokenizer(
+            list(texts),
+            list(pairs) if pairs is not None else None,
+            truncation=True,
+            max_length=int(self.info["max_length"]),
+            padding=True,
+            return_token_type_ids=True,
+            return_tensors="pt",
+        )
         return {k: enc[k].to(self.device) for k in ("input_ids", "attention_mask", "token_type_ids")}
 
     @torch.no_grad()
@@ -85,9 +98,10 @@ class Predictor:
         """Column -> one value per text (``output_columns``)."""
         out: dict[str, list] = {}
         for start in range(0, len(texts), BATCH_SIZE):
-            part = pairs[start:start + BATCH_SIZE] if pairs is not None else None
-            rows = OUTPUTS[self.kind](self.method, self.batch(texts[start:start + BATCH_SIZE], part), self.names)
+            part = pairs[start : start + BATCH_SIZE] if pairs is not None else None
+            rows = OUTPUTS[self.kind](self.method, self.batch(texts[start : start + BATCH_SIZE], part), self.names)
             for column, values in rows.items():
-                out.setdefault(column, []).extend(np.asarray(v).tolist() if isinstance(v, np.ndarray) else v
-                                                  for v in values)
+                out.setdefault(column, []).extend(
+                    np.asarray(v).tolist() if isinstance(v, np.ndarray) else v for v in values
+                )
         return out or {column: [] for column in output_columns(self.kind, self.names)}

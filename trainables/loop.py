@@ -35,17 +35,31 @@ from transformers import (
     get_linear_schedule_with_warmup,
 )
 
+from trainables.batches import to_device, train_batches
 from trainables.checkpointing import BestTracker, Checkpointer
-from trainables.checkpoints import (META_FILE, UNREAD_WEIGHTS, WEIGHTS_FILE, best_folder, load_weights, read_meta,
-                                    weights_file)
+from trainables.checkpoints import (
+    META_FILE,
+    UNREAD_WEIGHTS,
+    WEIGHTS_FILE,
+    best_folder,
+    load_weights,
+    read_meta,
+    weights_file,
+)
 from trainables.encoder import load_encoder
 from trainables.errors import ObjectiveNotFinite, SpecError, TrainingDiverged
-from trainables.phase_progress import track
-from trainables.batches import to_device, train_batches
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
-from trainables.params import LOOP_PARAMS, hp_value  # noqa: F401  (LOOP_PARAMS: users' and tests' name)
-from trainables.params import epochs_for, is_validated, steps_in_epoch, steps_per_epoch, total_steps
+from trainables.params import (  # noqa: F401  (LOOP_PARAMS: users' and tests' name)
+    LOOP_PARAMS,
+    epochs_for,
+    hp_value,
+    is_validated,
+    steps_in_epoch,
+    steps_per_epoch,
+    total_steps,
+)
+from trainables.phase_progress import track
 from trainables.registry import get_method
 from trainables.report_window import PhaseClock, ReportWindow
 from trainables.step import TrainStep
@@ -75,8 +89,10 @@ def checkpoint_activations(encoder) -> None:
     which without it would recompute every view at the last rate (and fail torch's check)."""
     backbone = encoder.backbone
     if not getattr(backbone, "supports_gradient_checkpointing", False):
-        raise SpecError(f"fixed.gradient_checkpointing=true is not allowed for {type(backbone).__name__}, which does not "
-                        "support it; allowed: false, or an encoder whose model does (BERT, RoBERTa, MiniLM)")
+        raise SpecError(
+            f"fixed.gradient_checkpointing=true is not allowed for {type(backbone).__name__}, which does not "
+            "support it; allowed: false, or an encoder whose model does (BERT, RoBERTa, MiniLM)"
+        )
     dropouts = [m for m in backbone.modules() if isinstance(m, torch.nn.modules.dropout._DropoutNd)]
 
     def rates_as_in_forward():
@@ -176,8 +192,16 @@ def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
     optimizer = torch.optim.AdamW(method.param_groups(hp("lr"), hp("weight_decay")), lr=hp("lr"), eps=hp("adam_eps"))
     warmup = int(hp("warmup_ratio") * steps)
     scheduler = make_scheduler(optimizer, hp("lr_schedule"), method, warmup, steps)
-    step = TrainStep(method, model, optimizer, scheduler, device=device, amp=hp("amp"), compile=hp("compile"),
-                     max_grad_norm=hp("max_grad_norm"))
+    step = TrainStep(
+        method,
+        model,
+        optimizer,
+        scheduler,
+        device=device,
+        amp=hp("amp"),
+        compile=hp("compile"),
+        max_grad_norm=hp("max_grad_norm"),
+    )
 
     tracker = BestTracker(config.get("metric", "val/accuracy"), config.get("mode", "max"))
     saver = Checkpointer(session, config, tracker)
@@ -196,9 +220,28 @@ def set_up(config: dict[str, Any], data: dict[str, Any], session) -> TrialRun:
     # where an epoch's time goes (benchmarks/epoch_costs.py, sweep_overhead.py): time/<phase>_s
     clock = PhaseClock(device)
     clock.times["setup"] = time.perf_counter() - setup_started
-    run = TrialRun(config, data, session, method, model, optimizer, scheduler, step, tracker, saver, clock,
-                   per_epoch, epochs, start_epoch, parameters, train_seconds, metrics)
-    run.window.evaluations = int(saver.metrics.get("evaluations", start_epoch - 1))  # a state before eval_every: each epoch
+    run = TrialRun(
+        config,
+        data,
+        session,
+        method,
+        model,
+        optimizer,
+        scheduler,
+        step,
+        tracker,
+        saver,
+        clock,
+        per_epoch,
+        epochs,
+        start_epoch,
+        parameters,
+        train_seconds,
+        metrics,
+    )
+    run.window.evaluations = int(
+        saver.metrics.get("evaluations", start_epoch - 1)
+    )  # a state before eval_every: each epoch
     return run
 
 
@@ -215,12 +258,14 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
     started, trained = time.perf_counter(), clock.times.get("train", 0.0)
     run.model.train()
     with clock("train"):
-        batches = itertools.islice(train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank,
-                                                 session.world_size), due)  # the same batches, in order, as far as due
+        batches = itertools.islice(
+            train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size), due
+        )  # the same batches, in order, as far as due
         batches = track(batches, f"epoch {epoch}/{run.epochs} training", due, session.rank)
         try:
-            sums, per_step, steps = run_steps(run.step, batches, device, method.step_metrics,
-                                              first_step=first_step, epoch=epoch)
+            sums, per_step, steps = run_steps(
+                run.step, batches, device, method.step_metrics, first_step=first_step, epoch=epoch
+            )
         except TrainingDiverged as error:
             saver.record_failure(error, epoch)  # a retry fails at once instead of diverging again
             raise
@@ -229,8 +274,14 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
     last = epoch == run.epochs
     if not is_validated(epoch, run.epochs, int(hp("eval_every")), saver.pause_epochs):
         return {"epoch": epoch, "train/steps": first_step - 1 + steps}
-    metrics = {"epoch": epoch, "lr": run.scheduler.get_last_lr()[0], "data/train_rows": tables["train"].num_rows,
-               "train/steps": first_step - 1 + steps, "cost/train_s": run.train_seconds, "cost/parameters": run.parameters}
+    metrics = {
+        "epoch": epoch,
+        "lr": run.scheduler.get_last_lr()[0],
+        "data/train_rows": tables["train"].num_rows,
+        "train/steps": first_step - 1 + steps,
+        "cost/train_s": run.train_seconds,
+        "cost/parameters": run.parameters,
+    }
     metrics.update(run.window.take(session))
     context = StageContext(tables, data["num_labels"], hp("eval_batch_size"), session, hp("seed"), epoch, data)
     with clock("stage2"):
@@ -302,8 +353,10 @@ def check_finite(losses: list[torch.Tensor], first_step: int, epoch: int) -> Non
     if bool(finite.all()):
         return
     at = int((~finite).nonzero()[0])
-    raise TrainingDiverged(f"train/loss is {float(values[at])} at step {first_step + at} (epoch {epoch}): the trial "
-                           "diverged; try a lower lr, gradient clipping (max_grad_norm) or less weight_decay")
+    raise TrainingDiverged(
+        f"train/loss is {float(values[at])} at step {first_step + at} (epoch {epoch}): the trial "
+        "diverged; try a lower lr, gradient clipping (max_grad_norm) or less weight_decay"
+    )
 
 
 def tests_in_trial(config: dict[str, Any]) -> bool:
@@ -314,15 +367,24 @@ def tests_in_trial(config: dict[str, Any]) -> bool:
     return bool(config.get("evaluate_test", True))
 
 
-def evaluate_test(method, data: dict[str, Any], config: dict[str, Any], saver: Checkpointer, session) -> dict[str, float]:
+def evaluate_test(
+    method, data: dict[str, Any], config: dict[str, Any], saver: Checkpointer, session
+) -> dict[str, float]:
     """``test/*`` of the best validation epoch's weights: evaluated once per trial, after its
     last epoch (a trial a scheduler stops early is never evaluated on test). The method keeps
     the best weights afterwards."""
     if "test" not in data["tables"]:
         return {}
     saver.load_best_into(method)
-    context = StageContext(data["tables"], data["num_labels"], hp_value(config, "eval_batch_size"), session,
-                           hp_value(config, "seed"), saver.tracker.best_epoch or 0, data)  # fresh cache: new weights
+    context = StageContext(
+        data["tables"],
+        data["num_labels"],
+        hp_value(config, "eval_batch_size"),
+        session,
+        hp_value(config, "seed"),
+        saver.tracker.best_epoch or 0,
+        data,
+    )  # fresh cache: new weights
     return prefixed("test", method.evaluate(context, "test"))
 
 
@@ -349,8 +411,10 @@ def load_trained(directory: str, num_labels: int | None = None, encoder_dir: str
     checkpoint must hold every weight but ``UNREAD_WEIGHTS`` (an MLflow model leaves those out)."""
     folder = best_folder(directory)
     if folder is None:
-        raise FileNotFoundError(f"{directory}: no trained weights there ({WEIGHTS_FILE} and {META_FILE}, "
-                                "or a checkpoint pointer naming them)")
+        raise FileNotFoundError(
+            f"{directory}: no trained weights there ({WEIGHTS_FILE} and {META_FILE}, "
+            "or a checkpoint pointer naming them)"
+        )
     meta = read_meta(folder)
     encoder = meta["config"].get("encoder", {})
     if encoder_dir is not None:
@@ -365,6 +429,8 @@ def load_trained(directory: str, num_labels: int | None = None, encoder_dir: str
     missing, unexpected = method.load_state_dict(load_weights(weights_file(folder)), strict=False)
     missing = [k for k in missing if not UNREAD_WEIGHTS.search(k)]
     if missing or unexpected:
-        raise RuntimeError(f"{folder}: the weights do not fit the method {meta['config'].get('method')!r} "
-                           f"(missing {missing[:5]}, unexpected {unexpected[:5]})")
+        raise RuntimeError(
+            f"{folder}: the weights do not fit the method {meta['config'].get('method')!r} "
+            f"(missing {missing[:5]}, unexpected {unexpected[:5]})"
+        )
     return method.eval()

@@ -21,6 +21,10 @@ def output_columns(kind: str, names: list[str]) -> dict[str, str]:
     if kind == "embedding":
         return {"embedding": "list<float>"}
     if kind == "multilabel":
-        return {"labels": "list<string>", "threshold": "double", **dict.fromkeys(class_columns("score_", names), "double")}
+        return {
+            "labels": "list<string>",
+            "threshold": "double",
+            **dict.fromkeys(class_columns("score_", names), "double"),
+        }
     prefix = "prob_" if kind == "probabilities" else "score_"
     return {"label": "string", **dict.fromkeys(class_columns(prefix, names), "double")}

@@ -73,7 +73,6 @@ class Param:
             raise bad
         return number
 
-
     def _coerce_list(self, name: str, value: Any, bad: SpecError) -> list[float]:
         # Optuna's categorical choices must be scalars, so a list-valued choice travels
         # through Tune as its text ("0.0,0.1,0.2") and is read back here.
@@ -136,42 +135,72 @@ LOOP_PARAMS: dict[str, Param] = {
     "batch_size": Param("int", 32, 1, 65536, help="global batch size (split across workers)"),
     "eval_batch_size": Param("int", 128, 1, 65536),
     "epochs": Param("int", 10, 1, 10000, help="passes over the training rows (ignored where max_steps > 0)"),
-    "max_steps": Param("int", 0, 0, 10**9,
-                       help="optimiser steps a trial trains; 0 (default): epochs decides. Above 0 it overrides epochs as "
-                            "Hugging Face's Trainer does: with steps per epoch = ceil(train rows / batch_size), the trial "
-                            "trains ceil(max_steps / steps per epoch) epochs, the last one cut after the steps left, so "
-                            "exactly max_steps steps, and the lr schedule's total steps (warmup_ratio's warm-up "
-                            "included) are max_steps. The epoch stays the unit of reports, checkpoints and ASHA's rungs "
-                            "(epochs_for)"),
+    "max_steps": Param(
+        "int",
+        0,
+        0,
+        10**9,
+        help="optimiser steps a trial trains; 0 (default): epochs decides. Above 0 it overrides epochs as "
+        "Hugging Face's Trainer does: with steps per epoch = ceil(train rows / batch_size), the trial "
+        "trains ceil(max_steps / steps per epoch) epochs, the last one cut after the steps left, so "
+        "exactly max_steps steps, and the lr schedule's total steps (warmup_ratio's warm-up "
+        "included) are max_steps. The epoch stays the unit of reports, checkpoints and ASHA's rungs "
+        "(epochs_for)",
+    ),
     "warmup_ratio": Param("float", 0.06, 0.0, 1.0, high_open=True),
-    "lr_schedule": Param("str", "linear", choices=("linear", "constant", "cosine", "method"),
-                         help="after warm-up: linear decay to 0 (LaCon Sec. 3.1), constant (VaSCL App. A), "
-                              "half-cosine to 0 (ABALONE App. A), or the one the method's paper uses for "
-                              "these hyperparameters (Method.lr_schedule)"),
+    "lr_schedule": Param(
+        "str",
+        "linear",
+        choices=("linear", "constant", "cosine", "method"),
+        help="after warm-up: linear decay to 0 (LaCon Sec. 3.1), constant (VaSCL App. A), "
+        "half-cosine to 0 (ABALONE App. A), or the one the method's paper uses for "
+        "these hyperparameters (Method.lr_schedule)",
+    ),
     "weight_decay": Param("float", 0.01, 0.0, 10.0),
     "max_grad_norm": Param("float", 1.0, 0.0, 1.0e6, help="0 disables clipping"),
     "adam_eps": Param("float", 1.0e-8, 0.0, 1.0, low_open=True),
     "seed": Param("int", 0, 0, 2**31 - 1),
-    "amp": AmpParam("str", "auto", choices=("auto", "bf16", "fp16", "off"),
-                    help="mixed precision on a GPU (trainables/step.py): auto = bf16 where the GPU supports it, "
-                         "else fp16 with a GradScaler; ignored on CPU. The old true/false read as auto/off"),
-    "compile": Param("bool", False, help="torch.compile the method's training forward and loss; a compilation "
-                                         "failure warns once and training goes on in eager mode"),
-    "eval_every": Param("int", 1, 1, 10000,
-                        help="epochs between validations (and reports): also at each epoch a scheduler may pause "
-                             "at and the last. Between two, an epoch only trains: a few-shot max_steps budget of "
-                             "many short epochs is not dominated by its validation split"),
-    "checkpoint_every": Param("int", 5, 1, 10000,
-                              help="epochs between full resume states (weights + optimiser + RNG), written at the "
-                                   "first validated epoch once this many have passed; also at ASHA rungs and the "
-                                   "last epoch. A killed trial redoes at most this many epochs (and eval_every's)"),
+    "amp": AmpParam(
+        "str",
+        "auto",
+        choices=("auto", "bf16", "fp16", "off"),
+        help="mixed precision on a GPU (trainables/step.py): auto = bf16 where the GPU supports it, "
+        "else fp16 with a GradScaler; ignored on CPU. The old true/false read as auto/off",
+    ),
+    "compile": Param(
+        "bool",
+        False,
+        help="torch.compile the method's training forward and loss; a compilation "
+        "failure warns once and training goes on in eager mode",
+    ),
+    "eval_every": Param(
+        "int",
+        1,
+        1,
+        10000,
+        help="epochs between validations (and reports): also at each epoch a scheduler may pause "
+        "at and the last. Between two, an epoch only trains: a few-shot max_steps budget of "
+        "many short epochs is not dominated by its validation split",
+    ),
+    "checkpoint_every": Param(
+        "int",
+        5,
+        1,
+        10000,
+        help="epochs between full resume states (weights + optimiser + RNG), written at the "
+        "first validated epoch once this many have passed; also at ASHA rungs and the "
+        "last epoch. A killed trial redoes at most this many epochs (and eval_every's)",
+    ),
     "torch_threads": Param("int", 1, 1, 1024, help="torch intra-op threads per worker"),
-    "gradient_checkpointing": Param("bool", False,
-                                    help="recompute the encoder's activations in the backward pass (Hugging Face's "
-                                         "gradient_checkpointing, non-reentrant; dropout replays its random state, so "
-                                         "the gradients are the same): measured on CPU, MiniLM, 240 rows of 128 "
-                                         "tokens: peak memory 9.1 -> 2.4 GB, step 23.9 -> 28.3 s. For the papers' "
-                                         "batches of 480-1024 rows on a machine without the memory for them"),
+    "gradient_checkpointing": Param(
+        "bool",
+        False,
+        help="recompute the encoder's activations in the backward pass (Hugging Face's "
+        "gradient_checkpointing, non-reentrant; dropout replays its random state, so "
+        "the gradients are the same): measured on CPU, MiniLM, 240 rows of 128 "
+        "tokens: peak memory 9.1 -> 2.4 GB, step 23.9 -> 28.3 s. For the papers' "
+        "batches of 480-1024 rows on a machine without the memory for them",
+    ),
 }
 
 
@@ -184,6 +213,7 @@ def hp_value(config: dict[str, Any], key: str):
 # its data variant's training rows, which the loop (``trainables.loop``) and the driver (a trial's
 # plan, ``contrasweep.spec.trial.TrialPlan.epochs``; group ASHA's rungs; ``plan``) share, so that
 # both count the same epochs and steps.
+
 
 def _loop_hp(hp: dict[str, Any], key: str):
     return hp.get(key, LOOP_PARAMS[key].default)
@@ -229,7 +259,9 @@ def is_validated(epoch: int, epochs: int, eval_every: int, pauses=()) -> bool:
 def validated_epochs(epochs: int, eval_every: int, pauses=()) -> list[int]:
     """Every epoch ``is_validated`` names, for ``plan`` (built from the multiples, not by asking
     each epoch: a ``max_steps`` budget on few rows may be many epochs)."""
-    return sorted({*range(eval_every, epochs + 1, eval_every), *(int(p) for p in pauses if 0 < int(p) <= epochs), epochs})
+    return sorted(
+        {*range(eval_every, epochs + 1, eval_every), *(int(p) for p in pauses if 0 < int(p) <= epochs), epochs}
+    )
 
 
 def resume_states(epochs: int, every: int, pauses: list[int], eval_every: int = 1) -> int:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import importlib
 
-from trainables.errors import SpecError
 from trainables import user_methods
+from trainables.errors import SpecError
 from trainables.methods.declarations import DECLARATIONS
 
 _METHODS: dict[str, str] = {
@@ -57,7 +57,9 @@ def get_method(name: str):
             _CHECKED.add(name)
         return cls
     if name not in _METHODS:
-        raise SpecError(f"method {name!r} is not a built-in method; allowed: {', '.join(method_names())}, or your own "
-                        "as package.module:Class or path/to/file.py:Class (docs/methods-own.md)")
+        raise SpecError(
+            f"method {name!r} is not a built-in method; allowed: {', '.join(method_names())}, or your own "
+            "as package.module:Class or path/to/file.py:Class (docs/methods-own.md)"
+        )
     module_name, _, attr = _METHODS[name].partition(":")
     return getattr(importlib.import_module(module_name), attr)

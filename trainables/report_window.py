@@ -78,7 +78,6 @@ class PhaseClock:
         return out
 
 
-
 def step_series(per_step: dict[str, list[torch.Tensor]], first_step: int) -> dict[str, list[list[float]]]:
     """This rank's per-step values as ``{key: [[global_step, value], ...]}`` (rank 0's are the
     ones logged; one host sync per epoch, not per step)."""

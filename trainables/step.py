@@ -87,8 +87,18 @@ class TrainStep:
     mode: str
     scaler: torch.amp.GradScaler
 
-    def __init__(self, method: nn.Module, model: nn.Module, optimizer: torch.optim.Optimizer, scheduler, *,
-                 device: torch.device | str, amp: Any = "auto", compile: Any = False, max_grad_norm: float = 1.0):
+    def __init__(
+        self,
+        method: nn.Module,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler,
+        *,
+        device: torch.device | str,
+        amp: Any = "auto",
+        compile: Any = False,
+        max_grad_norm: float = 1.0,
+    ):
         self.method, self.model, self.optimizer, self.scheduler = method, model, optimizer, scheduler
         self.device = torch.device(device)
         self.mode = resolve_amp(amp, self.device)
@@ -139,8 +149,11 @@ class TrainStep:
 
     def _fall_back(self, exc: BaseException) -> None:
         self._compiled = None
-        warnings.warn(f"compile=true: torch.compile failed ({_one_line(exc)}); training continues in eager mode",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"compile=true: torch.compile failed ({_one_line(exc)}); training continues in eager mode",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def training_loss(out) -> torch.Tensor:
@@ -148,12 +161,15 @@ def training_loss(out) -> torch.Tensor:
     (``trainables.contract``; what ``contrasweep check-method`` prints): a dict with a scalar
     ``loss`` tensor that has a gradient. Reads no tensor's value (no host sync)."""
     if not isinstance(out, dict) or "loss" not in out:
-        raise ContractError(f"training_step returned {type(out).__name__}{' without loss' if isinstance(out, dict) else ''}; "
-                            "allowed: a dict with a 'loss' tensor")
+        raise ContractError(
+            f"training_step returned {type(out).__name__}{' without loss' if isinstance(out, dict) else ''}; "
+            "allowed: a dict with a 'loss' tensor"
+        )
     loss = out["loss"]
     if not torch.is_tensor(loss) or loss.numel() != 1:
-        raise ContractError(f"loss is {type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}; allowed: "
-                            "a scalar tensor")
+        raise ContractError(
+            f"loss is {type(loss).__name__} of shape {tuple(getattr(loss, 'shape', ()))}; allowed: a scalar tensor"
+        )
     if not loss.requires_grad:
         raise ContractError("loss has no gradient (computed without autograd, or detached)")
     return loss

@@ -20,7 +20,7 @@ def is_uri(location: str | os.PathLike) -> bool:
 def local_path(location: str | os.PathLike) -> Path:
     """The local path of a non-URI location (``file://`` stripped)."""
     text = str(location)
-    return Path(text[len("file://"):] if text.startswith("file://") else text)
+    return Path(text[len("file://") :] if text.startswith("file://") else text)
 
 
 def join(location: str | os.PathLike, *parts: str) -> str:

@@ -59,16 +59,28 @@ def evaluate_best(folder: str | Path, data: dict[str, Any], use_gpu: bool = Fals
     seed_everything(hp_value(config, "seed"))
     session = EvalSession(use_gpu)
     method = session.wrap_model(load_trained(str(found), data["num_labels"]))
-    context = StageContext(data["tables"], data["num_labels"], hp_value(config, "eval_batch_size"), session,
-                           hp_value(config, "seed"), int(meta.get("epoch") or 0), data)
+    context = StageContext(
+        data["tables"],
+        data["num_labels"],
+        hp_value(config, "eval_batch_size"),
+        session,
+        hp_value(config, "seed"),
+        int(meta.get("epoch") or 0),
+        data,
+    )
     out = prefixed("test", method.evaluate(context, "test"))
     if session.device.type == "cuda":
         torch.cuda.synchronize(session.device)
     return {**out, "time/test_s": time.perf_counter() - started}
 
 
-def evaluate_trial(state_dir: str | None, best_epoch: int | None, files: dict[str, bytes] | None,
-                   data: dict[str, Any], use_gpu: bool = False) -> dict[str, float]:
+def evaluate_trial(
+    state_dir: str | None,
+    best_epoch: int | None,
+    files: dict[str, bytes] | None,
+    data: dict[str, Any],
+    use_gpu: bool = False,
+) -> dict[str, float]:
     """``evaluate_best`` of a trial's best folder in its state folder (``state_dir``, a path or a
     URI, and ``best_epoch``), or of its files as bytes (``files``: name -> content, the
     trial's MLflow model's checkpoint where the state folder no longer has it)."""

@@ -27,8 +27,14 @@ def build_tiny_bert(directory: Path, hidden_size: int = 32) -> Path:
     from trainables.encoder_names import resolve_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("default"))
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=hidden_size, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=2 * hidden_size, max_position_embeddings=128)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=128,
+    )
     torch.manual_seed(0)
     with quiet_progress():
         BertModel(config).save_pretrained(directory)
@@ -56,11 +62,13 @@ def quiet_progress():
 
 def _table(tokenizer, texts: list[str], labels) -> pa.Table:
     enc = tokenizer(texts, truncation=True, max_length=16)
-    return pa.table({
-        "input_ids": pa.array(enc["input_ids"], type=pa.list_(pa.int32())),
-        "token_type_ids": pa.array(enc["token_type_ids"], type=pa.list_(pa.int32())),
-        "labels": labels,
-    })
+    return pa.table(
+        {
+            "input_ids": pa.array(enc["input_ids"], type=pa.list_(pa.int32())),
+            "token_type_ids": pa.array(enc["token_type_ids"], type=pa.list_(pa.int32())),
+            "labels": labels,
+        }
+    )
 
 
 def toy_tables(tokenizer_dir: str, n_per_class: int = 24, seed: int = 0) -> dict:
@@ -105,5 +113,8 @@ def multilabel_tables(tokenizer_dir: str, seed: int = 0) -> dict:
         labels = pa.FixedSizeListArray.from_arrays(pa.array(hot.reshape(-1), type=pa.int8()), len(MULTI_LABELS))
         return _table(tok, texts, labels)
 
-    return {"tables": {"train": split(48), "validation": split(16), "test": split(24)}, "num_labels": len(MULTI_LABELS),
-            "label_names": MULTI_LABELS}
+    return {
+        "tables": {"train": split(48), "validation": split(16), "test": split(24)},
+        "num_labels": len(MULTI_LABELS),
+        "label_names": MULTI_LABELS,
+    }

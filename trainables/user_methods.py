@@ -61,8 +61,10 @@ def load_class(method: str):
     module = _from_file(where) if is_file(where) else _import(where)
     if not hasattr(module, attr):
         names = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
-        raise SpecError(f"method {method!r}: module {module.__name__!r} has no {attr!r}; allowed: a class it defines "
-                        f"({', '.join(names[:8]) or 'it defines none'})")
+        raise SpecError(
+            f"method {method!r}: module {module.__name__!r} has no {attr!r}; allowed: a class it defines "
+            f"({', '.join(names[:8]) or 'it defines none'})"
+        )
     return getattr(module, attr)
 
 
@@ -103,17 +105,23 @@ def _from_file(where: str):
         try:
             return importlib.import_module(name)
         except ImportError:
-            raise SpecError(f"method file {where!r} does not exist; allowed: a .py file (relative to the spec's "
-                            "folder, or absolute) that defines the method's class") from None
+            raise SpecError(
+                f"method file {where!r} does not exist; allowed: a .py file (relative to the spec's "
+                "folder, or absolute) that defines the method's class"
+            ) from None
     if not name.isidentifier():
-        raise SpecError(f"method file {where!r}: {name!r} is not a Python module name; allowed: a file name of "
-                        "letters, digits and '_' (not starting with a digit)")
+        raise SpecError(
+            f"method file {where!r}: {name!r} is not a Python module name; allowed: a file name of "
+            "letters, digits and '_' (not starting with a digit)"
+        )
     loaded = sys.modules.get(name)
     if loaded is not None and name not in _FROM_FILE:  # a module of that name that is not a method file
         if Path(getattr(loaded, "__file__", "") or "").resolve() == path.resolve():
             return loaded
-        raise SpecError(f"method file {where!r}: the module name {name!r} is already taken by "
-                        f"{getattr(loaded, '__file__', None) or 'a built-in module'}; allowed: rename the file")
+        raise SpecError(
+            f"method file {where!r}: the module name {name!r} is already taken by "
+            f"{getattr(loaded, '__file__', None) or 'a built-in module'}; allowed: rename the file"
+        )
     if loaded is not None and _FROM_FILE[name] == path.resolve():
         return loaded
     spec = importlib.util.spec_from_file_location(name, path)  # new, or another file of that name: (re)loaded
@@ -123,7 +131,9 @@ def _from_file(where: str):
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - whatever the user's module raises is one line
         sys.modules.pop(name, None)
-        raise SpecError(f"method file {where!r} does not import ({_short(exc)}); allowed: a module Python imports") from None
+        raise SpecError(
+            f"method file {where!r} does not import ({_short(exc)}); allowed: a module Python imports"
+        ) from None
     _FROM_FILE[name] = path.resolve()
     return module
 
@@ -135,8 +145,10 @@ def _import(where: str):
     try:
         return importlib.import_module(where)
     except BaseException as exc:  # noqa: BLE001 - an ImportError, or whatever the module raises
-        raise SpecError(f"method module {where!r} does not import ({_short(exc)}); allowed: a module importable "
-                        "from the working directory or the Python path (PYTHONPATH)") from None
+        raise SpecError(
+            f"method module {where!r} does not import ({_short(exc)}); allowed: a module importable "
+            "from the working directory or the Python path (PYTHONPATH)"
+        ) from None
 
 
 def check_class(method: str, cls, builtin: dict[str, str]) -> None:
@@ -148,43 +160,67 @@ def check_class(method: str, cls, builtin: dict[str, str]) -> None:
     from trainables.base import Method  # torch: a user's method imports it anyway
 
     if not (isinstance(cls, type) and issubclass(cls, Method)):
-        raise SpecError(f"method {method!r} is not a trainables.base.Method subclass ({type(cls).__name__} "
-                        f"{getattr(cls, '__name__', cls)!r}); allowed: class X(trainables.base.Method)")
+        raise SpecError(
+            f"method {method!r} is not a trainables.base.Method subclass ({type(cls).__name__} "
+            f"{getattr(cls, '__name__', cls)!r}); allowed: class X(trainables.base.Method)"
+        )
     params = cls.params
     if not isinstance(params, dict):
-        raise SpecError(f"method {method!r}: params is {type(params).__name__}; allowed: a dict of name -> trainables.params.Param")
+        raise SpecError(
+            f"method {method!r}: params is {type(params).__name__}; allowed: a dict of name -> trainables.params.Param"
+        )
     for name, param in params.items():
         if not isinstance(param, Param):
-            raise SpecError(f"method {method!r}: params[{name!r}] is {param!r}; allowed: a trainables.params.Param "
-                            "with a default, e.g. Param('float', 0.1, 0.0, 10.0)")
+            raise SpecError(
+                f"method {method!r}: params[{name!r}] is {param!r}; allowed: a trainables.params.Param "
+                "with a default, e.g. Param('float', 0.1, 0.0, 10.0)"
+            )
         if name in LOOP_PARAMS:
-            raise SpecError(f"method {method!r}: params[{name!r}] is one of the loop's own parameters; allowed: "
-                            f"another name (the loop's: {', '.join(sorted(LOOP_PARAMS))})")
+            raise SpecError(
+                f"method {method!r}: params[{name!r}] is one of the loop's own parameters; allowed: "
+                f"another name (the loop's: {', '.join(sorted(LOOP_PARAMS))})"
+            )
         if param.default is None:
-            raise SpecError(f"method {method!r}: params[{name!r}] has no default; allowed: a default in its "
-                            f"range ({param.allowed()})")
+            raise SpecError(
+                f"method {method!r}: params[{name!r}] has no default; allowed: a default in its "
+                f"range ({param.allowed()})"
+            )
         try:
             param.coerce(name, param.default)
         except SpecError as exc:
-            raise SpecError(f"method {method!r}: the default of params[{name!r}] is outside its range ({exc})") from None
+            raise SpecError(
+                f"method {method!r}: the default of params[{name!r}] is outside its range ({exc})"
+            ) from None
         if not isinstance(param.symbol, str) or any(c.isspace() or c in "=,·" for c in param.symbol):
-            raise SpecError(f"method {method!r}: params[{name!r}] has symbol={param.symbol!r}; allowed: a short name "
-                            "without spaces, '=', ',' or '·' (e.g. 'τ'), or none (its name is shown)")
+            raise SpecError(
+                f"method {method!r}: params[{name!r}] has symbol={param.symbol!r}; allowed: a short name "
+                "without spaces, '=', ',' or '·' (e.g. 'τ'), or none (its name is shown)"
+            )
     shown = [p.symbol or n for n, p in params.items()] + list(LOOP_PARAMS)
     twice = next((s for s in shown if shown.count(s) > 1), None)
     if twice is not None:
-        raise SpecError(f"method {method!r}: two hyperparameters would show as {twice!r} (a symbol is another's symbol "
-                        "or name); allowed: a symbol of its own for each")
+        raise SpecError(
+            f"method {method!r}: two hyperparameters would show as {twice!r} (a symbol is another's symbol "
+            "or name); allowed: a symbol of its own for each"
+        )
     if cls.label_kind not in LABEL_KINDS:
-        raise SpecError(f"method {method!r}: label_kind={cls.label_kind!r}; allowed: 'single' (class ids) or "
-                        "'multi' (multi-hot, data.task: multilabel)")
+        raise SpecError(
+            f"method {method!r}: label_kind={cls.label_kind!r}; allowed: 'single' (class ids) or "
+            "'multi' (multi-hot, data.task: multilabel)"
+        )
     if cls.serving_output not in SERVING_OUTPUTS:
-        raise SpecError(f"method {method!r}: serving_output={cls.serving_output!r}; allowed: {', '.join(SERVING_OUTPUTS)}")
+        raise SpecError(
+            f"method {method!r}: serving_output={cls.serving_output!r}; allowed: {', '.join(SERVING_OUTPUTS)}"
+        )
     names = cls.metric_names
     if not names or isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-        raise SpecError(f"method {method!r}: metric_names={names!r}; allowed: a non-empty tuple of metric names "
-                        "that evaluate() reports")
+        raise SpecError(
+            f"method {method!r}: metric_names={names!r}; allowed: a non-empty tuple of metric names "
+            "that evaluate() reports"
+        )
     own = builtin.get(cls.name or "")
     if own is not None and own != f"{cls.__module__}:{cls.__qualname__}":
-        raise SpecError(f"method {method!r} declares name={cls.name!r}, the built-in method's; allowed: a name of "
-                        f"its own (not {', '.join(sorted(builtin))}), or no name")
+        raise SpecError(
+            f"method {method!r} declares name={cls.name!r}, the built-in method's; allowed: a name of "
+            f"its own (not {', '.join(sorted(builtin))}), or no name"
+        )

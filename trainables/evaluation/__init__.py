@@ -12,5 +12,12 @@ from trainables.evaluation.probe import few_shot_probe, linear_probes, probe_spl
 from trainables.evaluation.probe_reference import linear_probe
 from trainables.evaluation.sts import sts_spearman
 
-__all__ = ["clustering_accuracy", "few_shot_probe", "kmeans_scores", "linear_probe", "linear_probes",
-           "probe_splits", "sts_spearman"]
+__all__ = [
+    "clustering_accuracy",
+    "few_shot_probe",
+    "kmeans_scores",
+    "linear_probe",
+    "linear_probes",
+    "probe_splits",
+    "sts_spearman",
+]

@@ -53,8 +53,9 @@ def clustering_accuracy(y_true, y_pred) -> float:
     return float(counts[rows, cols].sum() / len(y_true))
 
 
-def kmeans_scores(embeddings, labels, n_clusters: int | None = None,
-                  seeds: Iterable[int] = range(10), normalize: bool = False) -> dict[str, float]:
+def kmeans_scores(
+    embeddings, labels, n_clusters: int | None = None, seeds: Iterable[int] = range(10), normalize: bool = False
+) -> dict[str, float]:
     """K-means clustering accuracy and NMI averaged over independent runs (vascl.txt
     Sec. 4.2.1: "clustering accuracy averaged over 10 independent runs").
 
@@ -94,8 +95,9 @@ def kmeans_scores(embeddings, labels, n_clusters: int | None = None,
 
     accs, nmis = [], []
     for seed in seeds:
-        pred = KMeans(n_clusters=k, init="k-means++", n_init=1, max_iter=KMEANS_MAX_ITER,
-                      random_state=seed).fit_predict(x)
+        pred = KMeans(
+            n_clusters=k, init="k-means++", n_init=1, max_iter=KMEANS_MAX_ITER, random_state=seed
+        ).fit_predict(x)
         accs.append(clustering_accuracy(y, pred))
         nmis.append(normalized_mutual_info_score(y, pred))
     return {

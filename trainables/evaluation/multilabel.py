@@ -219,8 +219,11 @@ def combination_clustering(
     combos, classes, sizes = np.unique(y, axis=0, return_inverse=True, return_counts=True)
     classes = classes.ravel()
     # largest first; ties broken by the combination vector (np.lexsort: last key is primary)
-    order = np.lexsort(tuple(-combos[:, j] for j in reversed(range(combos.shape[1]))) + (-sizes,)) \
-        if len(combos) else np.zeros(0, dtype=np.int64)
+    order = (
+        np.lexsort(tuple(-combos[:, j] for j in reversed(range(combos.shape[1]))) + (-sizes,))
+        if len(combos)
+        else np.zeros(0, dtype=np.int64)
+    )
     n_keep = min(len(combos), math.ceil(keep_fraction * len(combos) - 1e-9))
     kept = np.isin(classes, order[:n_keep])
     out = {
@@ -247,8 +250,9 @@ def combination_clustering(
         out["reason"] = f"{n_classes} label combination(s) left after subsampling; the scores need at least 2"
         return out
     if n_classes > len(idx) - 1:
-        out["reason"] = (f"{n_classes} label combinations for {len(idx)} points; "
-                         "the silhouette needs fewer classes than points")
+        out["reason"] = (
+            f"{n_classes} label combinations for {len(idx)} points; the silhouette needs fewer classes than points"
+        )
         return out
     out["silhouette"] = float(silhouette_score(xs, cs, metric="euclidean"))
     out["davies_bouldin"] = float(davies_bouldin_score(xs, cs))
@@ -271,4 +275,8 @@ def train_label_counts(context) -> np.ndarray:
 def context_label_names(context, num_labels: int) -> list[str]:
     """The label names the data carry (``context.data["label_names"]``), else ``"0"``, ``"1"``, ..."""
     names = (context.data or {}).get("label_names")
-    return [str(n) for n in names] if names is not None and len(names) == num_labels else [str(j) for j in range(num_labels)]
+    return (
+        [str(n) for n in names]
+        if names is not None and len(names) == num_labels
+        else [str(j) for j in range(num_labels)]
+    )

@@ -31,9 +31,23 @@ import torch
 import torch.nn.functional as F
 
 
-def fit_linear_probe(x_train, y_train, x_val, y_val, lrs, weight_decays, epochs: int = 40, batch_size: int = 32,
-                     restarts: int = 3, threshold: float = 0.5, select: str = "label", seed: int = 0,
-                     device: torch.device | str = "cpu", betas=(0.9, 0.999), eps: float = 1e-8) -> dict:
+def fit_linear_probe(
+    x_train,
+    y_train,
+    x_val,
+    y_val,
+    lrs,
+    weight_decays,
+    epochs: int = 40,
+    batch_size: int = 32,
+    restarts: int = 3,
+    threshold: float = 0.5,
+    select: str = "label",
+    seed: int = 0,
+    device: torch.device | str = "cpu",
+    betas=(0.9, 0.999),
+    eps: float = 1e-8,
+) -> dict:
     """One logistic regression per label, per (lr, weight decay) grid point and per restart,
     trained with AdamW on frozen features, then chosen on the validation split (App. A).
 
@@ -61,27 +75,27 @@ def fit_linear_probe(x_train, y_train, x_val, y_val, lrs, weight_decays, epochs:
     y = torch.as_tensor(np.asarray(y_train), dtype=torch.float32, device=device)
     n, d = x.shape
     n_labels, g, r = y.shape[1], len(grid), restarts
-    p = g * r * n_labels                                     # flat index = ((grid · R) + restart) · L + label
+    p = g * r * n_labels  # flat index = ((grid · R) + restart) · L + label
     gen = torch.Generator().manual_seed(int(seed))
     bound = 1.0 / math.sqrt(d)
     w = ((torch.rand(p, d, generator=gen) * 2 - 1) * bound).to(device)
     b = ((torch.rand(p, generator=gen) * 2 - 1) * bound).to(device)
-    lr = torch.tensor([lr for lr, _ in grid], device=device).repeat_interleave(r * n_labels)        # [P]
+    lr = torch.tensor([lr for lr, _ in grid], device=device).repeat_interleave(r * n_labels)  # [P]
     wd = torch.tensor([wd for _, wd in grid], device=device).repeat_interleave(r * n_labels)
-    label_of = torch.arange(p, device=device) % n_labels                                           # [P]
+    label_of = torch.arange(p, device=device) % n_labels  # [P]
     state = [torch.zeros_like(w), torch.zeros_like(w), torch.zeros_like(b), torch.zeros_like(b)]
     step = 0
     for _ in range(epochs):
         order = torch.randperm(n, generator=gen).to(device)
         for start in range(0, n, batch_size):
             idx = order[start : start + batch_size]
-            xb, yb = x[idx], y[idx][:, label_of]                                                  # [B, d], [B, P]
-            err = (torch.sigmoid(xb @ w.T + b) - yb) / len(idx)     # ∂(mean BCE)/∂logit
+            xb, yb = x[idx], y[idx][:, label_of]  # [B, d], [B, P]
+            err = (torch.sigmoid(xb @ w.T + b) - yb) / len(idx)  # ∂(mean BCE)/∂logit
             step += 1
             _adamw(w, err.T @ xb, state[0], state[1], lr[:, None], wd[:, None], step, betas, eps)
             _adamw(b, err.sum(0), state[2], state[3], lr, None, step, betas, eps)
 
-    def mean_prob(features: torch.Tensor) -> torch.Tensor:          # [N, G, L]: mean over restarts
+    def mean_prob(features: torch.Tensor) -> torch.Tensor:  # [N, G, L]: mean over restarts
         return torch.sigmoid(features @ w.T + b).view(len(features), g, r, n_labels).mean(2)
 
     tp, fp, fn, val_loss = (torch.zeros(g, n_labels, dtype=torch.float64, device=device) for _ in range(4))
@@ -96,21 +110,27 @@ def fit_linear_probe(x_train, y_train, x_val, y_val, lrs, weight_decays, epochs:
         fn += (~hit & (truth > 0)).sum(0)
         val_loss += F.binary_cross_entropy(prob.double(), truth.double(), reduction="none").sum(0)
     if select == "label":
-        f1 = _f1(tp, fp, fn)                                                                        # [G, L]
-        best = torch.where(f1 == f1.max(0).values, val_loss, torch.inf).argmin(0)                  # [L]
+        f1 = _f1(tp, fp, fn)  # [G, L]
+        best = torch.where(f1 == f1.max(0).values, val_loss, torch.inf).argmin(0)  # [L]
     else:
-        micro = _f1(tp.sum(1), fp.sum(1), fn.sum(1))                                                # [G]
+        micro = _f1(tp.sum(1), fp.sum(1), fn.sum(1))  # [G]
         best = torch.where(micro == micro.max(), val_loss.sum(1), torch.inf).argmin().repeat(n_labels)
     labels = torch.arange(n_labels, device=device)
-    weight = w.view(g, r, n_labels, d)[best, :, labels, :].permute(1, 0, 2).contiguous()          # [R, L, d]
-    bias = b.view(g, r, n_labels)[best, :, labels].T.contiguous()                                  # [R, L]
+    weight = w.view(g, r, n_labels, d)[best, :, labels, :].permute(1, 0, 2).contiguous()  # [R, L, d]
+    bias = b.view(g, r, n_labels)[best, :, labels].T.contiguous()  # [R, L]
     val_micro = _f1(tp[best, labels].sum(), fp[best, labels].sum(), fn[best, labels].sum())
     train_loss = 0.0
     for start in range(0, n, 1024):
         prob = torch.sigmoid(torch.einsum("nd,rld->nrl", x[start : start + 1024], weight) + bias).mean(1)
         train_loss += float(F.binary_cross_entropy(prob.double(), y[start : start + 1024].double(), reduction="sum"))
-    return {"weight": weight, "bias": bias, "grid": grid, "choice": best.tolist(), "val_micro_f1": float(val_micro),
-            "train_loss": train_loss / max(n * n_labels, 1)}
+    return {
+        "weight": weight,
+        "bias": bias,
+        "grid": grid,
+        "choice": best.tolist(),
+        "val_micro_f1": float(val_micro),
+        "train_loss": train_loss / max(n * n_labels, 1),
+    }
 
 
 def _adamw(param, grad, exp_avg, exp_avg_sq, lr, weight_decay, step, betas, eps) -> None:

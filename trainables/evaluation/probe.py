@@ -72,9 +72,8 @@ def probe_splits(labels, k: int, n_splits: int = 5, seed: int = 0) -> list[tuple
             n_train = min(k, n - n // 2)
             perm = rng.permutation(idx)
             train.append(perm[:n_train])
-            val.append(perm[n_train:n_train + n_val])
-        splits.append((np.sort(np.concatenate(train)).astype(np.int64),
-                       np.sort(np.concatenate(val)).astype(np.int64)))
+            val.append(perm[n_train : n_train + n_val])
+        splits.append((np.sort(np.concatenate(train)).astype(np.int64), np.sort(np.concatenate(val)).astype(np.int64)))
     return splits
 
 
@@ -87,9 +86,9 @@ class _BatchStream:
 
     def __init__(self, n: int, batch_size: int, seed: int):
         self.n, self.batch_size = n, batch_size
-        self.per_epoch = -(-n // batch_size)                 # batches per shuffle
+        self.per_epoch = -(-n // batch_size)  # batches per shuffle
         self.generator = torch.Generator().manual_seed(seed)
-        self.first = 0                                       # the epoch self.perms[0] shuffles
+        self.first = 0  # the epoch self.perms[0] shuffles
         self.perms = np.zeros((0, n), dtype=np.int64)
 
     def take(self, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray]:
@@ -98,8 +97,9 @@ class _BatchStream:
         self.perms, self.first = self.perms[drop:], int(epoch[0])
         new = int(epoch[-1]) - self.first + 1 - len(self.perms)
         if new > 0:
-            self.perms = np.concatenate([self.perms, np.stack(
-                [torch.randperm(self.n, generator=self.generator).numpy() for _ in range(new)])])
+            self.perms = np.concatenate(
+                [self.perms, np.stack([torch.randperm(self.n, generator=self.generator).numpy() for _ in range(new)])]
+            )
         flat = self.perms.reshape(-1)
         start = (epoch - self.first) * self.n + chunk * self.batch_size
         sizes = np.minimum(self.batch_size, self.n - chunk * self.batch_size)
@@ -109,13 +109,24 @@ class _BatchStream:
         return positions, sizes
 
 
-_CHUNK_STEPS = 500        # mini-batch indices prepared (and sent to the device) this many steps at a time
-_EVAL_FLOATS = 1 << 24    # at most this many gathered features per batched evaluation matmul (64 MiB)
+_CHUNK_STEPS = 500  # mini-batch indices prepared (and sent to the device) this many steps at a time
+_EVAL_FLOATS = 1 << 24  # at most this many gathered features per batched evaluation matmul (64 MiB)
 
 
-def linear_probes(x, y, probes: Sequence[tuple], test_x, test_y, num_classes: int, lr: float = 1e-4,
-                  batch_size: int = 32, iterations: int = 1000, eval_every: int = 100,
-                  device: torch.device | str | None = None, return_weights: bool = False) -> list[dict]:
+def linear_probes(
+    x,
+    y,
+    probes: Sequence[tuple],
+    test_x,
+    test_y,
+    num_classes: int,
+    lr: float = 1e-4,
+    batch_size: int = 32,
+    iterations: int = 1000,
+    eval_every: int = 100,
+    device: torch.device | str | None = None,
+    return_weights: bool = False,
+) -> list[dict]:
     """Many independent ``linear_probe`` runs trained at once as one batched computation.
 
     Probe ``p = (train, val, seed)`` is ``linear_probe(x[train], y[train], x[val], y[val],
@@ -196,11 +207,11 @@ def linear_probes(x, y, probes: Sequence[tuple], test_x, test_y, num_classes: in
     n_probes, d = len(probes), x.shape[1]
     # initial weights: the reference's nn.Linear per seed (splits share seeds across K)
     layers = {s: initial_layer(d, num_classes, s) for s in dict.fromkeys(seeds)}
-    weight = torch.stack([layers[s].weight.detach() for s in seeds]).to(device).requires_grad_()     # [P, C, d]
-    bias = torch.stack([layers[s].bias.detach() for s in seeds]).to(device).requires_grad_()         # [P, C]
+    weight = torch.stack([layers[s].weight.detach() for s in seeds]).to(device).requires_grad_()  # [P, C, d]
+    bias = torch.stack([layers[s].bias.detach() for s in seeds]).to(device).requires_grad_()  # [P, C]
 
     streams = [_BatchStream(len(t), batch_size, seed) for t, seed in zip(trains, seeds)]
-    width = min(batch_size, max(len(t) for t in trains))    # batches are padded to this many rows
+    width = min(batch_size, max(len(t) for t in trains))  # batches are padded to this many rows
 
     def schedule(t0: int, t1: int):
         """Steps t0..t1-1 of every probe: pool rows [T, P, B], padding mask [T, P, B], sizes [T, P]."""
@@ -210,8 +221,11 @@ def linear_probes(x, y, probes: Sequence[tuple], test_x, test_y, num_classes: in
             positions, sizes[:, p] = stream.take(t0, t1)
             rows[:, p, : positions.shape[1]] = train[positions]  # padding points at a real row
         padding = np.arange(width) >= sizes[..., None]
-        return (torch.from_numpy(rows).to(device), torch.from_numpy(padding).to(device),
-                torch.from_numpy(sizes).to(device=device, dtype=torch.float32))
+        return (
+            torch.from_numpy(rows).to(device),
+            torch.from_numpy(padding).to(device),
+            torch.from_numpy(sizes).to(device=device, dtype=torch.float32),
+        )
 
     # every probe's validation rows, padded [P, V]; the test set is shared by all probes
     v_width = max(len(v) for v in vals)
@@ -219,13 +233,13 @@ def linear_probes(x, y, probes: Sequence[tuple], test_x, test_y, num_classes: in
     val_real = torch.from_numpy(np.arange(v_width) < np.array([len(v) for v in vals])[:, None]).to(device)
     rows_per_matmul = max(1, _EVAL_FLOATS // (n_probes * d))
 
-    def logits_of(features: torch.Tensor) -> torch.Tensor:        # [P, n, d] -> [P, n, C]
+    def logits_of(features: torch.Tensor) -> torch.Tensor:  # [P, n, d] -> [P, n, C]
         return torch.baddbmm(bias.unsqueeze(1), features, weight.transpose(1, 2))
 
     def val_hits() -> torch.Tensor:
         total = torch.zeros(n_probes, dtype=torch.long, device=device)
         for start in range(0, v_width, rows_per_matmul):
-            idx = val_rows[:, start : start + rows_per_matmul]                                      # [P, v]
+            idx = val_rows[:, start : start + rows_per_matmul]  # [P, v]
             features = x.index_select(0, idx.reshape(-1)).view(*idx.shape, d)  # (index_select: ~2x x[idx] on CPU)
             correct = logits_of(features).argmax(dim=2) == y.index_select(0, idx.reshape(-1)).view(idx.shape)
             total += (correct & val_real[:, start : start + rows_per_matmul]).sum(dim=1)
@@ -235,7 +249,7 @@ def linear_probes(x, y, probes: Sequence[tuple], test_x, test_y, num_classes: in
         total = torch.zeros(n_probes, dtype=torch.long, device=device)
         for start in range(0, len(sx), rows_per_matmul):
             part = sx[start : start + rows_per_matmul]
-            predicted = logits_of(part.expand(n_probes, -1, -1)).argmax(dim=2)                      # [P, n]
+            predicted = logits_of(part.expand(n_probes, -1, -1)).argmax(dim=2)  # [P, n]
             total += (predicted == sy[start : start + len(part)]).sum(dim=1)
         return total
 
@@ -245,8 +259,8 @@ def linear_probes(x, y, probes: Sequence[tuple], test_x, test_y, num_classes: in
         if (step - 1) % _CHUNK_STEPS == 0:
             rows_t, padding_t, sizes_t = schedule(step - 1, min(step - 1 + _CHUNK_STEPS, iterations))
         i = (step - 1) % _CHUNK_STEPS
-        idx = rows_t[i].reshape(-1)                                                                 # [P·B]
-        logits = logits_of(x.index_select(0, idx).view(n_probes, width, d))                        # [P, B, C]
+        idx = rows_t[i].reshape(-1)  # [P·B]
+        logits = logits_of(x.index_select(0, idx).view(n_probes, width, d))  # [P, B, C]
         ce = F.cross_entropy(logits.reshape(-1, num_classes), y.index_select(0, idx), reduction="none")
         # Σ_p mean_p: each probe's gradient is that of its own mean loss (see the docstring)
         loss = (ce.view(n_probes, width).masked_fill(padding_t[i], 0.0).sum(dim=1) / sizes_t[i]).sum()
@@ -259,24 +273,36 @@ def linear_probes(x, y, probes: Sequence[tuple], test_x, test_y, num_classes: in
                 val_counts.append(val_hits())
                 test_counts.append(test_hits())
 
-    val_counts = torch.stack(val_counts).cpu().numpy()                                             # [E, P]
+    val_counts = torch.stack(val_counts).cpu().numpy()  # [E, P]
     test_counts = torch.stack(test_counts).cpu().numpy()
-    best = val_counts.argmax(axis=0)                                   # the first maximum: earliest on ties
+    best = val_counts.argmax(axis=0)  # the first maximum: earliest on ties
     results = []
     for p in range(n_probes):
         e = int(best[p])
         # integer counts over lengths: the reference's float64 accuracies
-        result = {"test_accuracy": int(test_counts[e, p]) / len(sy),
-                  "val_accuracy": int(val_counts[e, p]) / len(vals[p]), "best_iteration": checkpoints[e]}
+        result = {
+            "test_accuracy": int(test_counts[e, p]) / len(sy),
+            "val_accuracy": int(val_counts[e, p]) / len(vals[p]),
+            "best_iteration": checkpoints[e],
+        }
         if return_weights:
             result["weight"], result["bias"] = weight[p].detach().cpu(), bias[p].detach().cpu()
         results.append(result)
     return results
 
 
-def few_shot_probe(pool_x, pool_y, test_x, test_y, num_classes: int,
-                   ks: Iterable[int] = (5, 10, 20), n_splits: int = 5, seed: int = 0,
-                   device: torch.device | str | None = None, **probe_kwargs) -> dict[str, float]:
+def few_shot_probe(
+    pool_x,
+    pool_y,
+    test_x,
+    test_y,
+    num_classes: int,
+    ks: Iterable[int] = (5, 10, 20),
+    n_splits: int = 5,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+    **probe_kwargs,
+) -> dict[str, float]:
     """The K-shot intent classification evaluation of Table 3 for every K in ``ks``.
 
     For each K: the ``n_splits`` fixed splits of the pool (``probe_splits(pool_y, K,

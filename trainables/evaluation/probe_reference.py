@@ -61,9 +61,20 @@ def _batches(n: int, batch_size: int, generator: torch.Generator):
         yield from torch.randperm(n, generator=generator).split(batch_size)
 
 
-def linear_probe(train_x, train_y, val_x, val_y, test_x, test_y, num_classes: int,
-                 lr: float = 1e-4, batch_size: int = 32, iterations: int = 1000,
-                 eval_every: int = 100, seed: int = 0) -> dict[str, float | int]:
+def linear_probe(
+    train_x,
+    train_y,
+    val_x,
+    val_y,
+    test_x,
+    test_y,
+    num_classes: int,
+    lr: float = 1e-4,
+    batch_size: int = 32,
+    iterations: int = 1000,
+    eval_every: int = 100,
+    seed: int = 0,
+) -> dict[str, float | int]:
     """Train one linear softmax classifier on frozen representations (Sec. 4.2.1).
 
     ``torch.nn.Linear(d, num_classes)`` with PyTorch's default initialisation, cross-entropy,
@@ -91,12 +102,14 @@ def linear_probe(train_x, train_y, val_x, val_y, test_x, test_y, num_classes: in
         ``{"test_accuracy", "val_accuracy", "best_iteration"}``: accuracies (fractions) of the
         best-validation checkpoint and the iteration at which it was taken.
     """
-    return _fit_linear(train_x, train_y, val_x, val_y, test_x, test_y, num_classes, lr, batch_size, iterations,
-                       eval_every, seed)[0]
+    return _fit_linear(
+        train_x, train_y, val_x, val_y, test_x, test_y, num_classes, lr, batch_size, iterations, eval_every, seed
+    )[0]
 
 
-def _fit_linear(train_x, train_y, val_x, val_y, test_x, test_y, num_classes, lr, batch_size, iterations,
-                eval_every, seed) -> tuple[dict[str, float | int], torch.nn.Linear]:
+def _fit_linear(
+    train_x, train_y, val_x, val_y, test_x, test_y, num_classes, lr, batch_size, iterations, eval_every, seed
+) -> tuple[dict[str, float | int], torch.nn.Linear]:
     """``linear_probe``'s loop; also returns the final layer (for the tests of ``linear_probes``)."""
     tx, vx, sx = as_features(train_x), as_features(val_x), as_features(test_x)
     ty, vy, sy = as_targets(train_y), as_targets(val_y), as_targets(test_y)
@@ -120,6 +133,5 @@ def _fit_linear(train_x, train_y, val_x, val_y, test_x, test_y, num_classes, lr,
             val_acc = _accuracy(layer, vx, vy)
             # strictly greater: on ties the earliest checkpoint wins
             if val_acc > best["val_accuracy"]:
-                best = {"test_accuracy": _accuracy(layer, sx, sy), "val_accuracy": val_acc,
-                        "best_iteration": step}
+                best = {"test_accuracy": _accuracy(layer, sx, sy), "val_accuracy": val_acc, "best_iteration": step}
     return best, layer

@@ -39,8 +39,9 @@ def self_mask(rows: int, cols: int | None = None, device: torch.device | str | N
     return torch.arange(rows, device=device)[:, None] == torch.arange(cols, device=device)[None, :]
 
 
-def masked_logsumexp(logits: torch.Tensor, keep: torch.Tensor, dim: int = -1, keepdim: bool = False,
-                     finite_empty: bool = False) -> torch.Tensor:
+def masked_logsumexp(
+    logits: torch.Tensor, keep: torch.Tensor, dim: int = -1, keepdim: bool = False, finite_empty: bool = False
+) -> torch.Tensor:
     """log Σ_{j: keep_j} exp(logits_j) along ``dim``.
 
     A row with nothing kept gives −∞ (its gradient reaches no entry: every one is masked), or
@@ -52,8 +53,9 @@ def masked_logsumexp(logits: torch.Tensor, keep: torch.Tensor, dim: int = -1, ke
     return torch.logsumexp(masked, dim=dim, keepdim=keepdim)
 
 
-def masked_log_softmax(logits: torch.Tensor, keep: torch.Tensor, log_weights: torch.Tensor | None = None,
-                       dim: int = -1) -> torch.Tensor:
+def masked_log_softmax(
+    logits: torch.Tensor, keep: torch.Tensor, log_weights: torch.Tensor | None = None, dim: int = -1
+) -> torch.Tensor:
     """log( exp(x_ij) / Σ_{k: keep_ik} w_k exp(x_ik) ) for every kept column j, −∞ elsewhere;
     ``log_weights`` (log w, broadcast against ``logits``) weighs the denominator's terms only
     (None: w ≡ 1, the plain log-softmax over the kept columns)."""

@@ -48,9 +48,9 @@ def info_nce(z: torch.Tensor, z_prime: torch.Tensor, temperature: float = 0.05) 
     if z.ndim != 2 or z.shape != z_prime.shape:
         raise ValueError(f"z {tuple(z.shape)} and z_prime {tuple(z_prime.shape)} must both be [M, d]")
     m = z.shape[0]
-    logits = cosine(torch.cat([z, z_prime], dim=0)) / temperature      # [2M, 2M]: rows i, then i'
+    logits = cosine(torch.cat([z, z_prime], dim=0)) / temperature  # [2M, 2M]: rows i, then i'
     # denominator of row a: every column but a itself = its positive + the 2M − 2 negatives
     log_denominator = masked_logsumexp(logits, ~self_mask(2 * m, device=z.device), dim=1)
-    positive = (torch.arange(2 * m, device=z.device) + m) % (2 * m)     # i ↔ i'
+    positive = (torch.arange(2 * m, device=z.device) + m) % (2 * m)  # i ↔ i'
     log_numerator = logits.gather(1, positive[:, None]).squeeze(1)
     return (log_denominator - log_numerator).mean()

@@ -29,26 +29,27 @@ import torch
 from trainables.losses.common import cosine, masked_logsumexp, self_mask
 
 
-def icl_loss(h: torch.Tensor, label_emb: torch.Tensor, labels: torch.Tensor, temperature: float = 0.1,
-             heads: int = 1) -> torch.Tensor:
+def icl_loss(
+    h: torch.Tensor, label_emb: torch.Tensor, labels: torch.Tensor, temperature: float = 0.1, heads: int = 1
+) -> torch.Tensor:
     n, d = h.shape
     if d % heads:
         raise ValueError(f"heads={heads} does not divide the representation size {d}; allowed: a divisor of {d}")
-    hk = h.view(n, heads, d // heads).transpose(0, 1)                       # [m, N, d/m]
+    hk = h.view(n, heads, d // heads).transpose(0, 1)  # [m, N, d/m]
     lk = label_emb.view(label_emb.shape[0], heads, d // heads).transpose(0, 1)  # [m, C, d/m]
-    logits = cosine(hk, lk) / temperature                                     # [m, N, C]
+    logits = cosine(hk, lk) / temperature  # [m, N, C]
     log_prob = logits.log_softmax(-1)
     picked = log_prob.gather(-1, labels.view(1, n, 1).expand(heads, n, 1))
     return -picked.sum() / n  # Eq. 4: −1/N Σ_k Σ_i
 
 
 def lcl_loss(h: torch.Tensor, label_emb: torch.Tensor, labels: torch.Tensor, temperature: float = 0.1) -> torch.Tensor:
-    logits = cosine(label_emb, h) / temperature                               # [C, N]
+    logits = cosine(label_emb, h) / temperature  # [C, N]
     classes = torch.arange(label_emb.shape[0], device=h.device)
-    positive = labels[None, :] == classes[:, None]                            # A(p) as a mask
-    negative = ~positive                                                      # B(p)
+    positive = labels[None, :] == classes[:, None]  # A(p) as a mask
+    negative = ~positive  # B(p)
     log_den = masked_logsumexp(logits, negative, dim=1, keepdim=True)
-    valid = positive.any(1) & negative.any(1)                                 # p ∈ P with B(p) ≠ ∅
+    valid = positive.any(1) & negative.any(1)  # p ∈ P with B(p) ≠ ∅
     log_ratio = torch.where(positive & valid[:, None], logits - torch.where(valid[:, None], log_den, 0.0), 0.0)
     return -log_ratio.sum() / valid.sum().clamp_min(1)
 
@@ -62,9 +63,16 @@ def ler_loss(label_emb: torch.Tensor) -> torch.Tensor:
     return (torch.exp(1.0 + sim[off]) - 1.0).mean()
 
 
-def lacon_loss(h: torch.Tensor, label_emb: torch.Tensor, labels: torch.Tensor, temperature: float = 0.1,
-               heads: int = 1, icl_weight: float = 1.0, lcl_weight: float = 1.0,
-               ler_weight: float = 1.0) -> dict[str, torch.Tensor]:
+def lacon_loss(
+    h: torch.Tensor,
+    label_emb: torch.Tensor,
+    labels: torch.Tensor,
+    temperature: float = 0.1,
+    heads: int = 1,
+    icl_weight: float = 1.0,
+    lcl_weight: float = 1.0,
+    ler_weight: float = 1.0,
+) -> dict[str, torch.Tensor]:
     """Eq. 7 with a weight per term: ``icl_weight``·ICL′ + ``lcl_weight``·LCL + ``ler_weight``·LER
     (the paper: 1, 1 and λ). Returns {"loss", "loss/icl", "loss/lcl", "loss/ler"}, the parts
     unweighted; a part whose weight is 0 is not computed and reads 0 (Table 3's ablations). The

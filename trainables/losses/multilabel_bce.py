@@ -65,24 +65,27 @@ def focal_loss(logits: torch.Tensor, y: torch.Tensor, gamma: float = 2.0) -> tor
     return -(y * pos + (1 - y) * neg).mean()
 
 
-def asymmetric_loss(logits: torch.Tensor, y: torch.Tensor, gamma_pos: float = 0.0, gamma_neg: float = 3.0,
-                    clip: float = 0.3) -> torch.Tensor:
+def asymmetric_loss(
+    logits: torch.Tensor, y: torch.Tensor, gamma_pos: float = 0.0, gamma_neg: float = 3.0, clip: float = 0.3
+) -> torch.Tensor:
     """L_ASY (Sec. 4.2.2; Ridnik et al. 2021): asymmetric focusing plus probability shifting.
 
     Mean over the B·L entries of −[y (1 − ŷ)^{γ+} log ŷ + (1 − y) ŷ_m^{γ−} log(1 − ŷ_m)],
     ŷ_m = max(ŷ − m, 0), ``clip`` = m ∈ [0, 1). Defaults are App. A's γ+ = 0, γ− = 3, m = 0.3.
     """
     if gamma_pos < 0 or gamma_neg < 0 or not 0 <= clip < 1:
-        raise ValueError(f"gamma_pos={gamma_pos}, gamma_neg={gamma_neg}, clip={clip}; "
-                         "allowed: γ+ ≥ 0, γ− ≥ 0, 0 ≤ m < 1")
+        raise ValueError(
+            f"gamma_pos={gamma_pos}, gamma_neg={gamma_neg}, clip={clip}; allowed: γ+ ≥ 0, γ− ≥ 0, 0 ≤ m < 1"
+        )
     y = _check(logits, y)
     p = torch.sigmoid(logits)
     pos = _pow(1 - p, gamma_pos) * F.logsigmoid(logits)
     if clip > 0:
         p_m = (p - clip).clamp_min(0)
         # 1 − ŷ_m = min(σ(−x) + m, 1)
-        log_not_p_m = torch.logaddexp(F.logsigmoid(-logits), torch.tensor(math.log(clip), dtype=logits.dtype,
-                                                                           device=logits.device)).clamp_max(0)
+        log_not_p_m = torch.logaddexp(
+            F.logsigmoid(-logits), torch.tensor(math.log(clip), dtype=logits.dtype, device=logits.device)
+        ).clamp_max(0)
     else:
         p_m, log_not_p_m = p, F.logsigmoid(-logits)
     neg = _pow(p_m, gamma_neg) * log_not_p_m

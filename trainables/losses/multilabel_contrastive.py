@@ -113,8 +113,10 @@ def _candidates(z: torch.Tensor, y: torch.Tensor, queue_z, queue_y, prototypes, 
     parts_z, parts_y = [zn], [y]
     if queue_z is not None:
         if queue_z.shape[0] != queue_y.shape[0] or queue_z.shape[1:] != z.shape[1:] or queue_y.shape[1] != n_labels:
-            raise ValueError(f"queue_z {tuple(queue_z.shape)}, queue_y {tuple(queue_y.shape)}; "
-                             f"allowed: [K, {z.shape[1]}] and [K, {n_labels}]")
+            raise ValueError(
+                f"queue_z {tuple(queue_z.shape)}, queue_y {tuple(queue_y.shape)}; "
+                f"allowed: [K, {z.shape[1]}] and [K, {n_labels}]"
+            )
         parts_z.append(F.normalize(queue_z.detach().to(z.dtype), dim=-1))
         parts_y.append(queue_y.detach().to(z.dtype))
     n_inst = sum(p.shape[0] for p in parts_z)
@@ -151,11 +153,11 @@ def _jaccard_contrast(z, y, temperature, queue_z, queue_y, prototypes, reduction
         return _zero(z, prototypes)
     zn, y, cand_z, cand_y, _, own = parts
     b = zn.shape[0]
-    log_prob = masked_log_softmax(zn @ cand_z.T / temperature, ~own)           # [B, M], −inf at l = i
-    inter = y @ cand_y.T                                                       # |y_i ∩ y_l|
-    union = y.sum(1, keepdim=True) + cand_y.sum(1)[None, :] - inter            # |y_i ∪ y_l|
-    jacc = torch.where(own, 0.0, inter / union.clamp_min(1))                   # J = 0 if a ∪ b = ∅
-    norm = jacc.sum(1)                                                         # N(i)
+    log_prob = masked_log_softmax(zn @ cand_z.T / temperature, ~own)  # [B, M], −inf at l = i
+    inter = y @ cand_y.T  # |y_i ∩ y_l|
+    union = y.sum(1, keepdim=True) + cand_y.sum(1)[None, :] - inter  # |y_i ∪ y_l|
+    jacc = torch.where(own, 0.0, inter / union.clamp_min(1))  # J = 0 if a ∪ b = ∅
+    norm = jacc.sum(1)  # N(i)
     valid = norm > 0
     # Σ_j J·log_prob, with the where keeping 0·(−inf) at the anchor's own column out
     weighted = torch.where(jacc > 0, jacc * log_prob, torch.zeros_like(log_prob)).sum(1)
@@ -164,9 +166,14 @@ def _jaccard_contrast(z, y, temperature, queue_z, queue_y, prototypes, reduction
     return per_anchor.sum() / count
 
 
-def jaccard_supcon_loss(z: torch.Tensor, y: torch.Tensor, temperature: float = 0.1,
-                        queue_z: torch.Tensor | None = None, queue_y: torch.Tensor | None = None,
-                        reduction: str = "mean") -> torch.Tensor:
+def jaccard_supcon_loss(
+    z: torch.Tensor,
+    y: torch.Tensor,
+    temperature: float = 0.1,
+    queue_z: torch.Tensor | None = None,
+    queue_y: torch.Tensor | None = None,
+    reduction: str = "mean",
+) -> torch.Tensor:
     """L_Base (Sec. 3.1); with ``queue_z``/``queue_y`` the ablation L_BQueue (Sec. 4.2.1).
 
     Args:
@@ -181,9 +188,15 @@ def jaccard_supcon_loss(z: torch.Tensor, y: torch.Tensor, temperature: float = 0
     return _jaccard_contrast(z, y, temperature, queue_z, queue_y, None, reduction)
 
 
-def bqproto_loss(z: torch.Tensor, y: torch.Tensor, prototypes: torch.Tensor, temperature: float = 0.1,
-                 queue_z: torch.Tensor | None = None, queue_y: torch.Tensor | None = None,
-                 reduction: str = "mean") -> torch.Tensor:
+def bqproto_loss(
+    z: torch.Tensor,
+    y: torch.Tensor,
+    prototypes: torch.Tensor,
+    temperature: float = 0.1,
+    queue_z: torch.Tensor | None = None,
+    queue_y: torch.Tensor | None = None,
+    reduction: str = "mean",
+) -> torch.Tensor:
     """L_BQProto (Sec. 4.2.1): L_BQueue with the label prototypes C added to the candidates.
 
     Prototype c_j is a candidate with label vector e_j: a positive of weight
@@ -194,10 +207,17 @@ def bqproto_loss(z: torch.Tensor, y: torch.Tensor, prototypes: torch.Tensor, tem
     return _jaccard_contrast(z, y, temperature, queue_z, queue_y, prototypes, reduction)
 
 
-def msc_loss(z: torch.Tensor, y: torch.Tensor, temperature: float = 0.1, beta: float = 0.1,
-             prototypes: torch.Tensor | None = None, queue_z: torch.Tensor | None = None,
-             queue_y: torch.Tensor | None = None, use_weights: bool = True,
-             reduction: str = "mean") -> torch.Tensor:
+def msc_loss(
+    z: torch.Tensor,
+    y: torch.Tensor,
+    temperature: float = 0.1,
+    beta: float = 0.1,
+    prototypes: torch.Tensor | None = None,
+    queue_z: torch.Tensor | None = None,
+    queue_y: torch.Tensor | None = None,
+    use_weights: bool = True,
+    reduction: str = "mean",
+) -> torch.Tensor:
     """L_MSC (Sec. 3.3, Eq. 1–5), the balanced multi-label supervised contrastive loss.
 
     Args:
@@ -225,23 +245,23 @@ def msc_loss(z: torch.Tensor, y: torch.Tensor, temperature: float = 0.1, beta: f
     zn, y, cand_z, cand_y, is_proto, own = parts
     b, m = own.shape
     if use_weights:
-        log_g = (~is_proto).to(zn.dtype)[None, :] * math.log(beta)                         # Eq. 1: log g
-        union = y.sum(1, keepdim=True) + cand_y.sum(1)[None, :] - y @ cand_y.T             # |y_i ∪ y_l|
-        f = torch.where(is_proto[None, :], 1.0, 1.0 / union.clamp_min(1))                 # Eq. 4
+        log_g = (~is_proto).to(zn.dtype)[None, :] * math.log(beta)  # Eq. 1: log g
+        union = y.sum(1, keepdim=True) + cand_y.sum(1)[None, :] - y @ cand_y.T  # |y_i ∪ y_l|
+        f = torch.where(is_proto[None, :], 1.0, 1.0 / union.clamp_min(1))  # Eq. 4
     else:
         log_g, f = None, torch.ones(b, m, dtype=zn.dtype, device=z.device)
-    log_prob = masked_log_softmax(zn @ cand_z.T / temperature, ~own, log_g)               # [B, M], Eq. 3's log
-    w = torch.where(own, 0.0, f)                                                          # l ≠ i
+    log_prob = masked_log_softmax(zn @ cand_z.T / temperature, ~own, log_g)  # [B, M], Eq. 3's log
+    w = torch.where(own, 0.0, f)  # l ≠ i
     # Σ over candidates carrying label j, for each anchor label j (the y factor keeps j ∈ Δ(z_i))
-    norm = y * (w @ cand_y)                                                                # N(i,j), Eq. 5
-    attract = y * (torch.where(own, 0.0, w * log_prob) @ cand_y)                           # Σ_l f·log(...)
+    norm = y * (w @ cand_y)  # N(i,j), Eq. 5
+    attract = y * (torch.where(own, 0.0, w * log_prob) @ cand_y)  # Σ_l f·log(...)
     defined = (y > 0) & (norm > 0)
-    term = torch.where(defined, attract / norm.clamp_min(1e-12), torch.zeros_like(norm))   # [B, L]
+    term = torch.where(defined, attract / norm.clamp_min(1e-12), torch.zeros_like(norm))  # [B, L]
     if reduction == "mean":
         n_terms = defined.sum(1)
         per_anchor = -term.sum(1) / n_terms.clamp_min(1)
         loss = per_anchor.sum() / (n_terms > 0).sum().clamp_min(1)
     else:
-        per_anchor = -term.sum(1) / y.sum(1).clamp_min(1)                                 # 1/|y_i|
-        loss = per_anchor.sum() / b                                                        # Eq. 2
+        per_anchor = -term.sum(1) / y.sum(1).clamp_min(1)  # 1/|y_i|
+        loss = per_anchor.sum() / b  # Eq. 2
     return loss

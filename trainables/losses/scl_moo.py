@@ -56,19 +56,21 @@ def _check_temperature(temperature: float) -> None:
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
 
 
-def _class_averaged_log_mean_exp(embeddings: torch.Tensor, labels: torch.Tensor, temperature: float,
-                                 same_class: bool) -> torch.Tensor:
+def _class_averaged_log_mean_exp(
+    embeddings: torch.Tensor, labels: torch.Tensor, temperature: float, same_class: bool
+) -> torch.Tensor:
     """1/C' Σ_k 1/N_k Σ_{i: y_i=k} log-mean-exp_{j ∈ S(i)} (M_ij/τ), where S(i) is the other
     members of i's class (``same_class``) or the members of other classes, and C' counts the
     classes whose anchors have a non-empty S(i). Returns a connected 0 when C' = 0."""
     _check_temperature(temperature)
     if embeddings.dim() != 2 or labels.shape != embeddings.shape[:1]:
-        raise ValueError(f"need embeddings [M, d] and labels [M]; got {tuple(embeddings.shape)} "
-                         f"and {tuple(labels.shape)}")
+        raise ValueError(
+            f"need embeddings [M, d] and labels [M]; got {tuple(embeddings.shape)} and {tuple(labels.shape)}"
+        )
     logits = cosine(embeddings) / temperature
     same = labels[:, None] == labels[None, :]
     members = (same & ~self_mask(len(logits), device=logits.device)) if same_class else ~same  # S(i) as a mask
-    count = members.sum(1)                                   # N_k − 1, or N̄_k
+    count = members.sum(1)  # N_k − 1, or N̄_k
     has_any = count > 0
     # log-mean-exp over S(i). Rows with an empty S(i) get a dummy row of zeros so that
     # logsumexp (and its backward) stays finite; those rows are discarded below.
@@ -113,9 +115,9 @@ def _lift_rounding(x: torch.Tensor) -> torch.Tensor:
     return x + (-x).clamp_min(0).detach()
 
 
-def scl_moo_objectives(embeddings: torch.Tensor, labels: torch.Tensor, ce: torch.Tensor,
-                       temperature: float, lam: float, shift: bool = True
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+def scl_moo_objectives(
+    embeddings: torch.Tensor, labels: torch.Tensor, ce: torch.Tensor, temperature: float, lam: float, shift: bool = True
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The two SCL-MOO objectives (ℓ1, ℓ2), scl_moo.txt Eqs. 4–5, optionally shifted:
 
         ℓ1 = λ (ℓ̃pos + s) + (1−λ) L_CE        ℓ2 = λ (ℓ̃neg + s) + (1−λ) L_CE
@@ -140,4 +142,3 @@ def scl_moo_objectives(embeddings: torch.Tensor, labels: torch.Tensor, ce: torch
     l1 = lam * pos + (1.0 - lam) * ce
     l2 = lam * neg + (1.0 - lam) * ce
     return l1, l2
-

@@ -28,8 +28,9 @@ import torch
 from trainables.losses.common import cosine, masked_log_softmax, self_mask
 
 
-def supcon_loss(embeddings: torch.Tensor, labels: torch.Tensor, temperature: float = 0.05,
-                reduction: str = "mean") -> torch.Tensor:
+def supcon_loss(
+    embeddings: torch.Tensor, labels: torch.Tensor, temperature: float = 0.05, reduction: str = "mean"
+) -> torch.Tensor:
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction {reduction!r}; allowed: 'mean', 'sum'")
     logits = cosine(embeddings) / temperature

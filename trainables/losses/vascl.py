@@ -37,7 +37,7 @@ Edge cases (defined here, tested in tests/test_loss_vascl.py):
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -55,27 +55,33 @@ def knn_neighbours(e: torch.Tensor, k: int) -> torch.Tensor:
     broken by ``torch.topk``. No gradient. Raises ValueError unless 1 ≤ k ≤ M − 1."""
     m = e.shape[0]
     if not 1 <= k <= m - 1:
-        raise ValueError(f"K={k} must be in [1, M−1] for a batch of M={m} "
-                         f"(N(i) holds K of the other M−1 instances)")
+        raise ValueError(f"K={k} must be in [1, M−1] for a batch of M={m} (N(i) holds K of the other M−1 instances)")
     with torch.no_grad():
         sim = cosine(e.detach()).masked_fill(self_mask(m, device=e.device), float("-inf"))
         return sim.topk(k, dim=1).indices
 
 
-def neighbourhood_nce(anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tensor,
-                      temperature: float) -> torch.Tensor:
+def neighbourhood_nce(
+    anchor: torch.Tensor, positive: torch.Tensor, negatives: torch.Tensor, temperature: float
+) -> torch.Tensor:
     """Per-instance Eq. 2: ``[M]`` of −log( e^{s(a_i,p_i)/τ} / (e^{s(a_i,p_i)/τ} + Σ_n e^{s(a_i,n)/τ}) )
     for anchor ``[M, d']``, positive ``[M, d']`` and negatives ``[M, Kn, d']`` (row i's own
     negatives), s = cosine. Kn = 0 gives 0 (the positive alone), still in the graph."""
     a = F.normalize(anchor, dim=-1)
-    pos = (a * F.normalize(positive, dim=-1)).sum(-1, keepdim=True) / temperature          # [M, 1]
-    neg = torch.einsum("md,mkd->mk", a, F.normalize(negatives, dim=-1)) / temperature      # [M, Kn]
+    pos = (a * F.normalize(positive, dim=-1)).sum(-1, keepdim=True) / temperature  # [M, 1]
+    neg = torch.einsum("md,mkd->mk", a, F.normalize(negatives, dim=-1)) / temperature  # [M, Kn]
     return torch.logsumexp(torch.cat([pos, neg], dim=1), dim=1) - pos.squeeze(1)
 
 
-def virtual_augmentation(e: torch.Tensor, neighbours: torch.Tensor, head: Head, temperature: float,
-                         delta: float, steps: int = 1,
-                         generator: torch.Generator | None = None) -> torch.Tensor:
+def virtual_augmentation(
+    e: torch.Tensor,
+    neighbours: torch.Tensor,
+    head: Head,
+    temperature: float,
+    delta: float,
+    steps: int = 1,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """δ* of Eq. 3, ``[M, d]``, detached, every row of L2 norm Δ (``delta``).
 
     Start: isotropic Gaussian noise (footnote 2), each row rescaled to norm Δ; drawn with
@@ -110,7 +116,7 @@ def virtual_augmentation(e: torch.Tensor, neighbours: torch.Tensor, head: Head, 
         return d
     with torch.enable_grad():
         z = head(e).detach()
-        z_neighbours = z[neighbours]                                     # [M, K, d']
+        z_neighbours = z[neighbours]  # [M, K, d']
         for _ in range(steps):
             d = d.detach().requires_grad_(True)
             objective = neighbourhood_nce(head(e + d), z, z_neighbours, temperature).sum()
@@ -124,9 +130,18 @@ def virtual_augmentation(e: torch.Tensor, neighbours: torch.Tensor, head: Head, 
     return d.detach()
 
 
-def vascl_loss(e: torch.Tensor, e_prime: torch.Tensor, head: Head, temperature: float = 0.05,
-               k: int = 16, delta: float = 15.0, steps: int = 1, neighbour_grad: bool = True,
-               generator: torch.Generator | None = None, clean_grad: bool = True) -> dict[str, torch.Tensor]:
+def vascl_loss(
+    e: torch.Tensor,
+    e_prime: torch.Tensor,
+    head: Head,
+    temperature: float = 0.05,
+    k: int = 16,
+    delta: float = 15.0,
+    steps: int = 1,
+    neighbour_grad: bool = True,
+    generator: torch.Generator | None = None,
+    clean_grad: bool = True,
+) -> dict[str, torch.Tensor]:
     """Eq. 6 for one batch.
 
     Args:
@@ -177,15 +192,16 @@ def vascl_loss(e: torch.Tensor, e_prime: torch.Tensor, head: Head, temperature: 
     m = e.shape[0]
     z = head(e)
     instance = info_nce(z, head(e_prime), temperature)
-    neighbours = knn_neighbours(e, k)                                     # [M, K]
+    neighbours = knn_neighbours(e, k)  # [M, K]
     d_star = virtual_augmentation(e, neighbours, head, temperature, delta, steps, generator)
     e_n = e if neighbour_grad else e.detach()
     z_n = z if neighbour_grad else head(e_n)
     if not clean_grad:  # the authors' code: clean z as constants in the neighbourhood term
         z_n = z_n.detach()
-    z_star = head(e_n + d_star)                                           # Eq. 4 through h
-    negatives = torch.cat([z_n[neighbours], z_star[neighbours]], dim=1)   # N_A(i): [M, 2K, d']
-    both_ways = (neighbourhood_nce(z_n, z_star, negatives, temperature)
-                 + neighbourhood_nce(z_star, z_n, negatives, temperature))
+    z_star = head(e_n + d_star)  # Eq. 4 through h
+    negatives = torch.cat([z_n[neighbours], z_star[neighbours]], dim=1)  # N_A(i): [M, 2K, d']
+    both_ways = neighbourhood_nce(z_n, z_star, negatives, temperature) + neighbourhood_nce(
+        z_star, z_n, negatives, temperature
+    )
     neighbourhood = both_ways.sum() / (2 * m)
     return {"loss": instance + neighbourhood, "instance": instance, "neighbourhood": neighbourhood}

@@ -82,16 +82,27 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.methods.abalone_losses import (BCE_FAMILY, CONTRASTIVE, WITH_PROTOTYPES, WITH_QUEUE, bce_family_loss,
-                                       contrastive_loss)
 from trainables.base import Method
-from trainables.methods.declarations import ABALONE, DECLARATIONS, check_abalone, check_abalone_combination
-from trainables.evaluation.multilabel import (combination_clustering, context_label_names, multilabel_metrics,
-                                             threshold_predictions, train_label_counts)
+from trainables.evaluation.multilabel import (
+    combination_clustering,
+    context_label_names,
+    multilabel_metrics,
+    threshold_predictions,
+    train_label_counts,
+)
 from trainables.evaluation.multilabel_probe import fit_linear_probe, probe_seed
 from trainables.global_batch import global_batch
-from trainables.metrics import finite_metrics, metric_keys
+from trainables.methods.abalone_losses import (
+    BCE_FAMILY,
+    CONTRASTIVE,
+    WITH_PROTOTYPES,
+    WITH_QUEUE,
+    bce_family_loss,
+    contrastive_loss,
+)
+from trainables.methods.declarations import ABALONE, DECLARATIONS, check_abalone, check_abalone_combination
 from trainables.methods.momentum_queue import EmbeddingQueue, momentum_copy, momentum_update
+from trainables.metrics import finite_metrics, metric_keys
 from trainables.warm_start import load_encoder_weights
 
 __all__ = ["MultiLabelContrastive", "fit_linear_probe", "global_batch", "CONTRASTIVE", "BCE_FAMILY"]
@@ -114,7 +125,9 @@ class MultiLabelContrastive(Method):
             if loss in WITH_PROTOTYPES:
                 self.prototypes = nn.Parameter(F.normalize(torch.randn(num_labels, self.hp["proj_dim"]), dim=-1))
             if loss in WITH_QUEUE:
-                self.momentum = nn.ModuleDict({"encoder": momentum_copy(encoder), "projection": momentum_copy(self.projection)})
+                self.momentum = nn.ModuleDict(
+                    {"encoder": momentum_copy(encoder), "projection": momentum_copy(self.projection)}
+                )
                 self.queue = EmbeddingQueue(self.hp["proj_dim"], num_labels, self.hp["queue_size"])
             r = self.hp["probe_restarts"]
             self.register_buffer("probe_weight", torch.zeros(r, num_labels, d))
@@ -159,8 +172,11 @@ class MultiLabelContrastive(Method):
         queue_z = queue_y = None
         if hasattr(self, "queue"):
             with torch.no_grad():
-                keys = self.momentum["projection"](self.momentum["encoder"](
-                    batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))[0])
+                keys = self.momentum["projection"](
+                    self.momentum["encoder"](batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))[
+                        0
+                    ]
+                )
             self._pending = global_batch(keys.detach(), batch["labels"].to(keys.dtype))
             queue_z, queue_y = self.queue.embeddings, self.queue.labels
         loss = contrastive_loss(self.hp, z, y, getattr(self, "prototypes", None), queue_z, queue_y)
@@ -230,13 +246,27 @@ class MultiLabelContrastive(Method):
         x_train, y_train = self._split_features(context, "train")
         x_val, y_val = self._split_features(context, "validation")
         fit = fit_linear_probe(
-            x_train, y_train, x_val, y_val, lrs=self.hp["probe_lrs"], weight_decays=self.hp["probe_weight_decays"],
-            epochs=self.hp["probe_epochs"], batch_size=self.hp["probe_batch_size"], restarts=self.hp["probe_restarts"],
-            threshold=self.hp["threshold"], select=self.hp["probe_select"], seed=probe_seed(context.seed, context.epoch),
-            device=self.probe_weight.device)
+            x_train,
+            y_train,
+            x_val,
+            y_val,
+            lrs=self.hp["probe_lrs"],
+            weight_decays=self.hp["probe_weight_decays"],
+            epochs=self.hp["probe_epochs"],
+            batch_size=self.hp["probe_batch_size"],
+            restarts=self.hp["probe_restarts"],
+            threshold=self.hp["threshold"],
+            select=self.hp["probe_select"],
+            seed=probe_seed(context.seed, context.epoch),
+            device=self.probe_weight.device,
+        )
         self.probe_weight.copy_(fit["weight"])
         self.probe_bias.copy_(fit["bias"])
-        metrics = {"train_loss": fit["train_loss"], "val_micro_f1": fit["val_micro_f1"], "grid_points": float(len(fit["grid"]))}
+        metrics = {
+            "train_loss": fit["train_loss"],
+            "val_micro_f1": fit["val_micro_f1"],
+            "grid_points": float(len(fit["grid"])),
+        }
         names = metric_keys(context_label_names(context, self.num_labels))
         for j, g in enumerate(fit["choice"]):
             metrics[f"lr/{names[j]}"], metrics[f"weight_decay/{names[j]}"] = fit["grid"][g]
@@ -256,8 +286,12 @@ class MultiLabelContrastive(Method):
         for name, key in zip(label_names, metric_keys(label_names)):
             metrics[f"f1/{key}"] = out["per_label_f1"][name]
         if split == "test":
-            clusters = combination_clustering(x, y, keep_fraction=self.hp["cluster_keep_fraction"],
-                                              max_points=self.hp["cluster_max_points"], seed=context.seed)
+            clusters = combination_clustering(
+                x,
+                y,
+                keep_fraction=self.hp["cluster_keep_fraction"],
+                max_points=self.hp["cluster_max_points"],
+                seed=context.seed,
+            )
             metrics["silhouette"], metrics["davies_bouldin"] = clusters["silhouette"], clusters["davies_bouldin"]
         return finite_metrics(metrics)
-

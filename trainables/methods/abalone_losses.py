@@ -25,16 +25,22 @@ from typing import Any
 
 import torch
 
-from trainables.methods.declarations import BCE_FAMILY, CONTRASTIVE  # noqa: F401 - the loss names, declared for the spec
 from trainables.losses.multilabel_bce import asymmetric_loss, bce_loss, focal_loss
 from trainables.losses.multilabel_contrastive import bqproto_loss, jaccard_supcon_loss, msc_loss
+from trainables.methods.declarations import BCE_FAMILY, CONTRASTIVE  # noqa: F401 - the loss names, declared for the spec
 
 WITH_QUEUE = ("msc", "bqueue", "bqproto")
 WITH_PROTOTYPES = ("msc", "bqproto")
 
 
-def contrastive_loss(hp: dict[str, Any], z: torch.Tensor, y: torch.Tensor, prototypes: torch.Tensor | None = None,
-                     queue_z: torch.Tensor | None = None, queue_y: torch.Tensor | None = None) -> torch.Tensor:
+def contrastive_loss(
+    hp: dict[str, Any],
+    z: torch.Tensor,
+    y: torch.Tensor,
+    prototypes: torch.Tensor | None = None,
+    queue_z: torch.Tensor | None = None,
+    queue_y: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The stage-1 loss ``hp["loss"]`` (one of ``CONTRASTIVE``) of projections z [B, d] with
     multi-hot labels y [B, L]."""
     tau, loss = hp["temperature"], hp["loss"]

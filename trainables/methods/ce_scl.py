@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 
-from trainables.methods.ce import CrossEntropy
-from trainables.methods.declarations import CE_SCL
 from trainables.global_batch import global_batch
 from trainables.losses import supcon_loss
+from trainables.methods.ce import CrossEntropy
+from trainables.methods.declarations import CE_SCL
 
 
 class CrossEntropySCL(CrossEntropy):

@@ -47,10 +47,10 @@ _TINY = np.finfo(np.float64).eps  # ℓ̂ below this counts as 0 in μ and is cl
 
 @dataclass
 class EpoStep:
-    alpha: np.ndarray      # on the simplex, shape (m,)
-    mode: str              # "balance" | "descent" | "fallback"
+    alpha: np.ndarray  # on the simplex, shape (m,)
+    mode: str  # "balance" | "descent" | "fallback"
     non_uniformity: float  # μ(r⊙ℓ)
-    ok: bool               # False when the LP failed and alpha fell back to r/sum(r)
+    ok: bool  # False when the LP failed and alpha fell back to r/sum(r)
 
 
 def _check(losses, r) -> tuple[np.ndarray, np.ndarray]:
@@ -106,8 +106,9 @@ def _solve(objective: np.ndarray, a_ge: np.ndarray, b_ge: np.ndarray) -> np.ndar
     if a_ge.shape[0]:
         kwargs = {"A_ub": -a_ge, "b_ub": -b_ge}  # linprog wants ≤ rows
     try:
-        res = linprog(-objective, A_eq=np.ones((1, m)), b_eq=np.ones(1), bounds=[(0.0, None)] * m,
-                      method="highs", **kwargs)
+        res = linprog(
+            -objective, A_eq=np.ones((1, m)), b_eq=np.ones(1), bounds=[(0.0, None)] * m, method="highs", **kwargs
+        )
     except ValueError:  # scipy rejects degenerate input rather than reporting a status
         return None
     if res.status != 0 or res.x is None:

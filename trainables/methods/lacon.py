@@ -24,11 +24,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.methods.declarations import DECLARATIONS, LACON, check_lacon
-from trainables.global_batch import global_batch
 from trainables.base import Method
+from trainables.global_batch import global_batch
 from trainables.losses.common import cosine
 from trainables.losses.lacon import lacon_loss
+from trainables.methods.declarations import DECLARATIONS, LACON, check_lacon
 
 
 def projection_head(d: int) -> nn.Sequential:
@@ -44,11 +44,11 @@ class LabelFusion(nn.Module):
         self.conv = nn.Conv1d(num_labels, num_labels, kernel_size=window, padding=window // 2)
 
     def forward(self, tokens: torch.Tensor, mask: torch.Tensor, label_emb: torch.Tensor) -> torch.Tensor:
-        g = cosine(label_emb.unsqueeze(0), tokens)                   # [B, C, T]: G_ij = cos(L_i, E_j)
-        g = g.masked_fill(~mask.bool().unsqueeze(1), 0.0)           # padding interacts with nothing
-        m = F.relu(self.conv(g)).max(dim=1).values                  # [B, T]
+        g = cosine(label_emb.unsqueeze(0), tokens)  # [B, C, T]: G_ij = cos(L_i, E_j)
+        g = g.masked_fill(~mask.bool().unsqueeze(1), 0.0)  # padding interacts with nothing
+        m = F.relu(self.conv(g)).max(dim=1).values  # [B, T]
         beta = m.masked_fill(~mask.bool(), float("-inf")).softmax(-1)
-        return (beta.unsqueeze(-1) * tokens).sum(1)                 # z = Σ β_i E_i
+        return (beta.unsqueeze(-1) * tokens).sum(1)  # z = Σ β_i E_i
 
 
 class LaCon(Method):
@@ -83,16 +83,19 @@ class LaCon(Method):
 
     def training_step(self, batch):
         represented, labels = global_batch(self.represent(batch), batch["labels"])  # every rank's rows
-        out = lacon_loss(represented, self.label_emb, labels, self.hp["temperature"], self.hp["heads"],
-                         **self.loss_weights())
+        out = lacon_loss(
+            represented, self.label_emb, labels, self.hp["temperature"], self.hp["heads"], **self.loss_weights()
+        )
         return {"loss": out["loss"], **{k: v.detach() for k, v in out.items() if k != "loss"}}
 
     def loss_weights(self) -> dict[str, float]:
         """Eq. 7's weights from the spec's switches: 1·ICL′ + 1·LCL + λ·LER, a switched-off
         term (Table 3's "w/o" rows) weighted 0."""
-        return {"icl_weight": 1.0 if self.hp["use_icl"] else 0.0,
-                "lcl_weight": 1.0 if self.hp["use_lcl"] else 0.0,
-                "ler_weight": self.hp["lam"] if self.hp["use_ler"] else 0.0}
+        return {
+            "icl_weight": 1.0 if self.hp["use_icl"] else 0.0,
+            "lcl_weight": 1.0 if self.hp["use_lcl"] else 0.0,
+            "ler_weight": self.hp["lam"] if self.hp["use_ler"] else 0.0,
+        }
 
     @torch.no_grad()
     def predict(self, batch):

@@ -50,15 +50,21 @@ class EmbeddingQueue(nn.Module):
     ``[0, d]``/``[0, L]`` tensors, which the losses accept (same result as no queue).
     """
 
-    def __init__(self, dim: int, num_labels: int, size: int = 512, dtype: torch.dtype = torch.float32,
-                 device: torch.device | str | None = None):
+    def __init__(
+        self,
+        dim: int,
+        num_labels: int,
+        size: int = 512,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ):
         super().__init__()
         if size < 1 or dim < 1 or num_labels < 1:
             raise ValueError(f"size={size}, dim={dim}, num_labels={num_labels}; allowed: all ≥ 1")
         self.size = size
         self.register_buffer("_z", torch.zeros(size, dim, dtype=dtype, device=device))
         self.register_buffer("_y", torch.zeros(size, num_labels, dtype=dtype, device=device))
-        self.register_buffer("_ptr", torch.zeros((), dtype=torch.long, device=device))    # next write slot
+        self.register_buffer("_ptr", torch.zeros((), dtype=torch.long, device=device))  # next write slot
         self.register_buffer("_count", torch.zeros((), dtype=torch.long, device=device))  # items held
 
     def __len__(self) -> int:
@@ -87,18 +93,24 @@ class EmbeddingQueue(nn.Module):
     @torch.no_grad()
     def enqueue(self, z: torch.Tensor, y: torch.Tensor) -> None:
         """Append a batch ``z`` ``[n, d]`` with labels ``y`` ``[n, L]`` (float or bool)."""
-        if z.dim() != 2 or y.dim() != 2 or z.shape[0] != y.shape[0] or z.shape[1] != self._z.shape[1] \
-                or y.shape[1] != self._y.shape[1]:
-            raise ValueError(f"z {tuple(z.shape)}, y {tuple(y.shape)}; "
-                             f"allowed: [n, {self._z.shape[1]}] and [n, {self._y.shape[1]}]")
+        if (
+            z.dim() != 2
+            or y.dim() != 2
+            or z.shape[0] != y.shape[0]
+            or z.shape[1] != self._z.shape[1]
+            or y.shape[1] != self._y.shape[1]
+        ):
+            raise ValueError(
+                f"z {tuple(z.shape)}, y {tuple(y.shape)}; allowed: [n, {self._z.shape[1]}] and [n, {self._y.shape[1]}]"
+            )
         z = z.detach().to(self._z.device, self._z.dtype)
         y = y.detach().to(self._y.device, self._y.dtype)
         n = z.shape[0]
         if n == 0:
             return
         if n >= self.size:  # only the last K rows survive; they fill the buffer in order
-            self._z.copy_(z[-self.size:])
-            self._y.copy_(y[-self.size:])
+            self._z.copy_(z[-self.size :])
+            self._y.copy_(y[-self.size :])
             self._ptr.zero_()
             self._count.fill_(self.size)
             return

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 
 from trainables.base import Method
-from trainables.methods.declarations import DECLARATIONS, PROBE_KS, REPRESENTATION, REPRESENTATION_METRICS
 from trainables.evaluation import few_shot_probe, kmeans_scores, sts_spearman
 from trainables.gather import split_outputs
+from trainables.methods.declarations import DECLARATIONS, PROBE_KS, REPRESENTATION, REPRESENTATION_METRICS
 
 
 class RepresentationMethod(Method):
@@ -64,9 +64,21 @@ class RepresentationMethod(Method):
             pool = ["train"] if split == "validation" else ["train", "validation"]
             parts = [self.embeddings(context, s) for s in pool]
             pool_x, pool_y = np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-            metrics.update(few_shot_probe(pool_x, pool_y, x, y, context.num_labels, ks=PROBE_KS,
-                                          n_splits=self.hp["probe_splits"], seed=0, lr=self.hp["probe_lr"],
-                                          iterations=self.hp["probe_iterations"], device=context.session.device))
+            metrics.update(
+                few_shot_probe(
+                    pool_x,
+                    pool_y,
+                    x,
+                    y,
+                    context.num_labels,
+                    ks=PROBE_KS,
+                    n_splits=self.hp["probe_splits"],
+                    seed=0,
+                    lr=self.hp["probe_lr"],
+                    iterations=self.hp["probe_iterations"],
+                    device=context.session.device,
+                )
+            )
         sts = context.data.get("sts")
         if sts is not None and split == "validation":
             metrics["sts_spearman"] = self.sts_score(context, sts)

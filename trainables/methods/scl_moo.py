@@ -74,7 +74,9 @@ class SCLMOO(CrossEntropy):
         logits = self.classifier(self.dropout(pooled))
         ce = F.cross_entropy(logits, labels, label_smoothing=self.hp["label_smoothing"])
         # the contrastive terms over every rank's rows; CE stays per rank (DDP averages it)
-        l1, l2 = scl_moo_objectives(*global_batch(pooled, labels), ce, self.hp["temperature"], self.hp["lam"], shift=True)
+        l1, l2 = scl_moo_objectives(
+            *global_batch(pooled, labels), ce, self.hp["temperature"], self.hp["lam"], shift=True
+        )
         return ce, l1, l2, logits
 
     def training_step(self, batch):
@@ -87,10 +89,16 @@ class SCLMOO(CrossEntropy):
             alpha, fallback, balance = self.epo_weights(torch.stack([l1, l2]), r)
             loss = 2 * (alpha[0].item() * l1 + alpha[1].item() * l2)  # Σ_j m·α_j·ℓ_j, m = 2
         return {
-            "loss": loss, "loss/ce": ce.detach(), "loss/l1": l1.detach(), "loss/l2": l2.detach(),
-            "moo/l1": l1.detach(), "moo/l2": l2.detach(),
-            "moo/alpha_1": torch.tensor(float(alpha[0])), "moo/alpha_2": torch.tensor(float(alpha[1])),
-            "moo/lp_fallback": torch.tensor(fallback), "moo/balance_step": torch.tensor(balance),
+            "loss": loss,
+            "loss/ce": ce.detach(),
+            "loss/l1": l1.detach(),
+            "loss/l2": l2.detach(),
+            "moo/l1": l1.detach(),
+            "moo/l2": l2.detach(),
+            "moo/alpha_1": torch.tensor(float(alpha[0])),
+            "moo/alpha_2": torch.tensor(float(alpha[1])),
+            "moo/lp_fallback": torch.tensor(fallback),
+            "moo/balance_step": torch.tensor(balance),
         }
 
     def evaluate(self, context, split):
@@ -126,8 +134,9 @@ class SCLMOO(CrossEntropy):
         self.eval()
         per_batch, y_true, y_pred = [], [], []
         try:
-            for start, batch in enumerate(train_batches(table, self.train_batch_size, EVAL_ORDER_SEED, 0,
-                                                         session.rank, session.world_size)):
+            for start, batch in enumerate(
+                train_batches(table, self.train_batch_size, EVAL_ORDER_SEED, 0, session.rank, session.world_size)
+            ):
                 batch = to_device(batch, session.device)
                 _, l1, l2, logits = self.objectives(batch)
                 per_batch.append(torch.stack([l1, l2]).float())
@@ -142,8 +151,10 @@ class SCLMOO(CrossEntropy):
         gathered = session.all_gather((sums, len(per_batch), pairs))
         steps = sum(n for _, n, _ in gathered)
         shards = [p for _, _, p in gathered if p is not None]
-        out = {"y_true": np.concatenate([p[0] for p in shards]) if shards else np.zeros(0, dtype=np.int64),
-               "y_pred": np.concatenate([p[1] for p in shards]) if shards else np.zeros(0, dtype=np.int64)}
+        out = {
+            "y_true": np.concatenate([p[0] for p in shards]) if shards else np.zeros(0, dtype=np.int64),
+            "y_pred": np.concatenate([p[1] for p in shards]) if shards else np.zeros(0, dtype=np.int64),
+        }
         if not steps:
             return {**out, "l1": float("nan"), "l2": float("nan")}
         return {**out, **{name: sum(part[j] for part, _, _ in gathered) / steps for j, name in enumerate(("l1", "l2"))}}
@@ -160,7 +171,9 @@ class SCLMOO(CrossEntropy):
         rows = []
         for loss in losses:
             grads = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
-            rows.append(torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)]))
+            rows.append(
+                torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, params)])
+            )
         flat = torch.stack(rows).float()
         values = losses.detach().float().clone()
         if dist.is_available() and dist.is_initialized():  # the LP of the global batch, on every rank

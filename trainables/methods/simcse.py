@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from trainables.methods.declarations import SIMCSE
-from trainables.losses.infonce import info_nce
 from trainables.global_batch import global_batch
+from trainables.losses.infonce import info_nce
+from trainables.methods.declarations import SIMCSE
 from trainables.methods.representation import RepresentationMethod
 
 

@@ -35,11 +35,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from trainables.methods.declarations import SUPCL_SEQ
-from trainables.errors import UserError
 from trainables.base import Method
-from trainables.losses import supcon_loss
+from trainables.errors import UserError
 from trainables.global_batch import global_batch
+from trainables.losses import supcon_loss
+from trainables.methods.declarations import SUPCL_SEQ
 
 
 @contextmanager
@@ -63,8 +63,10 @@ class SupCLSeq(Method):
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)
         if not any(isinstance(m, nn.modules.dropout._DropoutNd) for m in encoder.modules()):
-            raise UserError("method supcl_seq needs an encoder with nn.Dropout modules (its views are dropout "
-                            "probabilities); allowed: BERT-style Hugging Face encoders")
+            raise UserError(
+                "method supcl_seq needs an encoder with nn.Dropout modules (its views are dropout "
+                "probabilities); allowed: BERT-style Hugging Face encoders"
+            )
         # stage-2 linear layer: buffers (saved in checkpoints, invisible to the stage-1 optimiser)
         self.register_buffer("head_weight", torch.zeros(num_labels, encoder.hidden_size))
         self.register_buffer("head_bias", torch.zeros(num_labels))
@@ -104,8 +106,11 @@ class SupCLSeq(Method):
         clf.fit(x, y)
         self._set_head(*full_linear_layer(clf, self.num_labels, x.shape[1]))
         proba = clf.predict_proba(x)
-        return {"train_accuracy": float(clf.score(x, y)), "train_loss": float(log_loss(y, proba, labels=clf.classes_)),
-                "iterations": float(np.max(clf.n_iter_))}
+        return {
+            "train_accuracy": float(clf.score(x, y)),
+            "train_loss": float(log_loss(y, proba, labels=clf.classes_)),
+            "iterations": float(np.max(clf.n_iter_)),
+        }
 
     def _set_head(self, weight: np.ndarray, bias: np.ndarray) -> None:
         self.head_weight.copy_(torch.as_tensor(weight, dtype=self.head_weight.dtype))

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from trainables.methods.declarations import VASCL, check_vascl
 from trainables.global_batch import global_batch
 from trainables.losses.infonce import info_nce
 from trainables.losses.vascl import vascl_loss
+from trainables.methods.declarations import VASCL, check_vascl
 from trainables.methods.representation import RepresentationMethod
 
 
@@ -50,10 +50,22 @@ class VaSCL(RepresentationMethod):
         if k < 1:  # a one-row batch has no neighbourhood: the instance term alone
             loss = info_nce(self.head(e1), self.head(e2), self.hp["temperature"])
             return {"loss": loss, "loss/instance": loss.detach()}
-        out = vascl_loss(e1, e2, self.head, self.hp["temperature"], k=k, delta=self.hp["delta"],
-                         steps=self.hp["ascent_steps"], neighbour_grad=self.hp["neighbour_grad"],
-                         clean_grad=self.hp["clean_grad"])
-        return {"loss": out["loss"], "loss/instance": out["instance"].detach(), "loss/neighbourhood": out["neighbourhood"].detach()}
+        out = vascl_loss(
+            e1,
+            e2,
+            self.head,
+            self.hp["temperature"],
+            k=k,
+            delta=self.hp["delta"],
+            steps=self.hp["ascent_steps"],
+            neighbour_grad=self.hp["neighbour_grad"],
+            clean_grad=self.hp["clean_grad"],
+        )
+        return {
+            "loss": out["loss"],
+            "loss/instance": out["instance"].detach(),
+            "loss/neighbourhood": out["neighbourhood"].detach(),
+        }
 
     def param_groups(self, lr, weight_decay):
         """Backbone at the loop's ``lr``, the head at ``head_lr`` (App. A: 5e-6 vs 5e-4)."""

@@ -29,9 +29,10 @@ from contrasweep.run.stop_signal import interrupted_exit, take_sigterm
 __all__ = ["build_parser", "main"]
 
 # command -> (module, function)
-COMMANDS = {name: ("contrasweep.cli.commands", f"cmd_{name}") for name in
-            ("run", "resume", "extend", "plan", "list", "report", "clean")} | {"ui": ("contrasweep.cli.ui", "cmd_ui"),
-            "check-method": ("contrasweep.cli.check_method", "cmd_check_method")}
+COMMANDS = {
+    name: ("contrasweep.cli.commands", f"cmd_{name}")
+    for name in ("run", "resume", "extend", "plan", "list", "report", "clean")
+} | {"ui": ("contrasweep.cli.ui", "cmd_ui"), "check-method": ("contrasweep.cli.check_method", "cmd_check_method")}
 
 
 # the commands that may start a local Ray (plan: its probe of Ray's start)
@@ -55,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"contrasweep: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("contrasweep: interrupted; finished trials are kept — `contrasweep resume NAME` continues", file=sys.stderr)
+        print(
+            "contrasweep: interrupted; finished trials are kept — `contrasweep resume NAME` continues", file=sys.stderr
+        )
         return interrupted_exit()
 
 

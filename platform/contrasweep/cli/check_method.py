@@ -19,8 +19,10 @@ def overrides(items: list[str]) -> dict:
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key.strip() or "." in key:
-            raise UserError(f"--set {item!r} is not allowed; allowed: KEY=VALUE with a hyperparameter name as KEY, "
-                            "e.g. --set temperature=0.1")
+            raise UserError(
+                f"--set {item!r} is not allowed; allowed: KEY=VALUE with a hyperparameter name as KEY, "
+                "e.g. --set temperature=0.1"
+            )
         try:
             out[key.strip()] = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError:
@@ -44,6 +46,8 @@ def cmd_check_method(args) -> int:
         detail = f"{what[r.name]}: {r.detail}" if r.passed else r.detail
         print(f"{r.name:<{width}}  {'pass' if r.passed else 'FAIL':<6}  {detail}")
     failed = [r.name for r in results if not r.passed]
-    print(f"{len(results) - len(failed)} of {len(results)} checks passed"
-          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    print(
+        f"{len(results) - len(failed)} of {len(results)} checks passed"
+        + (f"; failed: {', '.join(failed)}" if failed else "")
+    )
     return 1 if failed else 0

@@ -55,8 +55,16 @@ def cmd_run(args) -> int:
     method_runs(sweep.method)  # a user's method: one step and one prediction, before anything is written
     from contrasweep.run.tune import run  # Ray: only after the checks above (an error within a second)
 
-    results = run(sweep, name, root, args.tracking_uri, args.address, ray_dashboard=args.ray_dashboard,
-                  ray_bind_all=args.ray_bind_all, overwrite=args.overwrite)
+    results = run(
+        sweep,
+        name,
+        root,
+        args.tracking_uri,
+        args.address,
+        ray_dashboard=args.ray_dashboard,
+        ray_bind_all=args.ray_bind_all,
+        overwrite=args.overwrite,
+    )
     status = sweeps.open_existing(root, name).meta()["status"]
     code = _summary(results, sweep.objective.metric, sweep.objective.mode, name, status, sweep, root)
     _auto_report(root, name, status, tsne=not args.no_tsne)
@@ -87,8 +95,15 @@ def cmd_resume(args) -> int:
         open_or_fetch(args.name, root, args.storage)
         _method_checked(root, args.name, resuming=True)
     go_on = resume_extension if in_extension(root, args.name) else resume
-    results = go_on(args.name, root, args.address, args.storage, ray_dashboard=args.ray_dashboard,
-                    ray_bind_all=args.ray_bind_all, allow_changed_method=args.allow_changed_method)
+    results = go_on(
+        args.name,
+        root,
+        args.address,
+        args.storage,
+        ray_dashboard=args.ray_dashboard,
+        ray_bind_all=args.ray_bind_all,
+        allow_changed_method=args.allow_changed_method,
+    )
     sweep_dir = sweeps.open_existing(root, args.name)
 
     sweep = load_sweep(sweep_dir)
@@ -103,8 +118,16 @@ def cmd_extend(args) -> int:
     sweeps.open_existing(root, _name(args.name))  # before Ray is imported: an error within a second
     _method_checked(root, args.name)
 
-    results = extend(args.name, root, args.overrides, args.top, args.address, ray_dashboard=args.ray_dashboard,
-                     ray_bind_all=args.ray_bind_all, allow_changed_method=args.allow_changed_method)
+    results = extend(
+        args.name,
+        root,
+        args.overrides,
+        args.top,
+        args.address,
+        ray_dashboard=args.ray_dashboard,
+        ray_bind_all=args.ray_bind_all,
+        allow_changed_method=args.allow_changed_method,
+    )
     sweep_dir = sweeps.open_existing(root, args.name)
     sweep, status = load_sweep(sweep_dir), sweep_dir.meta()["status"]
     code = _summary(results, sweep.objective.metric, sweep.objective.mode, args.name, status, sweep, root)
@@ -138,8 +161,11 @@ def _auto_report(root, name: str, status: str, tsne: bool = True) -> None:
 
         built = build(sweep_dir.meta()["tracking_uri"], name, sweep_dir.path / "report", tsne=tsne)
     except Exception as exc:  # noqa: BLE001 - the sweep's results are safe in MLflow either way
-        print(f"[contrasweep] report not written ({type(exc).__name__}: {exc}); retry with: contrasweep report {name}",
-              file=sys.stderr, flush=True)
+        print(
+            f"[contrasweep] report not written ({type(exc).__name__}: {exc}); retry with: contrasweep report {name}",
+            file=sys.stderr,
+            flush=True,
+        )
         return
     print(f"[contrasweep] report: {built.html_path} (also in MLflow: parent run → Artifacts → report/)", flush=True)
 
@@ -164,16 +190,28 @@ def cmd_report(args) -> int:
     meta = sweeps.SweepDir(folder).meta()
     uri = args.tracking_uri or meta.get("tracking_uri") or default_tracking_uri()
     out = args.out or (folder / "report" if meta else f"report-{args.name}")
-    built = build(uri, args.name, out, compare=tuple(args.compare), baseline=args.baseline, tsne=not args.no_tsne,
-                  run_ids=_sweep_run_ids(root, [args.name, *args.compare], uri))
+    built = build(
+        uri,
+        args.name,
+        out,
+        compare=tuple(args.compare),
+        baseline=args.baseline,
+        tsne=not args.no_tsne,
+        run_ids=_sweep_run_ids(root, [args.name, *args.compare], uri),
+    )
     if built.baseline is not None:  # what the cells' Δ, interval and p are against, and why that sweep
-        print(f"[contrasweep] baseline: {built.baseline} ({built.baseline_why}); each other cell: Δ = that sweep − "
-              f"{built.baseline} over matched repeats, its confidence interval, and the Wilcoxon p where the repeats "
-              "can reach alpha")
+        print(
+            f"[contrasweep] baseline: {built.baseline} ({built.baseline_why}); each other cell: Δ = that sweep − "
+            f"{built.baseline} over matched repeats, its confidence interval, and the Wilcoxon p where the repeats "
+            "can reach alpha"
+        )
     print(built.main.title)
     print(built.main.text())
-    where = (f"not logged to the sweep run: {built.not_logged}" if built.not_logged
-             else f"logged to the parent run of {args.name!r} under report/")
+    where = (
+        f"not logged to the sweep run: {built.not_logged}"
+        if built.not_logged
+        else f"logged to the parent run of {args.name!r} under report/"
+    )
     print(f"[contrasweep] report: {built.html_path} ({len(built.sections)} sections; {where})")
     return 0
 
@@ -204,7 +242,9 @@ def cmd_plan(args) -> int:
     available = sweep_plan.available_resources(args.address)
     calibration = sweep_plan.calibrate_first_trial(sweep, prepared)
     try:
-        fixed = fixed_costs.measured(sweep.method, sweep_plan.concurrency(sweep, available), args.address, args.remeasure)
+        fixed = fixed_costs.measured(
+            sweep.method, sweep_plan.concurrency(sweep, available), args.address, args.remeasure
+        )
     except RuntimeError as exc:  # the plan goes on with the fixed costs it was shipped with
         print(f"[contrasweep] {exc}; the plan uses its default fixed costs", file=sys.stderr, flush=True)
         fixed = None
@@ -226,10 +266,33 @@ def cmd_list(args) -> int:
 
     notes = [note for note in (settle(s) for s in found) if note]  # dead drivers' sweeps set straight first
 
-    rows = [(s.name, r["status"], r["trials"], r["method"], r["selected"], r["best"], r["test"], r["learned"],
-             human(r["disk"]), r["created"]) for s, r in ((s, listing(s)) for s in found)]
-    header = ("name", "status", "trials", "method", "selected configuration", "validation", "test", "learned", "disk",
-              "created")
+    rows = [
+        (
+            s.name,
+            r["status"],
+            r["trials"],
+            r["method"],
+            r["selected"],
+            r["best"],
+            r["test"],
+            r["learned"],
+            human(r["disk"]),
+            r["created"],
+        )
+        for s, r in ((s, listing(s)) for s in found)
+    ]
+    header = (
+        "name",
+        "status",
+        "trials",
+        "method",
+        "selected configuration",
+        "validation",
+        "test",
+        "learned",
+        "disk",
+        "created",
+    )
     for line in table(header, rows, right=(2, 8)):
         print(line)
     for note in notes:
@@ -240,22 +303,35 @@ def cmd_list(args) -> int:
 def table(header: tuple, rows: list[tuple], right: tuple = ()) -> list[str]:
     """``header`` and ``rows`` in columns as wide as their widest cell (``right``: right-aligned columns)."""
     widths = [max(len(str(row[i])) for row in (header, *rows)) for i in range(len(header))]
-    return ["  ".join(str(cell).rjust(w) if i in right else str(cell).ljust(w)
-                      for i, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in (header, *rows)]
+    return [
+        "  ".join(
+            str(cell).rjust(w) if i in right else str(cell).ljust(w) for i, (cell, w) in enumerate(zip(row, widths))
+        ).rstrip()
+        for row in (header, *rows)
+    ]
 
 
 def cmd_clean(args) -> int:
     root = sweeps.sweeps_root(args.root)
     if bool(args.names) == bool(args.stopped):
-        raise UserError("clean takes sweep names or --stopped; allowed: `contrasweep clean NAME [NAME ...]` or "
-                        "`contrasweep clean --stopped`")
-    chosen = [sweeps.open_existing(root, _name(n)) for n in args.names] if args.names else \
-        [s for s in sweeps.list_sweeps(root) if s.status() not in ("running", "damaged")]
+        raise UserError(
+            "clean takes sweep names or --stopped; allowed: `contrasweep clean NAME [NAME ...]` or "
+            "`contrasweep clean --stopped`"
+        )
+    chosen = (
+        [sweeps.open_existing(root, _name(n)) for n in args.names]
+        if args.names
+        else [s for s in sweeps.list_sweeps(root) if s.status() not in ("running", "damaged")]
+    )
     for sweep in chosen:
         if sweep.driver()[0] == "alive":
-            raise UserError(f"sweep {sweep.name!r} is running ({sweep.driver()[1]}); allowed: clean it once it has ended")
+            raise UserError(
+                f"sweep {sweep.name!r} is running ({sweep.driver()[1]}); allowed: clean it once it has ended"
+            )
     for sweep in chosen:
         before = disk_use(sweep.path)
         removed = reclaim(sweep)
-        print(f"[contrasweep] {sweep.name}: {removed} folders removed, {human(before)} -> {human(disk_use(sweep.path))}")
+        print(
+            f"[contrasweep] {sweep.name}: {removed} folders removed, {human(before)} -> {human(disk_use(sweep.path))}"
+        )
     return 0

@@ -27,24 +27,46 @@ def cmd_ui(args) -> int:
     uri = args.tracking_uri or (sweep.meta().get("tracking_uri") if sweep else None) or default_tracking_uri()
     experiment = _experiment_of(sweep, uri)
     if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
-        print(f"[contrasweep] {uri} is a tracking server with its own UI: "
-              f"{runs_url(uri.rstrip('/'), experiment) if experiment else uri}", flush=True)
+        print(
+            f"[contrasweep] {uri} is a tracking server with its own UI: "
+            f"{runs_url(uri.rstrip('/'), experiment) if experiment else uri}",
+            flush=True,
+        )
         return 0
     local_port(args.port, host=args.host)
     if not is_loopback(args.host):
-        print(f"[contrasweep] warning: MLflow has no authentication: anyone who can reach {args.host}:{args.port} can "
-              "read, change and delete every run; serve on 127.0.0.1 (the default) unless the network is yours",
-              file=sys.stderr, flush=True)
-    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host, "--port", str(args.port),
-               # one local user: one worker (MLflow's default of 4 takes minutes to boot on 2 busy cores)
-               "--workers", "1"]
+        print(
+            f"[contrasweep] warning: MLflow has no authentication: anyone who can reach {args.host}:{args.port} can "
+            "read, change and delete every run; serve on 127.0.0.1 (the default) unless the network is yours",
+            file=sys.stderr,
+            flush=True,
+        )
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        args.host,
+        "--port",
+        str(args.port),
+        # one local user: one worker (MLflow's default of 4 takes minutes to boot on 2 busy cores)
+        "--workers",
+        "1",
+    ]
     if uri.startswith("sqlite:///"):  # where the sweeps of this store put their artifacts
         command += ["--default-artifact-root", artifact_root_for(uri)]
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"[contrasweep] MLflow UI on http://{shown}:{args.port} ({uri})", file=sys.stderr, flush=True)
     if experiment:
-        print(f"[contrasweep] runs of {sweep.name!r} and the other sweeps of its experiment: "
-              f"{runs_url(f'http://{shown}:{args.port}', experiment)}", file=sys.stderr, flush=True)
+        print(
+            f"[contrasweep] runs of {sweep.name!r} and the other sweeps of its experiment: "
+            f"{runs_url(f'http://{shown}:{args.port}', experiment)}",
+            file=sys.stderr,
+            flush=True,
+        )
     return serve(command, _log_path(uri, sweep))
 
 
@@ -54,7 +76,7 @@ def _log_path(uri: str, sweep) -> Path:
     if sweep is not None:
         return sweep.path / "mlflow-ui.log"
     if uri.startswith("sqlite:///"):
-        return Path(uri[len("sqlite:///"):]).resolve().parent / "mlflow-ui.log"
+        return Path(uri[len("sqlite:///") :]).resolve().parent / "mlflow-ui.log"
     return Path("mlflow-ui.log").resolve()
 
 
@@ -100,8 +122,13 @@ def serve(command: list[str], log: Path) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(signum))
     signal.signal(signal.SIGINT, lambda signum, frame: asked.append(signum))
     with open(log, "ab") as out:
-        proc = subprocess.Popen(command, env={**os.environ, "PYTHONWARNINGS": "ignore"}, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     while proc.poll() is None and not asked:
         time.sleep(0.1)
     if asked:
@@ -124,8 +151,11 @@ def serve(command: list[str], log: Path) -> int:
     code = proc.returncode
     if code:
         lines = log.read_text(errors="replace").strip().splitlines()
-        print(f"[contrasweep] MLflow UI exited {code}: {lines[-1] if lines else 'no output'} (all of it: {log})",
-              file=sys.stderr, flush=True)
+        print(
+            f"[contrasweep] MLflow UI exited {code}: {lines[-1] if lines else 'no output'} (all of it: {log})",
+            file=sys.stderr,
+            flush=True,
+        )
     return code
 
 

@@ -30,14 +30,14 @@ OURS = ("[contrasweep]", "contrasweep:")
 PROGRESS_MARK = "[contrasweep-progress]"  # trainables.phase_progress.PREFIX (no torch import here)
 LOG_FILE = "driver.log"
 
-_active: "Console | None" = None
+_active: Console | None = None
 
 
 class _Filtered(io.TextIOBase):
     """A text stream that copies everything to the log and passes our lines (or all, verbose)
     to the terminal, a whole line at a time."""
 
-    def __init__(self, terminal, console: "Console"):
+    def __init__(self, terminal, console: Console):
         self.terminal, self.console, self._partial = terminal, console, ""
 
     def write(self, text: str) -> int:
@@ -78,7 +78,7 @@ class Console:
         self.progress = None  # the sweep's contrasweep.console.progress.Progress, once it has shown something
         self._ray_was_up = False
 
-    def __enter__(self) -> "Console":
+    def __enter__(self) -> Console:
         global _active
         self.terminal_out, self.terminal_err = sys.stdout, sys.stderr
         ray = sys.modules.get("ray")
@@ -150,12 +150,20 @@ def attach_log(folder: Path) -> None:
         _active.attach(folder)
 
 
-def active() -> "Console | None":
+def active() -> Console | None:
     return _active
 
 
 def _stream_handlers() -> list[logging.StreamHandler]:
-    loggers = [logging.getLogger()] + [v for v in logging.root.manager.loggerDict.values() if isinstance(v, logging.Logger)]
+    loggers = [logging.getLogger()] + [
+        v for v in logging.root.manager.loggerDict.values() if isinstance(v, logging.Logger)
+    ]
     # logging's last-resort handler reads sys.stderr when it writes: it follows the console by itself
-    return [h for lg in loggers for h in lg.handlers if isinstance(h, logging.StreamHandler)
-            and not isinstance(h, logging.FileHandler) and not isinstance(type(h).__dict__.get("stream"), property)]
+    return [
+        h
+        for lg in loggers
+        for h in lg.handlers
+        if isinstance(h, logging.StreamHandler)
+        and not isinstance(h, logging.FileHandler)
+        and not isinstance(type(h).__dict__.get("stream"), property)
+    ]

@@ -36,9 +36,11 @@ def race_lines(folder: Path, racing) -> list[str]:
     eliminated = sum(1 for o in journal["out"].values() if o["outcome"] == ELIMINATED)
     ran, total = race_record.ran(journal), journal["total"]
     saved = total - ran - (journal.get("needed") or 0)
-    return [f"[contrasweep] racing (min_repeats {racing.min_repeats}, alpha {racing.alpha:g}): {eliminated} "
-            f"configuration{'' if eliminated == 1 else 's'} eliminated; racing saved {saved} of {total} trials "
-            f"({ran} ran)"]
+    return [
+        f"[contrasweep] racing (min_repeats {racing.min_repeats}, alpha {racing.alpha:g}): {eliminated} "
+        f"configuration{'' if eliminated == 1 else 's'} eliminated; racing saved {saved} of {total} trials "
+        f"({ran} ran)"
+    ]
 
 
 def budget_lines(folder: Path, budget, unit: str, selected: bool = True) -> list[str]:
@@ -59,10 +61,16 @@ def budget_lines(folder: Path, budget, unit: str, selected: bool = True) -> list
     else:
         not_run = max(sweep_meta(folder).get("total", 0) - started, 0)
     cut = len(ended["cut"])
-    return [f"[contrasweep] budget: {spent}; it ended the sweep: {counted(not_run, 'trial')} did not run"
-            + (f", {counted(cut, 'configuration')} cut short (outcome {BUDGET_CUT}, never selected)" if cut else "")
-            + (f"; the selection is from what completed; to go on: contrasweep extend {folder.name} "
-               f"--set sweep.budget.slot_hours=<more than {budget.slot_hours:g}>" if selected else "")]
+    return [
+        f"[contrasweep] budget: {spent}; it ended the sweep: {counted(not_run, 'trial')} did not run"
+        + (f", {counted(cut, 'configuration')} cut short (outcome {BUDGET_CUT}, never selected)" if cut else "")
+        + (
+            f"; the selection is from what completed; to go on: contrasweep extend {folder.name} "
+            f"--set sweep.budget.slot_hours=<more than {budget.slot_hours:g}>"
+            if selected
+            else ""
+        )
+    ]
 
 
 def not_run(results, folder: Path | None) -> int:
@@ -85,10 +93,12 @@ def nothing_selected(folder: Path, budget, unit: str, repeats: int) -> list[str]
     per_trial = journal["ended_s"] / journal["ended_n"] if journal.get("ended_n") else journal["spent_s"]
     needed = (journal["spent_s"] + repeats * per_trial) / 3600.0
     hours = max(_round_up(needed), budget.slot_hours * 1.1)
-    return [f"[contrasweep] nothing selected: the budget ended the sweep before any configuration completed its "
-            f"{counted(repeats, 'repeat')}, so there is no best configuration (none to register or compare); to "
-            f"complete one (about {per_trial / 3600:.2g} {unit}-hours per trial): contrasweep extend {folder.name} "
-            f"--set sweep.budget.slot_hours={_round_up(hours):g}"]
+    return [
+        f"[contrasweep] nothing selected: the budget ended the sweep before any configuration completed its "
+        f"{counted(repeats, 'repeat')}, so there is no best configuration (none to register or compare); to "
+        f"complete one (about {per_trial / 3600:.2g} {unit}-hours per trial): contrasweep extend {folder.name} "
+        f"--set sweep.budget.slot_hours={_round_up(hours):g}"
+    ]
 
 
 def _round_up(hours: float) -> float:

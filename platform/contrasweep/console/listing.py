@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import statistics
-from pathlib import Path
 
 from contrasweep.console.summary import disk_use
 from contrasweep.folder import budget_record
@@ -32,8 +31,13 @@ def selected(trials: dict, mode: str) -> tuple[list[float], str | None]:
     best, best_rank, chosen = [], None, None
     sign = 1.0 if mode == "max" else -1.0
     for group, entries in groups.items():
-        values = [e["best_value"] for e in entries if e.get("outcome") == "complete"
-                  and isinstance(e.get("best_value"), (int, float)) and not math.isnan(e["best_value"])]
+        values = [
+            e["best_value"]
+            for e in entries
+            if e.get("outcome") == "complete"
+            and isinstance(e.get("best_value"), (int, float))
+            and not math.isnan(e["best_value"])
+        ]
         size = max([int(e["group_size"]) for e in entries] + [len(entries)])
         if len(values) < size:
             continue
@@ -58,12 +62,13 @@ def test_text(trials: dict, tests: dict, group: str | None, metric: str) -> str:
     (each repeat's own, or the test phase's result: ``tracking.json``'s ``tests``); ``-`` before
     any repeat was tested (``evaluation.test: reported`` tests after selection)."""
     name = "test/" + metric.removeprefix("val/") if metric.startswith("val/") else None
-    chosen = [e for e in trials.values() if group is not None and e.get("group") == group
-              and e.get("outcome") == "complete"]
+    chosen = [
+        e for e in trials.values() if group is not None and e.get("group") == group and e.get("outcome") == "complete"
+    ]
     results = (tests or {}).get("results", {})
 
     def tested(entry: dict):
-        phase = (results.get(entry.get("run_id"), {}).get("metrics") or {})
+        phase = results.get(entry.get("run_id"), {}).get("metrics") or {}
         return phase.get(name, (entry.get("final") or {}).get(name))
 
     values = [v for v in map(tested, chosen) if isinstance(v, (int, float)) and not math.isnan(v)]
@@ -117,7 +122,14 @@ def listing(sweep) -> dict:
         chosen = "none: the budget ended the sweep first"
     if meta.get("extensions"):  # contrasweep extend
         status = f"{status}+ext{len(meta['extensions'])}"
-    return {"status": status, "trials": f"{ended}/{total}", "method": method_name(method),
-            "selected": chosen, "best": best, "test": test, "learned": learned,
-            "disk": disk_use(sweep.path), "created": str(meta.get("created", ""))}
-
+    return {
+        "status": status,
+        "trials": f"{ended}/{total}",
+        "method": method_name(method),
+        "selected": chosen,
+        "best": best,
+        "test": test,
+        "learned": learned,
+        "disk": disk_use(sweep.path),
+        "created": str(meta.get("created", "")),
+    }

@@ -86,11 +86,16 @@ class Progress:
         if name in self.begun:
             self.took.append(time.monotonic() - self.begun.pop(name))
         # the epochs it ran: a throttled epoch line may never have shown the last one
-        what = {"complete": f"complete ({last_epoch} epoch{'' if last_epoch == 1 else 's'})",
-                "stopped": f"stopped after epoch {last_epoch} (ASHA)",
-                "failed": f"FAILED after epoch {last_epoch}"}.get(outcome, status)
-        best_text = f", best {self.metric}={best:.4f}" + (f" at epoch {best_epoch}" if best_epoch else "") \
-            if isinstance(best, (int, float)) else ""
+        what = {
+            "complete": f"complete ({last_epoch} epoch{'' if last_epoch == 1 else 's'})",
+            "stopped": f"stopped after epoch {last_epoch} (ASHA)",
+            "failed": f"FAILED after epoch {last_epoch}",
+        }.get(outcome, status)
+        best_text = (
+            f", best {self.metric}={best:.4f}" + (f" at epoch {best_epoch}" if best_epoch else "")
+            if isinstance(best, (int, float))
+            else ""
+        )
         self._line(f"[contrasweep] trials ended {done}/{self.total}: {name}: {what}{best_text}")
         self._status(done)
 
@@ -104,9 +109,9 @@ class Progress:
         if not self.took or not self.units:
             return None
         first = max(0, self.done - len(self.took))  # trials end about in the order they start
-        ended = sum(self.units[first:self.done]) or 1.0
+        ended = sum(self.units[first : self.done]) or 1.0
         per_unit = sum(self.took) / ended
-        remaining = sum(self.units[min(self.done, len(self.units)):]) * per_unit
+        remaining = sum(self.units[min(self.done, len(self.units)) :]) * per_unit
         running = sum(time.monotonic() - t for t in self.begun.values())
         return max(0.0, remaining - running) / max(1, self.slots)
 

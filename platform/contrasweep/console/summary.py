@@ -37,13 +37,18 @@ def best_groups(results, sweep, metric: str, mode: str) -> dict:
         if result.error is not None or not result.metrics or not result.config:
             continue
         ident = identify(result.config, static)
-        group = found.setdefault(ident.group, Group(
-            group=ident.group, setting=ident.setting, config=ident.config,
-            hp={k: v for k, v in ident.hp.items() if k != "seed"},
-            size=sizes if isinstance(sizes, int) else sizes.get(ident.group, 1)))
+        group = found.setdefault(
+            ident.group,
+            Group(
+                group=ident.group,
+                setting=ident.setting,
+                config=ident.config,
+                hp={k: v for k, v in ident.hp.items() if k != "seed"},
+                size=sizes if isinstance(sizes, int) else sizes.get(ident.group, 1),
+            ),
+        )
         every = ran_every_epoch(result.metrics.get("epoch", 0), ident.hp, result.metrics.get("train/steps"))
-        group.add("complete" if every else "stopped",
-                  {"metrics": result.metrics})
+        group.add("complete" if every else "stopped", {"metrics": result.metrics})
     return select(list(found.values()), metric, mode)
 
 
@@ -55,8 +60,9 @@ def recorded_best(folder: Path, metric: str, mode: str) -> dict:
     return select(groups(uri, state["parent_run_id"]), metric, mode)
 
 
-def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | None = None,
-               best: dict | None = None) -> list[str]:
+def best_lines(
+    results, sweep, metric: str, mode: str, links: dict[str, str] | None = None, best: dict | None = None
+) -> list[str]:
     """One line per setting: the best configuration's values, its validation metric (the
     selection key) and test metric as mean ± std over its repeats, then its MLflow link.
     ``best``: the groups to show (default: the best of ``results``)."""
@@ -73,8 +79,10 @@ def best_lines(results, sweep, metric: str, mode: str, links: dict[str, str] | N
         lines.append(text + f" ({counted(val['n'], 'repeat')})")
         if links and group.group in links:
             local = links[group.group].startswith(LOCAL_UI)
-            lines.append(f"[contrasweep]   its MLflow run: {links[group.group]}"
-                         + (" (served by `contrasweep ui`)" if local else ""))
+            lines.append(
+                f"[contrasweep]   its MLflow run: {links[group.group]}"
+                + (" (served by `contrasweep ui`)" if local else "")
+            )
     return lines
 
 
@@ -92,19 +100,32 @@ def test_lines(folder: Path, sweep) -> list[str]:
         return []
     if searcher_of(sweep).tests_in_trials(sweep):
         complete = sum(1 for e in state.get("trials", {}).values() if e.get("outcome") == "complete")
-        why = ("evaluation.test: all" if sweep.test_split == "all" else
-               f"{a(sweep.searcher)} sweep's report shows every configuration, so evaluation.test: reported tests them all")
-        return [f"[contrasweep] test split: each complete trial evaluated it once, at its best epoch "
-                f"({counted(complete, 'trial')}; {why})"]
+        why = (
+            "evaluation.test: all"
+            if sweep.test_split == "all"
+            else f"{a(sweep.searcher)} sweep's report shows every configuration, so evaluation.test: reported tests them all"
+        )
+        return [
+            f"[contrasweep] test split: each complete trial evaluated it once, at its best epoch "
+            f"({counted(complete, 'trial')}; {why})"
+        ]
     tests = state.get("tests") or {}
-    evaluated, shown, pruned = int(tests.get("evaluated", 0)), len(tests.get("reported", [])), int(tests.get("pruned", 0))
-    lines = [f"[contrasweep] test split: {evaluated} evaluation{'' if evaluated == 1 else 's'} after selection, for the "
-             f"{shown} repeat{'' if shown == 1 else 's'} a report shows (each setting's selected configuration"
-             f"{' and its sensitivity slices' if searcher_of(sweep).reports_slices else ''}; evaluation.test: reported)"]
+    evaluated, shown, pruned = (
+        int(tests.get("evaluated", 0)),
+        len(tests.get("reported", [])),
+        int(tests.get("pruned", 0)),
+    )
+    lines = [
+        f"[contrasweep] test split: {evaluated} evaluation{'' if evaluated == 1 else 's'} after selection, for the "
+        f"{shown} repeat{'' if shown == 1 else 's'} a report shows (each setting's selected configuration"
+        f"{' and its sensitivity slices' if searcher_of(sweep).reports_slices else ''}; evaluation.test: reported)"
+    ]
     if pruned:
-        lines.append(f"[contrasweep] test split: not evaluated for {counted(pruned, 'repeat')} a report shows, whose weights "
-                     f"went while the sweep ran (each setting keeps its {max(1, int(sweep.keep_models))} best configurations' and the "
-                     "reported point's; tracking.keep_models): the report draws them on validation")
+        lines.append(
+            f"[contrasweep] test split: not evaluated for {counted(pruned, 'repeat')} a report shows, whose weights "
+            f"went while the sweep ran (each setting keeps its {max(1, int(sweep.keep_models))} best configurations' and the "
+            "reported point's; tracking.keep_models): the report draws them on validation"
+        )
     return lines
 
 
@@ -137,8 +158,11 @@ def ended_before(results, folder: Path | None) -> list[str]:
     extensions = len(sweep_meta(folder).get("extensions", []))
     stage = f"tune-ext{extensions}" if extensions else "tune"
     held = {tune_trial_id(r) for r in results}
-    return [e.get("outcome", "") for tid, e in trials.items() if e.get("status") == "FINISHED"
-            and stage_of(e.get("tune", "tune")) == stage and tid not in held]
+    return [
+        e.get("outcome", "")
+        for tid, e in trials.items()
+        if e.get("status") == "FINISHED" and stage_of(e.get("tune", "tune")) == stage and tid not in held
+    ]
 
 
 def stage_of(experiment: str) -> str:
@@ -179,14 +203,21 @@ def model_lines(folder: Path, keep_models) -> list[str]:
     missing = sum(1 for e in trials.values() if e.get("model") == MODEL_MISSING)
     if not complete:
         return []
-    which = ("every complete trial" if keep_models == "all" else
-             f"the {max(1, int(keep_models))} best configurations of each setting and the reported point, whose weights "
-             "the sweep keeps")
-    lines = [f"[contrasweep] MLflow models: {logged} of {counted(complete, 'complete trial')} ({which}; "
-             "tracking.keep_models)"]
+    which = (
+        "every complete trial"
+        if keep_models == "all"
+        else f"the {max(1, int(keep_models))} best configurations of each setting and the reported point, whose weights "
+        "the sweep keeps"
+    )
+    lines = [
+        f"[contrasweep] MLflow models: {logged} of {counted(complete, 'complete trial')} ({which}; "
+        "tracking.keep_models)"
+    ]
     if missing:
-        lines.append(f"[contrasweep] no MLflow model for {counted(missing, 'repeat')} kept after the sweep first finished: "
-                     "their weights were removed then; to get them, run that configuration again")
+        lines.append(
+            f"[contrasweep] no MLflow model for {counted(missing, 'repeat')} kept after the sweep first finished: "
+            "their weights were removed then; to get them, run that configuration again"
+        )
     return lines
 
 
@@ -229,10 +260,12 @@ def resume_line(folder: Path, name: str) -> str:
     shown = "; ".join(f"{e.get('name', '?')} had reached epoch {e.get('last_epoch', 0)}" for e in going[:3])
     more = f"; {len(going) - 3} more" if len(going) > 3 else ""
     waiting = max(0, int(total) - len(trials)) if str(total).isdigit() else 0
-    return (f"[contrasweep] resuming sweep {name!r}: {len(ended)}/{total} trials ended ({outcomes.count('complete')} "
-            f"complete, {outcomes.count('stopped')} stopped early, {outcomes.count('failed')} failed); "
-            f"{len(going)} go on from their last saved state{f' ({shown}{more})' if going else ''}; "
-            f"{waiting} not started yet")
+    return (
+        f"[contrasweep] resuming sweep {name!r}: {len(ended)}/{total} trials ended ({outcomes.count('complete')} "
+        f"complete, {outcomes.count('stopped')} stopped early, {outcomes.count('failed')} failed); "
+        f"{len(going)} go on from their last saved state{f' ({shown}{more})' if going else ''}; "
+        f"{waiting} not started yet"
+    )
 
 
 def _scheduler_stops(folder: Path | None) -> int:
@@ -250,8 +283,15 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     failed = [r for r in results if r.error is not None]
     static = SweepStatic.of(sweep) if sweep is not None else None
     # a trial stopped before it ever ran (its group stopped while it waited) has no config
-    complete = sum(1 for r in results if r.error is None and r.metrics and r.config and static is not None
-                   and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp, r.metrics.get("train/steps")))
+    complete = sum(
+        1
+        for r in results
+        if r.error is None
+        and r.metrics
+        and r.config
+        and static is not None
+        and ran_every_epoch(r.metrics.get("epoch", 0), identify(r.config, static).hp, r.metrics.get("train/steps"))
+    )
     folder = Path(root) / name if root is not None else None
     unrun = not_run(results, folder)
     earlier = ended_before(results, folder)  # the stage's trials that earlier drivers ended
@@ -261,12 +301,16 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     extensions = len(sweep_meta(folder).get("extensions", [])) if folder else 0
     where = f" (its extension {extensions}, contrasweep extend)" if extensions else ""
     counts = f"{complete} complete, {stopped} stopped early"
-    if status == "interrupted":  # a trial the interruption cut is "interrupted"; the scheduler's stops are "stopped early"
+    if (
+        status == "interrupted"
+    ):  # a trial the interruption cut is "interrupted"; the scheduler's stops are "stopped early"
         early = min(stopped, _scheduler_stops(folder))
         counts = f"{complete} complete, {early} stopped early, {stopped - early} interrupted"
     ran = total - unrun  # the budget's unrun trials: its own line (budget_lines)
-    lines = [f"[contrasweep] sweep {name!r} {status}: {ran} trial{'' if ran == 1 else 's'}{where}: "
-             f"{counts}, {len(failed)} failed"]
+    lines = [
+        f"[contrasweep] sweep {name!r} {status}: {ran} trial{'' if ran == 1 else 's'}{where}: "
+        f"{counts}, {len(failed)} failed"
+    ]
     named = SweepStatic.of(sweep, reported=reported_names(sweep)) if sweep is not None else None
     lines += [failed_line(result, named) for result in failed]  # which trial, why, where its traceback is
     links = run_links(folder) if folder is not None else {}
@@ -283,24 +327,34 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
         lines += budget_lines(folder, sweep.budget, unit, selected=bool(best))
         if not best:  # nothing completed: say so, and what would complete one configuration
             sizes = group_sizes(sweep)
-            lines += nothing_selected(folder, sweep.budget, unit, sizes if isinstance(sizes, int) else max(sizes.values()))
+            lines += nothing_selected(
+                folder, sweep.budget, unit, sizes if isinstance(sizes, int) else max(sizes.values())
+            )
     if folder is not None and sweep is not None and status in ("finished", "failed"):
         lines += model_lines(folder, sweep.keep_models)
     errors = model_errors(folder) if folder is not None else []
     if errors:
-        lines.append(f"[contrasweep] no MLflow model could be built for {len(errors)} "
-                     f"trial{'' if len(errors) == 1 else 's'} ({errors[0]}); their best weights are logged as files "
-                     "(best_checkpoint/)")
+        lines.append(
+            f"[contrasweep] no MLflow model could be built for {len(errors)} "
+            f"trial{'' if len(errors) == 1 else 's'} ({errors[0]}); their best weights are logged as files "
+            "(best_checkpoint/)"
+        )
     if folder is not None:
         lines.append(f"[contrasweep] folder: {folder} ({human(disk_use(folder))} on disk; log: driver.log)")
-    local = not links or links.get("", "").startswith(LOCAL_UI)  # a local store: nothing serves it until `contrasweep ui`
+    local = not links or links.get("", "").startswith(
+        LOCAL_UI
+    )  # a local store: nothing serves it until `contrasweep ui`
     if "" in links:
-        lines.append(f"[contrasweep] MLflow runs table: {links['']}" + (" (served once `contrasweep ui` runs)" if local else ""))
+        lines.append(
+            f"[contrasweep] MLflow runs table: {links['']}" + (" (served once `contrasweep ui` runs)" if local else "")
+        )
     if status == "interrupted":
         lines.append(f"[contrasweep] continue with: contrasweep resume {name}")
     else:
-        lines.append(f"[contrasweep] next: contrasweep report {name}  ·  contrasweep ui"
-                     + (f"  (serves MLflow on {LOCAL_UI})" if local else ""))
+        lines.append(
+            f"[contrasweep] next: contrasweep report {name}  ·  contrasweep ui"
+            + (f"  (serves MLflow on {LOCAL_UI})" if local else "")
+        )
     return lines, len(failed)
 
 
@@ -315,7 +369,9 @@ def failed_line(result, static: SweepStatic | None) -> str:
         trial = run_name(identify(result.config, static), static)
     kind = getattr(getattr(result, "filesystem", None), "type_name", "local")
     where = str(Path(result.path) / "error.txt") if kind == "local" else f"{kind}://{result.path.rstrip('/')}/error.txt"
-    error = re.sub(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.(?=[A-Za-z_]\w*: )", "", error_line(result.error))  # no module path
+    error = re.sub(
+        r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\.(?=[A-Za-z_]\w*: )", "", error_line(result.error)
+    )  # no module path
     return f"[contrasweep] failed: {trial}: {error} (traceback: {where})"
 
 
@@ -349,11 +405,17 @@ def chance_lines(folder: Path | None, best: dict, metric: str, mode: str = "max"
         where = f" [{setting}]" if setting else ""
         verdict = Verdict.of(judged)
         said = not_learned_text(verdict, selection_key(metric))
-        if judged.get("margin") is not None and sign * (verdict.mean - verdict.level) > verdict.margin:  # older records: none
-            lines.append(f"[contrasweep] not shown to learn{where}: the selected configuration's {said}: its mean "
-                         f"clears what the evaluation split scores by luck ({verdict.margin:.3f}), but its repeats do not "
-                         f"show it at evaluation.alpha (its registered model says it did not learn); {MORE_REPEATS}")
+        if (
+            judged.get("margin") is not None and sign * (verdict.mean - verdict.level) > verdict.margin
+        ):  # older records: none
+            lines.append(
+                f"[contrasweep] not shown to learn{where}: the selected configuration's {said}: its mean "
+                f"clears what the evaluation split scores by luck ({verdict.margin:.3f}), but its repeats do not "
+                f"show it at evaluation.alpha (its registered model says it did not learn); {MORE_REPEATS}"
+            )
             continue
-        lines.append(f"[contrasweep] did not learn{where}: the selected configuration's {said}: it predicts no "
-                     f"better than a model that never read a text (its registered model says so); {MORE_TRAINING}")
+        lines.append(
+            f"[contrasweep] did not learn{where}: the selected configuration's {said}: it predicts no "
+            f"better than a model that never read a text (its registered model says so); {MORE_TRAINING}"
+        )
     return lines

@@ -116,9 +116,12 @@ def _multi_label(train: dict, split: dict) -> dict[str, dict[str, float]]:
     positives = np.asarray([split["label_counts"].get(n, 0) for n in names], dtype=np.float64)
     frequency = np.asarray([train["label_counts"][n] for n in names], dtype=np.float64) / float(train["num_docs"])
     head = np.asarray([n in set(train.get("head_labels", ())) for n in names])
-    return {"all_negative": _label_scores(np.zeros_like(positives), np.zeros_like(positives), positives, docs, head),
-            "prior": _label_scores(positives * frequency, (docs - positives) * frequency, positives * (1 - frequency),
-                                   docs, head)}
+    return {
+        "all_negative": _label_scores(np.zeros_like(positives), np.zeros_like(positives), positives, docs, head),
+        "prior": _label_scores(
+            positives * frequency, (docs - positives) * frequency, positives * (1 - frequency), docs, head
+        ),
+    }
 
 
 def _label_scores(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, docs: float, head: np.ndarray) -> dict[str, float]:
@@ -127,11 +130,13 @@ def _label_scores(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray, docs: float, h
     denominator = 2 * tp + fp + fn
     f1 = np.divide(2 * tp, denominator, out=np.zeros_like(tp), where=denominator > 0)
     micro = 2 * tp.sum() + fp.sum() + fn.sum()
-    out = {"micro_f1": float(2 * tp.sum() / micro) if micro else 0.0, "macro_f1": float(f1.mean()) if f1.size else 0.0,
-           "hamming_loss": float((fp.sum() + fn.sum()) / (docs * len(tp))) if len(tp) else 0.0}
+    out = {
+        "micro_f1": float(2 * tp.sum() / micro) if micro else 0.0,
+        "macro_f1": float(f1.mean()) if f1.size else 0.0,
+        "hamming_loss": float((fp.sum() + fn.sum()) / (docs * len(tp))) if len(tp) else 0.0,
+    }
     if head.any():
         out["head_macro_f1"] = float(f1[head].mean())
     if (~head).any():
         out["tail_macro_f1"] = float(f1[~head].mean())
     return out
-

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import numbers
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from contrasweep.errors import DataError
 
@@ -22,9 +23,18 @@ MAX_SEED = 2**32 - 1  # numpy's RandomState accepts seeds up to this
 
 # Keys every protocol accepts, then the keys only one protocol accepts.
 COMMON_KEYS = (
-    "source", "text", "text_pair", "label",
-    "split_seed", "validation_fraction", "test_fraction", "protocol", "seed",
-    "dev_test_fraction", "dev_validation_max", "labels",
+    "source",
+    "text",
+    "text_pair",
+    "label",
+    "split_seed",
+    "validation_fraction",
+    "test_fraction",
+    "protocol",
+    "seed",
+    "dev_test_fraction",
+    "dev_validation_max",
+    "labels",
 )
 # Keys that are left out of ``to_dict`` (and so of the cache key) while unset, so that data
 # sections written before they existed keep their cache entries.
@@ -91,7 +101,7 @@ class DataConfig:
     labels: LabelRule = LabelRule()
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "DataConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> DataConfig:
         if isinstance(d, DataConfig):
             return d
         if not isinstance(d, Mapping):
@@ -154,8 +164,7 @@ def normalize_source(value: Any) -> Any:
         unknown = [str(k) for k in value if k not in SPLITS]
         if unknown or "train" not in value:
             raise DataError(
-                f"data.source mapping has keys {sorted(map(str, value))}; "
-                "allowed: train (required), validation, test"
+                f"data.source mapping has keys {sorted(map(str, value))}; allowed: train (required), validation, test"
             )
         return {split: _file_path(value[split], f"data.source.{split}") for split in SPLITS if value.get(split)}
     if not isinstance(value, (str, os.PathLike)):
@@ -170,7 +179,7 @@ def normalize_source(value: Any) -> Any:
 
 def check_hub_source(value: str) -> str:
     """``hub:NAME`` or ``hub:NAME:CONFIG`` (a Hugging Face dataset and its configuration)."""
-    parts = value[len(HUB_PREFIX):].split(":")
+    parts = value[len(HUB_PREFIX) :].split(":")
     if len(parts) > 2 or not parts[0]:
         raise DataError(f"data.source {value!r} is not allowed; allowed hub form: hub:NAME or hub:NAME:CONFIG")
     return value
@@ -183,8 +192,10 @@ def _file_path(value: Any, key: str) -> str:
     if not path.lower().endswith(FILE_SUFFIXES):
         raise DataError(_SOURCE_HELP.format(value=repr(os.fspath(value))))
     if not os.path.isfile(path):
-        raise DataError(f"{key}: file not found: {path} (a relative path in a spec file is read from the spec's "
-                        "folder, one given with --set from the working directory)")
+        raise DataError(
+            f"{key}: file not found: {path} (a relative path in a spec file is read from the spec's "
+            "folder, one given with --set from the working directory)"
+        )
     return path
 
 
@@ -204,18 +215,24 @@ def _common(d: Mapping[str, Any]) -> dict[str, Any]:
         "validation_fraction": _fraction(d, "validation_fraction", 0.1),
         "test_fraction": _fraction(d, "test_fraction", 0.2),
         "seed": _int(d, "seed", 0, lo=0, hi=MAX_SEED),
-        "dev_test_fraction": _fraction(d, "dev_test_fraction", None) if d.get("dev_test_fraction") is not None else None,
+        "dev_test_fraction": _fraction(d, "dev_test_fraction", None)
+        if d.get("dev_test_fraction") is not None
+        else None,
         "dev_validation_max": _int(d, "dev_validation_max", None, lo=1),
         "labels": _label_rule(d.get("labels")),
     }
     if out["dev_test_fraction"] is not None:
         # the dev rule (splits.dev_splits): test comes from the dev split, never from train
         if d.get("test_fraction") is not None:
-            raise DataError("data.test_fraction does not apply with data.dev_test_fraction (the test split is that "
-                            "fraction of the dev split); allowed: one of them")
+            raise DataError(
+                "data.test_fraction does not apply with data.dev_test_fraction (the test split is that "
+                "fraction of the dev split); allowed: one of them"
+            )
     elif out["dev_validation_max"] is not None:
-        raise DataError("data.dev_validation_max needs data.dev_test_fraction; allowed: both (SCL-MOO Sec. 3: "
-                        "dev_test_fraction 0.5, dev_validation_max 500) or neither")
+        raise DataError(
+            "data.dev_validation_max needs data.dev_test_fraction; allowed: both (SCL-MOO Sec. 3: "
+            "dev_test_fraction 0.5, dev_validation_max 500) or neither"
+        )
     elif out["validation_fraction"] + out["test_fraction"] >= 1.0:
         raise DataError(
             f"data.validation_fraction + data.test_fraction = "
@@ -245,7 +262,9 @@ def _parse_max_per_class(d):
 
 def _parse_few_shot(d):
     if d.get("k") is not None and d.get("n_total") is not None:
-        raise DataError("data.k and data.n_total are exclusive; allowed: k per class (LaCon) or n_total in all (SCL-MOO)")
+        raise DataError(
+            "data.k and data.n_total are exclusive; allowed: k per class (LaCon) or n_total in all (SCL-MOO)"
+        )
     if d.get("k") is None and d.get("n_total") is None:
         raise DataError(
             "data.k is required for protocol 'few_shot' (or data.n_total); allowed: k, an integer >= 1 per class "

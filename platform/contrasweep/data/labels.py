@@ -41,8 +41,10 @@ def encode(columns: dict[str, pa.ChunkedArray], rule: LabelRule) -> tuple[dict, 
     index = {name: i for i, name in enumerate(names)}
     code = np.array([index[name_of_group[rule.key(v)]] for v in spellings], dtype=np.int64)
     value_set = pa.array(spellings, type=pa.string())
-    out = {split: pa.array(code[pc.index_in(column, value_set=value_set).to_numpy(zero_copy_only=False)])
-           for split, column in columns.items()}
+    out = {
+        split: pa.array(code[pc.index_in(column, value_set=value_set).to_numpy(zero_copy_only=False)])
+        for split, column in columns.items()
+    }
     report = {}
     merged = {name_of_group[key]: values for key, values in groups.items() if len(values) > 1}
     if merged:
@@ -57,8 +59,14 @@ def notes(report: dict) -> list[str]:
     """One line per merge and per set of names the rule keeps apart (the sweep's first lines)."""
     out = []
     for name, values in (report or {}).get("merged", {}).items():
-        how = [what for what, on in (("surrounding spaces stripped", any(v != v.strip() for v in values)),
-                                     ("case folded", len({v.strip() for v in values}) > 1)) if on]
+        how = [
+            what
+            for what, on in (
+                ("surrounding spaces stripped", any(v != v.strip() for v in values)),
+                ("case folded", len({v.strip() for v in values}) > 1),
+            )
+            if on
+        ]
         out.append(f"labels {_listed(values)} are one class {name!r} (data.labels: {', '.join(how)})")
     for one in (report or {}).get("similar", []):
         out.append(f"labels {_listed(one['names'])} differ only in {one['differ_in']}: set {one['set']} to merge them")

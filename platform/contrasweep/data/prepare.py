@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -13,7 +14,8 @@ import pyarrow as pa
 from contrasweep.data.cache import FORMAT_VERSION, MARKER, cache_key, cache_root, read_marker, write_entry
 from contrasweep.data.chance import chance_levels, levels
 from contrasweep.data.config import DataConfig
-from contrasweep.data.labels import merge_hint, notes as label_notes
+from contrasweep.data.labels import merge_hint
+from contrasweep.data.labels import notes as label_notes
 from contrasweep.data.protocols import apply_protocol
 from contrasweep.data.sources import open_source
 from contrasweep.data.splits import labels_of, make_splits
@@ -146,17 +148,26 @@ def data_notes(stats: dict, dropped: dict, labels: dict | None = None) -> list[s
         counts = {s: stats[s]["per_class"].get(name, 0) for s in splits}
         if 0 in counts.values():
             sizes = " / ".join(f"{s} {n}" for s, n in counts.items())
-            notes.append(f"class {name!r} has no row in {', '.join(s for s, n in counts.items() if not n)} "
-                         f"({sizes} rows): it is never learned or never judged there (a stray label?)")
+            notes.append(
+                f"class {name!r} has no row in {', '.join(s for s, n in counts.items() if not n)} "
+                f"({sizes} rows): it is never learned or never judged there (a stray label?)"
+            )
     return notes
 
 
 def _prepared(path: Path, key: str, meta: dict, cache_hit: bool) -> PreparedData:
     names = list(meta["label_names"])
     return PreparedData(
-        path=str(path), label_names=names, num_labels=len(names), key=key,
-        cache_hit=cache_hit, stats=meta["stats"], is_pair=bool(meta["is_pair"]), dropped=meta.get("dropped") or {},
-        labels=meta.get("labels") or {}, source_rows=meta.get("source_rows"),
+        path=str(path),
+        label_names=names,
+        num_labels=len(names),
+        key=key,
+        cache_hit=cache_hit,
+        stats=meta["stats"],
+        is_pair=bool(meta["is_pair"]),
+        dropped=meta.get("dropped") or {},
+        labels=meta.get("labels") or {},
+        source_rows=meta.get("source_rows"),
     )
 
 

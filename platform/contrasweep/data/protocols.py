@@ -77,21 +77,27 @@ def _few_shot_shortfall(short, counts, per_class, chunks: int, names: list[str],
     """The one-line error of a few-shot draw that some classes cannot give: each short class
     with its rows, and what works (the largest k or n_total, else dropping or merging a class)."""
     what = f"n_total={cfg.n_total}" if cfg.n_total is not None else f"k={cfg.k}"
-    need = (f"{chunks * int(per_class[0])} training rows of each class" if cfg.n_total is None
-            else "its share of training rows from each class")
+    need = (
+        f"{chunks * int(per_class[0])} training rows of each class"
+        if cfg.n_total is None
+        else "its share of training rows from each class"
+    )
     parts = " (as many for train as for validation)" if chunks == 2 else ""
     listed = ", ".join(f"{names[c]!r} has {int(counts[c])} (needs {chunks * int(per_class[c])})" for c in short)
     if cfg.n_total is None:
         largest = int(counts.min()) // chunks
         works = f"k <= {largest} (the most every class can give)" if largest else None
     else:
-        largest = next((n for n in range(cfg.n_total - 1, 1, -1)
-                        if np.all(chunks * stratified_counts(counts, n) <= counts)), 0)
+        largest = next(
+            (n for n in range(cfg.n_total - 1, 1, -1) if np.all(chunks * stratified_counts(counts, n) <= counts)), 0
+        )
         works = f"n_total <= {largest} (the most the classes' shares allow)" if largest else None
     if works is None:
         poorest = int(np.argmin(counts))
-        works = (f"drop class {names[poorest]!r} ({int(counts[poorest])} {'row' if counts[poorest] == 1 else 'rows'}) "
-                 f"from the source or merge it into another class, then a k every class can give")
+        works = (
+            f"drop class {names[poorest]!r} ({int(counts[poorest])} {'row' if counts[poorest] == 1 else 'rows'}) "
+            f"from the source or merge it into another class, then a k every class can give"
+        )
     error = DataError(f"few_shot {what} needs {need}{parts}; short: {listed}; allowed: {works}")
     error.label = names[int(np.argmin(counts))]  # prepare names another spelling it could merge with
     raise error

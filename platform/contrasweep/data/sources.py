@@ -83,7 +83,7 @@ class FileSource:
 
 class HubSource:
     def __init__(self, spec: str, bundled: tuple[str, ...] = BUNDLED):
-        name, _, config = spec[len(HUB_PREFIX):].partition(":")
+        name, _, config = spec[len(HUB_PREFIX) :].partition(":")
         self.name, self.config, self.bundled = name, (config or None), bundled
         self._dataset = None
 
@@ -179,7 +179,7 @@ def _read_json(path: str, suffix: str) -> pa.Table:
     if isinstance(records, dict) and isinstance(records.get("data"), list):
         records = records["data"]
     if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
-        raise ValueError("expected JSON lines, a JSON list of objects, or {\"data\": [objects]}")
+        raise ValueError('expected JSON lines, a JSON list of objects, or {"data": [objects]}')
     return pa.Table.from_pylist(records)
 
 
@@ -192,8 +192,10 @@ def normalize(tables: dict[str, pa.Table], cfg: DataConfig, where: str, class_na
         if reasons:
             dropped[split] = reasons
     if picked["train"].num_rows == 0:
-        raise DataError(f"{where}: the train split has no row with both a text and a label (empty or missing cells "
-                        "are dropped); allowed: rows with a non-empty text and label")
+        raise DataError(
+            f"{where}: the train split has no row with both a text and a label (empty or missing cells "
+            "are dropped); allowed: rows with a non-empty text and label"
+        )
     report = {}
     if class_names is None:
         picked, class_names, report = _encode_labels(picked, cfg)
@@ -245,7 +247,9 @@ def _drop_missing(table: pa.Table, split: str, class_names) -> tuple[pa.Table, d
             keep = pc.and_(keep, _non_empty(table[column]))
     kept = table.filter(keep)
     no_label = table.num_rows - pc.sum(labelled.cast(pa.int64())).as_py() if table.num_rows else 0
-    reasons = {k: n for k, n in (("no label", no_label), ("empty text", table.num_rows - kept.num_rows - no_label)) if n}
+    reasons = {
+        k: n for k, n in (("no label", no_label), ("empty text", table.num_rows - kept.num_rows - no_label)) if n
+    }
     if reasons:
         log.info("%s: dropped %s", split, reasons)
     return kept, reasons

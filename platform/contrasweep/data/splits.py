@@ -15,7 +15,7 @@ both come from the source's development (validation) split, as in SCL-MOO Sec. 3
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -54,7 +54,7 @@ def stratified_split(labels: np.ndarray, fractions: Sequence[float], seed: int) 
         start = 0
         for i, fraction in enumerate(fractions, start=1):
             n = min(round_half_up(len(idx) * fraction), len(idx) - start)
-            parts[i].append(idx[start:start + n])
+            parts[i].append(idx[start : start + n])
             start += n
         parts[0].append(idx[start:])
     return [np.sort(np.concatenate(p)) if p else np.zeros(0, np.int64) for p in parts]
@@ -69,8 +69,10 @@ def stratified_counts(counts: np.ndarray, n_total: int) -> np.ndarray:
     counts = np.asarray(counts, dtype=np.int64)
     present = counts > 0
     if n_total < int(present.sum()):
-        raise DataError(f"few_shot n_total={n_total} is smaller than the {int(present.sum())} classes; "
-                        f"allowed: n_total >= {int(present.sum())} (one example per class at least)")
+        raise DataError(
+            f"few_shot n_total={n_total} is smaller than the {int(present.sum())} classes; "
+            f"allowed: n_total >= {int(present.sum())} (one example per class at least)"
+        )
     share = n_total * counts / counts.sum()
     out = np.floor(share).astype(np.int64)
     out[present & (out == 0)] = 1
@@ -93,7 +95,7 @@ def draw_per_class(labels: np.ndarray, sizes: dict[int, list[int]], seed: int) -
         idx = rs.permutation(np.flatnonzero(labels == c))
         start = 0
         for j, n in enumerate(sizes[c]):
-            out[j].append(idx[start:start + n])
+            out[j].append(idx[start : start + n])
             start += n
     return [np.sort(np.concatenate(chunks)) for chunks in out]
 
@@ -138,8 +140,10 @@ def dev_splits(splits: dict[str, pa.Table], cfg: DataConfig) -> dict[str, pa.Tab
         counts = np.bincount(labels)
         classes = int((counts > 0).sum())
         if cap < classes:
-            raise DataError(f"data.dev_validation_max={cap} is smaller than the {classes} classes of the dev split; "
-                            f"allowed: dev_validation_max >= {classes}")
+            raise DataError(
+                f"data.dev_validation_max={cap} is smaller than the {classes} classes of the dev split; "
+                f"allowed: dev_validation_max >= {classes}"
+            )
         per_class = stratified_counts(counts, cap)
         (chosen,) = draw_per_class(labels, {c: [int(n)] for c, n in enumerate(per_class)}, cfg.split_seed)
         keep = keep[chosen]

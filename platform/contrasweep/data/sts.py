@@ -42,7 +42,7 @@ def load_pairs(source: str) -> pa.Table:
     """The pairs as a table (sentence1: string, sentence2: string, score: float64)."""
     check_source(source)
     if source.startswith(HUB_PREFIX):
-        name, _, config = source[len(HUB_PREFIX):].partition(":")
+        name, _, config = source[len(HUB_PREFIX) :].partition(":")
         dd = load_hub(name, config or None)
         split = next(s for s in ("validation", "test", "train", *dd) if s in dd)
         table = dd[split].with_format("arrow")[:]
@@ -50,14 +50,23 @@ def load_pairs(source: str) -> pa.Table:
         table = read_file(source, ["sentence1", "sentence2"])
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
-        raise DataError(f"evaluation.sts {source!r} has no column {missing[0]!r} (it has {', '.join(table.column_names)}); "
-                        f"allowed: {ALLOWED}")
+        raise DataError(
+            f"evaluation.sts {source!r} has no column {missing[0]!r} (it has {', '.join(table.column_names)}); "
+            f"allowed: {ALLOWED}"
+        )
     try:
         scores = table.column("score").cast(pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        raise DataError(f"evaluation.sts {source!r}: column 'score' is not numeric; allowed: numbers such as 0-5") from None
-    table = pa.table({"sentence1": table.column("sentence1").cast(pa.string()),
-                      "sentence2": table.column("sentence2").cast(pa.string()), "score": scores})
+        raise DataError(
+            f"evaluation.sts {source!r}: column 'score' is not numeric; allowed: numbers such as 0-5"
+        ) from None
+    table = pa.table(
+        {
+            "sentence1": table.column("sentence1").cast(pa.string()),
+            "sentence2": table.column("sentence2").cast(pa.string()),
+            "score": scores,
+        }
+    )
     table = table.drop_null()  # incomplete pairs carry no signal
     if table.num_rows < 2:
         raise DataError(f"evaluation.sts {source!r} has {table.num_rows} complete pairs; allowed: at least 2")
@@ -71,8 +80,10 @@ def prepare_sts(source: str, tokenizer: str, max_length: int) -> dict:
 
     pairs = load_pairs(source)
     index = pa.array(np.arange(pairs.num_rows, dtype=np.int64))
-    sides = {"a": pa.table({"text": pairs.column("sentence1"), "label": index}),
-             "b": pa.table({"text": pairs.column("sentence2"), "label": index})}
+    sides = {
+        "a": pa.table({"text": pairs.column("sentence1"), "label": index}),
+        "b": pa.table({"text": pairs.column("sentence2"), "label": index}),
+    }
     fingerprint = hashlib.sha256(f"sts:{source}:{tokenizer}:{max_length}:{pairs.num_rows}".encode()).hexdigest()
     tokenised = tokenize_splits(sides, load_tokenizer(tokenizer), max_length, False, fingerprint)
     out = {side: tokenised[side].with_format("arrow")[:] for side in sides}

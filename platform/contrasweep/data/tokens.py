@@ -6,12 +6,21 @@ import hashlib
 import os
 
 import pyarrow as pa
+
 from trainables.encoder_names import resolve_model_path
 
 # Files that define what a Hugging Face tokenizer produces; hashed for the cache key.
 TOKENIZER_FILES = (
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-    "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
 )
 
 
@@ -74,17 +83,27 @@ def tokenize_splits(splits: dict[str, pa.Table], tokenizer, max_length: int, is_
     def encode(batch):
         pair = batch["text_pair"] if is_pair else None
         enc = tokenizer(
-            batch["text"], pair, truncation=True, max_length=max_length,
-            return_token_type_ids=True, return_attention_mask=False,
+            batch["text"],
+            pair,
+            truncation=True,
+            max_length=max_length,
+            return_token_type_ids=True,
+            return_attention_mask=False,
         )
         return {"input_ids": enc["input_ids"], "token_type_ids": enc["token_type_ids"], "labels": batch["label"]}
 
     out = {}
     for split, table in splits.items():
         out[split] = Dataset(table).map(
-            encode, batched=True, batch_size=1000, remove_columns=table.column_names, features=features,
+            encode,
+            batched=True,
+            batch_size=1000,
+            remove_columns=table.column_names,
+            features=features,
             # num_proc=None runs in this process; datasets 5 forks a worker pool even for num_proc=1.
-            keep_in_memory=True, num_proc=None, desc=f"tokenise {split}",
+            keep_in_memory=True,
+            num_proc=None,
+            desc=f"tokenise {split}",
             # A fixed fingerprint: hashing the closure (it holds the tokenizer) is slow and noisy.
             new_fingerprint=hashlib.sha256(f"{fingerprint}:{split}".encode()).hexdigest()[:16],
         )

@@ -31,9 +31,12 @@ def state_dirs(sweep: SweepDir) -> dict[str, str]:
     location = sweep.trials_location
     pa_fs, root = filesystem(location)
     found = pa_fs.get_file_info(fs.FileSelector(root, allow_not_found=True))
-    return {info.base_name: join(location, info.base_name, STATE_DIR) for info in found
-            if info.type == fs.FileType.Directory
-            and pa_fs.get_file_info(f"{info.path}/{STATE_DIR}").type == fs.FileType.Directory}
+    return {
+        info.base_name: join(location, info.base_name, STATE_DIR)
+        for info in found
+        if info.type == fs.FileType.Directory
+        and pa_fs.get_file_info(f"{info.path}/{STATE_DIR}").type == fs.FileType.Directory
+    }
 
 
 def reclaim(sweep: SweepDir) -> int:
@@ -69,5 +72,8 @@ def _trials_to_drop(sweep: SweepDir) -> tuple[set[str], set[str]]:
     if not tests.get("done"):
         return stopped, set()
     shown = set(tests.get("reported", [])) | set(tests.get("kept", []))
-    return stopped, {e.get("config_key") for tid, e in trials.items() if e.get("outcome") == "complete"
-                     and (tid not in shown or e.get("model") == MODEL_LOGGED)}
+    return stopped, {
+        e.get("config_key")
+        for tid, e in trials.items()
+        if e.get("outcome") == "complete" and (tid not in shown or e.get("model") == MODEL_LOGGED)
+    }

@@ -61,8 +61,13 @@ def pid_exists(pid: int) -> bool:
 
 def record() -> dict:
     pid = os.getpid()
-    return {"pid": pid, "host": socket.gethostname(), "boot_id": _boot_id(), "started": _started(pid),
-            "heartbeat": time.time()}
+    return {
+        "pid": pid,
+        "host": socket.gethostname(),
+        "boot_id": _boot_id(),
+        "started": _started(pid),
+        "heartbeat": time.time(),
+    }
 
 
 def write(folder: Path) -> None:
@@ -107,7 +112,7 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="contrasweep-heartbeat", daemon=True)
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         write(self.folder)
         self._thread.start()
         return self

@@ -172,7 +172,7 @@ class Follower:
             with open(self.journal, "rb") as fh:
                 fh.seek(self._offset)
                 raw = fh.read()
-            complete = raw[:raw.rfind(b"\n") + 1]
+            complete = raw[: raw.rfind(b"\n") + 1]
             for line in complete.splitlines():
                 record = json.loads(line)
                 section = record["section"]

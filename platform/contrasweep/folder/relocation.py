@@ -42,12 +42,11 @@ def here(path: str | os.PathLike) -> str:
     text = str(path)
     for old, new in _MOVED.items():
         if text == old or text.startswith(old + os.sep):
-            return new + text[len(old):]
+            return new + text[len(old) :]
     return text
 
 
 def here_uri(uri: str) -> str:
     """A ``sqlite:///`` URI whose file moved with its sweep; other URIs unchanged."""
     prefix = "sqlite:///"
-    return prefix + here(uri[len(prefix):]) if uri.startswith(prefix) else uri
-
+    return prefix + here(uri[len(prefix) :]) if uri.startswith(prefix) else uri

@@ -31,11 +31,41 @@ from contrasweep.folder.relocation import here
 from trainables.storage import display, filesystem, is_uri, join, local_path
 
 TIMEOUT_S = 20.0
-MIRRORED = ("spec.yaml", "sweep.json", "tracking.journal", "tracking.json", "group_asha.journal", "group_asha.json",
-            "race.journal", "race.json", "budget.json", "optuna.db")  # each journal
+MIRRORED = (
+    "spec.yaml",
+    "sweep.json",
+    "tracking.journal",
+    "tracking.json",
+    "group_asha.journal",
+    "group_asha.json",
+    "race.journal",
+    "race.json",
+    "budget.json",
+    "optuna.db",
+)  # each journal
 # before its snapshot: a snapshot written between the two copies makes the older journal copy one it ignores
-NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "ceph", "fuse.cephfs", "beegfs", "glusterfs",
-              "fuse.glusterfs", "fuse.s3fs", "fuse.gcsfuse", "fuse.juicefs", "9p", "virtiofs", "afs", "pvfs2", "orangefs")
+NETWORK_FS = (
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "lustre",
+    "gpfs",
+    "ceph",
+    "fuse.cephfs",
+    "beegfs",
+    "glusterfs",
+    "fuse.glusterfs",
+    "fuse.s3fs",
+    "fuse.gcsfuse",
+    "fuse.juicefs",
+    "9p",
+    "virtiofs",
+    "afs",
+    "pvfs2",
+    "orangefs",
+)
 
 
 def check(storage: str | None, sweep_path: Path, machines: int) -> None:
@@ -49,7 +79,8 @@ def check(storage: str | None, sweep_path: Path, machines: int) -> None:
         raise UserError(
             f"the sweep's storage {where} is a folder of this machine only, but the Ray cluster spans {machines} machines: "
             "trials on other nodes could neither write nor resume their checkpoints; allowed: --storage "
-            "s3://bucket/prefix (or gs://…, hdfs://…), or a path on a file system every node mounts (NFS)")
+            "s3://bucket/prefix (or gs://…, hdfs://…), or a path on a file system every node mounts (NFS)"
+        )
 
 
 def shared_path(path: Path) -> bool:
@@ -62,13 +93,18 @@ def shared_path(path: Path) -> bool:
         return False
     for line in mounts:
         fields = line.split()
-        if len(fields) >= 3 and (str(path) + "/").startswith(fields[1].rstrip("/") + "/") and len(fields[1]) >= len(best):
+        if (
+            len(fields) >= 3
+            and (str(path) + "/").startswith(fields[1].rstrip("/") + "/")
+            and len(fields[1]) >= len(best)
+        ):
             best, kind = fields[1], fields[2]
     return kind in NETWORK_FS
 
 
 def _reachable(storage: str) -> None:
     """List and write a probe object, with a time limit (an unreachable endpoint retries for minutes)."""
+
     def probe() -> None:
         fs, path = filesystem(storage)
         with fs.open_output_stream(f"{path}/.contrasweep-probe") as out:
@@ -79,12 +115,16 @@ def _reachable(storage: str) -> None:
     try:
         pool.submit(probe).result(timeout=TIMEOUT_S)
     except concurrent.futures.TimeoutError:
-        raise UserError(f"storage {display(storage)} did not answer within {TIMEOUT_S:g} s; allowed: a storage URI "
-                        "this machine and every node reach (check the endpoint, network and credentials)") from None
+        raise UserError(
+            f"storage {display(storage)} did not answer within {TIMEOUT_S:g} s; allowed: a storage URI "
+            "this machine and every node reach (check the endpoint, network and credentials)"
+        ) from None
     except Exception as exc:  # noqa: BLE001 - pyarrow raises OSError/ValueError/ArrowInvalid; all mean "unusable"
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise UserError(f"storage {display(storage)} cannot be written: {reason}; allowed: an existing bucket or "
-                        "folder with write access (credentials from the environment or the URI)") from None
+        raise UserError(
+            f"storage {display(storage)} cannot be written: {reason}; allowed: an existing bucket or "
+            "folder with write access (credentials from the environment or the URI)"
+        ) from None
     finally:
         pool.shutdown(wait=False)
 
@@ -112,7 +152,9 @@ def mirror(storage: str | None, sweep_path: Path) -> None:
                 with sqlite3.connect(source) as src, sqlite3.connect(copy) as dst:
                     src.backup(dst)
                 source = copy
-            pafs.copy_files(str(source), f"{base}/{name}", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+            pafs.copy_files(
+                str(source), f"{base}/{name}", source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs
+            )
 
 
 def fetch(storage: str, sweep_path: Path) -> bool:
@@ -125,8 +167,10 @@ def fetch(storage: str, sweep_path: Path) -> bool:
         if fs.get_file_info(f"{base}/sweep.json").type != pafs.FileType.File:
             return False
     except OSError as exc:
-        raise UserError(f"storage {display(storage)} cannot be read: {str(exc).splitlines()[0]}; allowed: a storage "
-                        "URI this machine reaches") from None
+        raise UserError(
+            f"storage {display(storage)} cannot be read: {str(exc).splitlines()[0]}; allowed: a storage "
+            "URI this machine reaches"
+        ) from None
     sweep_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{sweep_path.name}.", dir=sweep_path.parent))
     try:

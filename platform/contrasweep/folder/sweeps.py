@@ -127,11 +127,15 @@ class SweepDir:
         try:
             meta = json.loads(self.meta_file.read_bytes().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UserError(f"sweep {self.name!r}: {self.meta_file} is damaged ({exc}); allowed: the JSON file contrasweep "
-                            "wrote there (restore it, or remove the sweep folder)") from None
+            raise UserError(
+                f"sweep {self.name!r}: {self.meta_file} is damaged ({exc}); allowed: the JSON file contrasweep "
+                "wrote there (restore it, or remove the sweep folder)"
+            ) from None
         if not isinstance(meta, dict):
-            raise UserError(f"sweep {self.name!r}: {self.meta_file} holds no JSON object; allowed: the JSON file "
-                            "contrasweep wrote there (restore it, or remove the sweep folder)")
+            raise UserError(
+                f"sweep {self.name!r}: {self.meta_file} holds no JSON object; allowed: the JSON file "
+                "contrasweep wrote there (restore it, or remove the sweep folder)"
+            )
         return meta
 
     def update_meta(self, **values) -> None:
@@ -179,15 +183,21 @@ def ensure_new(root: Path, name: str, overwrite: bool = False) -> None:
     if overwrite:
         alive, who = folder.driver()
         if alive == "alive":
-            raise UserError(f"sweep {name!r} is still running ({who}); allowed: --overwrite once it has ended, or a new --name")
+            raise UserError(
+                f"sweep {name!r} is still running ({who}); allowed: --overwrite once it has ended, or a new --name"
+            )
         return
     status = folder.status()
     fresh = _free_name(root, name)
     if status == "finished":
-        raise UserError(f"sweep {name!r} already exists in {root} and has finished; allowed: a new --name "
-                        f"(e.g. {fresh}), or --overwrite to replace it")
-    raise UserError(f"sweep {name!r} already exists in {root} ({status}); allowed: `contrasweep resume {name}`, "
-                    f"a new --name (e.g. {fresh}), or --overwrite to replace it")
+        raise UserError(
+            f"sweep {name!r} already exists in {root} and has finished; allowed: a new --name "
+            f"(e.g. {fresh}), or --overwrite to replace it"
+        )
+    raise UserError(
+        f"sweep {name!r} already exists in {root} ({status}); allowed: `contrasweep resume {name}`, "
+        f"a new --name (e.g. {fresh}), or --overwrite to replace it"
+    )
 
 
 def _free_name(root: Path, name: str) -> str:
@@ -213,8 +223,14 @@ def create(root: Path, name: str, spec: dict, meta: dict) -> SweepDir:
 
     driver.write(sweep.path)  # before the status says running: a dead driver is always seen
     # folder: where the sweep was made; resume maps the paths Tune pickled when it moved (contrasweep.folder.relocation)
-    sweep.update_meta(name=name, created=time.strftime("%Y-%m-%dT%H:%M:%S"), status="running",
-                      folder=str(sweep.path), experiments=["tune"], **meta)
+    sweep.update_meta(
+        name=name,
+        created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+        status="running",
+        folder=str(sweep.path),
+        experiments=["tune"],
+        **meta,
+    )
     return sweep
 
 

@@ -31,8 +31,9 @@ from trainables.registry import declaration, get_method
 from trainables.user_methods import is_reference
 
 
-def check_services(sweep: Sweep, tracking_uri: str | None, address: str | None,
-                   uri_flag: str = "--tracking-uri") -> None:
+def check_services(
+    sweep: Sweep, tracking_uri: str | None, address: str | None, uri_flag: str = "--tracking-uri"
+) -> None:
     """Before the data are prepared and before Ray starts (one line each): the tracking
     server and the Ray address answer, the server lets the driver write the sweep's
     experiment, and one trial fits the local machine."""
@@ -120,13 +121,19 @@ def method_unchanged(sweep: Sweep, sweep_dir: SweepDir, allow: bool) -> None:
         return
     change = f"{now['file']}: sha256 {accepted.get('sha256', '?')[:12]} when it last ran, {now['sha256'][:12]} now"
     if not allow:
-        raise UserError(f"method {sweep.method!r} of sweep {sweep_dir.name!r} changed since the sweep last ran ({change}); "
-                        "allowed: restore the file, or --allow-changed-method to go on with the new code (its runs "
-                        "then record both hashes)")
+        raise UserError(
+            f"method {sweep.method!r} of sweep {sweep_dir.name!r} changed since the sweep last ran ({change}); "
+            "allowed: restore the file, or --allow-changed-method to go on with the new code (its runs "
+            "then record both hashes)"
+        )
     changes = [*meta.get("method_changes", []), {**now, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}]
     sweep_dir.update_meta(method_changes=changes)
-    print(f"[contrasweep] method changed since the sweep last ran ({change}): going on with the new code "
-          "(--allow-changed-method); its runs record both hashes", file=sys.stderr, flush=True)
+    print(
+        f"[contrasweep] method changed since the sweep last ran ({change}): going on with the new code "
+        "(--allow-changed-method); its runs record both hashes",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def method_runs(method: str) -> None:
@@ -151,13 +158,19 @@ def method_runs(method: str) -> None:
     try:
         failed = check_before_sweep(method)
     except SpecError as error:
-        print(f"[contrasweep] method not checked before the sweep ({error}); check it with: contrasweep check-method "
-              f"{shlex.quote(method)} --set KEY=VALUE", file=sys.stderr, flush=True)
+        print(
+            f"[contrasweep] method not checked before the sweep ({error}); check it with: contrasweep check-method "
+            f"{shlex.quote(method)} --set KEY=VALUE",
+            file=sys.stderr,
+            flush=True,
+        )
         return
     finally:
         transformers.logging.set_verbosity(verbosity)
         if bars:
             transformers.utils.logging.enable_progress_bar()
     if failed is not None:
-        raise UserError(f"method {method!r} fails its {failed.name} check: {failed.detail} (checked on a tiny random "
-                        f"BERT before the sweep starts; every check: contrasweep check-method {shlex.quote(method)})")
+        raise UserError(
+            f"method {method!r} fails its {failed.name} check: {failed.detail} (checked on a tiny random "
+            f"BERT before the sweep starts; every check: contrasweep check-method {shlex.quote(method)})"
+        )

@@ -57,7 +57,11 @@ def run_trial(config: dict[str, Any], data: list, static: SweepStatic) -> None:
     if static.checkpoint_at:
         loop_config["checkpoint_at"] = list(static.checkpoint_at)
     if not static.distributed:
-        train(loop_config, ray.get(data[variant]), TuneSession(state_dir(static, config), use_gpu=static.resources.gpu > 0))
+        train(
+            loop_config,
+            ray.get(data[variant]),
+            TuneSession(state_dir(static, config), use_gpu=static.resources.gpu > 0),
+        )
         return
     run_distributed(loop_config, data[variant], static, key_of(config), state_dir(static, config))
 

@@ -24,10 +24,10 @@ import sys
 import time
 
 from contrasweep import console
+from contrasweep.console.summary import resume_line
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, sweeps
 from contrasweep.folder.record import TrackingState
-from contrasweep.console.summary import resume_line
 from contrasweep.run.checks import check_services, method_unchanged
 from contrasweep.run.inputs import load_sweep
 from contrasweep.search.grid_search import REPEAT_GROWTH, default_of, shown
@@ -36,25 +36,49 @@ from contrasweep.spec.axes import REPEAT_AXES, keep_order
 from contrasweep.spec.load import apply_override
 from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.text import a, counted
-from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking import writer
+from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import OUTCOME_TAG, get_client
 
-ALLOWED = ("allowed: supersets of sweep.seeds, data.seed, data.split_seed, data.k, data.n_total, data.rho, "
-           "data.num_classes (grid sweeps), a larger sweep.num_samples (optuna, random sweeps) or a larger "
-           "sweep.budget.slot_hours; anything else is a new sweep (`contrasweep run`)")
+ALLOWED = (
+    "allowed: supersets of sweep.seeds, data.seed, data.split_seed, data.k, data.n_total, data.rho, "
+    "data.num_classes (grid sweeps), a larger sweep.num_samples (optuna, random sweeps) or a larger "
+    "sweep.budget.slot_hours; anything else is a new sweep (`contrasweep run`)"
+)
 EXTENSION_TAG = "contrasweep.extension.{}"  # on the sweep run: when, the overrides, --top, the new trials
 EXTENDED_TAG = "contrasweep.extended"  # on the sweep run: how many extensions
 
 
 # The spec key of each ``Sweep`` field an extension compares (``_spec_values``); the fields left
 # out are derived from these (grid blocks, domains, variants, the raw spec) or set by the CLI.
-SPEC_KEYS = {**{f: f for f in ("method", "name", "paper", "data", "encoder", "evaluation", "reported", "grid", "search",
-                               "fixed")},
-             **{f: f"sweep.{f}" for f in ("searcher", "metric", "mode", "num_samples", "max_concurrent", "max_failures",
-                                          "scheduler", "asha", "seeds", "warm_start", "resources", "storage", "ship",
-                                          "racing", "budget")},
-             "experiment": "tracking.experiment", "keep_models": "tracking.keep_models"}
+SPEC_KEYS = {
+    **{
+        f: f
+        for f in ("method", "name", "paper", "data", "encoder", "evaluation", "reported", "grid", "search", "fixed")
+    },
+    **{
+        f: f"sweep.{f}"
+        for f in (
+            "searcher",
+            "metric",
+            "mode",
+            "num_samples",
+            "max_concurrent",
+            "max_failures",
+            "scheduler",
+            "asha",
+            "seeds",
+            "warm_start",
+            "resources",
+            "storage",
+            "ship",
+            "racing",
+            "budget",
+        )
+    },
+    "experiment": "tracking.experiment",
+    "keep_models": "tracking.keep_models",
+}
 
 
 def _spec_values(sweep: Sweep) -> dict:
@@ -84,9 +108,11 @@ def check_growth(ran: Sweep, new: Sweep) -> list[str]:
             continue
         if key == "sweep.budget":  # every searcher: the trials a budget left run with a larger one
             if was is None or (now is not None and now.slot_hours <= was.slot_hours):
-                raise UserError(f"sweep.budget can only grow ({shown(was and was.slot_hours)} slot-hours -> "
-                                f"{shown(now and now.slot_hours)}); allowed: a larger sweep.budget.slot_hours, or "
-                                "sweep.budget=null (no limit)")
+                raise UserError(
+                    f"sweep.budget can only grow ({shown(was and was.slot_hours)} slot-hours -> "
+                    f"{shown(now and now.slot_hours)}); allowed: a larger sweep.budget.slot_hours, or "
+                    "sweep.budget=null (no limit)"
+                )
             grown.append(key)
             continue
         if key in searcher.growth:
@@ -145,8 +171,16 @@ def reopen_groups(client, state: dict, sizes: dict) -> list[str]:
     return reopened
 
 
-def extend(name: str, root, overrides: list[str], top: int | None, address: str | None, ray_dashboard: bool = False,
-           ray_bind_all: bool = False, allow_changed_method: bool = False):
+def extend(
+    name: str,
+    root,
+    overrides: list[str],
+    top: int | None,
+    address: str | None,
+    ray_dashboard: bool = False,
+    ray_bind_all: bool = False,
+    allow_changed_method: bool = False,
+):
     """Grow the sweep ``name``; returns Tune's results of the new trials (or of the resume, when
     the sweep was unfinished and did not finish). An unfinished sweep is resumed first."""
     from contrasweep.run import tune  # Ray: only once the growth was checked
@@ -154,21 +188,30 @@ def extend(name: str, root, overrides: list[str], top: int | None, address: str 
     sweep_dir = sweeps.open_existing(root, name)
     status = sweep_dir.status()
     if status == "running":
-        raise UserError(f"sweep {name!r} is still running ({sweep_dir.driver()[1]}); allowed: extend it once it has ended")
+        raise UserError(
+            f"sweep {name!r} is still running ({sweep_dir.driver()[1]}); allowed: extend it once it has ended"
+        )
     if top is not None and top < 1:
         raise UserError(f"--top {top} is not allowed; allowed: a whole number of configurations, 1 or more")
     old, new, grown = grown_sweep(sweep_dir, overrides)
     if top is not None and not set(grown) & set(REPEAT_GROWTH):  # a grid's repeats
-        raise UserError("--top chooses which configurations get new repeats; allowed with a larger sweep.seeds, "
-                        "data.seed or data.split_seed")
+        raise UserError(
+            "--top chooses which configurations get new repeats; allowed with a larger sweep.seeds, "
+            "data.seed or data.split_seed"
+        )
     method_unchanged(new, sweep_dir, allow_changed_method)  # last: an allowed change is recorded
     if status != "finished":
         print(f"[contrasweep] sweep {name!r} is {status}: resuming it before it grows", file=sys.stderr, flush=True)
-        results = tune.resume(name, root, address, ray_dashboard=ray_dashboard, ray_bind_all=ray_bind_all,
-                              allow_changed_method=True)  # checked above
+        results = tune.resume(
+            name, root, address, ray_dashboard=ray_dashboard, ray_bind_all=ray_bind_all, allow_changed_method=True
+        )  # checked above
         if sweep_dir.meta().get("status") != "finished":
-            print(f"[contrasweep] sweep {name!r} did not finish ({sweep_dir.meta().get('status')}): it did not grow; "
-                  "extend it once it has finished", file=sys.stderr, flush=True)
+            print(
+                f"[contrasweep] sweep {name!r} did not finish ({sweep_dir.meta().get('status')}): it did not grow; "
+                "extend it once it has finished",
+                file=sys.stderr,
+                flush=True,
+            )
             return results
     entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "overrides": list(overrides), "top": top}
     suggestions = searcher_of(new).new_suggestions(old, new)
@@ -183,8 +226,15 @@ def in_extension(root, name: str) -> bool:
     return sweep_dir.meta_file.exists() and bool(sweep_dir.meta().get("extensions"))
 
 
-def resume_extension(name: str, root, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
-                     ray_bind_all: bool = False, allow_changed_method: bool = False):
+def resume_extension(
+    name: str,
+    root,
+    address: str | None,
+    storage: str | None = None,
+    ray_dashboard: bool = False,
+    ray_bind_all: bool = False,
+    allow_changed_method: bool = False,
+):
     """``resume`` of a sweep whose stage is an extension: the same extension (``sweep.json``'s last
     entry, ``spec.yaml`` already grown) in a fresh Tuner: what ended is kept, unfinished repeats
     go on from their state folders, re-attached to their runs by configuration key."""
@@ -218,9 +268,12 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     ended = [e for e in record.trials.values() if "status" in e]
     growth = searcher_of(new).extension(new, client, record.data, parent, top, again, sweep_dir.path)
     if growth.trials == 0:
-        raise UserError(f"sweep {sweep_dir.name!r} has nothing new to train: every trial of the grown grid ran"
-                        + (f" or belongs to a configuration outside the --top {top}" if top else "")
-                        + " (stopped or failed configurations get no new repeats); " + ALLOWED)
+        raise UserError(
+            f"sweep {sweep_dir.name!r} has nothing new to train: every trial of the grown grid ran"
+            + (f" or belongs to a configuration outside the --top {top}" if top else "")
+            + " (stopped or failed configurations get no new repeats); "
+            + ALLOWED
+        )
     sizes, space = growth.sizes, growth.space
     total = len(ended) + growth.trials if growth.trials is not None else total_trials(new)
     if growth.trials is not None:
@@ -234,18 +287,24 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     with driver.Heartbeat(sweep_dir.path):
         # the grown spec, where its variants are, the new experiment (tune-extN): what resume reads
         sweep_dir.spec_file.write_text(yaml.safe_dump(new.raw, sort_keys=False))
-        sweep_dir.update_meta(status="running", total=total, extensions=extensions,
-                              variant_order=[v.data for v in new.variants])
+        sweep_dir.update_meta(
+            status="running", total=total, extensions=extensions, variant_order=[v.data for v in new.variants]
+        )
         sweep_dir.new_experiment()  # this driver's Tune experiment: tune-extN, or tune-extN-rK when resumed
         reopened = reopen_groups(client, record.data, sizes) if sizes else []
         client.log_text(parent, spec_yaml(new.raw), "spec.yaml")  # what the report reads (dashboards.source)
         client.set_tag(parent, EXTENSION_TAG.format(len(extensions)), json.dumps(entry, sort_keys=True))
         client.set_tag(parent, EXTENDED_TAG, str(len(extensions)))
         regrown = f", {counted(len(reopened), 'configuration')} get new repeats" if reopened else ""
-        print(f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(entry['overrides'])}"
-              f"{f'; --top {top}' if top else ''}): "
-              f"{counted(entry['trials'], growth.unit) if 'trials' in entry else 'what the budget left'}{regrown}; "
-              f"its extension {len(extensions)}", file=sys.stderr, flush=True)
-        tuner, static = tune.build_tuner(new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total,
-                                           growth.queue)
+        print(
+            f"[contrasweep] sweep {sweep_dir.name!r} grows ({', '.join(entry['overrides'])}"
+            f"{f'; --top {top}' if top else ''}): "
+            f"{counted(entry['trials'], growth.unit) if 'trials' in entry else 'what the budget left'}{regrown}; "
+            f"its extension {len(extensions)}",
+            file=sys.stderr,
+            flush=True,
+        )
+        tuner, static = tune.build_tuner(
+            new, sweep_dir, prepared, refs, files, tracking_uri, space, sizes, total, growth.queue
+        )
         return tune.fit(tuner, sweep_dir, test_phase.after_tune(new, sweep_dir, static, refs), start_slots(new))

@@ -82,14 +82,27 @@ def probe(method: str, slots: int, address: str | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="contrasweep-probe-") as work:
         out = Path(work) / "probe.json"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        command = [sys.executable, "-m", "contrasweep.run.fixed_costs", "--method", method, "--slots", str(slots),
-                   "--work", work, "--out", str(out)] + (["--address", address] if address else [])
+        command = [
+            sys.executable,
+            "-m",
+            "contrasweep.run.fixed_costs",
+            "--method",
+            method,
+            "--slots",
+            str(slots),
+            "--work",
+            work,
+            "--out",
+            str(out),
+        ] + (["--address", address] if address else [])
         began = time.perf_counter()
         done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         wall = time.perf_counter() - began
         if done.returncode != 0:
-            raise RuntimeError(f"the fixed-cost probe failed (exit {done.returncode}): "
-                               f"{(done.stderr.strip().splitlines() or [''])[-1]}")
+            raise RuntimeError(
+                f"the fixed-cost probe failed (exit {done.returncode}): "
+                f"{(done.stderr.strip().splitlines() or [''])[-1]}"
+            )
         inner = json.loads(out.read_text())
     # the interpreter's start and the driver's imports: everything before the probe's own clock
     inner["driver_s"] = wall - inner.pop("inner_s") + inner.pop("imports_s")
@@ -138,18 +151,32 @@ def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict
             ends[trial.trial_id] = (start, time.perf_counter(), int((trial.last_result or {}).get("pid", 0)))
 
     (work / "sweep").mkdir()
-    tracker = MlflowTracker(work / "sweep", f"sqlite:///{work / 'mlflow.db'}", "probe", "probe", {"method": method},
-                            {"method": method}, "val/accuracy", "max",
-                            static=SweepStatic(method=method))
+    tracker = MlflowTracker(
+        work / "sweep",
+        f"sqlite:///{work / 'mlflow.db'}",
+        "probe",
+        "probe",
+        {"method": method},
+        {"method": method},
+        "val/accuracy",
+        "max",
+        static=SweepStatic(method=method),
+    )
     trials = 4 * slots
     began = time.perf_counter()
     tuner = tune.Tuner(
         tune.with_resources(_trial, {"cpu": 1}),
-        param_space={"method": method, "hp": {"epochs": 1, "lr": tune.grid_search([1e-5 * (i + 1) for i in range(trials)])}},
-        tune_config=tune.TuneConfig(max_concurrent_trials=slots, scheduler=LiveFIFO(),
-                                    reuse_actors=True),  # as a sweep of one-worker trials does (run.tune)
-        run_config=tune.RunConfig(storage_path=str(work / "tune"), name="probe", callbacks=[tracker, Clock()],
-                                  verbose=0))
+        param_space={
+            "method": method,
+            "hp": {"epochs": 1, "lr": tune.grid_search([1e-5 * (i + 1) for i in range(trials)])},
+        },
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=slots, scheduler=LiveFIFO(), reuse_actors=True
+        ),  # as a sweep of one-worker trials does (run.tune)
+        run_config=tune.RunConfig(
+            storage_path=str(work / "tune"), name="probe", callbacks=[tracker, Clock()], verbose=0
+        ),
+    )
     grid = tuner.fit()
     end_s = time.perf_counter() - max(e for _, e, _ in ends.values())  # the tracker's and Tune's end
     if grid.errors:
@@ -165,8 +192,15 @@ def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict
         firsts.append(spans[0][1] - began)
         later += [b[0] - a[0] for a, b in zip(spans[1:], spans[2:])]  # the first span holds the imports
     trial_s = statistics.median(later) if later else statistics.median(e - s for s, e, _ in ends.values())
-    return {"imports_s": imports_s, "ray_start_s": ray_start_s, "worker_start_s": max(0.0, statistics.mean(firsts) - trial_s),
-            "trial_s": trial_s, "end_s": end_s, "trials": trials, "slots": slots}
+    return {
+        "imports_s": imports_s,
+        "ray_start_s": ray_start_s,
+        "worker_start_s": max(0.0, statistics.mean(firsts) - trial_s),
+        "trial_s": trial_s,
+        "end_s": end_s,
+        "trials": trials,
+        "slots": slots,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

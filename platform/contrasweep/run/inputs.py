@@ -43,11 +43,19 @@ def prepare_data(sweep: Sweep) -> list:
     out = []
     for variant in sweep.variants or expand(sweep.data, is_multilabel(sweep.data)):
         if is_multilabel(sweep.data):
-            out.append(prepare_multilabel(MultiLabelConfig.from_dict(variant.data), sweep.encoder["name"],
-                                          sweep.encoder["max_length"]))
+            out.append(
+                prepare_multilabel(
+                    MultiLabelConfig.from_dict(variant.data), sweep.encoder["name"], sweep.encoder["max_length"]
+                )
+            )
         else:
-            out.append(prepare(DataConfig.from_dict(variant.data), tokenizer=sweep.encoder["name"],
-                               max_length=sweep.encoder["max_length"]))
+            out.append(
+                prepare(
+                    DataConfig.from_dict(variant.data),
+                    tokenizer=sweep.encoder["name"],
+                    max_length=sweep.encoder["max_length"],
+                )
+            )
     return out
 
 
@@ -75,8 +83,11 @@ def rows_line(prepared: list) -> str:
 
 def data_notes(prepared: list) -> list[str]:
     """Every variant's notes on its data (``contrasweep.data.prepare.data_notes``), each once."""
-    return list(dict.fromkeys(note for one in prepared
-                              for note in notes_of(one.stats, one.dropped, getattr(one, "labels", None))))
+    return list(
+        dict.fromkeys(
+            note for one in prepared for note in notes_of(one.stats, one.dropped, getattr(one, "labels", None))
+        )
+    )
 
 
 def reported_line(sweep: Sweep) -> str | None:
@@ -87,8 +98,10 @@ def reported_line(sweep: Sweep) -> str | None:
         return None
     point = {**outside["defaults"], **outside["config"]}
     values = hp_values(point, sweep.method, sweep.varied)
-    return ("the spec's reported point runs first, as a configuration of its own outside the grid "
-            f"(its runs are named '(reported)'): {values}")
+    return (
+        "the spec's reported point runs first, as a configuration of its own outside the grid "
+        f"(its runs are named '(reported)'): {values}"
+    )
 
 
 def prepare_sts(sweep: Sweep) -> dict | None:
@@ -114,9 +127,18 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
 def sweep_static(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> SweepStatic:
     """The sweep's fixed part (``contrasweep.spec.static``), built once per driver; ``shipped``:
     the local files a cluster's workers get (``paths``: where a worker reads each)."""
-    static = SweepStatic.of(sweep, prepared, sweep_dir, paths={value: worker_path(value) for value in shipped},
-                            tests_in_trials=tests_in_trials(sweep), reported=reported_names(sweep))
+    static = SweepStatic.of(
+        sweep,
+        prepared,
+        sweep_dir,
+        paths={value: worker_path(value) for value in shipped},
+        tests_in_trials=tests_in_trials(sweep),
+        reported=reported_names(sweep),
+    )
     # the scheduler's pause epochs for these variants' training rows (a max_steps budget's epochs):
     # the rungs the scheduler builds from the same static (search.schedulers)
-    return dataclasses.replace(static, checkpoint_at=tuple(pause_epochs(sweep, static.train_rows)),
-                               reported_config=reported_config(sweep, static))
+    return dataclasses.replace(
+        static,
+        checkpoint_at=tuple(pause_epochs(sweep, static.train_rows)),
+        reported_config=reported_config(sweep, static),
+    )

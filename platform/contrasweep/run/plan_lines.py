@@ -23,8 +23,9 @@ from contrasweep.spec.sweep import Sweep
 from contrasweep.spec.text import counted
 
 
-def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where: str,
-             busy: float | None = None) -> list[str]:
+def describe(
+    sweep: Sweep, found: SweepPlan, available: dict[str, float], where: str, busy: float | None = None
+) -> list[str]:
     """The plan as the console prints it; ``busy``: CPUs other work held before the plan (``busy_cpus``)."""
     c = found.calibration
     resources = ", ".join(f"{v:g} {k}" for k, v in available.items() if v) or "no resources"
@@ -32,16 +33,25 @@ def describe(sweep: Sweep, found: SweepPlan, available: dict[str, float], where:
         f"{counted(found.trials, 'trial')} = {counted(found.configurations, 'configuration')} × "
         f"{counted(found.repeats, 'repeat')} ({counted(found.settings, 'setting')}); method {sweep.method}, searcher "
         f"{sweep.searcher}, scheduler {sweep.scheduler}",
-        *([f"racing (min_repeats {sweep.racing.min_repeats}, alpha {sweep.racing.alpha:g}): between "
-           f"{found.fewest_trials} and {found.trials} trials (every configuration's first {sweep.racing.min_repeats} "
-           "repeats; more while a configuration is not significantly worse than the best); the figures below are "
-           "for all of them"] if found.fewest_trials is not None else []),
+        *(
+            [
+                f"racing (min_repeats {sweep.racing.min_repeats}, alpha {sweep.racing.alpha:g}): between "
+                f"{found.fewest_trials} and {found.trials} trials (every configuration's first {sweep.racing.min_repeats} "
+                "repeats; more while a configuration is not significantly worse than the best); the figures below are "
+                "for all of them"
+            ]
+            if found.fewest_trials is not None
+            else []
+        ),
         *data_lines(found.data),
         *([budget_line(sweep, found)] if found.budget_trials is not None else []),
         f"training: {counted(found.epochs_total, 'epoch')}, {counted(found.steps_total, 'optimiser step')} in all; "
-        "test split: " + (f"once in each trial ({counted(found.test_passes, 'trial')}; evaluation.test: {sweep.test_split})"
-                          if tests_in_trials(sweep) else
-                          f"{counted(found.test_passes, 'evaluation')} after selection, at most (evaluation.test: reported)"),
+        "test split: "
+        + (
+            f"once in each trial ({counted(found.test_passes, 'trial')}; evaluation.test: {sweep.test_split})"
+            if tests_in_trials(sweep)
+            else f"{counted(found.test_passes, 'evaluation')} after selection, at most (evaluation.test: reported)"
+        ),
         *[line for line in (steps_line(found.setting_steps), floor_warning(found.setting_steps)) if line],
         f"disk: up to {human(found.disk_bytes)} in the sweep folder while it runs, {human(found.kept_bytes)} kept "
         f"when it has finished (best weights {human(c['weights_bytes'])} and a resume state "
@@ -78,17 +88,22 @@ def variant_sizes(rows: dict) -> str:
     if unused is None:
         return sizes_text(rows)
     total = unused + sum(rows[split] for split in SPLIT_NAMES)
-    left = f"{unused} of the source's {total} labelled rows unused" if unused else f"all {total} labelled source rows used"
+    left = (
+        f"{unused} of the source's {total} labelled rows unused" if unused else f"all {total} labelled source rows used"
+    )
     return f"{sizes_text(rows)}; {left}"
 
 
 def busy_cpus(seconds: float = 0.5) -> float | None:
     """CPUs busy with other work right now: /proc/stat's busy time over ``seconds`` (``plan``
     measures it before its own calibration); the 1-minute load average where there is no /proc."""
+
     def sample():
         with open("/proc/stat") as handle:
             values = [int(v) for v in handle.readline().split()[1:]]
-        return sum(values) - values[3] - (values[4] if len(values) > 4 else 0), sum(values)  # busy, all (less idle, iowait)
+        return sum(values) - values[3] - (values[4] if len(values) > 4 else 0), sum(
+            values
+        )  # busy, all (less idle, iowait)
 
     try:
         busy0, all0 = sample()
@@ -106,27 +121,38 @@ def load_text(where: str, busy: float | None) -> str:
         return "with nothing else running there"
     cpus = os.cpu_count() or 1
     slower = "; other work there would slow it" if busy >= 0.5 else ""
-    return f"with nothing else running ({busy:.1f} of {counted(cpus, 'CPU')} busy with other work when measured{slower})"
+    return (
+        f"with nothing else running ({busy:.1f} of {counted(cpus, 'CPU')} busy with other work when measured{slower})"
+    )
 
 
 def budget_line(sweep: Sweep, found: SweepPlan) -> str:
     unit = trial_slots(float(sweep.resources["cpu"]), float(sweep.resources["gpu"]), 1)[1]
-    fits = ("all of them fit" if found.budget_trials >= found.trials else
-            f"about {found.budget_trials} of the {found.trials} trials fit; the sweep then stops launching trials")
-    return (f"budget: {sweep.budget.slot_hours:g} {unit}-hours (sweep.budget); all the trials would take "
-            f"{found.slot_seconds / 3600:.3g} {unit}-hours: {fits}")
+    fits = (
+        "all of them fit"
+        if found.budget_trials >= found.trials
+        else f"about {found.budget_trials} of the {found.trials} trials fit; the sweep then stops launching trials"
+    )
+    return (
+        f"budget: {sweep.budget.slot_hours:g} {unit}-hours (sweep.budget); all the trials would take "
+        f"{found.slot_seconds / 3600:.3g} {unit}-hours: {fits}"
+    )
 
 
 def fixed_line(fixed: dict, where: str) -> str:
     over = fixed_overheads(fixed)
-    what = (f"sweep {over['sweep_s']:.1f} s, a trial process's start {over['worker_start_s']:.1f} s, "
-            f"{over['trial_s']:.2f} s per trial besides its loop")
+    what = (
+        f"sweep {over['sweep_s']:.1f} s, a trial process's start {over['worker_start_s']:.1f} s, "
+        f"{over['trial_s']:.2f} s per trial besides its loop"
+    )
     if not fixed:
         return f"fixed costs: {what} (defaults: not measured on {where})"
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(fixed["when"]))
-    return (f"fixed costs measured on {where} at {when}{' (kept from then)' if fixed.get('kept') else ''}: {what} "
-            f"(the driver's imports {fixed['driver_s']:.1f} s, Ray's start {fixed['ray_start_s']:.1f} s; "
-            "`plan --remeasure` measures again)")
+    return (
+        f"fixed costs measured on {where} at {when}{' (kept from then)' if fixed.get('kept') else ''}: {what} "
+        f"(the driver's imports {fixed['driver_s']:.1f} s, Ray's start {fixed['ray_start_s']:.1f} s; "
+        "`plan --remeasure` measures again)"
+    )
 
 
 def clock(seconds: float) -> str:

@@ -65,7 +65,8 @@ def steps_line(found: dict[str, list[int]]) -> str | None:
     if not found:
         return None
     return "optimiser steps per trial: " + ", ".join(
-        f"{label + ' ' if label else ''}{_span(fewest, most)}" for label, (fewest, most) in found.items())
+        f"{label + ' ' if label else ''}{_span(fewest, most)}" for label, (fewest, most) in found.items()
+    )
 
 
 def floor_warning(found: dict[str, list[int]]) -> str | None:
@@ -75,9 +76,11 @@ def floor_warning(found: dict[str, list[int]]) -> str | None:
     if not low:
         return None
     where = ", ".join(f"{n} ({label})" if label else str(n) for label, n in low.items())
-    return (f"warning: trials train as few as {where} optimiser steps, under the floor of {MIN_STEPS} "
-            "(MIN_STEPS: a fine-tuned encoder may not leave the majority class in fewer, issue 55); more steps: "
-            f"more fixed.epochs, a smaller batch_size, or fixed.max_steps={MIN_STEPS} (the same steps in every setting)")
+    return (
+        f"warning: trials train as few as {where} optimiser steps, under the floor of {MIN_STEPS} "
+        "(MIN_STEPS: a fine-tuned encoder may not leave the majority class in fewer, issue 55); more steps: "
+        f"more fixed.epochs, a smaller batch_size, or fixed.max_steps={MIN_STEPS} (the same steps in every setting)"
+    )
 
 
 def _span(fewest: int, most: int) -> str:

@@ -37,8 +37,10 @@ def tracking_server(uri: str | None, flag: str = "--tracking-uri") -> None:
         return  # it answered
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise UserError(f"{flag} {uri} did not answer within {TIMEOUT_S:g} s ({reason}); allowed: the address of a "
-                        "running MLflow server (contrasweep ui, platform/cluster/mlflow-server.yaml) or a sqlite:/// URI") from None
+        raise UserError(
+            f"{flag} {uri} did not answer within {TIMEOUT_S:g} s ({reason}); allowed: the address of a "
+            "running MLflow server (contrasweep ui, platform/cluster/mlflow-server.yaml) or a sqlite:/// URI"
+        ) from None
 
 
 def ray_address(address: str | None, flag: str = "--address") -> None:
@@ -52,14 +54,18 @@ def ray_address(address: str | None, flag: str = "--address") -> None:
     except ValueError:
         host, port = None, None
     if not host or not port:
-        raise UserError(f"{flag} {address!r} is not an address; allowed: HOST:PORT of the Ray head (e.g. 10.0.0.1:6379), "
-                        "ray://HOST:10001 or auto")
+        raise UserError(
+            f"{flag} {address!r} is not an address; allowed: HOST:PORT of the Ray head (e.g. 10.0.0.1:6379), "
+            "ray://HOST:10001 or auto"
+        )
     try:
         with socket.create_connection((host, port), timeout=TIMEOUT_S):
             return
     except OSError as exc:
-        raise UserError(f"{flag} {address} did not answer within {TIMEOUT_S:g} s ({exc.strerror or exc}); allowed: the "
-                        "address of a running Ray head (`ray start --head` prints it) or no --address for a local Ray") from None
+        raise UserError(
+            f"{flag} {address} did not answer within {TIMEOUT_S:g} s ({exc.strerror or exc}); allowed: the "
+            "address of a running Ray head (`ray start --head` prints it) or no --address for a local Ray"
+        ) from None
 
 
 def free_port() -> int:
@@ -77,16 +83,22 @@ def local_port(port: int, flag: str = "--port", host: str = "127.0.0.1") -> None
     try:
         family, *_, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     except (socket.gaierror, UnicodeError):
-        raise UserError(f"--host {host!r} is not an address of this machine; allowed: 127.0.0.1 (the default), "
-                        "0.0.0.0, or one of this machine's addresses") from None
+        raise UserError(
+            f"--host {host!r} is not an address of this machine; allowed: 127.0.0.1 (the default), "
+            "0.0.0.0, or one of this machine's addresses"
+        ) from None
     with socket.socket(family) as sock:
         try:
             sock.bind(address)
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
-                raise UserError(f"{flag} {port} is in use on {host}; allowed: a free port, e.g. {flag} {free_port()}") from None
-            raise UserError(f"--host {host} cannot be served here ({exc.strerror}); allowed: 127.0.0.1 (the default), "
-                            "0.0.0.0, or one of this machine's addresses") from None
+                raise UserError(
+                    f"{flag} {port} is in use on {host}; allowed: a free port, e.g. {flag} {free_port()}"
+                ) from None
+            raise UserError(
+                f"--host {host} cannot be served here ({exc.strerror}); allowed: 127.0.0.1 (the default), "
+                "0.0.0.0, or one of this machine's addresses"
+            ) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -96,8 +108,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def services(tracking_uri: str | None, address: str | None, uri_flag: str = "--tracking-uri",
-             experiment: str | None = None) -> None:
+def services(
+    tracking_uri: str | None, address: str | None, uri_flag: str = "--tracking-uri", experiment: str | None = None
+) -> None:
     """The tracking server and the Ray address (``address`` or ``$RAY_ADDRESS``) answer, and
     the server lets the driver write ``experiment`` (``tracking_access``); run by the CLI before
     Ray is imported (an error in about a second) and by the sweep again."""
@@ -134,45 +147,63 @@ def tracking_access(uri: str | None, experiment: str, flag: str = "--tracking-ur
         try:
             answer = http_request(creds, _REST + endpoint, method, max_retries=0, timeout=TIMEOUT_S, **kwargs)
         except MlflowException as exc:
-            raise UserError(f"{flag} {uri} did not answer {what} ({' '.join(str(exc).split())[:200]}); allowed: the "
-                            "address of a running MLflow server") from None
+            raise UserError(
+                f"{flag} {uri} did not answer {what} ({' '.join(str(exc).split())[:200]}); allowed: the "
+                "address of a running MLflow server"
+            ) from None
         if answer.status_code == 401:
             if credentials.given():
-                raise UserError(f"{flag} {uri} refused {who} (HTTP 401: a wrong password or no such user); allowed: "
-                                f"{credentials.USERNAME} and {credentials.PASSWORD} of a user the server's admin made "
-                                f"(or {credentials.TOKEN})") from None
-            raise UserError(f"{flag} {uri} asks who you are (HTTP 401) and {credentials.PASSWORD} is not set; allowed: "
-                            f"{credentials.USERNAME} and {credentials.PASSWORD} in the driver's environment (or "
-                            f"{credentials.TOKEN}, or {credentials.CREDENTIALS_FILE})") from None
+                raise UserError(
+                    f"{flag} {uri} refused {who} (HTTP 401: a wrong password or no such user); allowed: "
+                    f"{credentials.USERNAME} and {credentials.PASSWORD} of a user the server's admin made "
+                    f"(or {credentials.TOKEN})"
+                ) from None
+            raise UserError(
+                f"{flag} {uri} asks who you are (HTTP 401) and {credentials.PASSWORD} is not set; allowed: "
+                f"{credentials.USERNAME} and {credentials.PASSWORD} in the driver's environment (or "
+                f"{credentials.TOKEN}, or {credentials.CREDENTIALS_FILE})"
+            ) from None
         return answer
 
     found = ask("get-by-name", "GET", f"reading {where}", params={"experiment_name": experiment})
     if found.status_code == 403:
-        raise UserError(f"{who} may not read {where} (HTTP 403); allowed: an experiment you have EDIT on "
-                        "(tracking.experiment), or its owner grants you EDIT (platform/cluster/README.md)")
+        raise UserError(
+            f"{who} may not read {where} (HTTP 403); allowed: an experiment you have EDIT on "
+            "(tracking.experiment), or its owner grants you EDIT (platform/cluster/README.md)"
+        )
     if found.status_code == 404:  # RESOURCE_DOES_NOT_EXIST: the sweep makes it
         made = ask("create", "POST", f"making {where}", json={"name": experiment})
         if made.status_code == 403:
-            raise UserError(f"{who} may not create {where} (HTTP 403); allowed: an experiment you have EDIT on "
-                            "(tracking.experiment), or the server's admin lets you create one")
+            raise UserError(
+                f"{who} may not create {where} (HTTP 403); allowed: an experiment you have EDIT on "
+                "(tracking.experiment), or the server's admin lets you create one"
+            )
         _ok(made, flag, uri, "create")
         experiment_id = made.json()["experiment_id"]
     else:
         _ok(found, flag, uri, "get-by-name")
         experiment_id = found.json()["experiment"]["experiment_id"]
-    tagged = ask("set-experiment-tag", "POST", f"writing {where}",
-                 json={"experiment_id": experiment_id, "key": DRIVER_TAG, "value": _driver()})
+    tagged = ask(
+        "set-experiment-tag",
+        "POST",
+        f"writing {where}",
+        json={"experiment_id": experiment_id, "key": DRIVER_TAG, "value": _driver()},
+    )
     if tagged.status_code == 403:
-        raise UserError(f"{who} has no EDIT permission on {where} (HTTP 403: READ shows runs, a sweep writes them); "
-                        "allowed: a user with EDIT on it (its owner or the admin grants it: platform/cluster/README.md) "
-                        "or another tracking.experiment")
+        raise UserError(
+            f"{who} has no EDIT permission on {where} (HTTP 403: READ shows runs, a sweep writes them); "
+            "allowed: a user with EDIT on it (its owner or the admin grants it: platform/cluster/README.md) "
+            "or another tracking.experiment"
+        )
     _ok(tagged, flag, uri, "set-experiment-tag")
 
 
 def _ok(answer, flag: str, uri: str, endpoint: str) -> None:
     if answer.status_code != 200:
-        raise UserError(f"{flag} {uri} answered HTTP {answer.status_code} to MLflow's {endpoint} "
-                        f"({' '.join(answer.text.split())[:200]}); allowed: the address of an MLflow tracking server")
+        raise UserError(
+            f"{flag} {uri} answered HTTP {answer.status_code} to MLflow's {endpoint} "
+            f"({' '.join(answer.text.split())[:200]}); allowed: the address of an MLflow tracking server"
+        )
 
 
 def _driver() -> str:

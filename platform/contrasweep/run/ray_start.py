@@ -21,8 +21,15 @@ from contrasweep.run.stop_signal import take_sigterm
 from contrasweep.tracking import credentials
 
 
-def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code", local_files=(),
-             dashboard: bool = True, bind_all: bool = False, method: str = "") -> None:
+def init_ray(
+    address: str | None,
+    num_cpus: int | None = None,
+    ship: str = "code",
+    local_files=(),
+    dashboard: bool = True,
+    bind_all: bool = False,
+    method: str = "",
+) -> None:
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
     which the job ships the project's code and the spec's local files (``ship: code``), or on
     whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
@@ -47,7 +54,9 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
     if ray.is_initialized():
         return
     if address:
-        env = shipping.runtime_env(ship, local_files, method=method)  # a one-line error before connecting, when too large
+        env = shipping.runtime_env(
+            ship, local_files, method=method
+        )  # a one-line error before connecting, when too large
         ray.init(address=address, runtime_env=env, log_to_driver=True)
         take_sigterm()  # Ray's core worker installed its own (stop_signal)
         if ship == "installed":
@@ -55,9 +64,11 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         return
     options: dict = {"include_dashboard": False}
     if not bind_all and ray.util.get_node_ip_address() != "127.0.0.1":
-        raise UserError(f"Ray was imported before its one-machine mode was set, so the local Ray would listen on every "
-                        f"interface: call contrasweep.run.ray_env.local_ray_environment() before importing ray, "
-                        f"or set {LOOPBACK_ENV_VAR}=0 and RAY_AUTH_MODE=token")
+        raise UserError(
+            f"Ray was imported before its one-machine mode was set, so the local Ray would listen on every "
+            f"interface: call contrasweep.run.ray_env.local_ray_environment() before importing ray, "
+            f"or set {LOOPBACK_ENV_VAR}=0 and RAY_AUTH_MODE=token"
+        )
     env = worker_env()
     # one machine, no cloud: no node can be preempted, and Ray Train's PreemptionWatcher (an
     # actor process per Train run, about 3 s of CPU to start here) would watch for nothing
@@ -72,8 +83,13 @@ def init_ray(address: str | None, num_cpus: int | None = None, ship: str = "code
         os.environ["RAY_API_SERVER_ADDRESS"] = env["RAY_API_SERVER_ADDRESS"] = f"http://127.0.0.1:{port}"
         options = {"include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": port}
     with credentials.withheld():  # the raylet and every worker copy the environment: trials never write MLflow
-        ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), log_to_driver=True,
-                 runtime_env={"env_vars": env}, **options)
+        ray.init(
+            address="local",
+            num_cpus=num_cpus or os.cpu_count(),
+            log_to_driver=True,
+            runtime_env={"env_vars": env},
+            **options,
+        )
     take_sigterm()
 
 

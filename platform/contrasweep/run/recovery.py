@@ -30,8 +30,10 @@ def settle(sweep: SweepDir) -> str | None:
     try:
         closed = close_runs(sweep, meta)
     except Exception as exc:  # noqa: BLE001 - list goes on with the other sweeps whatever the store says
-        return (f"{sweep.name}: its driver is gone ({who}) but its MLflow runs could not be closed "
-                f"({type(exc).__name__}: {error_line(str(exc))[:200]})")
+        return (
+            f"{sweep.name}: its driver is gone ({who}) but its MLflow runs could not be closed "
+            f"({type(exc).__name__}: {error_line(str(exc))[:200]})"
+        )
     sweep.update_meta(status="interrupted", stopped="the driver died")
     return f"{sweep.name}: its driver is gone ({who}); marked interrupted, {closed} MLflow runs closed as KILLED"
 
@@ -46,7 +48,9 @@ def close_runs(sweep: SweepDir, meta: dict) -> int:
     # with the driver had not applied (contrasweep.tracking.writer)
     replay_log(client, sweep.path)
     state = TrackingState(sweep.path / "tracking.json") if (sweep.path / "tracking.json").exists() else None
-    experiment = client.get_experiment_by_name(str((sweep.spec().get("tracking") or {}).get("experiment", "contrasweep")))
+    experiment = client.get_experiment_by_name(
+        str((sweep.spec().get("tracking") or {}).get("experiment", "contrasweep"))
+    )
     if experiment is None:
         return 0
     runs = sweep_runs(client, experiment.experiment_id, sweep.name)
@@ -81,7 +85,8 @@ def out_of_memory(exc: BaseException, name: str) -> UserError | None:
                 f"sweep {name!r} stopped: Ray killed a trial's process because this machine ran low on memory (over "
                 "95 % of it in use); nothing finished is lost; allowed: fewer trials at once (`--set "
                 "sweep.max_concurrent=1` in a new sweep) or a smaller batch_size or eval_batch_size, or "
-                f"`contrasweep resume {name}` on a machine with more memory")
+                f"`contrasweep resume {name}` on a machine with more memory"
+            )
         chain.add(id(seen))
         seen = seen.__cause__ or seen.__context__
     return None

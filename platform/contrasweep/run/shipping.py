@@ -38,8 +38,8 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from contrasweep.errors import UserError
 from contrasweep.folder.driver import pid_exists
@@ -55,17 +55,34 @@ FILES_DIR = "contrasweep_files"  # folder of the working_dir that holds the ship
 # gitignore patterns (Ray matches them relative to each shipped folder); basename patterns
 # only, so that ``shipped_bytes`` can apply them exactly. No weights patterns: the same list
 # applies to the working_dir, whose model folders must keep their weights.
-EXCLUDES = ["__pycache__/", "*.pyc", "*.pyo", ".pytest_cache/", ".mypy_cache/", ".ruff_cache/",
-            ".ipynb_checkpoints/", "*.egg-info/", ".git/", ".venv/", "venv/",
-            "sweeps/", "mlruns/", "mlartifacts/", "mlflow.db"]  # a sweep run from inside a package folder
+EXCLUDES = [
+    "__pycache__/",
+    "*.pyc",
+    "*.pyo",
+    ".pytest_cache/",
+    ".mypy_cache/",
+    ".ruff_cache/",
+    ".ipynb_checkpoints/",
+    "*.egg-info/",
+    ".git/",
+    ".venv/",
+    "venv/",
+    "sweeps/",
+    "mlruns/",
+    "mlartifacts/",
+    "mlflow.db",
+]  # a sweep run from inside a package folder
 MiB = 1024 * 1024
 
 
 def worker_env() -> dict[str, str]:
     """One thread pool per trial, and the driver's Hugging Face settings (offline mode, cache)."""
-    env = {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-           # progress lines inside long epochs (trainables.phase_progress), every 5 s unless set
-           "CONTRASWEEP_PROGRESS_S": os.environ.get("CONTRASWEEP_PROGRESS_S", "5")}
+    env = {
+        "OMP_NUM_THREADS": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        # progress lines inside long epochs (trainables.phase_progress), every 5 s unless set
+        "CONTRASWEEP_PROGRESS_S": os.environ.get("CONTRASWEEP_PROGRESS_S", "5"),
+    }
     for key in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HOME"):
         if key in os.environ:
             env[key] = os.environ[key]
@@ -75,9 +92,11 @@ def worker_env() -> dict[str, str]:
 def check_ship(ship: str) -> str:
     """``ship`` as given, or a one-line ``UserError`` naming the allowed values."""
     if ship not in SHIP_MODES:
-        raise UserError(f"ship={ship!r}; allowed: code (the driver ships contrasweep, trainables and the spec's "
-                        "local files with the job) or installed (every worker node has contrasweep installed, "
-                        "e.g. a container image)")
+        raise UserError(
+            f"ship={ship!r}; allowed: code (the driver ships contrasweep, trainables and the spec's "
+            "local files with the job) or installed (every worker node has contrasweep installed, "
+            "e.g. a container image)"
+        )
     return ship
 
 
@@ -97,8 +116,9 @@ def runtime_env(ship: str, local_files: Sequence[str | Path] = (), limit: int | 
         check_size(folder, f"package folder {str(folder)!r}", limit)
     # Always a working_dir: without one Ray puts the driver's cwd first on every worker's
     # sys.path, and a driver started in a checkout would shadow the shipped trainables/.
-    env.update(py_modules=[str(m) for m in modules], excludes=list(EXCLUDES),
-               working_dir=str(stage(local_files, limit)))
+    env.update(
+        py_modules=[str(m) for m in modules], excludes=list(EXCLUDES), working_dir=str(stage(local_files, limit))
+    )
     env["env_vars"]["RAY_CHDIR_TO_TRIAL_DIR"] = "0"  # trials keep the working_dir as cwd: worker_path is relative to it
     return env
 
@@ -156,7 +176,7 @@ def remove_orphans() -> None:
     """Remove staged folders of drivers that are gone: ``atexit`` never ran in a killed driver
     (SIGKILL, a lost machine), which left its folder of links in the temp folder (issue 57)."""
     for folder in Path(tempfile.gettempdir()).glob(f"{STAGE_PREFIX}*-*"):
-        pid = folder.name[len(STAGE_PREFIX):].split("-", 1)[0]
+        pid = folder.name[len(STAGE_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and not pid_exists(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -175,13 +195,19 @@ def stage(values: Iterable[str | Path], limit: int) -> Path:
     for value in values:
         source = source_of(value)
         if not source.exists():
-            raise UserError(f"local file {value!r} does not exist on the driver; allowed: an existing file or folder, "
-                            "or a Hugging Face model name")
+            raise UserError(
+                f"local file {value!r} does not exist on the driver; allowed: an existing file or folder, "
+                "or a Hugging Face model name"
+            )
         link = root / worker_path(value)
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(source, target_is_directory=source.is_dir())
     if values:
-        label = f"local file {values[0]!r}" if len(values) == 1 else f"the local files {', '.join(map(repr, values))} together"
+        label = (
+            f"local file {values[0]!r}"
+            if len(values) == 1
+            else f"the local files {', '.join(map(repr, values))} together"
+        )
         check_size(root, label, limit)
     return root
 
@@ -191,9 +217,11 @@ def check_size(path: Path, label: str, limit: int) -> int:
     limit, because Ray's own error comes late, from deep inside ``ray.init``."""
     size = shipped_bytes(path)
     if size >= limit:
-        raise UserError(f"{label} is {size / MiB:.1f} MiB but a Ray runtime_env ships at most {limit / MiB:.1f} MiB "
-                        "(RAY_max_grpc_message_size); allowed: install it on every worker node (ship: installed, "
-                        "e.g. in the container image) or put it on a network file system every node mounts (not shipped)")
+        raise UserError(
+            f"{label} is {size / MiB:.1f} MiB but a Ray runtime_env ships at most {limit / MiB:.1f} MiB "
+            "(RAY_max_grpc_message_size); allowed: install it on every worker node (ship: installed, "
+            "e.g. in the container image) or put it on a network file system every node mounts (not shipped)"
+        )
     return size
 
 
@@ -246,15 +274,19 @@ def check_worker_versions(expected: str, timeout_s: float = 120.0) -> None:
 
     probe = ray.remote(num_cpus=0, max_retries=0)(installed_version)
     nodes = {f"{n['NodeManagerAddress']} [{n['NodeID'][:8]}]": n["NodeID"] for n in ray.nodes() if n.get("Alive")}
-    refs = {name: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
-            for name, node in nodes.items()}
+    refs = {
+        name: probe.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote()
+        for name, node in nodes.items()
+    }
     ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
     answers = {name: node_answer(ref, timeout_s) for name, ref in refs.items()}
     wrong = sorted(f"node {name} {answer}" for name, answer in answers.items() if answer != f"has {expected}")
     if wrong:
-        raise UserError(f"contrasweep on the worker nodes is not the driver's {expected}: {', '.join(wrong)}; allowed: "
-                        f"install contrasweep=={expected} on every worker node (the container image), or ship "
-                        "the code (sweep.ship: code)")
+        raise UserError(
+            f"contrasweep on the worker nodes is not the driver's {expected}: {', '.join(wrong)}; allowed: "
+            f"install contrasweep=={expected} on every worker node (the container image), or ship "
+            "the code (sweep.ship: code)"
+        )
 
 
 def node_answer(ref, timeout_s: float) -> str:

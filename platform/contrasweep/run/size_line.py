@@ -25,29 +25,38 @@ from contrasweep.spec.text import counted
 LARGE_TRIALS = 100  # above this many trials a run says what it will cost and how to try it small
 
 
-def size_lines(sweep: Sweep, prepared: list, available: dict[str, float], address: str | None,
-               calibration: dict | None = None) -> list[str]:
+def size_lines(
+    sweep: Sweep, prepared: list, available: dict[str, float], address: str | None, calibration: dict | None = None
+) -> list[str]:
     """The line(s), without their ``[contrasweep]`` mark. ``calibration``: one already measured
     (tests), else the first trial's when the sweep is large."""
     total, slots = total_trials(sweep), sweep_plan.concurrency(sweep, available)
     configurations = total // max(1, sweep.repeats)
-    head = (f"{total:,} trial{'' if total == 1 else 's'} to run: {configurations:,} "
-            f"configuration{'' if configurations == 1 else 's'} × {counted(sweep.repeats, 'repeat')}, {slots} at a time")
+    head = (
+        f"{total:,} trial{'' if total == 1 else 's'} to run: {configurations:,} "
+        f"configuration{'' if configurations == 1 else 's'} × {counted(sweep.repeats, 'repeat')}, {slots} at a time"
+    )
     large = total > LARGE_TRIALS
     calibration = calibration or sweep_plan.kept_calibration(sweep, prepared)
     if calibration is None and not large:
-        return [f"{head} (`contrasweep plan SPEC` estimates time and disk before a run; the status line shows an ETA "
-                "once a trial has ended)"]
+        return [
+            f"{head} (`contrasweep plan SPEC` estimates time and disk before a run; the status line shows an ETA "
+            "once a trial has ended)"
+        ]
     if calibration is None:
         sweep_plan.quiet()
         calibration = sweep_plan.calibrate_first_trial(sweep, prepared)
     fixed = fixed_costs.kept(sweep.method, slots, address)
     found = sweep_plan.plan(sweep, prepared, calibration, available, tsne=False, fixed=fixed)
     where = address or "this machine"
-    lines = [f"{head}; plan's estimate: {plan_lines.clock(found.estimated_seconds)} on {where}, every trial training "
-             f"all its epochs ({found.steps_total:,} optimiser steps in all; `contrasweep plan SPEC` details it)"]
+    lines = [
+        f"{head}; plan's estimate: {plan_lines.clock(found.estimated_seconds)} on {where}, every trial training "
+        f"all its epochs ({found.steps_total:,} optimiser steps in all; `contrasweep plan SPEC` details it)"
+    ]
     if large:
-        lines.append(f"a large sweep (over {LARGE_TRIALS} trials): to try it small first, stop it (Ctrl-C keeps its "
-                     f"state) and run the same command with --smoke-test (1 epoch, at most {SMOKE_TRIALS} trials, its "
-                     "own experiment)")
+        lines.append(
+            f"a large sweep (over {LARGE_TRIALS} trials): to try it small first, stop it (Ctrl-C keeps its "
+            f"state) and run the same command with --smoke-test (1 epoch, at most {SMOKE_TRIALS} trials, its "
+            "own experiment)"
+        )
     return lines

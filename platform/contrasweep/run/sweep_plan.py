@@ -65,12 +65,18 @@ from contrasweep.run.checks import _local_gpus
 from contrasweep.run.inputs import split_rows
 from contrasweep.run.plan_steps import setting_steps
 from contrasweep.run.ray_start import init_ray
-from contrasweep.search.registry import (fewest_trials, live_limit, pause_epochs, reported_configurations, tests_in_trials,
-                                        trial_configs)
+from contrasweep.search.registry import (
+    fewest_trials,
+    live_limit,
+    pause_epochs,
+    reported_configurations,
+    tests_in_trials,
+    trial_configs,
+)
 from contrasweep.spec.budget import trial_slots
+from contrasweep.spec.identity import setting_label
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
-from contrasweep.spec.identity import setting_label
 from contrasweep.spec.trial import DATA_KEY, plan_of
 from trainables.calibration import calibrate
 from trainables.params import LOOP_PARAMS, epochs_for, resume_states, steps_per_epoch, total_steps, validated_epochs
@@ -123,14 +129,33 @@ class SweepPlan:
     fewest_trials: int | None = None  # a race's fewest (sweep.racing: its first rounds alone); None: every trial runs
     budget_trials: int | None = None  # trials that fit in sweep.budget, in the order they start; None: no budget
     slot_seconds: float = 0.0  # the trials' slot time in all (wall × CPUs, or GPUs): what sweep.budget counts
-    setting_steps: dict = field(default_factory=dict)  # setting -> [fewest, most] optimiser steps per trial (plan_steps)
+    setting_steps: dict = field(
+        default_factory=dict
+    )  # setting -> [fewest, most] optimiser steps per trial (plan_steps)
     # each data variant: {variant, label, setting, train, validation, test, unused} (inputs.split_rows)
     data: list = field(default_factory=list)
 
     def as_json(self) -> dict:
-        keys = ("trials", "configurations", "settings", "repeats", "epochs_total", "steps_total", "disk_bytes",
-                "kept_bytes", "estimated_seconds", "concurrency", "test_passes", "calibration", "fixed", "fewest_trials",
-                "budget_trials", "slot_seconds", "setting_steps", "data")
+        keys = (
+            "trials",
+            "configurations",
+            "settings",
+            "repeats",
+            "epochs_total",
+            "steps_total",
+            "disk_bytes",
+            "kept_bytes",
+            "estimated_seconds",
+            "concurrency",
+            "test_passes",
+            "calibration",
+            "fixed",
+            "fewest_trials",
+            "budget_trials",
+            "slot_seconds",
+            "setting_steps",
+            "data",
+        )
         return {k: getattr(self, k) for k in keys}
 
 
@@ -186,8 +211,16 @@ def makespan(seconds: list[float], slots: int, start: float = 0.0) -> float:
 
 # the cost model's relative weights without a calibration (a running sweep's ETA: scaled by the
 # trials that end): a training row costs about 4.5 evaluated rows (MiniLM here: 113 vs 25 ms)
-RELATIVE = {"setup_s": 0.0, "train_row_s": 1.0, "stage2_row_s": 0.0, "eval_fixed_s": 0.0, "eval_row_s": 0.22,
-            "write_byte_s": 0.0, "weights_bytes": 0, "resume_bytes": 0}
+RELATIVE = {
+    "setup_s": 0.0,
+    "train_row_s": 1.0,
+    "stage2_row_s": 0.0,
+    "eval_fixed_s": 0.0,
+    "eval_row_s": 0.22,
+    "write_byte_s": 0.0,
+    "weights_bytes": 0,
+    "resume_bytes": 0,
+}
 
 
 def trial_units(sweep: Sweep, prepared: list) -> list[float]:
@@ -200,8 +233,9 @@ def sizes_of(prepared: list) -> list[dict]:
     return [split_rows(p) for p in prepared]
 
 
-def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: bool = True,
-                trial_overhead: float = TRIAL_OVERHEAD_S) -> list[TrialCost]:
+def cost_trials(
+    sweep: Sweep, sizes: list[dict], calibration: dict, overheads: bool = True, trial_overhead: float = TRIAL_OVERHEAD_S
+) -> list[TrialCost]:
     """``sizes``: rows per split of each data variant (``sizes_of``); ``trial_overhead``: a
     trial's seconds besides its loop (``overheads``)."""
     static = SweepStatic.of(sweep)
@@ -219,8 +253,9 @@ def cost_trials(sweep: Sweep, sizes: list[dict], calibration: dict, overheads: b
         states = resume_states(epochs, int(hp_of(sweep, hp, "checkpoint_every")), pauses, every)
         validated = len(validated_epochs(epochs, every, pauses)) if every > 1 else epochs
         c = calibration
-        evaluations = ((validated + tests) * c["eval_fixed_s"]
-                       + (validated * rows["validation"] + tests * rows["test"]) * c["eval_row_s"])
+        evaluations = (validated + tests) * c["eval_fixed_s"] + (
+            validated * rows["validation"] + tests * rows["test"]
+        ) * c["eval_row_s"]
         compute = (trained * c["train_row_s"] + validated * rows["train"] * c["stage2_row_s"] + evaluations) / workers
         written = (validated + 1) * c["weights_bytes"] + states * c["resume_bytes"]  # best folders, the model, resumes
         overhead = trial_overhead + (DISTRIBUTED_TRIAL_OVERHEAD_S if workers > 1 else 0.0) if overheads else 0.0
@@ -236,8 +271,11 @@ def test_costs(sweep: Sweep, sizes: list[dict], calibration: dict, configuration
         return []
     c = calibration
     repeats = [rows["test"] for rows in sizes for _ in sweep.seeds]  # a configuration's repeats, every setting's
-    return [c["setup_s"] + c["eval_fixed_s"] + test_rows * c["eval_row_s"] + TEST_TASK_OVERHEAD_S
-            for _ in range(min(reported_configurations(sweep), configurations)) for test_rows in repeats]
+    return [
+        c["setup_s"] + c["eval_fixed_s"] + test_rows * c["eval_row_s"] + TEST_TASK_OVERHEAD_S
+        for _ in range(min(reported_configurations(sweep), configurations))
+        for test_rows in repeats
+    ]
 
 
 def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
@@ -248,13 +286,15 @@ def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
     if sweep.keep_models == "all":
         return trials
     keep = int(sweep.keep_models)
-    configurations = min(reported_configurations(sweep) + max(0, keep - 1),
-                         max(1, keep) + (1 if sweep.has_reported_point else 0))
+    configurations = min(
+        reported_configurations(sweep) + max(0, keep - 1), max(1, keep) + (1 if sweep.has_reported_point else 0)
+    )
     return min(trials, configurations * max(1, sweep.repeats) * settings)
 
 
-def disk_held(sweep: Sweep, trials: int, running: int, settings: int, weights: int, resume: int,
-              train_rows: tuple[int, ...] = ()) -> int:
+def disk_held(
+    sweep: Sweep, trials: int, running: int, settings: int, weights: int, resume: int, train_rows: tuple[int, ...] = ()
+) -> int:
     """The most bytes the sweep folder holds at once (module docstring): ``3 ×`` the live trials'
     best folders + the repeats of each setting's ``max(keep_models, 1) + 1`` best configurations
     (one closing while another leaves) and of the grid's reported point; resume states: one per
@@ -271,12 +311,21 @@ def fixed_overheads(fixed: dict | None) -> dict:
     """(sweep, worker start, per trial) seconds: measured (``contrasweep.run.fixed_costs``) or the defaults."""
     if not fixed:
         return {"sweep_s": SWEEP_OVERHEAD_S, "worker_start_s": WORKER_START_S, "trial_s": TRIAL_OVERHEAD_S}
-    return {"sweep_s": fixed["driver_s"] + fixed["ray_start_s"] + fixed["end_s"] + SWEEP_END_S,
-            "worker_start_s": fixed["worker_start_s"], "trial_s": fixed["trial_s"]}
+    return {
+        "sweep_s": fixed["driver_s"] + fixed["ray_start_s"] + fixed["end_s"] + SWEEP_END_S,
+        "worker_start_s": fixed["worker_start_s"],
+        "trial_s": fixed["trial_s"],
+    }
 
 
-def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, float], tsne: bool = True,
-         fixed: dict | None = None) -> SweepPlan:
+def plan(
+    sweep: Sweep,
+    prepared: list,
+    calibration: dict,
+    available: dict[str, float],
+    tsne: bool = True,
+    fixed: dict | None = None,
+) -> SweepPlan:
     sizes = sizes_of(prepared)
     over = fixed_overheads(fixed)
     costs = cost_trials(sweep, sizes, calibration, trial_overhead=over["trial_s"])
@@ -290,23 +339,41 @@ def plan(sweep: Sweep, prepared: list, calibration: dict, available: dict[str, f
     passes = len(costs) if tests_in_trials(sweep) else shown
     slot_costs = trial_slot_seconds(sweep, costs, slots, over["worker_start_s"])
     return SweepPlan(
-        trials=len(costs), configurations=configurations, settings=len(settings),
-        repeats=sweep.repeats, epochs_total=sum(c.epochs for c in costs), steps_total=sum(c.steps for c in costs),
-        disk_bytes=disk_held(sweep, len(costs), running, len(settings), weights, resume, tuple(s["train"] for s in sizes)),
+        trials=len(costs),
+        configurations=configurations,
+        settings=len(settings),
+        repeats=sweep.repeats,
+        epochs_total=sum(c.epochs for c in costs),
+        steps_total=sum(c.steps for c in costs),
+        disk_bytes=disk_held(
+            sweep, len(costs), running, len(settings), weights, resume, tuple(s["train"] for s in sizes)
+        ),
         kept_bytes=kept_models(sweep, len(costs), len(settings)) * weights,  # one copy each, MLflow's
-        estimated_seconds=(over["sweep_s"] + makespan([c.seconds for c in costs], slots, over["worker_start_s"])
-                           + makespan(tests, min(slots, len(tests)), over["worker_start_s"])
-                           + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)),
-        concurrency=slots, test_passes=passes, calibration=calibration, costs=costs, fixed=fixed or {},
+        estimated_seconds=(
+            over["sweep_s"]
+            + makespan([c.seconds for c in costs], slots, over["worker_start_s"])
+            + makespan(tests, min(slots, len(tests)), over["worker_start_s"])
+            + (TSNE_S + min(TSNE_POINTS, sizes[0]["test"]) * calibration["eval_row_s"] if tsne else 0.0)
+        ),
+        concurrency=slots,
+        test_passes=passes,
+        calibration=calibration,
+        costs=costs,
+        fixed=fixed or {},
         fewest_trials=fewest_trials(sweep) if sweep.racing else None,
-        budget_trials=fit_in_budget(sweep, slot_costs) if sweep.budget else None, slot_seconds=sum(slot_costs),
-        setting_steps=setting_steps(sweep, sizes), data=data_variants(sweep, sizes))
+        budget_trials=fit_in_budget(sweep, slot_costs) if sweep.budget else None,
+        slot_seconds=sum(slot_costs),
+        setting_steps=setting_steps(sweep, sizes),
+        data=data_variants(sweep, sizes),
+    )
 
 
 def data_variants(sweep: Sweep, sizes: list[dict]) -> list[dict]:
     """Each data variant's split sizes (``sizes_of``), with its label and its setting's label."""
-    return [{"variant": v.index, "label": v.label, "setting": setting_label(v), **rows}
-            for v, rows in zip(SweepStatic.of(sweep).variants, sizes)]
+    return [
+        {"variant": v.index, "label": v.label, "setting": setting_label(v), **rows}
+        for v, rows in zip(SweepStatic.of(sweep).variants, sizes)
+    ]
 
 
 def trial_slot_seconds(sweep: Sweep, costs: list[TrialCost], slots: int, worker_start: float) -> list[float]:
@@ -345,9 +412,14 @@ def _first_trial(sweep: Sweep, prepared: list) -> tuple[dict, object]:
     for key in ("epochs", "batch_size"):
         hp[key] = hp_of(sweep, hp, key)
     one = prepared[trial.variant]
-    loop_config = {"method": sweep.method, "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
-                   "hp": hp, "metric": sweep.objective.metric, "mode": sweep.objective.mode,
-                   "num_labels": one.num_labels}
+    loop_config = {
+        "method": sweep.method,
+        "encoder": {"name": sweep.encoder["name"], "pooling": sweep.encoder["pooling"]},
+        "hp": hp,
+        "metric": sweep.objective.metric,
+        "mode": sweep.objective.mode,
+        "num_labels": one.num_labels,
+    }
     return loop_config, one
 
 

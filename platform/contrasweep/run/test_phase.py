@@ -62,8 +62,7 @@ def run_phase(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: SweepStatic, ref
     evaluate = not searcher_of(sweep).tests_in_trials(sweep)
     caught_up = record.catch_up()
     chosen, due = record.plan(sweep.varied, slices=searcher_of(sweep).reports_slices, evaluate=evaluate)
-    selection = Selection(client, state, sweep_dir.name, static.variants, sweep.objective.metric,
-                          sweep.objective.mode)
+    selection = Selection(client, state, sweep_dir.name, static.variants, sweep.objective.metric, sweep.objective.mode)
     keep(record, static, sweep, chosen)
     if not evaluate:  # the registry's version points at a model the keeping may just have logged
         selection.best_to_parent(record.parent_run_id)
@@ -86,15 +85,16 @@ def keep(record: TestRecord, static: SweepStatic, sweep: Sweep, chosen: list) ->
     configurations of each setting (``contrasweep.tracking.kept``), over the groups the plan read,
     and of the configurations a budget cut short (an extension with a larger budget may complete
     and select them); the summary says how many were kept and which weights were gone."""
-    groups = kept_groups(chosen, record.found, sweep.objective.metric, sweep.objective.mode,
-                         static.keep_models)
+    groups = kept_groups(chosen, record.found, sweep.objective.metric, sweep.objective.mode, static.keep_models)
     cut = budget_record.cut_groups(record.state.path.parent / budget_record.BUDGET_FILE)
     have = {g.group for g in groups}
     groups += [g for g in record.found if g.group in cut and g.group not in have]
     keep_models(Artifacts(record.client, record.state, static), record.state, groups)
 
 
-def evaluate_due(record: TestRecord, due: list[Due], static: SweepStatic, refs: list, uri: str, configurations: int) -> int:
+def evaluate_due(
+    record: TestRecord, due: list[Due], static: SweepStatic, refs: list, uri: str, configurations: int
+) -> int:
     """Run the evaluations as Ray tasks, recording each result as it returns."""
     import ray
 
@@ -103,18 +103,31 @@ def evaluate_due(record: TestRecord, due: list[Due], static: SweepStatic, refs: 
     res = static.resources
     task = ray.remote(evaluate_task).options(num_cpus=res.cpu, num_gpus=res.gpu, max_retries=1)
 
-    print(f"[contrasweep] evaluating the test split: {counted(len(due), 'repeat')} of "
-          f"{counted(configurations, 'configuration')} (each setting's selected one and its sensitivity slices; "
-          "evaluation.test: reported)", file=sys.stderr, flush=True)
+    print(
+        f"[contrasweep] evaluating the test split: {counted(len(due), 'repeat')} of "
+        f"{counted(configurations, 'configuration')} (each setting's selected one and its sensitivity slices; "
+        "evaluation.test: reported)",
+        file=sys.stderr,
+        flush=True,
+    )
     pending = {}
     for item in due:
         source, files = weights_of(record, item, uri)
         if source is None and files is None:
-            print(f"[contrasweep] test split not evaluated for {item.name}: its best weights are neither in its state "
-                  "folder nor in MLflow", file=sys.stderr, flush=True)
+            print(
+                f"[contrasweep] test split not evaluated for {item.name}: its best weights are neither in its state "
+                "folder nor in MLflow",
+                file=sys.stderr,
+                flush=True,
+            )
             continue
-        ref = task.remote(source, item.best_epoch, ray.put(files) if files is not None else None,
-                          refs[min(item.variant, len(refs) - 1)], res.gpu > 0)
+        ref = task.remote(
+            source,
+            item.best_epoch,
+            ray.put(files) if files is not None else None,
+            refs[min(item.variant, len(refs) - 1)],
+            res.gpu > 0,
+        )
         pending[ref] = item
     done = 0
     try:
@@ -124,15 +137,22 @@ def evaluate_due(record: TestRecord, due: list[Due], static: SweepStatic, refs: 
             try:
                 metrics = ray.get(ready[0])
             except ray.exceptions.RayTaskError as exc:  # its group shows "–"; the others go on
-                print(f"[contrasweep] test split not evaluated for {item.name}: {str(exc).strip().splitlines()[-1]}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"[contrasweep] test split not evaluated for {item.name}: {str(exc).strip().splitlines()[-1]}",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 continue
             record.record(item.run_id, metrics)
             done += 1
-            shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith("test/") and
-                              isinstance(v, float))[:120]
-            print(f"[contrasweep] tested {item.name} ({done}/{len(due)}): {shown or 'no test metrics'}",
-                  file=sys.stderr, flush=True)
+            shown = ", ".join(
+                f"{k} {v:.4f}" for k, v in metrics.items() if k.startswith("test/") and isinstance(v, float)
+            )[:120]
+            print(
+                f"[contrasweep] tested {item.name} ({done}/{len(due)}): {shown or 'no test metrics'}",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         for ref in pending:
             ray.cancel(ref, force=True)

@@ -57,8 +57,12 @@ class TrialLogs(LoggerCallback):
         if not params.exists():
             params.write_text(json.dumps(trial.config, indent=2, sort_keys=True, cls=SafeFallbackEncoder))
         progress = folder / PROGRESS_FILE
-        self._open[trial] = [(folder / RESULT_FILE).open("a"), progress.open("a", newline=""), None,
-                             progress.exists() and progress.stat().st_size > 0]
+        self._open[trial] = [
+            (folder / RESULT_FILE).open("a"),
+            progress.open("a", newline=""),
+            None,
+            progress.exists() and progress.stat().st_size > 0,
+        ]
 
     def log_trial_result(self, iteration: int, trial, result: dict) -> None:
         if trial not in self._open:

@@ -30,12 +30,20 @@ from contrasweep.folder.record import TrackingState
 from contrasweep.run import recovery, sweep_plan, test_phase
 from contrasweep.run.checks import check_against_encoder, check_services, method_unchanged
 from contrasweep.run.executor import make_trainable, torch_threads_env
-from contrasweep.run.inputs import (data_notes, load_sweep, prepare_data, prepare_sts, put_data, reported_line, rows_line,
-                                    sweep_static)
+from contrasweep.run.inputs import (
+    data_notes,
+    load_sweep,
+    prepare_data,
+    prepare_sts,
+    put_data,
+    reported_line,
+    rows_line,
+    sweep_static,
+)
 from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
-from contrasweep.run.slots import pending_trials, run_slots, start_slots
 from contrasweep.run.shipping import local_files_of
 from contrasweep.run.size_line import size_lines
+from contrasweep.run.slots import pending_trials, run_slots, start_slots
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.static import SweepStatic
@@ -83,23 +91,42 @@ def run_config(sweep: Sweep, sweep_dir: sweeps.SweepDir, callbacks: list):
     )
 
 
-def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: SweepStatic, tracking_uri: str,
-            sizes: dict | None = None, total: int | None = None) -> MlflowTracker:
+def tracker(
+    sweep: Sweep,
+    sweep_dir: sweeps.SweepDir,
+    prepared: list,
+    static: SweepStatic,
+    tracking_uri: str,
+    sizes: dict | None = None,
+    total: int | None = None,
+) -> MlflowTracker:
     """The sweep's MLflow callback. An extension (``contrasweep.run.extend``) gives the repeat
     groups' sizes (``sizes``: what ran plus what it adds) and the trials in all (``total``)."""
     params = {
-        **method_params(sweep.method), "searcher": sweep.searcher, "scheduler": sweep.scheduler,
-        "metric": ",".join(sweep.metric), "mode": ",".join(sweep.mode), "seeds": sweep.seeds,
-        "data": sweep.data, "encoder": sweep.encoder, "data.cache_key": ",".join(p.key for p in prepared),
-        "data.num_labels": prepared[0].num_labels, "data.label_names": ",".join(prepared[0].label_names),
+        **method_params(sweep.method),
+        "searcher": sweep.searcher,
+        "scheduler": sweep.scheduler,
+        "metric": ",".join(sweep.metric),
+        "mode": ",".join(sweep.mode),
+        "seeds": sweep.seeds,
+        "data": sweep.data,
+        "encoder": sweep.encoder,
+        "data.cache_key": ",".join(p.key for p in prepared),
+        "data.num_labels": prepared[0].num_labels,
+        "data.label_names": ",".join(prepared[0].label_names),
         "data.variants": len(prepared),
     }
     if sweep.warm_start:  # the earlier sweeps whose results seeded the study (search.warm_start)
         params["warm_start"] = ",".join(sweep.warm_start)
+
     def with_dropped(p) -> dict:  # the source rows dropped and why, label spellings merged or kept apart, and the
         # chance levels, next to the splits' sizes
-        return {**p.stats, **({"dropped": p.dropped} if p.dropped else {}),
-                **({"labels": p.labels} if getattr(p, "labels", None) else {}), "chance": p.chance}
+        return {
+            **p.stats,
+            **({"dropped": p.dropped} if p.dropped else {}),
+            **({"labels": p.labels} if getattr(p, "labels", None) else {}),
+            "chance": p.chance,
+        }
 
     if len(prepared) == 1:
         stats = with_dropped(prepared[0])
@@ -111,17 +138,26 @@ def tracker(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, static: Sw
     total = total if total is not None else total_trials(sweep)
     progress = Progress(total, sweep.objective.metric, units=units, slots=run_slots(sweep))
     return MlflowTracker(
-        sweep_dir.path, tracking_uri, sweep.experiment, sweep_dir.name, sweep.raw, params,
-        sweep.objective.metric, sweep.objective.mode, progress=progress,
-        static=static, group_sizes=sizes if sizes is not None else group_sizes(sweep),
+        sweep_dir.path,
+        tracking_uri,
+        sweep.experiment,
+        sweep_dir.name,
+        sweep.raw,
+        params,
+        sweep.objective.metric,
+        sweep.objective.mode,
+        progress=progress,
+        static=static,
+        group_sizes=sizes if sizes is not None else group_sizes(sweep),
         # per-split sizes and class / label frequencies (multi-label: head/tail, combinations);
         # what predictors that never read a text score (contrasweep.data.chance)
         texts={"data_stats.json": json.dumps(stats, indent=1, sort_keys=True)},
     )
 
 
-def start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: bool, storage: str | None,
-          folder: Path) -> tuple[list, list, list[str]]:
+def start(
+    sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: bool, storage: str | None, folder: Path
+) -> tuple[list, list, list[str]]:
     """What ``run``, ``resume`` and an extension (``contrasweep.run.extend``) do alike once the pre-start checks passed: tokenise every
     data variant (the cache), start or join Ray, check the sweep's storage from the nodes Ray
     has, and put the data into the object store. Returns (prepared data, object refs, the
@@ -129,15 +165,30 @@ def start(sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: 
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
-    init_ray(address, ship=sweep.ship, local_files=files, dashboard=wants_dashboard(sweep, ray_dashboard),
-             bind_all=ray_bind_all, method=sweep.method)
+    init_ray(
+        address,
+        ship=sweep.ship,
+        local_files=files,
+        dashboard=wants_dashboard(sweep, ray_dashboard),
+        bind_all=ray_bind_all,
+        method=sweep.method,
+    )
     sweep_storage.check(storage, folder, alive_machines())
     return prepared, put_data(prepared, sts), files
 
 
-def build_tuner(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, refs: list, files: list[str], tracking_uri: str,
-                space: dict | None = None, sizes: dict[str, int] | None = None, total: int | None = None,
-                queue: list[dict] | None = None):
+def build_tuner(
+    sweep: Sweep,
+    sweep_dir: sweeps.SweepDir,
+    prepared: list,
+    refs: list,
+    files: list[str],
+    tracking_uri: str,
+    space: dict | None = None,
+    sizes: dict[str, int] | None = None,
+    total: int | None = None,
+    queue: list[dict] | None = None,
+):
     """The sweep's Tuner and its fixed part (``contrasweep.spec.static``, built here once), for
     ``run`` and for an extension (``contrasweep.run.extend``: ``space`` and ``queue``, the new
     trials, as ``contrasweep.search.base.Extension`` gives them; ``sizes``, the repeat groups'
@@ -154,16 +205,31 @@ def build_tuner(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, refs: 
         # trial instead of a new process per trial (~4 s each on 2 cores; benchmarks/sweep_overhead.py).
         # Not for distributed trials: a reused process whose Train run ASHA stopped keeps that
         # run's worker group, and the next trial waits for CPUs forever (seen with Ray 2.60).
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=chooser,
-                                    num_samples=num_samples(sweep), reuse_actors=not sweep.distributed),
-        run_config=run_config(sweep, sweep_dir, [tracker(sweep, sweep_dir, prepared, static, tracking_uri, sizes, total),
-                                                 sweep_storage.StorageMirror(sweep.storage, sweep_dir.path)]),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, scheduler=chooser, num_samples=num_samples(sweep), reuse_actors=not sweep.distributed
+        ),
+        run_config=run_config(
+            sweep,
+            sweep_dir,
+            [
+                tracker(sweep, sweep_dir, prepared, static, tracking_uri, sizes, total),
+                sweep_storage.StorageMirror(sweep.storage, sweep_dir.path),
+            ],
+        ),
     )
     return tuner, static
 
 
-def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: str | None,
-        ray_dashboard: bool = False, ray_bind_all: bool = False, overwrite: bool = False):
+def run(
+    sweep: Sweep,
+    name: str,
+    root: Path,
+    tracking_uri: str | None,
+    address: str | None,
+    ray_dashboard: bool = False,
+    ray_bind_all: bool = False,
+    overwrite: bool = False,
+):
     """Start a new sweep; returns the Tune ``ResultGrid``. ``ray_dashboard``: start the local
     Ray's dashboard even where no trial needs it (``wants_dashboard``); ``ray_bind_all``: let
     the local Ray listen on every interface, not 127.0.0.1 only (``init_ray``)."""
@@ -191,16 +257,28 @@ def run(sweep: Sweep, name: str, root: Path, tracking_uri: str | None, address: 
         return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs), start_slots(sweep))
 
 
-def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, refs: list, files: list[str],
-          tracking_uri: str, address: str | None = None):
+def _open(
+    sweep: Sweep,
+    name: str,
+    sweep_dir: sweeps.SweepDir,
+    prepared: list,
+    refs: list,
+    files: list[str],
+    tracking_uri: str,
+    address: str | None = None,
+):
     """A new sweep's opening lines (its data, its size: ``size_line``) and its Tuner (saved as
     ``tuner.pkl``), for ``run``."""
     import ray
 
     sweep_storage.mirror(sweep.storage, sweep_dir.path)
-    print(f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
-          f"seeds={sweep.seeds}; data: {rows_line(prepared)}, {prepared[0].num_labels} classes "
-          f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})", file=sys.stderr, flush=True)
+    print(
+        f"[contrasweep] sweep {name!r}: method={sweep.method} searcher={sweep.searcher} scheduler={sweep.scheduler} "
+        f"seeds={sweep.seeds}; data: {rows_line(prepared)}, {prepared[0].num_labels} classes "
+        f"(cache {'hit' if all(p.cache_hit for p in prepared) else 'written'})",
+        file=sys.stderr,
+        flush=True,
+    )
     for note in data_notes(prepared):  # rows dropped and why, label spellings, classes a split lacks
         print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
     for line in size_lines(sweep, prepared, {k: float(v) for k, v in ray.cluster_resources().items()}, address):
@@ -212,8 +290,15 @@ def _open(sweep: Sweep, name: str, sweep_dir: sweeps.SweepDir, prepared: list, r
     return build_tuner(sweep, sweep_dir, prepared, refs, files, tracking_uri)
 
 
-def resume(name: str, root: Path, address: str | None, storage: str | None = None, ray_dashboard: bool = False,
-           ray_bind_all: bool = False, allow_changed_method: bool = False):
+def resume(
+    name: str,
+    root: Path,
+    address: str | None,
+    storage: str | None = None,
+    ray_dashboard: bool = False,
+    ray_bind_all: bool = False,
+    allow_changed_method: bool = False,
+):
     """Resume an interrupted sweep with a fresh Tuner built from the sweep's own records
     (docs/architecture.md, "Resume"): what ended is never handed out again, unfinished repeats
     go on from their state folders, failed ones are retried, MLflow runs are re-attached by
@@ -243,7 +328,9 @@ def resumable(sweep_dir: sweeps.SweepDir) -> dict:
     and record readable (each a one-line ``UserError`` before anything starts)."""
     meta, name = sweep_dir.meta(), sweep_dir.name
     if meta.get("status") == "finished":
-        raise UserError(f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)")
+        raise UserError(
+            f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)"
+        )
     alive, who = sweep_dir.driver()
     if alive == "alive":
         raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
@@ -284,19 +371,25 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None, slots: int | None = None)
             after()
         except store_errors() as exc:
             sweep_dir.update_meta(status="interrupted")
-            raise UserError(f"sweep {sweep_dir.name!r} stopped in its test phase: {store_line(exc)}; nothing finished is "
-                            f"lost; allowed: fix the store, then `contrasweep resume {sweep_dir.name}`") from None
+            raise UserError(
+                f"sweep {sweep_dir.name!r} stopped in its test phase: {store_line(exc)}; nothing finished is "
+                f"lost; allowed: fix the store, then `contrasweep resume {sweep_dir.name}`"
+            ) from None
         except BaseException:
             sweep_dir.update_meta(status="interrupted")
             raise
-    ended = ledger.ended(sweep_dir.path / "tracking.json")  # the sweep's, not this driver's (Tune's results after a resume)
+    ended = ledger.ended(
+        sweep_dir.path / "tracking.json"
+    )  # the sweep's, not this driver's (Tune's results after a resume)
     sweep_dir.update_meta(status=status, trials=len(ended), errors=sum(s == "FAILED" for s in ended.values()))
     if status == "finished":  # nothing resumes it any more: its resume states go (contrasweep.folder.cleanup)
         reclaim(sweep_dir)
     sweep_storage.mirror(sweep_dir.storage, sweep_dir.path)
     if store_error:
-        raise UserError(f"sweep {sweep_dir.name!r} stopped: {store_error}; nothing finished is lost; allowed: fix the "
-                        f"store, then `contrasweep resume {sweep_dir.name}`")
+        raise UserError(
+            f"sweep {sweep_dir.name!r} stopped: {store_error}; nothing finished is lost; allowed: fix the "
+            f"store, then `contrasweep resume {sweep_dir.name}`"
+        )
     return results
 
 
@@ -363,12 +456,16 @@ def ctrl_c_seen():
 def open_or_fetch(name: str, root: Path, storage: str | None) -> sweeps.SweepDir:
     """The sweep's folder here, or fetched from ``storage`` when this machine has none."""
     if storage and not (root / name / "sweep.json").exists() and not sweep_storage.fetch(storage, root / name):
-        raise UserError(f"no sweep named {name!r} in {root} or in {display(storage)}; allowed: the --storage the sweep "
-                        "was started with")
+        raise UserError(
+            f"no sweep named {name!r} in {root} or in {display(storage)}; allowed: the --storage the sweep "
+            "was started with"
+        )
     sweep_dir = sweeps.open_existing(root, name)
     if storage and sweep_dir.storage != storage:
-        raise UserError(f"sweep {name!r} keeps its state in {display(sweep_dir.storage or str(sweep_dir.path))}, not "
-                        f"{display(storage)}; allowed: --storage {sweep_dir.storage or '(none)'}")
+        raise UserError(
+            f"sweep {name!r} keeps its state in {display(sweep_dir.storage or str(sweep_dir.path))}, not "
+            f"{display(storage)}; allowed: --storage {sweep_dir.storage or '(none)'}"
+        )
     return sweep_dir
 
 

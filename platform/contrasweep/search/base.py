@@ -128,8 +128,9 @@ class Searcher(ABC):
         """The suggestions a larger budget adds (None: the extension lists its own trials)."""
         return None
 
-    def extension(self, new: Sweep, client, state: dict, parent: str, top: int | None, again: bool,
-                  folder=None) -> Extension:
+    def extension(
+        self, new: Sweep, client, state: dict, parent: str, top: int | None, again: bool, folder=None
+    ) -> Extension:
         """The grown sweep's Tune experiment: by default the search algorithm goes on with the
         larger budget (its memory has every earlier suggestion). ``client``, ``state`` and
         ``parent``: the sweep's MLflow client, its record and its sweep run; ``top``: only the

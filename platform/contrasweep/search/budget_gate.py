@@ -47,8 +47,15 @@ class BudgetGate:
     """``slot_hours``: the budget; ``slots``: one trial's slots; ``group_of``: a trial config's
     repeat group; ``group_sizes``: trials per group (``{group: n}`` or one number)."""
 
-    def __init__(self, path, slot_hours: float, slots: float, group_of: Callable[[dict], str],
-                 group_sizes: dict[str, int] | int, tracking_file):
+    def __init__(
+        self,
+        path,
+        slot_hours: float,
+        slots: float,
+        group_of: Callable[[dict], str],
+        group_sizes: dict[str, int] | int,
+        tracking_file,
+    ):
         self.path, self.tracking_file = str(path), str(tracking_file)
         self.slot_hours, self.slots = slot_hours, slots
         self.group_of, self.group_sizes = group_of, group_sizes
@@ -164,9 +171,12 @@ class BudgetGate:
         ran = Counter({**recorded, **dict(self._started.values())}.values())  # started repeats per group
         cut = {g: n for g, n in ran.items() if n < self.size(g)}
         before = self.journal["ended"] or {"not_run": [], "cut": {}}
-        self.journal["ended"] = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "spent_s": self.spent(now),
-                                 "not_run": [*before["not_run"], *(t.relative_logdir for t in gone)],
-                                 "cut": {**before["cut"], **cut}}
+        self.journal["ended"] = {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "spent_s": self.spent(now),
+            "not_run": [*before["not_run"], *(t.relative_logdir for t in gone)],
+            "cut": {**before["cut"], **cut},
+        }
         self._save()  # before Tune's callbacks hear of them: the tracker makes no run for a trial it lists
         searcher = tune_controller.search_alg.searcher
         for trial in gone:
@@ -174,8 +184,12 @@ class BudgetGate:
             tune_controller.stop_trial(trial)
         tune_controller.search_alg.set_finished()
         if gone:
-            logger.info("budget of %s slot-hours ended the sweep: %d trials not run, %d groups cut short",
-                        self.slot_hours, len(gone), len(cut))
+            logger.info(
+                "budget of %s slot-hours ended the sweep: %d trials not run, %d groups cut short",
+                self.slot_hours,
+                len(gone),
+                len(cut),
+            )
         return gone
 
     def size(self, group: str) -> int:

@@ -81,11 +81,15 @@ class GridSearch(Searcher):
 
     def check(self, sweep) -> None:
         if sweep.search and not sweep.grid:
-            raise SpecError("sweep.searcher=grid but the spec has only a 'search' section; allowed: searcher optuna "
-                            "or random, or add a 'grid'")
+            raise SpecError(
+                "sweep.searcher=grid but the spec has only a 'search' section; allowed: searcher optuna "
+                "or random, or add a 'grid'"
+            )
         if sweep.warm_start:
-            raise SpecError("sweep.warm_start needs sweep.searcher optuna or random (a grid runs every point of its "
-                            "own); allowed: warm_start with a searcher, or no warm_start")
+            raise SpecError(
+                "sweep.warm_start needs sweep.searcher optuna or random (a grid runs every point of its "
+                "own); allowed: warm_start with a searcher, or no warm_start"
+            )
 
     def reported_names(self, sweep) -> dict | None:
         return sweep.outside_reported()
@@ -108,26 +112,34 @@ class GridSearch(Searcher):
             for k in keys:
                 sig = tuple(repr(p.get(o)) for o in keys if o != k)
                 others[k][sig] = others[k].get(sig, 0) + 1
-        return max((1 + sum(others[k][tuple(repr(p.get(o)) for o in keys if o != k)] - 1 for k in keys)
-                    for p in points), default=1)
+        return max(
+            (1 + sum(others[k][tuple(repr(p.get(o)) for o in keys if o != k)] - 1 for k in keys) for p in points),
+            default=1,
+        )
 
     def check_growth(self, key: str, was, now, ran) -> bool:
         """A repeat or setting axis grows to a superset of what ran (an unset axis ran its default;
         a setting axis must have run as a list: its trials carry the setting)."""
         if key in SETTING_GROWTH and not isinstance(was, list):
-            raise UserError(f"{key}={shown(was)} ran as one value, not as a setting axis, so its trials carry no "
-                            f"setting to grow; allowed: grow sweep.seeds, data.seed or data.split_seed here, or a "
-                            f"new sweep with {key} as a list (`contrasweep run`)")
-        values = was if isinstance(was, list) else (
-            list(ran.seeds) if key == "sweep.seeds" else [default_of(key)] if was is None else [was])
+            raise UserError(
+                f"{key}={shown(was)} ran as one value, not as a setting axis, so its trials carry no "
+                f"setting to grow; allowed: grow sweep.seeds, data.seed or data.split_seed here, or a "
+                f"new sweep with {key} as a list (`contrasweep run`)"
+            )
+        values = (
+            was
+            if isinstance(was, list)
+            else (list(ran.seeds) if key == "sweep.seeds" else [default_of(key)] if was is None else [was])
+        )
         missing = [v for v in values if not isinstance(now, list) or v not in now]
         if not isinstance(now, list) or missing:
-            raise UserError(f"{key}={now!r} leaves out {missing} that the sweep ran; allowed: a list holding "
-                            f"every value that ran ({values}) and the new ones")
+            raise UserError(
+                f"{key}={now!r} leaves out {missing} that the sweep ran; allowed: a list holding "
+                f"every value that ran ({values}) and the new ones"
+            )
         return len(now) > len(values)
 
-    def extension(self, new, client, state: dict, parent: str, top: int | None, again: bool,
-                  folder=None) -> Extension:
+    def extension(self, new, client, state: dict, parent: str, top: int | None, again: bool, folder=None) -> Extension:
         """The grown grid's trials that did not run (``new_trials``), the queue of its search
         algorithm, and the repeat groups' sizes with them (what ran plus what it adds). A race
         goes on instead (``race_extension``)."""
@@ -150,18 +162,35 @@ def race_extension(new, state: dict, top: int | None, folder, sizes: dict[str, i
     the race's search algorithm (``contrasweep.search.race_search``); ``trials``: the most it runs;
     ``sizes``: the grown grid's repeat groups (an eliminated group keeps the repeats it ran)."""
     if top is not None:
-        raise UserError(f"--top {top} with sweep.racing: the race chooses which configurations get new repeats; "
-                        "allowed: extend without --top")
+        raise UserError(
+            f"--top {top} with sweep.racing: the race chooses which configurations get new repeats; "
+            "allowed: extend without --top"
+        )
     journal = race_record.read(Path(folder) / race_record.RACE_FILE) if folder else None
-    race = Race(entries_of(new.grid_trials(), SweepStatic.of(new)), new.racing.min_repeats, new.racing.alpha,
-                new.objective.sign, journal)
+    race = Race(
+        entries_of(new.grid_trials(), SweepStatic.of(new)),
+        new.racing.min_repeats,
+        new.racing.alpha,
+        new.objective.sign,
+        journal,
+    )
     ran = Counter(e["group"] for e in state["trials"].values() if "status" in e)
-    return Extension(space={}, trials=race.needed(), sizes={g: ran[g] if g in race.out() else n for g, n in sizes.items()},
-                     unit="new trial at most")
+    return Extension(
+        space={},
+        trials=race.needed(),
+        sizes={g: ran[g] if g in race.out() else n for g, n in sizes.items()},
+        unit="new trial at most",
+    )
 
 
-def new_trials(new, state: dict, found: list, top: int | None, reopened: set | frozenset = frozenset(),
-               cut: set | frozenset = frozenset()) -> list[dict]:
+def new_trials(
+    new,
+    state: dict,
+    found: list,
+    top: int | None,
+    reopened: set | frozenset = frozenset(),
+    cut: set | frozenset = frozenset(),
+) -> list[dict]:
     """The extended grid's trials that did not run: repeats of the complete configurations of
     each setting that ran (``top``: of its ``top`` best by validation mean; groups stopped early
     or failed get none), and every configuration of a new setting. ``reopened``: the groups an
@@ -183,8 +212,11 @@ def new_trials(new, state: dict, found: list, top: int | None, reopened: set | f
 
 def open_groups(client, state: dict) -> set[str]:
     """Groups whose configuration run has no outcome: reopened for new repeats (or never closed)."""
-    return {group for group, run_id in state.get("configs", {}).items()
-            if OUTCOME_TAG not in client.get_run(run_id).data.tags}
+    return {
+        group
+        for group, run_id in state.get("configs", {}).items()
+        if OUTCOME_TAG not in client.get_run(run_id).data.tags
+    }
 
 
 def default_of(key: str):

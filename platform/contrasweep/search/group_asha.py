@@ -69,9 +69,20 @@ def survives(value: float, recorded: list[float], reduction_factor: float, mode:
 
 
 class GroupASHA(LiveFIFO):
-    def __init__(self, metric: str, mode: str, max_t: int, grace_period: int, reduction_factor: float,
-                 group_of: Callable[[dict], str], group_sizes: dict[str, int] | int, max_running: int,
-                 state_path: str | os.PathLike, time_attr: str = "epoch", budget=None):
+    def __init__(
+        self,
+        metric: str,
+        mode: str,
+        max_t: int,
+        grace_period: int,
+        reduction_factor: float,
+        group_of: Callable[[dict], str],
+        group_sizes: dict[str, int] | int,
+        max_running: int,
+        state_path: str | os.PathLike,
+        time_attr: str = "epoch",
+        budget=None,
+    ):
         super().__init__(budget)
         self._metric, self._mode, self.time_attr = metric, mode, time_attr
         self.max_t, self.reduction_factor = max_t, reduction_factor
@@ -181,13 +192,23 @@ class GroupASHA(LiveFIFO):
         return action
 
     def _decide(self, tune_controller, trial: Trial | None, rung: int, group: str) -> str:
-        means = {g: float(np.mean(list(v.values()))) for g, v in self.state["values"][str(rung)].items()
-                 if len(v) >= self._size(g)}
+        means = {
+            g: float(np.mean(list(v.values())))
+            for g, v in self.state["values"][str(rung)].items()
+            if len(v) >= self._size(g)
+        }
         decision = CONTINUE if survives(means[group], list(means.values()), self.reduction_factor, self._mode) else STOP
         self.state["decisions"].setdefault(str(rung), {})[group] = decision
         self._saved("decisions", rung, group)
-        logger.info("group %s at rung %d: mean %s=%.4f over %d repeats -> %s", group, rung, self._metric,
-                    means[group], self._size(group), decision)
+        logger.info(
+            "group %s at rung %d: mean %s=%.4f over %d repeats -> %s",
+            group,
+            rung,
+            self._metric,
+            means[group],
+            self._size(group),
+            decision,
+        )
         if decision == STOP:
             for other in self._members(tune_controller, group):
                 if other is not trial and other.status in (Trial.PAUSED, Trial.PENDING):
@@ -226,7 +247,11 @@ class GroupASHA(LiveFIFO):
         self._settled = True
         for rung in self.rungs:
             for group, values in list(self.state["values"].get(str(rung), {}).items()):
-                if self._decision(rung, group) is None and not self._stopped(group) and len(values) >= self._size(group):
+                if (
+                    self._decision(rung, group) is None
+                    and not self._stopped(group)
+                    and len(values) >= self._size(group)
+                ):
                     self._decide(tune_controller, None, rung, group)
 
     def active(self) -> int:

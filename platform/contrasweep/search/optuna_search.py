@@ -27,8 +27,10 @@ class OptunaSearch(Searcher):
     name = "optuna"
     growth = ("sweep.num_samples",)
     resumes_from = "the sweep's Optuna study (optuna.db: suggestions, each repeat's outcome, the tells)"
-    cannot_grow = ("its suggestions were told to the Optuna study as the mean over their repeats, and a finished "
-                   "study trial cannot be told again")
+    cannot_grow = (
+        "its suggestions were told to the Optuna study as the mean over their repeats, and a finished "
+        "study trial cannot be told again"
+    )
 
     def sampler(self, sweep, warm: int = 0, extension: int = 0):
         """TPE (NSGA-II for several metrics) seeded by the sweep's first seed; with ``warm``
@@ -70,12 +72,18 @@ class OptunaSearch(Searcher):
         first = {key: domain.first() for key, domain in sweep.domains.items()}
         point = reported_point(sweep)  # evaluated first; unreported keys at their default when in the domain
         base = {**sweep.fixed, **first, **(point or {})}
-        where = f"the reported point ({', '.join(f'{k}={v}' for k, v in point.items())}) is evaluated first: " if point else ""
+        where = (
+            f"the reported point ({', '.join(f'{k}={v}' for k, v in point.items())}) is evaluated first: "
+            if point
+            else ""
+        )
         out = [(base, where)]
         for key, domain in sweep.domains.items():
-            (kind, args), = as_spec(domain).items()
-            out += [({**base, key: value}, f"search.{key}={{{kind}: {args}}} includes {key}={value}: ")
-                    for value in domain.check_values()]
+            ((kind, args),) = as_spec(domain).items()
+            out += [
+                ({**base, key: value}, f"search.{key}={{{kind}: {args}}} includes {key}={value}: ")
+                for value in domain.check_values()
+            ]
         return out
 
     def group_sizes(self, sweep) -> int:
@@ -84,8 +92,10 @@ class OptunaSearch(Searcher):
 
     def check(self, sweep) -> None:
         if not sweep.search:
-            raise SpecError(f"sweep.searcher={sweep.searcher} needs a 'search' section of domains; allowed: searcher "
-                            "grid for exact grids")
+            raise SpecError(
+                f"sweep.searcher={sweep.searcher} needs a 'search' section of domains; allowed: searcher "
+                "grid for exact grids"
+            )
 
     def fewest_trials(self, sweep) -> int:
         """A race's fewest (``contrasweep.search.study_race``): every suggestion's first round in every setting."""
@@ -109,8 +119,10 @@ class OptunaSearch(Searcher):
     def check_growth(self, key: str, was, now, ran) -> bool:
         """More suggestions: the study goes on with the larger budget."""
         if isinstance(now, bool) or not isinstance(now, int) or now <= ran.num_samples:
-            raise UserError(f"sweep.num_samples={now!r} is not larger than the {ran.num_samples} the sweep ran; "
-                            "allowed: a larger number of suggestions")
+            raise UserError(
+                f"sweep.num_samples={now!r} is not larger than the {ran.num_samples} the sweep ran; "
+                "allowed: a larger number of suggestions"
+            )
         return True
 
     def new_suggestions(self, ran, new) -> int:

@@ -32,5 +32,6 @@ def savable(sampler):
     except (TypeError, pickle.PicklingError, AttributeError) as error:
         raise UserError(
             f"optuna {optuna.__version__}'s {type(sampler).__name__} cannot be saved for resume ({error}); "
-            "install another Optuna release (pip install 'optuna>=4.0,!=5.1.0')") from None
+            "install another Optuna release (pip install 'optuna>=4.0,!=5.1.0')"
+        ) from None
     return sampler

@@ -28,8 +28,8 @@ from contrasweep.folder import race_record
 from contrasweep.folder.relocation import here
 from contrasweep.search.base import held_back
 from contrasweep.search.racing import Entry, Race, entries_of
-from contrasweep.spec.objective import Objective
 from contrasweep.spec.identity import key_of
+from contrasweep.spec.objective import Objective
 from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.aggregate import ran_every_epoch, selection_key
 
@@ -42,8 +42,18 @@ class RaceSearcher(Searcher):
     ``selection_key``, as the selection judges it); ``path``: ``race.json``; ``first``: the Tune
     configs of the repeats the sweep's record calls unfinished."""
 
-    def __init__(self, trials: list[dict], entries: list[Entry], min_repeats: int, alpha: float, metric: str, mode: str,
-                 path: str, max_concurrent: int, first=()):
+    def __init__(
+        self,
+        trials: list[dict],
+        entries: list[Entry],
+        min_repeats: int,
+        alpha: float,
+        metric: str,
+        mode: str,
+        path: str,
+        max_concurrent: int,
+        first=(),
+    ):
         super().__init__(metric=metric, mode=mode)
         self.trials = {(e.group, e.repeat): t for e, t in zip(entries, trials)}
         self.entries, self.min_repeats, self.alpha = entries, min_repeats, alpha
@@ -77,8 +87,9 @@ class RaceSearcher(Searcher):
     def race(self) -> Race:
         if self._race is None:
             self._journal = race_record.open_journal(self.path)
-            self._race = Race(self.entries, self.min_repeats, self.alpha, Objective(self.metric, self.mode).sign,
-                              self._journal.data)
+            self._race = Race(
+                self.entries, self.min_repeats, self.alpha, Objective(self.metric, self.mode).sign, self._journal.data
+            )
             self._race.advance()  # a round due when the driver stopped (none: a round is judged with its last repeat)
             self._write(whole=True)
         return self._race
@@ -86,7 +97,9 @@ class RaceSearcher(Searcher):
     def _write(self, whole: bool = False) -> None:
         """What changed in the race, one journal line each (``whole``: a new snapshot)."""
         race = self._race
-        ending = sum(1 for g, r in self.live.values() if g in race.out() and r not in race.ended(g))  # out, still running
+        ending = sum(
+            1 for g, r in self.live.values() if g in race.out() and r not in race.ended(g)
+        )  # out, still running
         race.journal.update(needed=race.needed() + ending, total=race.total())
         if whole:
             self._journal.save()
@@ -135,7 +148,9 @@ class RaceSearcher(Searcher):
             outcome = "failed"
         else:
             # a max_steps budget: the steps it reported (no training rows counted here)
-            every_epoch = ran_every_epoch(result.get("epoch", 0), self.trials[(group, repeat)], result.get("train/steps"))
+            every_epoch = ran_every_epoch(
+                result.get("epoch", 0), self.trials[(group, repeat)], result.get("train/steps")
+            )
             outcome = "complete" if result and every_epoch else "stopped"
         value = float(value) if isinstance(value, (int, float)) else None
         if race.record(group, repeat, value, outcome):
@@ -151,6 +166,14 @@ def build(sweep, sweep_dir, live: int) -> RaceSearcher:
 
     trials = sweep.grid_trials()
     objective = sweep.objective
-    return RaceSearcher(trials, entries_of(trials, SweepStatic.of(sweep)), sweep.racing.min_repeats, sweep.racing.alpha,
-                        objective.metric, objective.mode, str(sweep_dir.path / race_record.RACE_FILE), live,
-                        ledger.unfinished(sweep_dir.path / "tracking.json"))
+    return RaceSearcher(
+        trials,
+        entries_of(trials, SweepStatic.of(sweep)),
+        sweep.racing.min_repeats,
+        sweep.racing.alpha,
+        objective.metric,
+        objective.mode,
+        str(sweep_dir.path / race_record.RACE_FILE),
+        live,
+        ledger.unfinished(sweep_dir.path / "tracking.json"),
+    )

@@ -174,8 +174,12 @@ def verdict(values: dict[str, list[float]], sign: float) -> Verdict:
         adjusted[off] = holm_array(pairwise_p(matrix, sign)[off])
     j = np.argmin(adjusted, axis=1)  # the first of equal ones: the better ranked, the round's best first
     p_values = {keys[i]: float(adjusted[i, j[i]]) for i in range(1, k)}
-    return Verdict(keys[0], p_values, {keys[i]: keys[j[i]] for i in range(1, k)},
-                   {keys[i]: float(adjusted[i, 0]) for i in range(1, k)})
+    return Verdict(
+        keys[0],
+        p_values,
+        {keys[i]: keys[j[i]] for i in range(1, k)},
+        {keys[i]: float(adjusted[i, 0]) for i in range(1, k)},
+    )
 
 
 def judge(values: dict[str, list[float]], sign: float) -> tuple[str, dict[str, float]]:
@@ -184,8 +188,9 @@ def judge(values: dict[str, list[float]], sign: float) -> tuple[str, dict[str, f
     return found.best, found.p_values
 
 
-def judge_one(values: dict[str, list[float]], candidate: str, sign: float,
-              alpha: float | None = None) -> tuple[float, str | None]:
+def judge_one(
+    values: dict[str, list[float]], candidate: str, sign: float, alpha: float | None = None
+) -> tuple[float, str | None]:
     """One configuration judged against the others (a study's race: only its decision is
     applied): the one-sided paired tests that ``candidate`` is worse than each other one, Holm
     over those k − 1 (for "any rejected": Bonferroni on the smallest). Returns (that adjusted
@@ -302,8 +307,11 @@ class Race:
                     self.out()[group] = {"outcome": ELIMINATED, "round": t, "p_value": p, "best": than}
                     self.touched.append(("out", group))
                     gone.append(group)
-            self.journal["rounds"].setdefault(setting, []).append(  # an older journal's rounds lack "than": never read back
-                {"round": t, "best": found.best, "p_values": found.p_values, "than": found.than, "eliminated": gone})
+            self.journal["rounds"].setdefault(
+                setting, []
+            ).append(  # an older journal's rounds lack "than": never read back
+                {"round": t, "best": found.best, "p_values": found.p_values, "than": found.than, "eliminated": gone}
+            )
             self.touched.append(("rounds", setting))
         left = self.racing(setting)
         self.journal["targets"][setting] = t + 1 if len(left) > 1 else max(len(sizes[g]) for g in left)
@@ -329,8 +337,12 @@ class Race:
     def needed(self) -> int:
         """Trials the race may still run (at most): every repeat not yet ended of the
         configurations still racing (the running ones included)."""
-        return sum(len([r for r in repeats if r not in self.ended(g)])
-                   for groups in self.settings.values() for g, repeats in groups.items() if g not in self.out())
+        return sum(
+            len([r for r in repeats if r not in self.ended(g)])
+            for groups in self.settings.values()
+            for g, repeats in groups.items()
+            if g not in self.out()
+        )
 
     def fewest(self) -> int:
         """The fewest trials the race can run: every configuration its first round, where all

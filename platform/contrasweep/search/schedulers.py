@@ -28,8 +28,14 @@ def budget_gate(sweep, sweep_dir, group_sizes, static):
 
     res = static.resources
     slots, _ = trial_slots(res.cpu, res.gpu, res.workers)
-    return BudgetGate(sweep_dir.path / BUDGET_FILE, sweep.budget.slot_hours, slots, GroupKey(static), group_sizes,
-                      sweep_dir.path / "tracking.json")
+    return BudgetGate(
+        sweep_dir.path / BUDGET_FILE,
+        sweep.budget.slot_hours,
+        slots,
+        GroupKey(static),
+        group_sizes,
+        sweep_dir.path / "tracking.json",
+    )
 
 
 class NoScheduler(Scheduler):
@@ -79,7 +85,9 @@ class GroupAshaScheduler(Scheduler):
         """ASHA's rungs: a trial paused there continues exactly from the resume state written there."""
         from contrasweep.search.group_asha import rungs
 
-        return rungs(sweep.most_epochs(train_rows), self.grace_period(sweep, train_rows), sweep.asha["reduction_factor"])
+        return rungs(
+            sweep.most_epochs(train_rows), self.grace_period(sweep, train_rows), sweep.asha["reduction_factor"]
+        )
 
     def live_limit(self, sweep, group_sizes) -> int:
         """A whole repeat group must be live to pass a rung; the trials running or waiting to stay

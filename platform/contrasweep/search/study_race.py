@@ -52,8 +52,16 @@ class StudyRace:
     repeat group; ``sign``: +1 where higher is better; ``path``: ``race.json``; ``fixed``: the
     values Tune's trials carry besides the suggestion's (``OptunaSearch.param_space``)."""
 
-    def __init__(self, layout: list[tuple[str, str]], min_repeats: int, alpha: float, sign: float,
-                 group_of: Callable[[dict], str], path: str, fixed: dict | None = None):
+    def __init__(
+        self,
+        layout: list[tuple[str, str]],
+        min_repeats: int,
+        alpha: float,
+        sign: float,
+        group_of: Callable[[dict], str],
+        path: str,
+        fixed: dict | None = None,
+    ):
         self.layout, self.min_repeats, self.alpha, self.sign = layout, min_repeats, alpha, sign
         self.group_of, self.path = group_of, str(path)
         self.fixed = dict(fixed or {})  # Tune's param_space: merged under every suggestion's values
@@ -74,13 +82,20 @@ class StudyRace:
         for index in range(sweep.repeats):
             identity = identify({SUGGESTION: 0, TRIAL_INDEX: index}, static)
             layout.append((identity.setting, repeat_id(identity)))
-        return cls(layout, sweep.racing.min_repeats, sweep.racing.alpha, sweep.objective.sign, group_of, path,
-                   dict(sweep.fixed))
+        return cls(
+            layout,
+            sweep.racing.min_repeats,
+            sweep.racing.alpha,
+            sweep.objective.sign,
+            group_of,
+            path,
+            dict(sweep.fixed),
+        )
 
     # -- what a suggestion runs -----------------------------------------------------------
     def first(self) -> list[int]:
         """The repeats a new suggestion runs first: its first ``min_repeats`` of each setting."""
-        return sorted(i for indices in self.settings.values() for i in indices[:self.min_repeats])
+        return sorted(i for indices in self.settings.values() for i in indices[: self.min_repeats])
 
     def ended(self, trial, setting: str) -> list[dict]:
         """The recorded repeats of ``setting`` from its first on, while there is no gap."""
@@ -113,8 +128,8 @@ class StudyRace:
         for setting, indices in self.settings.items():
             if self.left(trial, setting):
                 continue
-            first = [i for i in indices[:self.min_repeats] if i not in records and i not in issued]
-            if any(i not in records for i in indices[:self.min_repeats]):
+            first = [i for i in indices[: self.min_repeats] if i not in records and i not in issued]
+            if any(i not in records for i in indices[: self.min_repeats]):
                 out += first
                 continue
             ended = self.ended(trial, setting)
@@ -207,19 +222,23 @@ class StudyRace:
         outcomes, why it left the race or None)."""
         for setting, indices in self.settings.items():
             group = self.group_key(trial.number, trial.params, setting)
-            repeats = {self.layout[i][1]: {"value": records[i].get("selection"), "outcome": records[i]["outcome"]}
-                       for i in indices if i in records}
+            repeats = {
+                self.layout[i][1]: {"value": records[i].get("selection"), "outcome": records[i]["outcome"]}
+                for i in indices
+                if i in records
+            }
             left = trial.user_attrs.get(f"{RACE_PREFIX}{setting}")
             if left is not None:
                 best = self.group_key(left["best"], params.get(left["best"], {}), setting)
                 left = {"outcome": "eliminated", "round": left["round"], "p_value": left["p_value"], "best": best}
             elif self.left(trial, setting):
-                outcome = next(records[i]["outcome"] for i in indices
-                               if i in records and records[i]["outcome"] != "complete")
+                outcome = next(
+                    records[i]["outcome"] for i in indices if i in records and records[i]["outcome"] != "complete"
+                )
                 left = {"outcome": outcome, "round": len(repeats)}
             yield group, repeats, left
 
 
 def recorded(trial) -> dict[int, dict]:
     """repeat index -> its recorded outcome, for one study trial."""
-    return {int(k[len(REPEAT_PREFIX):]): v for k, v in trial.user_attrs.items() if k.startswith(REPEAT_PREFIX)}
+    return {int(k[len(REPEAT_PREFIX) :]): v for k, v in trial.user_attrs.items() if k.startswith(REPEAT_PREFIX)}

@@ -85,12 +85,26 @@ class StudySearcher(Searcher):
     (suggestion, repeat) pairs the sweep's record calls unfinished; ``sampler_path``: where the
     sampler is saved after each ask (None: nowhere)."""
 
-    def __init__(self, space: dict, metrics: list[str], modes: list[str], sampler, study_name: str, storage_url: str,
-                 repeats: int, num_samples: int, max_concurrent: int, reported: dict | None = None, epochs: int = 1,
-                 warm: list[dict] | None = None, race: StudyRace | None = None, max_steps: int = 0,
-                 first=(), sampler_path: str | None = None):
-        super().__init__(metric=metrics if len(metrics) > 1 else metrics[0],
-                         mode=modes if len(modes) > 1 else modes[0])
+    def __init__(
+        self,
+        space: dict,
+        metrics: list[str],
+        modes: list[str],
+        sampler,
+        study_name: str,
+        storage_url: str,
+        repeats: int,
+        num_samples: int,
+        max_concurrent: int,
+        reported: dict | None = None,
+        epochs: int = 1,
+        warm: list[dict] | None = None,
+        race: StudyRace | None = None,
+        max_steps: int = 0,
+        first=(),
+        sampler_path: str | None = None,
+    ):
+        super().__init__(metric=metrics if len(metrics) > 1 else metrics[0], mode=modes if len(modes) > 1 else modes[0])
         self.space, self.metrics, self.modes, self.sampler = space, list(metrics), list(modes), sampler
         self.study_name, self.storage_url = study_name, storage_url
         self.repeats, self.num_samples, self.max_concurrent = repeats, num_samples, max_concurrent
@@ -111,7 +125,9 @@ class StudySearcher(Searcher):
     # -- pickling: Tune keeps this object in tuner.pkl (no driver reads it back) --
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.update(_study=None, _storage=None, _queue=None, _ids={}, _params={}, _asked=None)  # re-read after a restore
+        state.update(
+            _study=None, _storage=None, _queue=None, _ids={}, _params={}, _asked=None
+        )  # re-read after a restore
         return state
 
     def __setstate__(self, state):
@@ -151,15 +167,21 @@ class StudySearcher(Searcher):
 
         directions = [o.direction for o in objectives(self.metrics, self.modes)]
         self._storage = SoleWriterStorage(StudyStorage(self.storage_url))  # this driver alone writes it
-        self._study = optuna.create_study(study_name=self.study_name, storage=self._storage, sampler=self.sampler,
-                                          directions=directions, load_if_exists=True)
+        self._study = optuna.create_study(
+            study_name=self.study_name,
+            storage=self._storage,
+            sampler=self.sampler,
+            directions=directions,
+            load_if_exists=True,
+        )
 
     def trial_id(self, number: int) -> int:
         """The storage's id of suggestion ``number`` (fixed once the trial exists: looked up once)."""
         if number not in self._ids:
             storage = self.storage
             self._ids[number] = storage.get_trial_id_from_study_id_trial_number(
-                storage.get_study_id_from_name(self.study_name), number)
+                storage.get_study_id_from_name(self.study_name), number
+            )
         return self._ids[number]
 
     def params(self, number: int) -> dict:
@@ -200,11 +222,15 @@ class StudySearcher(Searcher):
             if len(done) >= self.repeats:
                 self._tell(trial.number)
                 continue
-            self._queue += [(trial.number, r) for r in range(self.repeats) if r not in done and (trial.number, r) not in held]
+            self._queue += [
+                (trial.number, r) for r in range(self.repeats) if r not in done and (trial.number, r) not in held
+            ]
         if self.race is not None:
             self._race_written()
         if self._queue:
-            logger.info("resuming %d repeats of %d open suggestions", len(self._queue), len({n for n, _ in self._queue}))
+            logger.info(
+                "resuming %d repeats of %d open suggestions", len(self._queue), len({n for n, _ in self._queue})
+            )
 
     def asked(self) -> int:
         """Suggestions made so far (an enqueued point counts once it is asked; warm points never):
@@ -213,8 +239,10 @@ class StudySearcher(Searcher):
         from optuna.trial import TrialState
 
         if self._asked is None:
-            self._asked = sum(t.state != TrialState.WAITING and WARM_ATTR not in t.user_attrs
-                              for t in self.study.get_trials(deepcopy=False))
+            self._asked = sum(
+                t.state != TrialState.WAITING and WARM_ATTR not in t.user_attrs
+                for t in self.study.get_trials(deepcopy=False)
+            )
         return self._asked
 
     # -- Searcher API ------------------------------------------------------------------
@@ -299,8 +327,10 @@ class StudySearcher(Searcher):
         repeat stopped while paused at a rung ends without a result."""
         result = result or {}
         epoch = int(result.get("epoch", 0))
-        budget = {"epochs": params.get("epochs", self.epochs),
-                  "max_steps": params.get("max_steps", getattr(self, "max_steps", 0))}  # a study pickled before: 0
+        budget = {
+            "epochs": params.get("epochs", self.epochs),
+            "max_steps": params.get("max_steps", getattr(self, "max_steps", 0)),
+        }  # a study pickled before: 0
         complete = bool(result) and ran_every_epoch(epoch, budget, result.get("train/steps"))
         outcome = "failed" if error else ("complete" if complete else "stopped")
         values = [_number(result.get(m)) for m in self.metrics]
@@ -343,7 +373,7 @@ def told(record: dict, i: int) -> float | None:
     """What the study is told of one repeat for metric ``i``: what the selection ranks it by (its
     best epoch's value, ``aggregate.selection_key``). A record written before issue 69 has it for
     the first metric only (``selection``, since the race) or not at all: then the last epoch's value."""
-    chosen = record.get("selections", [])[i:i + 1] or ([record.get("selection")] if i == 0 else [])
+    chosen = record.get("selections", [])[i : i + 1] or ([record.get("selection")] if i == 0 else [])
     if chosen and chosen[0] is not None:
         return chosen[0]
     values = record.get("values") or []
@@ -367,17 +397,30 @@ def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | Non
 
     path = sweep_dir.path / f"sampler-{sweep_dir.stage}.pkl"
     sampler = pickle.loads(path.read_bytes()) if path.exists() else savable(sampler)
-    first = [(c[SUGGESTION], c[TRIAL_INDEX]) for c in ledger.unfinished(sweep_dir.path / "tracking.json")
-             if SUGGESTION in c and TRIAL_INDEX in c]
+    first = [
+        (c[SUGGESTION], c[TRIAL_INDEX])
+        for c in ledger.unfinished(sweep_dir.path / "tracking.json")
+        if SUGGESTION in c and TRIAL_INDEX in c
+    ]
     reported = reported_point(sweep)
     static = SweepStatic.of(sweep)
     return StudySearcher(
-        distributions(sweep.domains), sweep.metric, sweep.mode, sampler,
-        study_name=sweep_dir.name, storage_url=sweep_dir.optuna_uri, repeats=sweep.repeats,
-        num_samples=sweep.num_samples, max_concurrent=max_concurrent,
+        distributions(sweep.domains),
+        sweep.metric,
+        sweep.mode,
+        sampler,
+        study_name=sweep_dir.name,
+        storage_url=sweep_dir.optuna_uri,
+        repeats=sweep.repeats,
+        num_samples=sweep.num_samples,
+        max_concurrent=max_concurrent,
         reported={k: as_text(v) for k, v in reported.items()} if reported else None,
         epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)),
-        max_steps=int(sweep.fixed.get("max_steps", LOOP_PARAMS["max_steps"].default)), warm=warm,
+        max_steps=int(sweep.fixed.get("max_steps", LOOP_PARAMS["max_steps"].default)),
+        warm=warm,
         race=StudyRace.of(sweep, static, GroupKey(static), str(sweep_dir.path / race_record.RACE_FILE))
-        if sweep.racing else None, first=first, sampler_path=str(path),
+        if sweep.racing
+        else None,
+        first=first,
+        sampler_path=str(path),
     )

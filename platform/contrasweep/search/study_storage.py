@@ -48,7 +48,7 @@ def write_ahead(storage: RDBStorage) -> None:
         return
     from contrasweep.folder.sweep_storage import shared_path
 
-    if shared_path(Path(storage.url[len("sqlite:///"):]).parent):
+    if shared_path(Path(storage.url[len("sqlite:///") :]).parent):
         return
     from sqlalchemy import event
 
@@ -155,10 +155,19 @@ class SoleWriterStorage(BaseStorage):
             trials = self._study(study_id)
             trial_id = self.backend.create_new_trial(study_id, template_trial)
             if template_trial is None:  # as RDBStorage makes it: running from now, nothing set
-                trial = FrozenTrial(number=len(trials), state=TrialState.RUNNING, value=None,
-                                    datetime_start=datetime.now(), datetime_complete=None, params={},
-                                    distributions={}, user_attrs={}, system_attrs={}, intermediate_values={},
-                                    trial_id=trial_id)
+                trial = FrozenTrial(
+                    number=len(trials),
+                    state=TrialState.RUNNING,
+                    value=None,
+                    datetime_start=datetime.now(),
+                    datetime_complete=None,
+                    params={},
+                    distributions={},
+                    user_attrs={},
+                    system_attrs={},
+                    intermediate_values={},
+                    trial_id=trial_id,
+                )
             else:  # a warm point, an enqueued one: as SQL stored it
                 trial = self.backend.get_trial(trial_id)
             trials.append(trial)
@@ -213,6 +222,7 @@ class SoleWriterStorage(BaseStorage):
         def change(trial):
             trial.distributions = {**trial.distributions, param_name: distribution}
             trial.params = {**trial.params, param_name: distribution.to_external_repr(param_value_internal)}
+
         self._update(trial_id, change)
 
     def set_trial_state_values(self, trial_id: int, state, values=None) -> bool:
@@ -227,13 +237,18 @@ class SoleWriterStorage(BaseStorage):
                 trial.datetime_start = datetime.now()
             if state.is_finished():
                 trial.datetime_complete = datetime.now()
+
         self._update(trial_id, change)
         return True
 
     def set_trial_intermediate_value(self, trial_id: int, step: int, intermediate_value: float) -> None:
         self.backend.set_trial_intermediate_value(trial_id, step, intermediate_value)
-        self._update(trial_id, lambda trial: setattr(trial, "intermediate_values",
-                                                     {**trial.intermediate_values, step: float(intermediate_value)}))
+        self._update(
+            trial_id,
+            lambda trial: setattr(
+                trial, "intermediate_values", {**trial.intermediate_values, step: float(intermediate_value)}
+            ),
+        )
 
     def set_trial_user_attr(self, trial_id: int, key: str, value) -> None:
         self.backend.set_trial_user_attr(trial_id, key, value)
@@ -241,7 +256,9 @@ class SoleWriterStorage(BaseStorage):
 
     def set_trial_system_attr(self, trial_id: int, key: str, value) -> None:
         self.backend.set_trial_system_attr(trial_id, key, value)
-        self._update(trial_id, lambda trial: setattr(trial, "system_attrs", {**trial.system_attrs, key: _stored(value)}))
+        self._update(
+            trial_id, lambda trial: setattr(trial, "system_attrs", {**trial.system_attrs, key: _stored(value)})
+        )
 
 
 def _stored(value):

@@ -79,8 +79,11 @@ def keep_warm(controller) -> bool:
     Returns whether it did (another Tune is left as it is)."""
     controller = getattr(controller, "_tune_controller", controller)
     cache = getattr(controller, "_actor_cache", None)
-    if (not isinstance(cache, _ObjectCache) or isinstance(cache, WarmActors)
-            or not hasattr(controller, "_maybe_reuse_cached_actor")):
+    if (
+        not isinstance(cache, _ObjectCache)
+        or isinstance(cache, WarmActors)
+        or not hasattr(controller, "_maybe_reuse_cached_actor")
+    ):
         return False
     warm = WarmActors()
     warm._cached_objects.update({k: list(v) for k, v in cache._cached_objects.items()})
@@ -93,5 +96,8 @@ def keep_warm(controller) -> bool:
 
 def booting(controller, tracked_actor) -> bool:
     """The actor has its resources and its process, and has not said it is ready."""
-    return (tracked_actor is not None and controller._actor_manager.is_actor_started(tracked_actor)
-            and tracked_actor not in controller._started_actors)
+    return (
+        tracked_actor is not None
+        and controller._actor_manager.is_actor_started(tracked_actor)
+        and tracked_actor not in controller._started_actors
+    )

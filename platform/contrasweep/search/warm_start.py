@@ -50,11 +50,15 @@ def startup_trials(warm: int) -> int:
 def _same(sweep: Sweep, other: dict) -> str | None:
     """Why the earlier sweep's spec ``other`` cannot warm-start ``sweep``, or None."""
     metric = (other.get("sweep") or {}).get("metric", sweep.metric)
-    checks = {"method": (other.get("method"), sweep.method),
-              "sweep.metric": (metric if isinstance(metric, list) else [metric], list(sweep.metric)),
-              "data": (other.get("data"), sweep.raw.get("data")),
-              "encoder": ({k: (other.get("encoder") or {}).get(k) for k in ("name", "max_length")},
-                          {k: (sweep.raw.get("encoder") or {}).get(k) for k in ("name", "max_length")})}
+    checks = {
+        "method": (other.get("method"), sweep.method),
+        "sweep.metric": (metric if isinstance(metric, list) else [metric], list(sweep.metric)),
+        "data": (other.get("data"), sweep.raw.get("data")),
+        "encoder": (
+            {k: (other.get("encoder") or {}).get(k) for k in ("name", "max_length")},
+            {k: (sweep.raw.get("encoder") or {}).get(k) for k in ("name", "max_length")},
+        ),
+    }
     for key, (theirs, ours) in checks.items():
         if theirs != ours:
             return f"its {key} is {theirs!r}, this sweep's {ours!r}"
@@ -104,7 +108,9 @@ def points(sweep: Sweep, groups: list, name: str) -> list[dict]:
         if any(k in hp and hp[k] != str(as_text(v)) for k, v in sweep.fixed.items()):
             continue
         repeats = [r["metrics"] for g in found for r in g.repeats]
-        values = [sum(r.get(selection_key(m), r.get(m, math.nan)) for r in repeats) / len(repeats) for m in sweep.metric]
+        values = [
+            sum(r.get(selection_key(m), r.get(m, math.nan)) for r in repeats) / len(repeats) for m in sweep.metric
+        ]
         if any(math.isnan(v) for v in values):
             continue
         out.append({"params": params, "values": values, "sweep": name})
@@ -118,14 +124,18 @@ def warm_points(sweep: Sweep, root: Path) -> list[dict]:
         other = sweeps.open_existing(root, name)
         why = _same(sweep, other.spec())
         if why is not None:
-            raise UserError(f"sweep.warm_start: {name!r} ran something else ({why}); allowed: earlier sweeps of the "
-                            "same method, metrics, data and encoder")
+            raise UserError(
+                f"sweep.warm_start: {name!r} ran something else ({why}); allowed: earlier sweeps of the "
+                "same method, metrics, data and encoder"
+            )
         parent = TrackingState(other.path / "tracking.json").data.get("parent_run_id")
         uri = other.meta().get("tracking_uri") or default_tracking_uri()
         found = points(sweep, groups(uri, parent), name) if parent else []
         if not found:
-            raise UserError(f"sweep.warm_start: {name!r} has no complete configuration inside this sweep's search space; "
-                            "allowed: sweeps whose searched values lie in the domains and whose fixed values are these")
+            raise UserError(
+                f"sweep.warm_start: {name!r} has no complete configuration inside this sweep's search space; "
+                "allowed: sweeps whose searched values lie in the domains and whose fixed values are these"
+            )
         out += found
     return out
 
@@ -135,6 +145,12 @@ def warm_trials(dists: dict, found: list[dict]) -> list:
     distributions ``dists``, for ``study.add_trials``."""
     import optuna
 
-    return [optuna.trial.create_trial(params=p["params"], distributions=dists, user_attrs={WARM_ATTR: p["sweep"]},
-                                      **({"values": p["values"]} if len(p["values"]) > 1 else {"value": p["values"][0]}))
-            for p in found]
+    return [
+        optuna.trial.create_trial(
+            params=p["params"],
+            distributions=dists,
+            user_attrs={WARM_ATTR: p["sweep"]},
+            **({"values": p["values"]} if len(p["values"]) > 1 else {"value": p["values"][0]}),
+        )
+        for p in found
+    ]

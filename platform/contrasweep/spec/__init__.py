@@ -13,4 +13,3 @@ May import: ``contrasweep.errors``, ``contrasweep.data``, ``trainables.params``,
 short name). Never Ray, MLflow or torch; Optuna only inside a domain's ``distribution()``, which
 the searcher calls.
 """
-

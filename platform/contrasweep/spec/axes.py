@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from contrasweep.errors import SpecError
 
@@ -47,8 +48,10 @@ def axes_of(section: Mapping[str, Any], multilabel: bool = False) -> list[str]:
     axes = [k for k, v in section.items() if isinstance(v, list) and not _list_valued(k, multilabel)]
     for key in axes:
         if key not in allowed:
-            raise SpecError(f"data.{key}={section[key]!r}: a list is not allowed here; allowed as lists (sweep axes): "
-                            f"{', '.join('data.' + a for a in allowed)}")
+            raise SpecError(
+                f"data.{key}={section[key]!r}: a list is not allowed here; allowed as lists (sweep axes): "
+                f"{', '.join('data.' + a for a in allowed)}"
+            )
         values = section[key]
         if not values:
             raise SpecError(f"data.{key}=[] is empty; allowed: a non-empty list of values")
@@ -66,12 +69,14 @@ def expand(section: Mapping[str, Any], multilabel: bool = False) -> list[DataVar
     out = []
     for index, values in enumerate(itertools.product(*(section[k] for k in axes))):
         chosen = dict(zip(axes, values))
-        out.append(DataVariant(
-            index=index,
-            data={**section, **chosen},
-            setting={k: v for k, v in chosen.items() if k not in REPEAT_AXES},
-            repeat={k: v for k, v in chosen.items() if k in REPEAT_AXES},
-        ))
+        out.append(
+            DataVariant(
+                index=index,
+                data={**section, **chosen},
+                setting={k: v for k, v in chosen.items() if k not in REPEAT_AXES},
+                repeat={k: v for k, v in chosen.items() if k in REPEAT_AXES},
+            )
+        )
     return out
 
 

@@ -36,8 +36,10 @@ def parse_budget(section) -> Budget | None:
         return None
     check_keys(section, BUDGET_PARAMS, "sweep.budget", " such as {slot_hours: 40}")
     if "slot_hours" not in section:
-        raise SpecError("sweep.budget needs slot_hours (the trials' wall time × their CPUs, or GPUs, in hours); "
-                        "allowed: sweep.budget: {slot_hours: 40}")
+        raise SpecError(
+            "sweep.budget needs slot_hours (the trials' wall time × their CPUs, or GPUs, in hours); "
+            "allowed: sweep.budget: {slot_hours: 40}"
+        )
     return Budget(slot_hours=BUDGET_PARAMS["slot_hours"].coerce("sweep.budget.slot_hours", section["slot_hours"]))
 
 

@@ -48,6 +48,7 @@ class Range:
 
     def check(self, where: str, key: str, args: list, param: Param) -> None:
         """What this kind of range asks beyond ``low < high`` (none here)."""
+
     def args(self) -> list:
         return [self.low, self.high]
 
@@ -119,7 +120,9 @@ class IntRange(Range):
 
     def check(self, where: str, key: str, args: list, param: Param) -> None:
         if param.kind != "int":
-            raise SpecError(f"{where}: {key} is not an integer hyperparameter; allowed: uniform, loguniform, quniform, choice")
+            raise SpecError(
+                f"{where}: {key} is not an integer hyperparameter; allowed: uniform, loguniform, quniform, choice"
+            )
 
     def check_values(self) -> list:
         count = int(self.high) - int(self.low) + 1

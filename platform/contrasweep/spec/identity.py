@@ -59,10 +59,19 @@ def identify(config: dict, static: SweepStatic) -> TrialIdentity:
     variant = static.variants[plan.variant]
     setting = setting_label(variant)
     shared = {k: v for k, v in hp.items() if k != "seed"}
-    if plan.suggestion is not None:  # a searcher's suggestion is its own configuration, even where two draw the same values
+    if (
+        plan.suggestion is not None
+    ):  # a searcher's suggestion is its own configuration, even where two draw the same values
         shared[SUGGESTION] = plan.suggestion
-    return TrialIdentity(hp=hp, variant=variant, seed=plan.seed, config=key_of(shared), setting=setting,
-                         suggestion=plan.suggestion, plan=plan)
+    return TrialIdentity(
+        hp=hp,
+        variant=variant,
+        seed=plan.seed,
+        config=key_of(shared),
+        setting=setting,
+        suggestion=plan.suggestion,
+        plan=plan,
+    )
 
 
 def run_name(identity: TrialIdentity, static: SweepStatic) -> str:
@@ -108,8 +117,14 @@ def tags(identity: TrialIdentity, method: str) -> dict[str, str]:
     }
     if identity.suggestion is not None:
         out["contrasweep.suggestion"] = str(identity.suggestion)
-    for key, tag in (("k", "k"), ("n_total", "n_total"), ("rho", "rho"), ("num_classes", "num_classes"),
-                     ("seed", "data_seed"), ("split_seed", "split_seed")):
+    for key, tag in (
+        ("k", "k"),
+        ("n_total", "n_total"),
+        ("rho", "rho"),
+        ("num_classes", "num_classes"),
+        ("seed", "data_seed"),
+        ("split_seed", "split_seed"),
+    ):
         if data.get(key) is not None:
             out[f"contrasweep.{tag}"] = str(data[key])
     return out

@@ -35,14 +35,24 @@ from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel
 from contrasweep.data.sts import check_source
 from contrasweep.errors import SpecError
 from contrasweep.spec.axes import expand
+from contrasweep.spec.budget import parse_budget
 from contrasweep.spec.domains import Domain, as_spec, parse_domain
 from contrasweep.spec.paths import absolute_paths
-from contrasweep.spec.budget import parse_budget
 from contrasweep.spec.racing import parse_racing
 from contrasweep.spec.smoke import TRIALS, smoke_raw
 from contrasweep.spec.sweep import (
-    ASHA_PARAMS, ENCODER_PARAMS, MODES, NAME_RE, RESOURCE_PARAMS, SCHEDULERS, SHIP_MODES, SWEEP_PARAMS,
-    TEST_MODES, TOP_KEYS, Sweep, all_params,
+    ASHA_PARAMS,
+    ENCODER_PARAMS,
+    MODES,
+    NAME_RE,
+    RESOURCE_PARAMS,
+    SCHEDULERS,
+    SHIP_MODES,
+    SWEEP_PARAMS,
+    TEST_MODES,
+    TOP_KEYS,
+    Sweep,
+    all_params,
 )
 from contrasweep.spec.tracking import parse_tracking
 from trainables.params import LOOP_PARAMS, Param
@@ -89,19 +99,25 @@ def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"spec file {str(path)!r} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
-                        f"{exc.start}); allowed: a YAML file saved as UTF-8") from None
+        raise SpecError(
+            f"spec file {str(path)!r} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset "
+            f"{exc.start}); allowed: a YAML file saved as UTF-8"
+        ) from None
     try:
-        raw = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506  (a SafeLoader: no Python objects)
+        raw = yaml.load(text, Loader=UniqueKeyLoader)
     except DuplicateKey as exc:
-        raise SpecError(f"spec file {str(path)!r}: key {exc.key!r} appears twice (lines {exc.first} and {exc.again}); "
-                        "allowed: each key once in a mapping (YAML would silently keep the last)") from None
+        raise SpecError(
+            f"spec file {str(path)!r}: key {exc.key!r} appears twice (lines {exc.first} and {exc.again}); "
+            "allowed: each key once in a mapping (YAML would silently keep the last)"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         if "'\\t'" in str(getattr(exc, "problem", "")):  # PyYAML: "found character '\t' that cannot start any token"
-            raise SpecError(f"spec file {str(path)!r} is not valid YAML{where}: a tab character; allowed: indentation "
-                            "with spaces (YAML forbids tabs)") from None
+            raise SpecError(
+                f"spec file {str(path)!r} is not valid YAML{where}: a tab character; allowed: indentation "
+                "with spaces (YAML forbids tabs)"
+            ) from None
         raise SpecError(f"spec file {str(path)!r} is not valid YAML{where}; allowed: a YAML mapping") from None
     if not isinstance(raw, dict):
         raise SpecError(f"spec file {str(path)!r} must hold a YAML mapping with keys {', '.join(TOP_KEYS)}")
@@ -128,7 +144,7 @@ def apply_override(raw: dict, item: str) -> None:
     if parts[0] not in TOP_KEYS:
         raise SpecError(f"--set {key!r}: unknown section {parts[0]!r}; allowed: {', '.join(TOP_KEYS)}")
     try:
-        value = yaml.load(text, Loader=UniqueKeyLoader) if text.strip() else None  # noqa: S506  (a SafeLoader)
+        value = yaml.load(text, Loader=UniqueKeyLoader) if text.strip() else None
     except DuplicateKey as exc:
         raise SpecError(f"--set {item!r}: key {exc.key!r} appears twice; allowed: each key once in a mapping") from None
     except yaml.YAMLError:
@@ -149,11 +165,15 @@ def validate(raw: dict) -> Sweep:
     if unknown:
         raise SpecError(f"unknown spec key {unknown[0]!r}; allowed: {', '.join(TOP_KEYS)}")
     if "method" not in raw:
-        raise SpecError(f"spec has no 'method'; allowed: {', '.join(method_names())}, or your own as "
-                        "package.module:Class or path/to/file.py:Class")
+        raise SpecError(
+            f"spec has no 'method'; allowed: {', '.join(method_names())}, or your own as "
+            "package.module:Class or path/to/file.py:Class"
+        )
     if not isinstance(raw["method"], str):
-        raise SpecError(f"method={raw['method']!r} is not allowed; allowed: {', '.join(method_names())}, or your "
-                        "own as package.module:Class or path/to/file.py:Class")
+        raise SpecError(
+            f"method={raw['method']!r} is not allowed; allowed: {', '.join(method_names())}, or your "
+            "own as package.module:Class or path/to/file.py:Class"
+        )
     method_cls = declaration(str(raw["method"]))
     params = all_params(str(raw["method"]))
     sweep = Sweep(method=str(raw["method"]))
@@ -179,7 +199,9 @@ def _name(value) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not NAME_RE.match(value):
-        raise SpecError(f"name={value!r} is not allowed; allowed: letters, digits, '_', '.', '-' (max 100, no leading punctuation)")
+        raise SpecError(
+            f"name={value!r} is not allowed; allowed: letters, digits, '_', '.', '-' (max 100, no leading punctuation)"
+        )
     return value
 
 
@@ -198,12 +220,16 @@ def _data(section: dict, method_cls) -> tuple[dict, list]:
     kind = "multi" if is_multilabel(section) else "single"
     if kind != method_cls.label_kind:
         takes = [n for n in method_names() if declaration(n).label_kind == kind]
-        raise SpecError(f"method {method_cls.name or method_cls.__name__!r} takes {method_cls.label_kind}-label data "
-                        "but data.task is "
-                        f"{'multilabel' if kind == 'multi' else 'single-label'}; allowed methods for this data: "
-                        f"{', '.join(takes) or 'none registered yet'}")
+        raise SpecError(
+            f"method {method_cls.name or method_cls.__name__!r} takes {method_cls.label_kind}-label data "
+            "but data.task is "
+            f"{'multilabel' if kind == 'multi' else 'single-label'}; allowed methods for this data: "
+            f"{', '.join(takes) or 'none registered yet'}"
+        )
     if kind == "single" and "source" not in section:
-        raise SpecError("data.source is missing; allowed: bbc_news, tweet_sentiment, a CSV/JSONL/parquet path, or hub:NAME[:CONFIG]")
+        raise SpecError(
+            "data.source is missing; allowed: bbc_news, tweet_sentiment, a CSV/JSONL/parquet path, or hub:NAME[:CONFIG]"
+        )
     variants = expand(section, multilabel=kind == "multi")
     for variant in variants:
         # raises DataError (a UserError) with its own one-line message
@@ -222,11 +248,15 @@ def _evaluation(section: dict) -> dict:
     complete trial after its last epoch); ``alpha``: ``ALPHA``."""
     unknown = sorted(set(section) - {"sts", "test", "alpha"})
     if unknown:
-        raise SpecError(f"unknown key evaluation.{unknown[0]}; allowed: evaluation.sts, evaluation.test, evaluation.alpha")
+        raise SpecError(
+            f"unknown key evaluation.{unknown[0]}; allowed: evaluation.sts, evaluation.test, evaluation.alpha"
+        )
     test = section.get("test", TEST_MODES[0])
     if test not in TEST_MODES:
-        raise SpecError(f"evaluation.test={test!r} is not allowed; allowed: {', '.join(TEST_MODES)} (reported: the "
-                        "selected configurations and their sensitivity slices, after selection; all: every trial)")
+        raise SpecError(
+            f"evaluation.test={test!r} is not allowed; allowed: {', '.join(TEST_MODES)} (reported: the "
+            "selected configurations and their sensitivity slices, after selection; all: every trial)"
+        )
     out = {"test": test, "alpha": ALPHA.coerce("evaluation.alpha", section.get("alpha", ALPHA.default))}
     if section.get("sts") is not None:
         out["sts"] = check_source(section["sts"])
@@ -263,8 +293,10 @@ def _grids(section, params: dict[str, Param]) -> list[dict]:
     if isinstance(section, dict):
         return [_grid(section, params)] if section else []
     if not isinstance(section, list) or not section or not all(isinstance(b, dict) and b for b in section):
-        raise SpecError(f"grid={section!r} is not allowed; allowed: a mapping {{name: [values]}} or a non-empty list "
-                        "of such mappings (blocks)")
+        raise SpecError(
+            f"grid={section!r} is not allowed; allowed: a mapping {{name: [values]}} or a non-empty list "
+            "of such mappings (blocks)"
+        )
     return [_grid(block, params) for block in section]
 
 
@@ -304,14 +336,29 @@ def storage_location(value, where: str) -> str | None:
         raise SpecError(f"{where}={value!r} is not a location; allowed: a path, or a URI such as s3://bucket/prefix")
     scheme = value.split("://", 1)[0] if "://" in value else None
     if scheme is not None and scheme not in STORAGE_SCHEMES:
-        raise SpecError(f"{where}={value!r}: pyarrow.fs opens no {scheme}:// storage; allowed: a path, or "
-                        + ", ".join(f"{s}://" for s in STORAGE_SCHEMES))
+        raise SpecError(
+            f"{where}={value!r}: pyarrow.fs opens no {scheme}:// storage; allowed: a path, or "
+            + ", ".join(f"{s}://" for s in STORAGE_SCHEMES)
+        )
     return value
 
 
 def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
-    allowed = {"searcher", "metric", "mode", "scheduler", "asha", "seeds", "resources", "storage", "ship", "warm_start",
-               "racing", "budget", *SWEEP_PARAMS}
+    allowed = {
+        "searcher",
+        "metric",
+        "mode",
+        "scheduler",
+        "asha",
+        "seeds",
+        "resources",
+        "storage",
+        "ship",
+        "warm_start",
+        "racing",
+        "budget",
+        *SWEEP_PARAMS,
+    }
     unknown = sorted(set(section) - allowed)
     if unknown:
         raise SpecError(f"unknown key sweep.{unknown[0]}; allowed: {', '.join('sweep.' + k for k in sorted(allowed))}")
@@ -326,8 +373,10 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
     sweep.resources = _sub(section.get("resources") or {}, RESOURCE_PARAMS, "sweep.resources")
     gpu, workers = sweep.resources["gpu"], sweep.resources["workers"]
     if workers > 1 and gpu != int(gpu):
-        raise SpecError(f"sweep.resources.gpu={gpu:g} with workers={workers}: DDP ranks need a whole GPU each; allowed: "
-                        "a fraction of a GPU with workers 1 (trials share a GPU), or whole GPUs with several workers")
+        raise SpecError(
+            f"sweep.resources.gpu={gpu:g} with workers={workers}: DDP ranks need a whole GPU each; allowed: "
+            "a fraction of a GPU with workers 1 (trials share a GPU), or whole GPUs with several workers"
+        )
     _metrics(sweep, section, method_cls)
     seeds = section.get("seeds", [0])
     seeds = seeds if isinstance(seeds, list) else [seeds]
@@ -341,11 +390,15 @@ def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
         raise SpecError(f"{overlap[0]} is both fixed and searched; allowed: one of fixed or grid/search")
     for key, value in sweep.reported.items():
         if key in sweep.domains and not sweep.domains[key].contains(value):
-            raise SpecError(f"reported.{key}={value!r} lies outside search.{key}={sweep.search[key]}; allowed: a value inside the domain")
+            raise SpecError(
+                f"reported.{key}={value!r} lies outside search.{key}={sweep.search[key]}; allowed: a value inside the domain"
+            )
     warm = section.get("warm_start") or []
     for other in warm if isinstance(warm, list) else [warm]:
         if not isinstance(other, str) or not NAME_RE.match(other):
-            raise SpecError(f"sweep.warm_start names {other!r}; allowed: the names of earlier sweeps (`contrasweep list`)")
+            raise SpecError(
+                f"sweep.warm_start names {other!r}; allowed: the names of earlier sweeps (`contrasweep list`)"
+            )
         sweep.warm_start.append(other)
     if "seed" in sweep.grid or "seed" in sweep.search or "seed" in sweep.fixed:
         raise SpecError("seed is set through sweep.seeds; allowed: sweep.seeds: [0, 1, 2]")

@@ -9,8 +9,8 @@ May import: nothing of the project.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 MODES = ("max", "min")
 

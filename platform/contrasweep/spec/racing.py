@@ -39,9 +39,13 @@ def parse_racing(section, repeats: int) -> Racing | None:
     check_keys(section, RACING_PARAMS, "sweep.racing")
     racing = Racing(**{k: p.coerce(f"sweep.racing.{k}", section.get(k, p.default)) for k, p in RACING_PARAMS.items()})
     if repeats < 2:
-        raise SpecError(f"sweep.racing needs at least 2 repeats per configuration, and this sweep runs {repeats}; "
-                        "allowed: more sweep.seeds (or data.seed / data.split_seed values), or no sweep.racing")
+        raise SpecError(
+            f"sweep.racing needs at least 2 repeats per configuration, and this sweep runs {repeats}; "
+            "allowed: more sweep.seeds (or data.seed / data.split_seed values), or no sweep.racing"
+        )
     if racing.min_repeats > repeats:
-        raise SpecError(f"sweep.racing.min_repeats={racing.min_repeats} is above the {repeats} repeats each configuration "
-                        f"runs (sweep.seeds × data.seed × data.split_seed); allowed: 2 to {repeats}")
+        raise SpecError(
+            f"sweep.racing.min_repeats={racing.min_repeats} is above the {repeats} repeats each configuration "
+            f"runs (sweep.seeds × data.seed × data.split_seed); allowed: 2 to {repeats}"
+        )
     return racing

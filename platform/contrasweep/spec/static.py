@@ -33,8 +33,11 @@ class Resources:
 
     @classmethod
     def of(cls, resources: dict[str, Any]) -> Resources:
-        return cls(cpu=float(resources.get("cpu", 1.0)), gpu=float(resources.get("gpu", 0.0)),
-                   workers=int(resources.get("workers", 1)))
+        return cls(
+            cpu=float(resources.get("cpu", 1.0)),
+            gpu=float(resources.get("gpu", 0.0)),
+            workers=int(resources.get("workers", 1)),
+        )
 
     @property
     def threads(self) -> int:
@@ -93,9 +96,16 @@ class SweepStatic:
     alpha: float = 0.05  # evaluation.alpha: a configuration at chance level (contrasweep.tracking.verdict)
 
     @classmethod
-    def of(cls, sweep, prepared: list = (), folder=None, checkpoint_at: list[int] = (),
-           paths: dict[str, str] | None = None, tests_in_trials: bool = True, reported: dict | None = None
-           ) -> SweepStatic:
+    def of(
+        cls,
+        sweep,
+        prepared: list = (),
+        folder=None,
+        checkpoint_at: list[int] = (),
+        paths: dict[str, str] | None = None,
+        tests_in_trials: bool = True,
+        reported: dict | None = None,
+    ) -> SweepStatic:
         """``sweep``: a ``Sweep``; ``prepared``: its ``PreparedData``, one per variant in
         ``sweep.variants`` order (none: the variants carry no data facts); ``folder``: its
         ``SweepDir`` (its storage locations); ``checkpoint_at``: the scheduler's pause epochs;
@@ -104,16 +114,28 @@ class SweepStatic:
         variants = sweep.variants or expand(sweep.data)
         facts = [_prepared_facts(p) for p in prepared] or [{}] * len(variants)
         return cls(
-            method=sweep.method, seeds=tuple(sweep.seeds), resources=Resources.of(sweep.resources),
-            variants=tuple(VariantStatic(index=v.index, label=v.label, data=v.data, setting=v.setting, repeat=v.repeat,
-                                         **f) for v, f in zip(variants, facts)),
-            encoder=sweep.encoder["name"], pooling=sweep.encoder["pooling"], max_length=sweep.encoder["max_length"],
-            metric=sweep.objective.metric, mode=sweep.objective.mode, varied=tuple(sweep.varied),
-            reported=reported, distributed=sweep.distributed,
+            method=sweep.method,
+            seeds=tuple(sweep.seeds),
+            resources=Resources.of(sweep.resources),
+            variants=tuple(
+                VariantStatic(index=v.index, label=v.label, data=v.data, setting=v.setting, repeat=v.repeat, **f)
+                for v, f in zip(variants, facts)
+            ),
+            encoder=sweep.encoder["name"],
+            pooling=sweep.encoder["pooling"],
+            max_length=sweep.encoder["max_length"],
+            metric=sweep.objective.metric,
+            mode=sweep.objective.mode,
+            varied=tuple(sweep.varied),
+            reported=reported,
+            distributed=sweep.distributed,
             train_storage=folder.train_location if folder is not None else None,
             trial_storage=folder.trials_location if folder is not None else None,
-            checkpoint_at=tuple(checkpoint_at), tests_in_trials=tests_in_trials, keep_models=sweep.keep_models,
-            paths=dict(paths or {}), alpha=sweep.alpha,
+            checkpoint_at=tuple(checkpoint_at),
+            tests_in_trials=tests_in_trials,
+            keep_models=sweep.keep_models,
+            paths=dict(paths or {}),
+            alpha=sweep.alpha,
         )
 
     def variant(self, index: int) -> VariantStatic:
@@ -132,7 +154,11 @@ class SweepStatic:
 
 
 def _prepared_facts(prepared) -> dict[str, Any]:
-    return {"num_labels": prepared.num_labels, "cache_key": prepared.key,
-            "sizes": {s: v["n"] for s, v in prepared.stats.items() if isinstance(v, dict) and "n" in v},
-            "label_names": tuple(str(n) for n in prepared.label_names), "is_pair": prepared.is_pair,
-            "chance": prepared.chance_levels}
+    return {
+        "num_labels": prepared.num_labels,
+        "cache_key": prepared.key,
+        "sizes": {s: v["n"] for s, v in prepared.stats.items() if isinstance(v, dict) and "n" in v},
+        "label_names": tuple(str(n) for n in prepared.label_names),
+        "is_pair": prepared.is_pair,
+        "chance": prepared.chance_levels,
+    }

@@ -10,10 +10,10 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from contrasweep.spec.trial import DATA_KEY
-from contrasweep.spec.objective import MODES, Objective  # noqa: F401  (MODES: the spec's words, spec.load checks them)
 from contrasweep.spec.budget import Budget
+from contrasweep.spec.objective import MODES, Objective  # noqa: F401  (MODES: the spec's words, spec.load checks them)
 from contrasweep.spec.racing import Racing
+from contrasweep.spec.trial import DATA_KEY
 from trainables.params import LOOP_PARAMS, Param, epochs_for
 from trainables.registry import declaration
 
@@ -21,7 +21,20 @@ SHIP_MODES = ("code", "installed")  # sweep.ship (contrasweep.run.shipping)
 # evaluation.test: the test split for the configurations a report shows, after selection
 # (docs/architecture.md, "Selection and the test split"), or in every complete trial
 TEST_MODES = ("reported", "all")
-TOP_KEYS = ("name", "method", "paper", "data", "evaluation", "encoder", "reported", "grid", "search", "fixed", "sweep", "tracking")
+TOP_KEYS = (
+    "name",
+    "method",
+    "paper",
+    "data",
+    "evaluation",
+    "encoder",
+    "reported",
+    "grid",
+    "search",
+    "fixed",
+    "sweep",
+    "tracking",
+)
 SCHEDULERS = ("asha", "none")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -71,7 +84,9 @@ class Sweep:
     budget: Budget | None = None  # sweep.budget (contrasweep.spec.budget): None, no limit on the trials' slot time
     resources: dict = field(default_factory=lambda: {"cpu": 1.0, "gpu": 0.0, "workers": 1})
     experiment: str = "contrasweep"
-    keep_models: int | str = 2  # configurations of each setting that keep an MLflow model besides the reported ones, or "all"
+    keep_models: int | str = (
+        2  # configurations of each setting that keep an MLflow model besides the reported ones, or "all"
+    )
     storage: str | None = None  # where Tune state and trial state folders live (a path or a pyarrow.fs URI)
     ship: str = "code"  # on a cluster: ship the project's code with the job, or check the installed version
     evaluation: dict = field(default_factory=dict)  # {"test": reported | all} and extra data, e.g. {"sts": path}
@@ -157,8 +172,11 @@ class Sweep:
 
     def _block_points(self) -> list[dict]:
         """Every point of the grid's blocks as written (no reported point, no fixed values)."""
-        return [dict(zip(block, values)) for block in (self.grids or [self.grid])
-                for values in itertools.product(*block.values())]
+        return [
+            dict(zip(block, values))
+            for block in (self.grids or [self.grid])
+            for values in itertools.product(*block.values())
+        ]
 
     @property
     def has_reported_point(self) -> bool:
@@ -178,7 +196,10 @@ class Sweep:
         if any(self._with_defaults({**self.fixed, **p}) == same for p in self._block_points()):
             return None
         defaults = hp_defaults(self.method)
-        return {"config": config, "defaults": {k: defaults[k] for k in self.varied if k not in config and k in defaults}}
+        return {
+            "config": config,
+            "defaults": {k: defaults[k] for k in self.varied if k not in config and k in defaults},
+        }
 
     def on_one_slice(self) -> bool:
         """Whether at most one searched hyperparameter takes several values in the grid: every

@@ -21,7 +21,9 @@ def parse_tracking(section: dict) -> tuple[str, int | str]:
         raise SpecError(f"unknown key tracking.{extra[0]}; allowed: {', '.join('tracking.' + k for k in KEYS)}")
     keep = section.get("keep_models", KEEP_MODELS_DEFAULT)
     if keep != "all" and (isinstance(keep, bool) or not isinstance(keep, int) or keep < 0):
-        raise SpecError(f"tracking.keep_models must be a whole number >= 0 or all, got {keep!r}; allowed: e.g. "
-                        f"tracking.keep_models: {KEEP_MODELS_DEFAULT} (the best configurations of each setting that keep "
-                        "an MLflow model, besides what a report shows) or all (every complete trial)")
+        raise SpecError(
+            f"tracking.keep_models must be a whole number >= 0 or all, got {keep!r}; allowed: e.g. "
+            f"tracking.keep_models: {KEEP_MODELS_DEFAULT} (the best configurations of each setting that keep "
+            "an MLflow model, besides what a report shows) or all (every complete trial)"
+        )
     return str(section.get("experiment", "contrasweep")), keep

@@ -84,4 +84,3 @@ def plan_of(config: dict[str, Any], static: SweepStatic) -> TrialPlan:
     hp, variant = trial_hp(config, static), trial_variant(config, static)
     rows = static.variant(variant).sizes.get("train")
     return TrialPlan(hp, variant, config.get(SUGGESTION), trial_epochs(hp, rows))
-

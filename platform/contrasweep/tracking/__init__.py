@@ -24,4 +24,3 @@ registry's loader), ``trainables.phase_progress``,
 (provenance). Never
 ``contrasweep.search``, ``run``, ``console`` or ``cli``.
 """
-

@@ -60,8 +60,11 @@ class Group:
         values = np.asarray(self.values(metric), dtype=float)
         if values.size == 0:
             return {"mean": math.nan, "std": math.nan, "n": 0}
-        return {"mean": float(values.mean()), "std": float(values.std(ddof=1)) if values.size > 1 else 0.0,
-                "n": int(values.size)}
+        return {
+            "mean": float(values.mean()),
+            "std": float(values.std(ddof=1)) if values.size > 1 else 0.0,
+            "n": int(values.size),
+        }
 
 
 def groups(tracking_uri: str, parent_run_id: str) -> list[Group]:
@@ -81,16 +84,30 @@ def groups_of(runs: list) -> list[Group]:
         tags, params = run.data.tags, run.data.params
         hp = config_hp(params)
         key = tags[GROUP_TAG]
-        group = out.setdefault(key, Group(
-            group=key, setting=tags.get("contrasweep.setting", ""), config=tags["contrasweep.config"],
-            hp=hp, size=int(tags["contrasweep.group_size"]),
-            info={k: tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol") if f"contrasweep.{k}" in tags},
-        ))
+        group = out.setdefault(
+            key,
+            Group(
+                group=key,
+                setting=tags.get("contrasweep.setting", ""),
+                config=tags["contrasweep.config"],
+                hp=hp,
+                size=int(tags["contrasweep.group_size"]),
+                info={
+                    k: tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol") if f"contrasweep.{k}" in tags
+                },
+            ),
+        )
         outcome = tags.get(OUTCOME_TAG) or ("complete" if run.info.status == "FINISHED" else "failed")
-        group.add(outcome, {
-            "run_id": run.info.run_id, "seed": params.get("hp.seed"), "data_seed": tags.get("contrasweep.data_seed"),
-            "split_seed": tags.get("contrasweep.split_seed"), "metrics": dict(run.data.metrics),
-        })
+        group.add(
+            outcome,
+            {
+                "run_id": run.info.run_id,
+                "seed": params.get("hp.seed"),
+                "data_seed": tags.get("contrasweep.data_seed"),
+                "split_seed": tags.get("contrasweep.split_seed"),
+                "metrics": dict(run.data.metrics),
+            },
+        )
     return list(out.values())
 
 
@@ -162,8 +179,12 @@ def best_groups(found: list[Group], metric: str, mode: str, k: int | None) -> li
 def on_slice(group: Group, best: Group, hp: str, keys: list[str]) -> bool:
     """Whether ``group`` lies on ``best``'s sensitivity slice along ``hp``: complete, in the same
     setting, and equal to ``best`` in every key of ``keys`` (the searched hyperparameters) but ``hp``."""
-    return (group.setting == best.setting and group.complete and hp in group.hp
-            and all(group.hp.get(k) == best.hp.get(k) for k in keys if k not in (hp, "seed")))
+    return (
+        group.setting == best.setting
+        and group.complete
+        and hp in group.hp
+        and all(group.hp.get(k) == best.hp.get(k) for k in keys if k not in (hp, "seed"))
+    )
 
 
 def reported(found: list[Group], metric: str, mode: str, keys: list[str], slices: bool = True) -> list[Group]:

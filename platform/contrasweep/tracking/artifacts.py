@@ -26,7 +26,14 @@ from contrasweep.spec.static import SweepStatic
 from contrasweep.tracking.rows import spec_yaml
 from contrasweep.tracking.store import CHECKPOINT_IN_MODEL, CHECKPOINT_PATH, MODEL_PATH
 from trainables.checkpoints import (
-    LEGACY_WEIGHTS_FILE, META_FILE, STATE_DIR, WEIGHTS_FILE, best_of_trial, drop_resume_states, remove_state)
+    LEGACY_WEIGHTS_FILE,
+    META_FILE,
+    STATE_DIR,
+    WEIGHTS_FILE,
+    best_of_trial,
+    drop_resume_states,
+    remove_state,
+)
 from trainables.storage import join
 
 
@@ -72,13 +79,18 @@ class Artifacts:
             return
         with tempfile.TemporaryDirectory(prefix="contrasweep-model-") as tmp:
             try:
-                model = build_model(Path(tmp), Path(path), self.model_info(entry), self.static.encoder,
-                                    self.static.method)
+                model = build_model(
+                    Path(tmp), Path(path), self.model_info(entry), self.static.encoder, self.static.method
+                )
             except Exception as exc:  # noqa: BLE001 - the sweep goes on; the weights are logged as files
                 model = None
                 entry["model_error"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-                print(f"[contrasweep] {entry.get('name', entry['run_id'])}: no MLflow model ({entry['model_error']}); "
-                      f"its best weights are logged as files ({CHECKPOINT_PATH}/)", file=sys.stderr, flush=True)
+                print(
+                    f"[contrasweep] {entry.get('name', entry['run_id'])}: no MLflow model ({entry['model_error']}); "
+                    f"its best weights are logged as files ({CHECKPOINT_PATH}/)",
+                    file=sys.stderr,
+                    flush=True,
+                )
             if model is not None:
                 self.client.log_artifacts(entry["run_id"], str(model), MODEL_PATH)
                 return
@@ -97,8 +109,12 @@ class Artifacts:
         columns = {"text_column": str(variant.data.get("text") or "text")}
         if variant.is_pair:
             columns["text_pair_column"] = str(variant.data.get("text_pair") or "text_pair")
-        return {"label_names": list(variant.label_names), "is_pair": variant.is_pair,
-                "max_length": self.static.max_length, **columns}
+        return {
+            "label_names": list(variant.label_names),
+            "is_pair": variant.is_pair,
+            "max_length": self.static.max_length,
+            **columns,
+        }
 
     def repair(self, parent_run_id: str, spec: dict, texts: dict[str, str]) -> int:
         """Re-log the parent's files and each complete trial's best checkpoint where the

@@ -7,7 +7,7 @@ May import: ``contrasweep.tracking.aggregate``, ``contrasweep.tracking.rows``, `
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from contrasweep.spec.identity import identify, tags
 from contrasweep.spec.static import SweepStatic
@@ -16,8 +16,13 @@ from contrasweep.tracking.aggregate import Group, config_hp
 from contrasweep.tracking.rows import param_entities
 
 
-def closed_groups(trials: dict[str, dict], static: SweepStatic, final: dict[str, dict[str, dict]],
-                  group_size: Callable[[str], int], trial_params: Callable) -> list[Group] | None:
+def closed_groups(
+    trials: dict[str, dict],
+    static: SweepStatic,
+    final: dict[str, dict[str, dict]],
+    group_size: Callable[[str], int],
+    trial_params: Callable,
+) -> list[Group] | None:
     """``trials``: the record's entries; ``final``: group -> run id -> the final metrics its group
     was closed with (``RunTree.close_group``); ``group_size`` and ``trial_params`` as the run tree
     tags and logs a trial run. None where an entry is in a group not closed by this driver (an
@@ -33,14 +38,24 @@ def closed_groups(trials: dict[str, dict], static: SweepStatic, final: dict[str,
         run_tags = tags(identity, static.method)
         if group not in out:
             params = {p.key: p.value for p in param_entities(trial_params(identity))}
-            out[group] = Group(group, run_tags["contrasweep.setting"], run_tags["contrasweep.config"],
-                               config_hp(params),
-                               size=group_size(group),
-                               info={k: run_tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol")})
-        out[group].add(entry["outcome"], {
-            "run_id": entry["run_id"], "seed": _text({**hp_defaults(static.method), **identity.plan.hp}.get("seed")),
-            "data_seed": run_tags.get("contrasweep.data_seed"), "split_seed": run_tags.get("contrasweep.split_seed"),
-            "metrics": dict(metrics)})
+            out[group] = Group(
+                group,
+                run_tags["contrasweep.setting"],
+                run_tags["contrasweep.config"],
+                config_hp(params),
+                size=group_size(group),
+                info={k: run_tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol")},
+            )
+        out[group].add(
+            entry["outcome"],
+            {
+                "run_id": entry["run_id"],
+                "seed": _text({**hp_defaults(static.method), **identity.plan.hp}.get("seed")),
+                "data_seed": run_tags.get("contrasweep.data_seed"),
+                "split_seed": run_tags.get("contrasweep.split_seed"),
+                "metrics": dict(metrics),
+            },
+        )
     return list(out.values())
 
 

@@ -37,15 +37,22 @@ def check_uri(uri: str | None, flag: str = "--tracking-uri") -> None:
     except ValueError:
         return  # not a URL the userinfo of which could be read: MLflow says what is wrong with it
     if parts.scheme in ("http", "https") and (user or password):
-        raise UserError(f"{flag} holds a user name or password (…@{parts.hostname}); allowed: the server's address "
-                        f"alone, e.g. {parts.scheme}://{parts.netloc.rpartition('@')[2]}, with the credentials in "
-                        f"{USERNAME} and {PASSWORD} (or {TOKEN}, or {CREDENTIALS_FILE}): they are never written "
-                        "into the sweep's files")
+        raise UserError(
+            f"{flag} holds a user name or password (…@{parts.hostname}); allowed: the server's address "
+            f"alone, e.g. {parts.scheme}://{parts.netloc.rpartition('@')[2]}, with the credentials in "
+            f"{USERNAME} and {PASSWORD} (or {TOKEN}, or {CREDENTIALS_FILE}): they are never written "
+            "into the sweep's files"
+        )
     if password:
-        hint = ("PGPASSWORD or ~/.pgpass, which the PostgreSQL driver reads" if parts.scheme.startswith("postgres")
-                else f"a tracking server (http://...) and {USERNAME} and {PASSWORD}")
-        raise UserError(f"{flag} holds a password ({parts.scheme}://{user or ''}:…@{parts.hostname}); allowed: the "
-                        f"URI without it and the password in {hint}: the URI is written into the sweep's files")
+        hint = (
+            "PGPASSWORD or ~/.pgpass, which the PostgreSQL driver reads"
+            if parts.scheme.startswith("postgres")
+            else f"a tracking server (http://...) and {USERNAME} and {PASSWORD}"
+        )
+        raise UserError(
+            f"{flag} holds a password ({parts.scheme}://{user or ''}:…@{parts.hostname}); allowed: the "
+            f"URI without it and the password in {hint}: the URI is written into the sweep's files"
+        )
 
 
 def who() -> str:

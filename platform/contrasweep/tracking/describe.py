@@ -39,9 +39,13 @@ def dataset_input(variant):
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     profile = {"num_rows": variant.sizes, "num_labels": variant.num_labels}
-    dataset = Dataset(name=dataset_name(variant.data), digest=variant.cache_key[:36],
-                      source_type="contrasweep", source=json.dumps(variant.data, sort_keys=True, default=str),
-                      profile=json.dumps(profile, sort_keys=True))
+    dataset = Dataset(
+        name=dataset_name(variant.data),
+        digest=variant.cache_key[:36],
+        source_type="contrasweep",
+        source=json.dumps(variant.data, sort_keys=True, default=str),
+        profile=json.dumps(profile, sort_keys=True),
+    )
     return DatasetInput(dataset, [InputTag("mlflow.data.context", "train")])
 
 
@@ -70,16 +74,24 @@ def sweep_description(spec: dict, sweep_name: str) -> str:
     sweep = spec.get("sweep", {})
     lines = [f"**{sweep_name}**: `{spec.get('method')}` sweep."]
     if paper:
-        lines.append(f"Paper: *{paper.get('title', '?')}*" + (f" ({paper['where']})" if paper.get("where") else "") + ".")
+        lines.append(
+            f"Paper: *{paper.get('title', '?')}*" + (f" ({paper['where']})" if paper.get("where") else "") + "."
+        )
     lines.append(f"Data: `{_inline(spec.get('data', {}))}`; encoder `{_inline(spec.get('encoder', {}))}`.")
     searched = {section: spec[section] for section in ("grid", "search") if spec.get(section)}
-    lines.append(f"Searcher `{sweep.get('searcher')}`, scheduler `{sweep.get('scheduler')}`, "
-                 f"training seeds {sweep.get('seeds')}; searched: `{_inline(searched)}`.")
-    lines.append("Selection: per data setting, the configuration with the best mean validation metric over "
-                 "its complete repeat groups (`best_config/...` metrics below); test metrics are reported for it, "
-                 "never used to choose it.")
-    lines.append("Runs nest sweep → configuration (mean/std/n of its repeats) → repeat. "
-                 "The report (`contrasweep report`) is under Artifacts → `report/report.html`.")
+    lines.append(
+        f"Searcher `{sweep.get('searcher')}`, scheduler `{sweep.get('scheduler')}`, "
+        f"training seeds {sweep.get('seeds')}; searched: `{_inline(searched)}`."
+    )
+    lines.append(
+        "Selection: per data setting, the configuration with the best mean validation metric over "
+        "its complete repeat groups (`best_config/...` metrics below); test metrics are reported for it, "
+        "never used to choose it."
+    )
+    lines.append(
+        "Runs nest sweep → configuration (mean/std/n of its repeats) → repeat. "
+        "The report (`contrasweep report`) is under Artifacts → `report/report.html`."
+    )
     return "\n\n".join(lines)
 
 

@@ -11,7 +11,7 @@ May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from contrasweep.folder.record import TrackingState
 from contrasweep.spec.objective import Objective
@@ -29,8 +29,16 @@ class EpochLog:
     """``failed()``: whether the store has failed (then rows wait); ``on_failure(exc)``: the
     tracker's reaction to a store error met while logging."""
 
-    def __init__(self, client, state: TrackingState, metric: str, mode: str, failed: Callable[[], bool],
-                 on_failure: Callable[[BaseException], None], seen: Callable[[str, list], None] | None = None):
+    def __init__(
+        self,
+        client,
+        state: TrackingState,
+        metric: str,
+        mode: str,
+        failed: Callable[[], bool],
+        on_failure: Callable[[BaseException], None],
+        seen: Callable[[str, list], None] | None = None,
+    ):
         self.client, self.state, self.metric, self.mode = client, state, metric, mode
         self.failed, self.on_failure = failed, on_failure
         self.seen = seen  # told each trial's rows as they are logged (runs.RunTree.seen)
@@ -64,7 +72,9 @@ class EpochLog:
         logged = 0
         try:
             while logged < len(rows) and not self.failed():
-                self.client.log_batch(entry["run_id"], metrics=[metric_entity(*m) for m in rows[logged : logged + BATCH]])
+                self.client.log_batch(
+                    entry["run_id"], metrics=[metric_entity(*m) for m in rows[logged : logged + BATCH]]
+                )
                 logged += BATCH
         except store_errors() as exc:
             self.on_failure(exc)
@@ -76,7 +86,9 @@ class EpochLog:
         """On resume: the rows an MLflow failure kept in the record."""
         for entry in self.state.trials.values():
             for start in range(0, len(entry.get("unlogged", [])), BATCH):
-                self.client.log_batch(entry["run_id"], metrics=[metric_entity(*m) for m in entry["unlogged"][start:start + BATCH]])
+                self.client.log_batch(
+                    entry["run_id"], metrics=[metric_entity(*m) for m in entry["unlogged"][start : start + BATCH]]
+                )
             entry.pop("unlogged", None)
             self.state.save()
 
@@ -106,7 +118,7 @@ class EpochLog:
         if not pending or not force:
             return
         for start in range(0, len(pending), BATCH):
-            self.client.log_batch(parent_run_id, metrics=pending[start:start + BATCH])
+            self.client.log_batch(parent_run_id, metrics=pending[start : start + BATCH])
         pending.clear()
         self._progress_at = time.monotonic()
 

@@ -18,7 +18,7 @@ def send(fd: int, body: bytes) -> None:
     """One length-prefixed frame to a pipe."""
     data = memoryview(FRAME.pack(len(body)) + body)
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def receive(fd: int) -> bytes:
@@ -44,7 +44,7 @@ def frames(segment: Path):
     at = 0
     while at + FRAME.size <= len(data):
         (size,) = FRAME.unpack_from(data, at)
-        body = data[at + FRAME.size:at + FRAME.size + size]
+        body = data[at + FRAME.size : at + FRAME.size + size]
         if len(body) < size:
             return
         try:

@@ -26,8 +26,11 @@ from contrasweep.spec.identity import key_of
 def finished(tracking_file: str | Path | None) -> dict[str, dict]:
     """configuration key -> the final result recorded for it (``{}`` where none was kept),
     for every trial run the tracker ended FINISHED (complete, or stopped by the scheduler)."""
-    return {e["config_key"]: dict(e.get("final") or {}) for e in _trials(tracking_file)
-            if e.get("status") == "FINISHED" and e.get("config_key")}
+    return {
+        e["config_key"]: dict(e.get("final") or {})
+        for e in _trials(tracking_file)
+        if e.get("status") == "FINISHED" and e.get("config_key")
+    }
 
 
 def unfinished(tracking_file: str | Path | None) -> list[dict]:
@@ -98,7 +101,9 @@ def unreadable(path: Path, why: str) -> UserError:
     """One line: the record, what is wrong with it, and what to do (a missing record is
     rebuilt from MLflow's tags by the resumed tracker: ``contrasweep.tracking.reattach``)."""
     name = path.parent.name
-    return UserError(f"sweep {name!r}: its record {path} cannot be read ({why}); read as empty it would train every "
-                     f"finished repeat again, so the sweep stops here; allowed: the record contrasweep wrote (restore "
-                     f"it), or move it aside (`mv {path} {path}.unreadable`) and `contrasweep resume {name}` rebuilds it "
-                     "from the sweep's runs in MLflow")
+    return UserError(
+        f"sweep {name!r}: its record {path} cannot be read ({why}); read as empty it would train every "
+        f"finished repeat again, so the sweep stops here; allowed: the record contrasweep wrote (restore "
+        f"it), or move it aside (`mv {path} {path}.unreadable`) and `contrasweep resume {name}` rebuilds it "
+        "from the sweep's runs in MLflow"
+    )

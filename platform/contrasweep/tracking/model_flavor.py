@@ -42,13 +42,33 @@ from trainables.user_methods import shipped_sources
 
 SENTENCE_TRANSFORMER = "sentence_transformer"  # in a representation method's model: artifacts/<this>
 # the encoder folder's files a model needs besides the weights: its architecture and tokenizer
-ENCODER_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-                 "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model")
+ENCODER_FILES = (
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "added_tokens.json",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+)
 # a slow tokenizer's vocabulary: tokenizer.json (the fast tokenizer, all transformers loads when
 # it is there) holds the same, so a folder with it does not carry these as well
 SLOW_VOCABULARY = ("vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model")
 EXAMPLE = ("The service was quick and the staff were friendly.", "Was the staff friendly?")
-PINNED = ("torch", "transformers", "tokenizers", "safetensors", "mlflow", "pandas", "numpy", "cloudpickle", "contrasweep")
+PINNED = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "mlflow",
+    "pandas",
+    "numpy",
+    "cloudpickle",
+    "contrasweep",
+)
 
 
 def input_names(info: dict) -> dict[str, tuple[str, ...]]:
@@ -99,11 +119,20 @@ def signature(info: dict, kind: str):
     from mlflow.models import ModelSignature
     from mlflow.types.schema import Array, ColSpec, DataType, Schema
 
-    types = {"string": DataType.string, "double": DataType.double, "list<string>": Array(DataType.string),
-             "list<float>": Array(DataType.float)}
-    inputs = [ColSpec(DataType.string, name, required=len(names) == 1)
-              for names in input_names(info).values() for name in names]
-    outputs = [ColSpec(types[t], name) for name, t in output_columns(kind, [str(n) for n in info["label_names"]]).items()]
+    types = {
+        "string": DataType.string,
+        "double": DataType.double,
+        "list<string>": Array(DataType.string),
+        "list<float>": Array(DataType.float),
+    }
+    inputs = [
+        ColSpec(DataType.string, name, required=len(names) == 1)
+        for names in input_names(info).values()
+        for name in names
+    ]
+    outputs = [
+        ColSpec(types[t], name) for name, t in output_columns(kind, [str(n) for n in info["label_names"]]).items()
+    ]
     return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs))
 
 
@@ -168,15 +197,23 @@ def build_model(tmp: Path, best: Path, info: dict, encoder: str, method: str) ->
     _link_or_copy(best / META_FILE, staged / META_FILE)
     (tmp / "info.json").write_text(json.dumps(info, indent=1))
     example = {names[0]: [text] for names, text in zip(input_names(info).values(), EXAMPLE)}  # the sweep's names
-    artifacts = {"checkpoint": str(staged), "encoder": str(encoder_files(encoder, tmp / "encoder")),
-                 "info": str(tmp / "info.json")}
+    artifacts = {
+        "checkpoint": str(staged),
+        "encoder": str(encoder_files(encoder, tmp / "encoder")),
+        "info": str(tmp / "info.json"),
+    }
     if kind == "embedding":
-        artifacts[SENTENCE_TRANSFORMER] = str(sentence_transformer(best, tmp / "encoder", tmp / SENTENCE_TRANSFORMER,
-                                                                   int(info["max_length"])))
+        artifacts[SENTENCE_TRANSFORMER] = str(
+            sentence_transformer(best, tmp / "encoder", tmp / SENTENCE_TRANSFORMER, int(info["max_length"]))
+        )
     model = tmp / MODEL_PATH
     mlflow.pyfunc.save_model(
-        str(model), python_model=ContrasweepModel(), signature=signature(info, kind),
-        input_example=pd.DataFrame(example), pip_requirements=requirements(), artifacts=artifacts,
+        str(model),
+        python_model=ContrasweepModel(),
+        signature=signature(info, kind),
+        input_example=pd.DataFrame(example),
+        pip_requirements=requirements(),
+        artifacts=artifacts,
         metadata={"contrasweep.method": method, "contrasweep.output": kind},
         code_paths=shipped_sources(method) or None,  # a user's method: its module, importable where the model loads
     )
@@ -194,12 +231,14 @@ def sentence_transformer(best: Path, encoder_dir: Path, into: Path, max_length: 
 
     pooling = json.loads((best / META_FILE).read_text())["config"].get("encoder", {}).get("pooling", "mean")
     prefix = "encoder.backbone."
-    weights = {k[len(prefix):]: v for k, v in load_file(str(best / WEIGHTS_FILE)).items() if k.startswith(prefix)}
+    weights = {k[len(prefix) :]: v for k, v in load_file(str(best / WEIGHTS_FILE)).items() if k.startswith(prefix)}
     shutil.copytree(encoder_dir, into)
     save_file(weights, str(into / "model.safetensors"), metadata={"format": "pt"})
     width = int(json.loads((into / "config.json").read_text())["hidden_size"])
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
     (into / "modules.json").write_text(json.dumps(modules, indent=1))
     (into / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_length, "do_lower_case": False}))
     (into / "1_Pooling").mkdir()

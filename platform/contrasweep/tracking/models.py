@@ -28,15 +28,17 @@ def alias_for(setting: str) -> str:
     return "best" if not setting else "best-" + re.sub(r"[^A-Za-z0-9_-]+", "-", setting.replace("=", "")).strip("-")
 
 
-def register(client, name: str, run_id: str, setting: str, data: dict, description: str,
-             tags: dict[str, str] | None = None) -> str:
+def register(
+    client, name: str, run_id: str, setting: str, data: dict, description: str, tags: dict[str, str] | None = None
+) -> str:
     """A new version of model ``name`` from ``run_id``'s best checkpoint, with ``tags`` besides
     its setting and data; returns its version."""
     from mlflow.exceptions import MlflowException
 
     try:
-        client.create_registered_model(name, tags={"contrasweep.sweep": name},
-                                       description=f"Best configurations of sweep {name!r} (contrasweep).")
+        client.create_registered_model(
+            name, tags={"contrasweep.sweep": name}, description=f"Best configurations of sweep {name!r} (contrasweep)."
+        )
     except MlflowException as exc:
         if "RESOURCE_ALREADY_EXISTS" not in str(exc.error_code):
             raise
@@ -46,7 +48,10 @@ def register(client, name: str, run_id: str, setting: str, data: dict, descripti
     # only from a location it serves itself
     source = client.get_run(run_id).info.artifact_uri.rstrip("/") + "/" + folder
     version = client.create_model_version(
-        name, source=source, run_id=run_id, description=description,
+        name,
+        source=source,
+        run_id=run_id,
+        description=description,
         tags={SETTING_TAG: setting, DATA_TAG: json.dumps(data, sort_keys=True, default=str), **(tags or {})},
     ).version
     client.set_registered_model_alias(name, alias_for(setting), version)
@@ -59,7 +64,9 @@ def has_checkpoint(client, run_id: str) -> bool:
 
 def registered_versions(client, name: str) -> list:
     """The versions of model ``name``, newest first ([] when it was never registered)."""
-    return sorted(every_page(client.search_model_versions, filter_string=f"name = '{name}'"), key=lambda v: -int(v.version))
+    return sorted(
+        every_page(client.search_model_versions, filter_string=f"name = '{name}'"), key=lambda v: -int(v.version)
+    )
 
 
 def resolve(client, name: str, version: str | None = None):
@@ -87,8 +94,9 @@ def download(tracking_uri: str, model_version, dst_path: str | None = None) -> s
     import mlflow
 
     folder = logged_weights(get_client(tracking_uri), model_version.run_id) or CHECKPOINT_PATH
-    return mlflow.artifacts.download_artifacts(run_id=model_version.run_id, artifact_path=folder,
-                                               tracking_uri=tracking_uri, dst_path=dst_path)
+    return mlflow.artifacts.download_artifacts(
+        run_id=model_version.run_id, artifact_path=folder, tracking_uri=tracking_uri, dst_path=dst_path
+    )
 
 
 def checkpoint_dir(tracking_uri: str, name: str, version: str | None = None) -> str:

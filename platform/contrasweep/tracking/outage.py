@@ -84,8 +84,13 @@ def unreachable(exc: BaseException) -> str | None:
             return "connection cut mid-answer"
         if isinstance(seen, requests.exceptions.ConnectionError):
             text = str(seen)
-            return ("connection refused" if "refused" in text.lower() else
-                    "connection reset" if "reset" in text.lower() or "aborted" in text.lower() else "no connection")
+            return (
+                "connection refused"
+                if "refused" in text.lower()
+                else "connection reset"
+                if "reset" in text.lower() or "aborted" in text.lower()
+                else "no connection"
+            )
         if isinstance(seen, (ConnectionError, TimeoutError)):
             return type(seen).__name__
         seen = seen.__cause__ or seen.__context__
@@ -121,32 +126,42 @@ class Held:
         when the driver has ended. An error that is not the server's absence is raised."""
         since = time.time()
         stamp = time.strftime("%H:%M:%S", time.localtime(since))
-        self.tell(f"MLflow server {self.uri} unreachable since {stamp} ({why}): {_calls(self._queued())} queued, "
-                  "nothing lost; the sweep goes on and they are applied once it answers")
+        self.tell(
+            f"MLflow server {self.uri} unreachable since {stamp} ({why}): {_calls(self._queued())} queued, "
+            "nothing lost; the sweep goes on and they are applied once it answers"
+        )
         tries, reminded = 0, since
         while True:
             delay = RETRY_S[min(tries, len(RETRY_S) - 1)]
             tries += 1
             if not self._hold_for(delay):
                 if self.ended:
-                    return None, (f"MLflow server {self.uri} unreachable since {stamp} and the driver ended: "
-                                  f"{_calls(self._queued())} kept in the sweep's write-ahead log; `contrasweep resume` "
-                                  "applies them once it answers")
-                return None, (f"MLflow server {self.uri} unreachable since {stamp}: {_calls(self._queued())} queued "
-                              f"reached the bound of {self.limit_mb:g} MB ({QUEUE_ENV}); the sweep stops as "
-                              "Ctrl-C does, nothing lost: `contrasweep resume` applies them once the server answers")
+                    return None, (
+                        f"MLflow server {self.uri} unreachable since {stamp} and the driver ended: "
+                        f"{_calls(self._queued())} kept in the sweep's write-ahead log; `contrasweep resume` "
+                        "applies them once it answers"
+                    )
+                return None, (
+                    f"MLflow server {self.uri} unreachable since {stamp}: {_calls(self._queued())} queued "
+                    f"reached the bound of {self.limit_mb:g} MB ({QUEUE_ENV}); the sweep stops as "
+                    "Ctrl-C does, nothing lost: `contrasweep resume` applies them once the server answers"
+                )
             try:
                 value = attempt()
-            except Exception as exc:  # noqa: BLE001 - only the server's absence is waited out
+            except Exception as exc:
                 if unreachable(exc) is None:
                     raise
                 if time.time() - reminded >= REMIND_S:
                     reminded = time.time()
-                    self.tell(f"MLflow server {self.uri} still unreachable since {stamp}: {_calls(self._queued())} "
-                              f"queued ({self.bytes / (1 << 20):.1f} of {self.limit_mb:g} MB), nothing lost")
+                    self.tell(
+                        f"MLflow server {self.uri} still unreachable since {stamp}: {_calls(self._queued())} "
+                        f"queued ({self.bytes / (1 << 20):.1f} of {self.limit_mb:g} MB), nothing lost"
+                    )
                 continue
-            self.tell(f"MLflow server {self.uri} back after {time.time() - since:.0f} s: applying the "
-                      f"{_calls(self._queued())} queued meanwhile")
+            self.tell(
+                f"MLflow server {self.uri} back after {time.time() - since:.0f} s: applying the "
+                f"{_calls(self._queued())} queued meanwhile"
+            )
             return value, None
 
     def _queued(self) -> int:

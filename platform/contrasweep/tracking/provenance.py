@@ -67,8 +67,10 @@ def git_tags(path: Path) -> dict[str, str]:
         return {}
     try:
         repo = Repo(path, search_parent_directories=True)
-        tags = {MLFLOW_GIT_COMMIT: repo.head.commit.hexsha,
-                MLFLOW_GIT_DIRTY: str(repo.is_dirty(untracked_files=False)).lower()}
+        tags = {
+            MLFLOW_GIT_COMMIT: repo.head.commit.hexsha,
+            MLFLOW_GIT_DIRTY: str(repo.is_dirty(untracked_files=False)).lower(),
+        }
         if not repo.head.is_detached:
             tags[MLFLOW_GIT_BRANCH] = repo.active_branch.name
         return tags

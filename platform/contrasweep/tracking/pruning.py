@@ -50,15 +50,24 @@ class Pruner:
     (``runs.RunTree.group_size`` and ``members``); ``dropped``: the groups a race or the budget
     dropped (``runs.RunTree.dropped``)."""
 
-    def __init__(self, state: TrackingState, static: SweepStatic, group_size: Callable[[str], int],
-                 members: Callable[[str], list[dict]], dropped: dict[str, dict]):
+    def __init__(
+        self,
+        state: TrackingState,
+        static: SweepStatic,
+        group_size: Callable[[str], int],
+        members: Callable[[str], list[dict]],
+        dropped: dict[str, dict],
+    ):
         self.state, self.static, self.group_size, self.members = state, static, group_size, members
         self.key = selection_key(static.metric)
         self.sign = Objective(static.metric, static.mode).sign
         self.models_logged = static.keep_models == "all"
         self.keep = 1 if self.models_logged else max(1, int(static.keep_models))
-        self.reported = ({group_of(static.reported_config, setting_label(v)) for v in static.variants}
-                         if static.reported_config else set())
+        self.reported = (
+            {group_of(static.reported_config, setting_label(v)) for v in static.variants}
+            if static.reported_config
+            else set()
+        )
         self.ranked: dict[str, list[tuple]] = {}  # setting -> [(rank, group)], best first
         self.rank_of: dict[str, tuple[str, tuple]] = {}  # group -> (setting, rank)
         groups = {e["group"] for e in state.trials.values() if e.get("group")}
@@ -84,8 +93,11 @@ class Pruner:
         return len(members) >= expected and all("status" in e for e in members)
 
     def _exempt(self, group: str, dropped: dict[str, dict]) -> bool:
-        return (group in self.reported or dropped.get(group, {}).get("outcome") == BUDGET_CUT
-                or any(e.get("outcome") == "failed" for e in self.members(group)))
+        return (
+            group in self.reported
+            or dropped.get(group, {}).get("outcome") == BUDGET_CUT
+            or any(e.get("outcome") == "failed" for e in self.members(group))
+        )
 
     def _mean(self, group: str) -> float | None:
         values = []

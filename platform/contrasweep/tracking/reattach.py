@@ -14,7 +14,14 @@ import time
 
 from contrasweep.spec.objective import Objective
 from contrasweep.tracking.store import (
-    CONFIG_KEY_TAG, GROUP_TAG, KIND_TAG, OUTCOME_TAG, PARENT_TAG, SWEEP_RUN_TAG, VARIANT_TAG, search_all,
+    CONFIG_KEY_TAG,
+    GROUP_TAG,
+    KIND_TAG,
+    OUTCOME_TAG,
+    PARENT_TAG,
+    SWEEP_RUN_TAG,
+    VARIANT_TAG,
+    search_all,
 )
 
 # runs started this long before sweep.json's "created" still belong to it (clock skew, slow start)
@@ -40,8 +47,11 @@ def parent_of(runs: list, created: str | None):
 
 
 def children_of(runs: list, parent_id: str) -> list:
-    return [r for r in runs if r.info.run_id != parent_id
-            and parent_id in (r.data.tags.get(PARENT_TAG), r.data.tags.get(SWEEP_RUN_TAG))]
+    return [
+        r
+        for r in runs
+        if r.info.run_id != parent_id and parent_id in (r.data.tags.get(PARENT_TAG), r.data.tags.get(SWEEP_RUN_TAG))
+    ]
 
 
 def rebuild(client, experiment_id: str, name: str, created: str | None, metric: str, mode: str) -> dict | None:
@@ -50,8 +60,14 @@ def rebuild(client, experiment_id: str, name: str, created: str | None, metric: 
     parent = parent_of(runs, created)
     if parent is None:
         return None
-    data = {"parent_run_id": parent.info.run_id, "experiment_id": experiment_id, "trials": {}, "configs": {},
-            "interrupted_runs": [], "registered": {}}
+    data = {
+        "parent_run_id": parent.info.run_id,
+        "experiment_id": experiment_id,
+        "trials": {},
+        "configs": {},
+        "interrupted_runs": [],
+        "registered": {},
+    }
     children = children_of(runs, parent.info.run_id)
     for run in children:
         tags, run_id = run.data.tags, run.info.run_id
@@ -68,8 +84,14 @@ def rebuild(client, experiment_id: str, name: str, created: str | None, metric: 
 
 def _trial_entry(client, run, ended: bool, metric: str, mode: str) -> dict:
     tags, metrics = run.data.tags, run.data.metrics
-    entry = {"run_id": run.info.run_id, "config_key": tags.get(CONFIG_KEY_TAG), "last_epoch": int(metrics.get("epoch", 0)),
-             "group": tags.get(GROUP_TAG), "variant": int(tags.get(VARIANT_TAG, 0)), "name": run.info.run_name}
+    entry = {
+        "run_id": run.info.run_id,
+        "config_key": tags.get(CONFIG_KEY_TAG),
+        "last_epoch": int(metrics.get("epoch", 0)),
+        "group": tags.get(GROUP_TAG),
+        "variant": int(tags.get(VARIANT_TAG, 0)),
+        "name": run.info.run_name,
+    }
     if tags.get("contrasweep.group_size", "").isdigit():
         entry["group_size"] = int(tags["contrasweep.group_size"])
     hp = {k[3:]: v for k, v in run.data.params.items() if k.startswith("hp.") and k != "hp.seed"}
@@ -98,7 +120,7 @@ def _registered(client, parent, children: list) -> dict:
     for key, uri in parent.data.tags.items():
         if not key.startswith("contrasweep.model") or not uri.startswith("models:/"):
             continue
-        model, _, version = uri[len("models:/"):].rpartition("/")
+        model, _, version = uri[len("models:/") :].rpartition("/")
         run_id = client.get_model_version(model, version).run_id
         run = by_id.get(run_id)
         setting = run.data.tags.get("contrasweep.setting", "") if run else ""

@@ -28,12 +28,23 @@ def flatten(config: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-_SKIP = {"timestamp", "training_iteration", "time_this_iter_s", "time_total_s", "pid", "time_since_restore",
-         "iterations_since_restore", "done", "checkpoint_dir_name"}
+_SKIP = {
+    "timestamp",
+    "training_iteration",
+    "time_this_iter_s",
+    "time_total_s",
+    "pid",
+    "time_since_restore",
+    "iterations_since_restore",
+    "done",
+    "checkpoint_dir_name",
+}
 
 
 def numeric(result: dict) -> dict[str, float]:
-    return {k: v for k, v in result.items() if k not in _SKIP and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {
+        k: v for k, v in result.items() if k not in _SKIP and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 def step_series(result: dict) -> dict[str, list]:
@@ -41,7 +52,7 @@ def step_series(result: dict) -> dict[str, list]:
     if isinstance(nested, dict):
         return nested
     prefix = STEP_METRICS + "/"  # Tune may have flattened the dict
-    return {k[len(prefix):]: v for k, v in result.items() if k.startswith(prefix) and isinstance(v, list)}
+    return {k[len(prefix) :]: v for k, v in result.items() if k.startswith(prefix) and isinstance(v, list)}
 
 
 def metric_entity(key: str, value: float, timestamp: int | None = None, step: int = 0):

@@ -70,8 +70,9 @@ def made_run(client, ids: Ids, experiment_id: str, run_id: str, replaying: bool 
 def _made_before(client, experiment_id: str, placeholder: str) -> str | None:
     from mlflow.entities import ViewType
 
-    runs = client.search_runs([experiment_id], f"tags.`{PLACEHOLDER_TAG}` = '{placeholder}'",
-                              run_view_type=ViewType.ALL, max_results=1)
+    runs = client.search_runs(
+        [experiment_id], f"tags.`{PLACEHOLDER_TAG}` = '{placeholder}'", run_view_type=ViewType.ALL, max_results=1
+    )
     if runs:
         return runs[0].info.run_id
     try:

@@ -33,14 +33,34 @@ from contrasweep.tracking.describe import NOTE_TAG, dataset_input, method_params
 from contrasweep.tracking.provenance import METHOD_TAGS, UI_TAGS
 from contrasweep.tracking.reattach import rebuild
 from contrasweep.tracking.rows import metric_entity, param_entities, spec_yaml
-from contrasweep.tracking.store import (BUDGET_CUT, CONFIG_KEY_TAG, ELIMINATED, KIND_TAG, OUTCOME_TAG, PARENT_TAG,
-                                       RACE_BEST_TAG, RACE_P_VALUE_TAG, RACE_ROUND_TAG, SWEEP_RUN_TAG, VARIANT_TAG)
+from contrasweep.tracking.store import (
+    BUDGET_CUT,
+    CONFIG_KEY_TAG,
+    ELIMINATED,
+    KIND_TAG,
+    OUTCOME_TAG,
+    PARENT_TAG,
+    RACE_BEST_TAG,
+    RACE_P_VALUE_TAG,
+    RACE_ROUND_TAG,
+    SWEEP_RUN_TAG,
+    VARIANT_TAG,
+)
 from contrasweep.tracking.verdict import CHANCE_PREFIX, LEARNED_TAG, P_VALUE_TAG, judge_repeats, sweep_chance
 
 # the identity tags a configuration run carries (a trial run carries them all)
-CONFIG_RUN_TAGS = ("contrasweep.method", "contrasweep.dataset", "contrasweep.protocol", "contrasweep.k",
-                   "contrasweep.n_total", "contrasweep.rho", "contrasweep.num_classes", "contrasweep.config",
-                   "contrasweep.setting", "contrasweep.group")
+CONFIG_RUN_TAGS = (
+    "contrasweep.method",
+    "contrasweep.dataset",
+    "contrasweep.protocol",
+    "contrasweep.k",
+    "contrasweep.n_total",
+    "contrasweep.rho",
+    "contrasweep.num_classes",
+    "contrasweep.config",
+    "contrasweep.setting",
+    "contrasweep.group",
+)
 
 
 class RunTree:
@@ -53,9 +73,17 @@ class RunTree:
     differs from the sweep run's (a resume by other code or on another host), and a user's
     method's path and hash (``provenance.METHOD_TAGS``) on every run."""
 
-    def __init__(self, client, state: TrackingState, sweep_name: str, static: SweepStatic,
-                 group_sizes: dict[str, int] | int = 1, provenance: dict[str, str] | None = None,
-                 race_file: Path | None = None, budget_file: Path | None = None):
+    def __init__(
+        self,
+        client,
+        state: TrackingState,
+        sweep_name: str,
+        static: SweepStatic,
+        group_sizes: dict[str, int] | int = 1,
+        provenance: dict[str, str] | None = None,
+        race_file: Path | None = None,
+        budget_file: Path | None = None,
+    ):
         self.client, self.state, self.sweep_name, self.static = client, state, sweep_name, static
         self.group_sizes = group_sizes
         self.provenance = provenance or {}
@@ -70,8 +98,11 @@ class RunTree:
         self._final: dict[str, dict[str, dict]] = {}  # group -> run id -> final metrics, as this process closed it
 
     def _per_run(self, sweep_run_tags: dict[str, str]) -> None:
-        self.run_provenance = {k: v for k, v in self.provenance.items()
-                               if k in UI_TAGS or k.startswith(METHOD_TAGS) or sweep_run_tags.get(k) != v}
+        self.run_provenance = {
+            k: v
+            for k, v in self.provenance.items()
+            if k in UI_TAGS or k.startswith(METHOD_TAGS) or sweep_run_tags.get(k) != v
+        }
 
     @property
     def parent_run_id(self) -> str:
@@ -81,14 +112,24 @@ class RunTree:
     def open_parent(self, experiment_id: str, spec: dict, params: dict, texts: dict[str, str]) -> str:
         """The sweep's run: created with its description, params, spec, data statistics and each
         setting's chance levels (``chance/[<setting>/]val/accuracy``, ...)."""
-        run = self.client.create_run(experiment_id, run_name=self.sweep_name, tags={
-            **self.provenance, **sweep_tags(spec, self.sweep_name), NOTE_TAG: sweep_description(spec, self.sweep_name)})
+        run = self.client.create_run(
+            experiment_id,
+            run_name=self.sweep_name,
+            tags={
+                **self.provenance,
+                **sweep_tags(spec, self.sweep_name),
+                NOTE_TAG: sweep_description(spec, self.sweep_name),
+            },
+        )
         parent = run.info.run_id
         self._per_run(self.provenance)
         self.state.data.update(parent_run_id=parent, experiment_id=experiment_id)
         self.state.save()
-        self.client.log_batch(parent, params=param_entities(params),  # and each setting's chance levels
-                              metrics=[metric_entity(k, v) for k, v in sweep_chance(self.static).items()])
+        self.client.log_batch(
+            parent,
+            params=param_entities(params),  # and each setting's chance levels
+            metrics=[metric_entity(k, v) for k, v in sweep_chance(self.static).items()],
+        )
         self.client.log_text(parent, spec_yaml(spec), "spec.yaml")
         for name, text in texts.items():
             self.client.log_text(parent, text, name)
@@ -100,15 +141,21 @@ class RunTree:
         from mlflow.entities import RunTag
 
         have = self.client.get_run(self.parent_run_id).data.tags  # a sweep started by a version that recorded none:
-        self.client.log_batch(self.parent_run_id, tags=[RunTag(k, v) for k, v in self.provenance.items()
-                                                        if k not in have and k != METHOD_TAGS + "sha256_at_start"])
+        self.client.log_batch(
+            self.parent_run_id,
+            tags=[
+                RunTag(k, v)
+                for k, v in self.provenance.items()
+                if k not in have and k != METHOD_TAGS + "sha256_at_start"
+            ],
+        )
         self._per_run({**self.provenance, **have})
         for run_id in self.state.data.get("interrupted_runs", []):
             self.client.update_run(run_id, status="RUNNING")
         self.state.data.pop("interrupted_runs", None)
         changed = {k: v for k, v in self.provenance.items() if k.startswith(METHOD_TAGS)}
         if METHOD_TAGS + "sha256_at_start" in changed:  # a user's method changed (--allow-changed-method): the
-            for entry in self.state.trials.values():   # unfinished runs go on with the new code and say so
+            for entry in self.state.trials.values():  # unfinished runs go on with the new code and say so
                 if "status" not in entry:
                     self.client.log_batch(entry["run_id"], tags=[RunTag(k, v) for k, v in changed.items()])
 
@@ -125,8 +172,12 @@ class RunTree:
         self.state.data = data
         self._index = None
         self.state.save()
-        print(f"[contrasweep] tracking.json was missing: re-attached to MLflow run {data['parent_run_id']} "
-              f"({len(data['trials'])} trial runs)", file=sys.stderr, flush=True)
+        print(
+            f"[contrasweep] tracking.json was missing: re-attached to MLflow run {data['parent_run_id']} "
+            f"({len(data['trials'])} trial runs)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     # -- trial runs -------------------------------------------------------------------
     def trial_run(self, trial, trials=()) -> str:
@@ -139,8 +190,10 @@ class RunTree:
         same = []
         if self._indexed()[1].get(key):  # a configuration that ran before: rare, so the scan is too
             known = {t.trial_id for t in trials}
-            same = sorted((tid for tid, e in self.state.trials.items() if tid not in known and e["config_key"] == key),
-                          key=lambda tid: "status" in self.state.trials[tid])
+            same = sorted(
+                (tid for tid, e in self.state.trials.items() if tid not in known and e["config_key"] == key),
+                key=lambda tid: "status" in self.state.trials[tid],
+            )
         if same:  # re-keyed: the record's whole snapshot, so that the old id's entry is gone from it
             entry = self.state.trials.pop(same[0])
             self.client.set_tag(entry["run_id"], "contrasweep.trial_id", trial.trial_id)
@@ -176,18 +229,31 @@ class RunTree:
         run = self.client.create_run(
             self.state.data["experiment_id"],
             run_name=name,
-            tags={**self.run_provenance, PARENT_TAG: self._config_run(identity), SWEEP_RUN_TAG: self.parent_run_id,
-                  KIND_TAG: "trial",
-                  "contrasweep.sweep": self.sweep_name, "contrasweep.trial_id": trial.trial_id,
-                  "contrasweep.group_size": str(self.group_size(identity.group)), CONFIG_KEY_TAG: key,
-                  VARIANT_TAG: str(identity.variant.index), **tags(identity, self.static.method)},
+            tags={
+                **self.run_provenance,
+                PARENT_TAG: self._config_run(identity),
+                SWEEP_RUN_TAG: self.parent_run_id,
+                KIND_TAG: "trial",
+                "contrasweep.sweep": self.sweep_name,
+                "contrasweep.trial_id": trial.trial_id,
+                "contrasweep.group_size": str(self.group_size(identity.group)),
+                CONFIG_KEY_TAG: key,
+                VARIANT_TAG: str(identity.variant.index),
+                **tags(identity, self.static.method),
+            },
         )
         self._latest[run.info.run_id] = {}  # every row it gets is seen here (``seen``)
-        entry = {"run_id": run.info.run_id, "config_key": key, "last_epoch": 0, "group": identity.group,
-                 "variant": identity.variant.index, "name": name,
-                 "group_size": self.group_size(identity.group),  # `contrasweep list` judges complete groups by it
-                 "hp": {k: v for k, v in identity.hp.items() if k != "seed"},  # ... and shows the selected one's values
-                 "config": trial.config}  # what a later driver hands out again while it is unfinished (tracking.ledger)
+        entry = {
+            "run_id": run.info.run_id,
+            "config_key": key,
+            "last_epoch": 0,
+            "group": identity.group,
+            "variant": identity.variant.index,
+            "name": name,
+            "group_size": self.group_size(identity.group),  # `contrasweep list` judges complete groups by it
+            "hp": {k: v for k, v in identity.hp.items() if k != "seed"},  # ... and shows the selected one's values
+            "config": trial.config,
+        }  # what a later driver hands out again while it is unfinished (tracking.ledger)
         storage = getattr(trial, "storage", None)
         if getattr(storage, "experiment_dir_name", None):  # which Tune experiment ran it (the summary counts by it)
             entry["tune"] = storage.experiment_dir_name
@@ -216,8 +282,11 @@ class RunTree:
         out = []
         for entry in members:
             known = self._latest.get(entry["run_id"])
-            out.append({k: v[2] for k, v in known.items()} if known is not None
-                       else dict(self.client.get_run(entry["run_id"]).data.metrics))
+            out.append(
+                {k: v[2] for k, v in known.items()}
+                if known is not None
+                else dict(self.client.get_run(entry["run_id"]).data.metrics)
+            )
         return out
 
     def group_size(self, group: str) -> int:
@@ -230,10 +299,16 @@ class RunTree:
         if identity.group not in configs:
             own = {k: v for k, v in tags(identity, self.static.method).items() if k in CONFIG_RUN_TAGS}
             run = self.client.create_run(
-                self.state.data["experiment_id"], run_name=config_run_name(identity, self.static),
-                tags={**self.run_provenance, PARENT_TAG: self.parent_run_id, KIND_TAG: "configuration",
-                      "contrasweep.sweep": self.sweep_name,
-                      "contrasweep.group_size": str(self.group_size(identity.group)), **own},
+                self.state.data["experiment_id"],
+                run_name=config_run_name(identity, self.static),
+                tags={
+                    **self.run_provenance,
+                    PARENT_TAG: self.parent_run_id,
+                    KIND_TAG: "configuration",
+                    "contrasweep.sweep": self.sweep_name,
+                    "contrasweep.group_size": str(self.group_size(identity.group)),
+                    **own,
+                },
             )
             configs[identity.group] = run.info.run_id
             hp = {k: v for k, v in identity.hp.items() if k != "seed"}
@@ -245,14 +320,21 @@ class RunTree:
         """Every value the trial trains with (defaults, the repeat's seed and its torch threads
         included) and its data."""
         method = self.static.method
-        return {**method_params(method), "hp": {**hp_defaults(method), **identity.plan.hp}, "data": identity.variant.data}
+        return {
+            **method_params(method),
+            "hp": {**hp_defaults(method), **identity.plan.hp},
+            "data": identity.variant.data,
+        }
 
     # -- groups and the end --------------------------------------------------------------
     def end_trial(self, entry: dict, state_dir: str | None, out: dict[str, dict] | None = None) -> None:
         """A trial's run ends as the record says (outcome, last epoch, why it failed, where its
         state folder is), then its group closes if it was the last repeat."""
-        tags = {OUTCOME_TAG: entry["outcome"], "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
-                **entry["pending"]["tags"]}
+        tags = {
+            OUTCOME_TAG: entry["outcome"],
+            "contrasweep.last_epoch": str(entry.get("last_epoch", 0)),
+            **entry["pending"]["tags"],
+        }
         if state_dir:
             tags["contrasweep.state_dir"] = state_dir  # where resume finds the checkpoint if the artifact is lost
         if entry.get("model_error"):  # its best weights are plain files: no MLflow model could be built
@@ -311,19 +393,33 @@ class RunTree:
         if out.get(group, {}).get("outcome") == ELIMINATED:
             left = out[group]
             outcome = ELIMINATED
-            tags = {RACE_ROUND_TAG: str(left["round"]), RACE_P_VALUE_TAG: f"{left['p_value']:.3g}",
-                    RACE_BEST_TAG: self.state.data["configs"].get(left["best"], left["best"])}
-        elif out.get(group, {}).get("outcome") == BUDGET_CUT and set(found.outcomes) == {"complete"} and not found.complete:
+            tags = {
+                RACE_ROUND_TAG: str(left["round"]),
+                RACE_P_VALUE_TAG: f"{left['p_value']:.3g}",
+                RACE_BEST_TAG: self.state.data["configs"].get(left["best"], left["best"]),
+            }
+        elif (
+            out.get(group, {}).get("outcome") == BUDGET_CUT
+            and set(found.outcomes) == {"complete"}
+            and not found.complete
+        ):
             outcome = BUDGET_CUT
         metrics = summary(found)
         if outcome in ("complete", ELIMINATED, BUDGET_CUT):  # did it learn? (contrasweep.tracking.verdict)
             judged = self._judge(group, members, found)
             if judged is not None:
                 metrics[CHANCE_PREFIX + selection_key(self.static.metric)] = judged.level
-                tags.update({LEARNED_TAG: "yes" if judged.learned else "no",
-                             **({} if math.isnan(judged.p_value) else {P_VALUE_TAG: f"{judged.p_value:.3g}"})})
-        self.client.log_batch(config_run, metrics=[metric_entity(k, v) for k, v in metrics.items()],
-                              tags=[RunTag(OUTCOME_TAG, outcome), *(RunTag(k, v) for k, v in tags.items())])
+                tags.update(
+                    {
+                        LEARNED_TAG: "yes" if judged.learned else "no",
+                        **({} if math.isnan(judged.p_value) else {P_VALUE_TAG: f"{judged.p_value:.3g}"}),
+                    }
+                )
+        self.client.log_batch(
+            config_run,
+            metrics=[metric_entity(k, v) for k, v in metrics.items()],
+            tags=[RunTag(OUTCOME_TAG, outcome), *(RunTag(k, v) for k, v in tags.items())],
+        )
         self.client.set_terminated(config_run, status="FINISHED" if outcome != "failed" else "FAILED")
         self._closed.add(group)
         self._final[group] = {entry["run_id"]: r["metrics"] for entry, r in zip(members, found.repeats)}
@@ -339,8 +435,9 @@ class RunTree:
         """The group's verdict against its repeats' chance levels, kept in the record (``verdicts``)."""
         complete = [(e, r["metrics"]) for e, r in zip(members, found.repeats) if r["outcome"] == "complete"]
         variants = [self.static.variant(e.get("variant", 0)) for e, _ in complete]
-        judged = judge_repeats([m for _, m in complete], variants,
-                               selection_key(self.static.metric), self.static.mode, self.static.alpha)
+        judged = judge_repeats(
+            [m for _, m in complete], variants, selection_key(self.static.metric), self.static.mode, self.static.alpha
+        )
         if judged is not None:
             self.state.data.setdefault("verdicts", {})[group] = judged.record()
             self.state.save_key("verdicts", group)
@@ -381,4 +478,3 @@ class RunTree:
         for run_id in killed:
             self.client.set_terminated(run_id, status="KILLED")
         self.state.data["interrupted_runs"] = killed
-

@@ -80,8 +80,11 @@ def metric_columns(metric: str) -> list[str]:
 
 def columns(metrics: list[str]) -> list[str]:
     """The view's column keys: a few attributes and parameters, then ``metrics``."""
-    return ([f"attributes.`{a}`" for a in ATTRIBUTES] + [f"params.`{p}`" for p in PARAMS]
-            + [f"metrics.`{m}`" for m in metrics])
+    return (
+        [f"attributes.`{a}`" for a in ATTRIBUTES]
+        + [f"params.`{p}`" for p in PARAMS]
+        + [f"metrics.`{m}`" for m in metrics]
+    )
 
 
 def publish(client, experiment_id: str, metrics: list[str]) -> None:
@@ -112,7 +115,9 @@ def publish(client, experiment_id: str, metrics: list[str]) -> None:
     # the grid sorts a group's columns by name; this order puts the sweep run's numbers first,
     # wide enough for their keys
     state["columnOrder"] = state["selectedColumns"]
-    state["columnWidths"] = {**{c: 7 * len(c) for c in state["selectedColumns"] if c.startswith("metrics.")},
-                             **(state.get("columnWidths") or {})}
+    state["columnWidths"] = {
+        **{c: 7 * len(c) for c in state["selectedColumns"] if c.startswith("metrics.")},
+        **(state.get("columnWidths") or {}),
+    }
     envelope.update(state=json.dumps(state), updatedAt=now)
     client.set_experiment_tag(experiment_id, VIEW_PREFIX + VIEW_ID, json.dumps(envelope))

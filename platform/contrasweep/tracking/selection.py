@@ -34,21 +34,29 @@ class Selection:
         groups where the caller has every one (``RunTree.closed_groups``); else every trial
         run is read back from MLflow, page by page."""
         found = groups_of(trial_runs(self.client, parent_run_id)) if found is None else found
-        metric = self.metric[len("best/"):] if self.metric.startswith("best/") else self.metric
+        metric = self.metric[len("best/") :] if self.metric.startswith("best/") else self.metric
         configs = self.state.data.get("configs", {})
         shown = []
         for setting, group in select(found, metric, self.mode).items():
             prefix = f"best_config/{slug(setting)}/" if setting else "best_config/"
-            self.client.log_batch(parent_run_id, metrics=[metric_entity(prefix + k, v) for k, v in summary(group).items()])
+            self.client.log_batch(
+                parent_run_id, metrics=[metric_entity(prefix + k, v) for k, v in summary(group).items()]
+            )
             if setting:  # the unprefixed keys are in the view from the start
                 shown += best_config_columns(prefix, metric)
             if group.group in configs:
-                self.client.set_tag(parent_run_id, f"contrasweep.best_config{'.' + slug(setting) if setting else ''}",
-                                    configs[group.group])
+                self.client.set_tag(
+                    parent_run_id,
+                    f"contrasweep.best_config{'.' + slug(setting) if setting else ''}",
+                    configs[group.group],
+                )
             judged = self.state.data.get("verdicts", {}).get(group.group)
             if judged is not None:  # did the selected configuration learn (contrasweep.tracking.verdict)
-                self.client.set_tag(parent_run_id, f"{LEARNED_TAG}{'.' + slug(setting) if setting else ''}",
-                                    "yes" if judged["learned"] else "no")
+                self.client.set_tag(
+                    parent_run_id,
+                    f"{LEARNED_TAG}{'.' + slug(setting) if setting else ''}",
+                    "yes" if judged["learned"] else "no",
+                )
             self.register(parent_run_id, setting, group, selection_key(metric))
         if shown:
             publish(self.client, self.state.data["experiment_id"], shown)
@@ -67,8 +75,10 @@ class Selection:
             return
         entry = next((e for e in self.state.trials.values() if e["run_id"] == best["run_id"]), {})
         data = self.variants[min(entry.get("variant", 0), len(self.variants) - 1)].data
-        description = (f"{metric}={best['metrics'][metric]:.4f}; configuration mean over "
-                       f"{len(group.repeats)} repeats: {group.stats(metric)['mean']:.4f}")
+        description = (
+            f"{metric}={best['metrics'][metric]:.4f}; configuration mean over "
+            f"{len(group.repeats)} repeats: {group.stats(metric)['mean']:.4f}"
+        )
         judged = self.state.data.get("verdicts", {}).get(group.group)
         tags = {} if judged is None else {LEARNED_TAG: "yes" if judged["learned"] else "no"}
         if judged is not None and not judged["learned"]:  # registered as the selection, and saying what it is
@@ -76,5 +86,8 @@ class Selection:
         version = register(self.client, self.sweep_name, best["run_id"], setting, data, description, tags)
         done[setting] = {"run_id": best["run_id"], "version": version}
         self.state.save()
-        self.client.set_tag(parent_run_id, f"contrasweep.model{'.' + slug(setting) if setting else ''}",
-                            f"models:/{self.sweep_name}/{version}")
+        self.client.set_tag(
+            parent_run_id,
+            f"contrasweep.model{'.' + slug(setting) if setting else ''}",
+            f"models:/{self.sweep_name}/{version}",
+        )

@@ -18,7 +18,11 @@ OUTCOME_TAG = "contrasweep.outcome"  # a trial run's end: "complete", "stopped" 
 ELIMINATED = "eliminated"  # the outcome of a configuration a race dropped (contrasweep.search.racing; race.json too)
 BUDGET_CUT = "budget"  # the outcome of a configuration whose other repeats the budget left unstarted (sweep.budget)
 # an eliminated configuration run's round, Holm-adjusted p-value and the round's best configuration run
-RACE_ROUND_TAG, RACE_P_VALUE_TAG, RACE_BEST_TAG = "contrasweep.race.round", "contrasweep.race.p_value", "contrasweep.race.best"
+RACE_ROUND_TAG, RACE_P_VALUE_TAG, RACE_BEST_TAG = (
+    "contrasweep.race.round",
+    "contrasweep.race.p_value",
+    "contrasweep.race.best",
+)
 GROUP_TAG = "contrasweep.group"  # a trial or configuration run's repeat group (contrasweep.spec.identity)
 # a complete trial run's artifacts: its MLflow model (contrasweep.tracking.model_flavor), whose
 # checkpoint holds the best weights and meta.json; the plain files of a run without a model
@@ -97,7 +101,7 @@ def artifact_root_for(tracking_uri: str) -> str | None:
     """Artifacts of a sqlite store go next to its file (MLflow's own default is ./mlruns of
     whatever directory the process runs in); a tracking server decides for itself."""
     if tracking_uri.startswith("sqlite:///"):
-        return default_artifact_root(Path(tracking_uri[len("sqlite:///"):]).parent)
+        return default_artifact_root(Path(tracking_uri[len("sqlite:///") :]).parent)
     return None
 
 
@@ -125,7 +129,6 @@ def error_line(text: str) -> str:
     remote traceback first)."""
     lines = [line.strip() for line in str(text).splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
 
 
 def store_line(exc: BaseException) -> str:

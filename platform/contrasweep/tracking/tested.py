@@ -89,8 +89,16 @@ class TestRecord:
                 if entry.get("weights") == PRUNED and entry.get("model") != MODEL_LOGGED:
                     self.tests["pruned"] += 1  # its weights went while the sweep ran (tracking.pruning)
                     continue
-                due.append(Due(run_id, tid, entry.get("name", run_id), int(entry.get("variant", 0)),
-                               entry.get("state_dir"), entry.get("best_epoch")))
+                due.append(
+                    Due(
+                        run_id,
+                        tid,
+                        entry.get("name", run_id),
+                        int(entry.get("variant", 0)),
+                        entry.get("state_dir"),
+                        entry.get("best_epoch"),
+                    )
+                )
         return chosen, due
 
     def record(self, run_id: str, metrics: dict[str, float]) -> None:
@@ -107,8 +115,11 @@ class TestRecord:
         result = self.tests["results"][run_id]
         entry = next((e for e in self.state.trials.values() if e["run_id"] == run_id), {})
         step = int(entry.get("last_epoch", 0))
-        values = [metric_entity(k, v, step=step) for k, v in result["metrics"].items()
-                  if isinstance(v, (int, float)) and not math.isnan(float(v))]
+        values = [
+            metric_entity(k, v, step=step)
+            for k, v in result["metrics"].items()
+            if isinstance(v, (int, float)) and not math.isnan(float(v))
+        ]
         if values and late and any(m.step == step for m in self.client.get_metric_history(run_id, values[0].key)):
             values = []  # MLflow has this batch (one batch: all of it or none)
         if values:
@@ -148,6 +159,9 @@ class TestRecord:
         if folder is None:
             return None
         with tempfile.TemporaryDirectory(prefix="contrasweep-weights-") as tmp:
-            local = Path(mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=folder, dst_path=tmp,
-                                                             tracking_uri=tracking_uri))
+            local = Path(
+                mlflow.artifacts.download_artifacts(
+                    run_id=run_id, artifact_path=folder, dst_path=tmp, tracking_uri=tracking_uri
+                )
+            )
             return {f.name: f.read_bytes() for f in local.iterdir() if f.is_file()}

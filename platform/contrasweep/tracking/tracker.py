@@ -41,8 +41,14 @@ from contrasweep.tracking.run_ids import queued_runs, recover
 from contrasweep.tracking.runs import RunTree
 from contrasweep.tracking.runs_view import metric_columns, publish
 from contrasweep.tracking.selection import Selection
-from contrasweep.tracking.store import (BUDGET_CUT, artifact_root_for, ensure_experiment, get_client, store_errors,
-                                       store_line)
+from contrasweep.tracking.store import (
+    BUDGET_CUT,
+    artifact_root_for,
+    ensure_experiment,
+    get_client,
+    store_errors,
+    store_line,
+)
 from contrasweep.tracking.writer import QueuedClient
 
 
@@ -68,10 +74,22 @@ class MlflowTracker(Callback):
     arguments are pickled into Tune's ``tuner.pkl`` (the parts are built in ``setup``), so a
     sweep tracked by an earlier version resumes with this one."""
 
-    def __init__(self, sweep_dir: Path, tracking_uri: str, experiment: str, sweep_name: str,
-                 spec: dict, params: dict, metric: str, mode: str, artifact_root: str | None = None,
-                 progress=None, static: SweepStatic | None = None, group_sizes: dict[str, int] | int = 1,
-                 texts: dict[str, str] | None = None):
+    def __init__(
+        self,
+        sweep_dir: Path,
+        tracking_uri: str,
+        experiment: str,
+        sweep_name: str,
+        spec: dict,
+        params: dict,
+        metric: str,
+        mode: str,
+        artifact_root: str | None = None,
+        progress=None,
+        static: SweepStatic | None = None,
+        group_sizes: dict[str, int] | int = 1,
+        texts: dict[str, str] | None = None,
+    ):
         # static: the sweep's fixed part (contrasweep.spec.static), to name and log each trial's
         # real hp; group_sizes: trials per repeat group (runs.RunTree);
         # texts: extra files for the parent run (e.g. the data's label statistics)
@@ -118,24 +136,44 @@ class MlflowTracker(Callback):
             self._setup()
         except store_errors() as exc:  # before any trial: nothing to stop yet
             self.close_writer()
-            raise UserError(f"{store_line(exc)}; allowed: a writable MLflow store (then `contrasweep resume "
-                            f"{self.sweep_name}`)") from None
+            raise UserError(
+                f"{store_line(exc)}; allowed: a writable MLflow store (then `contrasweep resume {self.sweep_name}`)"
+            ) from None
 
     def _setup(self) -> None:
         lost = not ids_path(self.sweep_dir).exists() and self.state.data.get("experiment_id") is not None
-        if lost and queued_runs(self.tracking_uri) and recover(get_client(self.tracking_uri), self.sweep_dir,
-                                                               self.state.data["experiment_id"]):
+        if (
+            lost
+            and queued_runs(self.tracking_uri)
+            and recover(get_client(self.tracking_uri), self.sweep_dir, self.state.data["experiment_id"])
+        ):
             self.state = TrackingState(self.sweep_dir / "tracking.json")  # its placeholders mapped on load
         self.client = QueuedClient(self.tracking_uri, self.sweep_dir)  # MLflow's writes off Tune's loop
         started_with = SweepDir(self.sweep_dir).meta().get("method")  # a user's method as the sweep began
-        self.runs = RunTree(self.client, self.state, self.sweep_name, self.static, self.group_sizes,
-                            provenance_tags(self.spec, started_with), self.sweep_dir / race_record.RACE_FILE,
-                            self.sweep_dir / budget_record.BUDGET_FILE)
+        self.runs = RunTree(
+            self.client,
+            self.state,
+            self.sweep_name,
+            self.static,
+            self.group_sizes,
+            provenance_tags(self.spec, started_with),
+            self.sweep_dir / race_record.RACE_FILE,
+            self.sweep_dir / budget_record.BUDGET_FILE,
+        )
         self.artifacts = Artifacts(self.client, self.state, self.static)
-        self.epochs = EpochLog(self.client, self.state, self.metric, self.mode, lambda: self.store_error is not None,
-                               self.store_failed, self.runs.seen)
+        self.epochs = EpochLog(
+            self.client,
+            self.state,
+            self.metric,
+            self.mode,
+            lambda: self.store_error is not None,
+            self.store_failed,
+            self.runs.seen,
+        )
         self.race_journal = Follower(self.sweep_dir / race_record.RACE_FILE)
-        self.selection = Selection(self.client, self.state, self.sweep_name, self.static.variants, self.metric, self.mode)
+        self.selection = Selection(
+            self.client, self.state, self.sweep_name, self.static.variants, self.metric, self.mode
+        )
         exp_id = ensure_experiment(self.client, self.experiment, self.artifact_root)
         self._remap()  # the writer has replayed what an earlier one left: runs named by placeholders it made
         publish(self.client, exp_id, metric_columns(self.metric))
@@ -205,7 +243,9 @@ class MlflowTracker(Callback):
             self.client.update_run(run_id, status="RUNNING")
             self.state.save_trial(entry)
         if self.progress and "status" not in entry:
-            self.progress.trial_started(entry.get("name", trial.trial_id), planned_epochs(trial, self.static), trial.trial_id)
+            self.progress.trial_started(
+                entry.get("name", trial.trial_id), planned_epochs(trial, self.static), trial.trial_id
+            )
 
     @guarded
     def on_trial_result(self, iteration, trials, trial, result, **info):
@@ -214,8 +254,13 @@ class MlflowTracker(Callback):
         self.runs.trial_run(trial)
         entry = self.state.trials[trial.trial_id]
         if self.epochs.log_result(entry, result) and self.progress:
-            self.progress.trial_epoch(entry.get("name", trial.trial_id), entry["last_epoch"],
-                                      planned_epochs(trial, self.static), result.get(self.metric), self._done())
+            self.progress.trial_epoch(
+                entry.get("name", trial.trial_id),
+                entry["last_epoch"],
+                planned_epochs(trial, self.static),
+                result.get(self.metric),
+                self._done(),
+            )
 
     def _done(self) -> int:
         return len(self.ended)
@@ -267,8 +312,15 @@ class MlflowTracker(Callback):
         if self.progress and any(d["outcome"] == BUDGET_CUT for d in dropped.values()):
             self.progress.total = len(self.state.trials)  # the budget ended the sweep: what started is all
         if self.progress:
-            self.progress.trial_ended(entry.get("name", trial.trial_id), status, outcome, entry.get("best_value"),
-                                      entry.get("best_epoch"), entry.get("last_epoch", 0), self._done())
+            self.progress.trial_ended(
+                entry.get("name", trial.trial_id),
+                status,
+                outcome,
+                entry.get("best_value"),
+                entry.get("best_epoch"),
+                entry.get("last_epoch", 0),
+                self._done(),
+            )
 
     def _apply_finish(self, entry: dict, dropped: dict | None = None) -> None:
         """``dropped``: the configurations a race or the budget dropped (``RunTree.dropped``), where the caller has read them."""
@@ -300,8 +352,9 @@ class MlflowTracker(Callback):
         self._remap()  # what follows compares the record's run ids with MLflow's, and so do its readers
         self.runs.delete_orphans(trials)  # MLflow holds exactly one run per trial
         # after Ctrl-C Tune may call its trials TERMINATED; a run never ended here is unfinished
-        done = (all(t.status in ("TERMINATED", "ERROR") for t in trials)
-                and all("status" in e for e in self.state.trials.values()))
+        done = all(t.status in ("TERMINATED", "ERROR") for t in trials) and all(
+            "status" in e for e in self.state.trials.values()
+        )
         any_error = any(t.status == "ERROR" for t in trials)
         if done:
             self.runs.close_dropped()  # a group the budget cut after its last started repeat had ended
@@ -309,7 +362,9 @@ class MlflowTracker(Callback):
             self.selection.best_to_parent(self.parent_run_id, self.runs.closed_groups())
         else:
             self.runs.mark_interrupted()
-        self.client.set_terminated(self.parent_run_id, status="FAILED" if any_error else ("FINISHED" if done else "KILLED"))
+        self.client.set_terminated(
+            self.parent_run_id, status="FAILED" if any_error else ("FINISHED" if done else "KILLED")
+        )
         self.state.data["finished"] = done
         self.state.save()
 
@@ -322,4 +377,3 @@ def stop_tune() -> None:
 
     if callable(signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))):
         os.kill(os.getpid(), getattr(signal, "SIGUSR1", signal.SIGINT))
-

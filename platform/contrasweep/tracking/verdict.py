@@ -68,8 +68,15 @@ class Verdict:
         return out
 
 
-def judge(values: list[float], levels: list[float | None], mode: str, alpha: float = DEFAULT_ALPHA,
-          steps: int | None = None, noise: list[float] | None = None, looks: int = 1) -> Verdict | None:
+def judge(
+    values: list[float],
+    levels: list[float | None],
+    mode: str,
+    alpha: float = DEFAULT_ALPHA,
+    steps: int | None = None,
+    noise: list[float] | None = None,
+    looks: int = 1,
+) -> Verdict | None:
     """``values``: each repeat's value; ``levels``: the chance level of each repeat's data
     (None: the metric has none, and there is no verdict); ``noise``: each repeat's evaluation
     noise at that level (``contrasweep.data.chance.noise``: its validation split's size);
@@ -85,8 +92,11 @@ def judge(values: list[float], levels: list[float | None], mode: str, alpha: flo
     by luck, a bias that averaging repeats does not remove (tweet sentiment at k = 10: 0.539 ±
     0.039 on 30 validation rows against 0.333, while its test accuracy, 0.404, is under the test
     split's majority share, 0.424): the noise is taken as every repeat's, not divided among them."""
-    rows = [(float(v), float(c), float(e)) for v, c, e in zip(values, levels, noise or [0.0] * len(values))
-            if c is not None and v is not None and not math.isnan(v)]
+    rows = [
+        (float(v), float(c), float(e))
+        for v, c, e in zip(values, levels, noise or [0.0] * len(values))
+        if c is not None and v is not None and not math.isnan(v)
+    ]
     if not rows:
         return None
     sign = 1.0 if mode == "max" else -1.0
@@ -109,12 +119,15 @@ def judge_repeats(metrics: list[dict], variants: list, key: str, mode: str, alph
     steps = [int(m["train/steps"]) for m in metrics if "train/steps" in m]
     levels = [level_of(getattr(v, "chance", {}), key) for v in variants]
     split = SPLIT_OF.get(key.removeprefix("best/").split("/", 1)[0], "validation")
-    noise = [evaluation_noise(key, c, v.sizes.get(split, 0), v.num_labels or 1) if c is not None else 0.0
-             for c, v in zip(levels, variants)]
+    noise = [
+        evaluation_noise(key, c, v.sizes.get(split, 0), v.num_labels or 1) if c is not None else 0.0
+        for c, v in zip(levels, variants)
+    ]
     # the validations it is the best of (``evaluations``; a trial before eval_every: one an epoch)
     looks = max([int(m.get("evaluations", m.get("epoch", 1))) for m in metrics] + [1]) if key.startswith("best/") else 1
-    return judge([m.get(key, math.nan) for m in metrics], levels, mode, alpha, max(steps) if steps else None, noise,
-                 looks)
+    return judge(
+        [m.get(key, math.nan) for m in metrics], levels, mode, alpha, max(steps) if steps else None, noise, looks
+    )
 
 
 def sweep_chance(static) -> dict[str, float]:

@@ -97,8 +97,9 @@ def apply(client, ids: Ids, name: str, args: tuple, kwargs: dict, replaying: boo
     if name == "create_run" and "run_id" in kwargs:
         kwargs = dict(kwargs)
         placeholder = kwargs.pop("run_id")
-        return made_run(client, ids, *ids.translate(args), run_id=placeholder, replaying=replaying,
-                        **ids.translate(kwargs))
+        return made_run(
+            client, ids, *ids.translate(args), run_id=placeholder, replaying=replaying, **ids.translate(kwargs)
+        )
     return getattr(client, name)(*ids.translate(args), **ids.translate(kwargs))
 
 
@@ -109,8 +110,7 @@ def apply_again(client, ids: Ids, name: str, args: tuple, kwargs: dict, history:
     already has (``history``: the rows read so far, by run and key); a run's creation looks for
     the run first (``made_run``)."""
     if name == "log_batch":
-        args, kwargs = _unlogged(client, {} if history is None else history, ids.translate(args),
-                                 ids.translate(kwargs))
+        args, kwargs = _unlogged(client, {} if history is None else history, ids.translate(args), ids.translate(kwargs))
     return apply(client, ids, name, args, kwargs, replaying=True)
 
 

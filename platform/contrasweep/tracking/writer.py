@@ -247,8 +247,12 @@ def _spawn(tracking_uri: str):
     import contrasweep
 
     path = os.pathsep.join(p for p in (str(Path(contrasweep.__file__).parents[1]), os.environ.get("PYTHONPATH")) if p)
-    return subprocess.Popen([sys.executable, "-m", __name__, tracking_uri], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": path})
+    return subprocess.Popen(
+        [sys.executable, "-m", __name__, tracking_uri],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": path},
+    )
 
 
 @atexit.register
@@ -305,7 +309,7 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
     try:
         try:
             replay(client, Path(wal), Path(session), ids)
-        except Exception as exc:  # noqa: BLE001 - a server away is waited out (a replay goes on where it stopped)
+        except Exception as exc:
             why = unreachable(exc) if server else None
             if why is None:
                 raise
@@ -329,7 +333,7 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
         try:
             try:
                 value = dict(ids.map) if name == PLACEHOLDERS else apply(client, ids, name, args, kwargs)
-            except Exception as exc:  # noqa: BLE001 - the server's absence is waited out, the rest said below
+            except Exception as exc:
                 why = unreachable(exc) if server else None
                 if why is None:
                     raise

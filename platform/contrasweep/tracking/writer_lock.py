@@ -41,9 +41,11 @@ def drained(sweep_dir: str | os.PathLike, timeout_s: float | None = None):
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise StoreWriteError(f"the MLflow writer lock {lock} is still held by {holder(fd)} after "
-                                          f"{timeout_s:g} s; allowed: let it finish (or end it), then `contrasweep "
-                                          "list` again") from None
+                    raise StoreWriteError(
+                        f"the MLflow writer lock {lock} is still held by {holder(fd)} after "
+                        f"{timeout_s:g} s; allowed: let it finish (or end it), then `contrasweep "
+                        "list` again"
+                    ) from None
                 time.sleep(0.1)
         hold(fd)
         yield

@@ -22,12 +22,12 @@ vocabulary its Sec. 1 and 3.2.
 """
 
 from contrasweep.data.multilabel.bbc import (
-                                             BBC_N_DOCS,
-                                             BBC_PASSAGE_SENTENCES,
-                                             BBC_TOPICS_PER_DOC,
-                                             BBC_ZIPF_EXPONENT,
-                                             BBCMultilabel,
-                                             bbc_multilabel,
+    BBC_N_DOCS,
+    BBC_PASSAGE_SENTENCES,
+    BBC_TOPICS_PER_DOC,
+    BBC_ZIPF_EXPONENT,
+    BBCMultilabel,
+    bbc_multilabel,
 )
 from contrasweep.data.multilabel.filtering import LabelFilter, filter_labels
 from contrasweep.data.multilabel.labels import LABELS_TYPE, label_table, multi_hot, sort_names
@@ -36,8 +36,21 @@ from contrasweep.data.multilabel.split import split_multilabel
 from contrasweep.data.multilabel.statistics import label_statistics
 
 __all__ = [
-    "BBC_N_DOCS", "BBC_PASSAGE_SENTENCES", "BBC_TOPICS_PER_DOC", "BBC_ZIPF_EXPONENT", "BBCMultilabel",
-    "LABELS_TYPE", "SEPARATORS", "LabelFilter", "bbc_multilabel", "filter_labels",
-    "label_statistics", "label_table", "multi_hot", "parse_multilabel_table",
-    "read_multilabel", "sort_names", "split_multilabel",
+    "BBC_N_DOCS",
+    "BBC_PASSAGE_SENTENCES",
+    "BBC_TOPICS_PER_DOC",
+    "BBC_ZIPF_EXPONENT",
+    "BBCMultilabel",
+    "LABELS_TYPE",
+    "SEPARATORS",
+    "LabelFilter",
+    "bbc_multilabel",
+    "filter_labels",
+    "label_statistics",
+    "label_table",
+    "multi_hot",
+    "parse_multilabel_table",
+    "read_multilabel",
+    "sort_names",
+    "split_multilabel",
 ]

