@@ -30,7 +30,7 @@ def untrained(spec_path: Path) -> dict[str, float]:
     import torch
 
     from contrasweep.data import load_splits
-    from contrasweep.run.inputs import prepare_data
+    from contrasweep.runner.inputs import prepare_data
     from contrasweep.spec import load as spec
     from trainables.gather import StageContext
     from trainables.loop import build_method

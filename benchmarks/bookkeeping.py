@@ -12,7 +12,7 @@ Ray with that many logical CPUs (``ray.init(num_cpus=16|64)``, not the machine's
   generator keeps at most a few trials pending and Tune never ran more than 3-4 at once: a
   measurement of that limit, not of Tune's controller), ``reuse_actors=True`` (as contrasweep sets
   for one-worker trials, and as Ray's test does), Tune's default experiment-state period;
-- ``contrasweep``: ``contrasweep.run.tune.run`` with everything it has (the sweep folder and its
+- ``contrasweep``: ``contrasweep.runner.tune.run`` with everything it has (the sweep folder and its
   records, the grid searcher, group ASHA, the MLflow tracker and its writer process into a fresh
   SQLite store, the Ctrl-C and heartbeat machinery), on ``paper_scale``'s grid (``trials / 10``
   learning rates x 10 seeds) at ``max_concurrent`` = the slots, 1 CPU a trial.
@@ -258,7 +258,7 @@ def recorder(rows: Path, memory: Memory):
 
 def child(kind: str, slots: int, trials: int, epochs: int, epoch_s: float, model: str, work: Path, rows: Path) -> None:
     if kind != "tune":
-        from contrasweep.run.ray_env import local_ray_environment
+        from contrasweep.runner.ray_env import local_ray_environment
 
         local_ray_environment()  # before Ray's import: init_ray's loopback and token mode
     import ray
@@ -285,8 +285,8 @@ def child(kind: str, slots: int, trials: int, epochs: int, epoch_s: float, model
         import yaml
 
         from contrasweep.folder import sweeps
-        from contrasweep.run import ray_start, test_phase
-        from contrasweep.run import tune as run_tune
+        from contrasweep.runner import ray_start, test_phase
+        from contrasweep.runner import tune as run_tune
         from contrasweep.search.registry import load_spec
 
         path = work / "spec.yaml"

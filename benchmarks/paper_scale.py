@@ -2,7 +2,7 @@
 trials, beside plain Ray Tune in the same run (issue 54, "a scale benchmark").
 
 *Bookkeeping.* Trials that train nothing (a function that reports one epoch of made-up metrics,
-``noop_trial``) go through the real driver (``contrasweep.run.tune.run``: the sweep folder, the
+``noop_trial``) go through the real driver (``contrasweep.runner.tune.run``: the sweep folder, the
 searcher, the scheduler, the MLflow tracker into a fresh SQLite store), each kind in a fresh
 Python process:
 
@@ -175,13 +175,13 @@ def marks_callback(marks: list[int], rows: Path, records: list[Path], sampler: l
 
 
 def swap_driver(trainable, callback=None) -> None:
-    """contrasweep's full driver (``contrasweep.run.tune``: the sweep folder, searcher, scheduler,
+    """contrasweep's full driver (``contrasweep.runner.tune``: the sweep folder, searcher, scheduler,
     MLflow tracker and writer) with ``trainable`` in place of the loop's trial (1 CPU each) and
     ``callback`` after the sweep's own callbacks (after the tracker's: its hooks see the
     tracker's work done)."""
     from ray import tune
 
-    from contrasweep.run import tune as run_tune
+    from contrasweep.runner import tune as run_tune
 
     run_config = run_tune.run_config
     if callback is not None:
@@ -206,8 +206,8 @@ def child(kind: str, trials: int, marks: list[int], model: str, work: Path, rows
     import yaml
 
     from contrasweep.folder import sweeps
-    from contrasweep.run import ray_start, test_phase
-    from contrasweep.run import tune as run_tune
+    from contrasweep.runner import ray_start, test_phase
+    from contrasweep.runner import tune as run_tune
     from contrasweep.search.registry import load_spec
 
     path = work / "spec.yaml"

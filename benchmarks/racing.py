@@ -3,7 +3,7 @@
 seeds, run with every repeat and with ``sweep.racing: {min_repeats: 3, alpha: 0.05}``, side by
 side in one run.
 
-Both sweeps run in this process through ``contrasweep.run.tune.run`` (what ``contrasweep run``
+Both sweeps run in this process through ``contrasweep.runner.tune.run`` (what ``contrasweep run``
 does, without the report), on the same local Ray (started once, before either runs), the same
 tokenised data (the cache, filled first) and a fresh MLflow store each; the full sweep first.
 
@@ -56,7 +56,7 @@ RACING = "sweep.racing={min_repeats: 3, alpha: 0.05}"
 def one_sweep(spec: str, overrides: list[str], name: str, work: Path) -> dict:
     from contrasweep.folder import sweeps
     from contrasweep.folder.record import read
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.spec.load import load_spec
     from contrasweep.tracking.store import KIND_TAG, get_client
 
@@ -164,8 +164,8 @@ def main() -> None:
         print(json.dumps(out, indent=1, default=_plain))
         return
 
-    from contrasweep.run.inputs import prepare_data
-    from contrasweep.run.ray_start import init_ray
+    from contrasweep.runner.inputs import prepare_data
+    from contrasweep.runner.ray_start import init_ray
     from contrasweep.spec.load import load_spec
 
     full_overrides = [*args.overrides, SEEDS]

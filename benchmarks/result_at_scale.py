@@ -6,7 +6,7 @@ against every trial run the store holds.
 The trials train nothing (``paper_scale.noop_trial``: one epoch, made-up metrics that depend on
 the learning rate and seed, a ``test/accuracy`` of its own); the spec is ``paper_scale``'s grid
 kind (CE, group ASHA, ``evaluation.test: all``, 2 trials at a time). Timed apart: Tune's run, the
-test phase (``run.test_phase.after_tune``), and the report (``dashboards.report.build``, no t-SNE).
+test phase (``runner.test_phase.after_tune``), and the report (``dashboards.report.build``, no t-SNE).
 
 Checked against the store, read with ``mlflow.search_runs`` (MLflow's own paging, not the
 project's ``search_all``):
@@ -47,8 +47,8 @@ def child(trials: int, model: str, work: Path) -> dict:
 
     from contrasweep.folder import sweeps
     from contrasweep.folder.record import read as read_record
-    from contrasweep.run import ray_start, test_phase
-    from contrasweep.run import tune as run_tune
+    from contrasweep.runner import ray_start, test_phase
+    from contrasweep.runner import tune as run_tune
     from contrasweep.search.registry import load_spec
 
     work.mkdir(parents=True, exist_ok=True)

@@ -82,9 +82,9 @@ def one_point(spec: dict, repeats: int, concurrent: int = 2) -> dict:
 def spec_steps(spec: dict) -> int:
     """The optimiser steps a trial of the one-point ``spec`` trains (its setting's most), as
     ``plan`` counts them: the data is prepared (tokenised into the cache the sweep then reuses)."""
-    from contrasweep.run.inputs import prepare_data
-    from contrasweep.run.plan_steps import setting_steps
-    from contrasweep.run.sweep_plan import sizes_of
+    from contrasweep.runner.inputs import prepare_data
+    from contrasweep.runner.plan_steps import setting_steps
+    from contrasweep.runner.sweep_plan import sizes_of
     from contrasweep.spec.load import validate
 
     sweep = validate(copy.deepcopy(spec))

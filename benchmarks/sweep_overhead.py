@@ -11,12 +11,12 @@ run twice, serially on the same cores:
     (``prune = True``, like Tune's session), the same loop configs (built from the same spec by
     the executor's own ``trial_hp``: same hyperparameters, seeds, torch threads) and the same
     tokenised data (the same cache entry);
-(b) sweep: ``contrasweep.run.tune.run`` on the same spec, in this process (not the CLI as a
+(b) sweep: ``contrasweep.runner.tune.run`` on the same spec, in this process (not the CLI as a
     subprocess: (a) does not pay an interpreter start and imports either, so neither does (b);
     the CLI's report generation after the sweep is left out too), with ``sweep.max_concurrent:
     1``, ``sweep.resources: {cpu: N_CPU}``, ``sweep.scheduler: none`` (every trial runs every
     epoch) and MLflow tracking into a fresh SQLite store. (b)'s time includes starting the local
-    Ray (``contrasweep.run.ray_start.init_ray``) and everything ``tune.run`` does (encoder check, data
+    Ray (``contrasweep.runner.ray_start.init_ray``) and everything ``tune.run`` does (encoder check, data
     cache hit, object store, sweep folder, MLflow runs, best configuration and model registry).
 
 (a) runs before Ray starts and again after Ray has shut down (``--direct-rounds 2``: a, b, a),
@@ -57,12 +57,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "platform"), str(ROOT), str(ROOT / "tests")]
-# what a trial process gets (contrasweep.run.shipping.worker_env) and the driver sets (torch_threads_env)
+# what a trial process gets (contrasweep.runner.shipping.worker_env) and the driver sets (torch_threads_env)
 for key, value in {"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
                    "HF_DATASETS_OFFLINE": "1"}.items():
     os.environ.setdefault(key, value)
 
-from contrasweep.run.ray_env import local_ray_environment  # noqa: E402
+from contrasweep.runner.ray_env import local_ray_environment  # noqa: E402
 from trainables.sessions import LocalSession  # noqa: E402
 
 local_ray_environment()  # before Ray's import: the local Ray init_ray starts (loopback, token mode)
@@ -106,7 +106,7 @@ def write_spec(path: Path, args, model: str) -> Path:
 
 
 def loop_configs(sweep, num_labels: int) -> list[dict]:
-    """What ``contrasweep.run.executor.run_trial`` hands the loop, for every grid trial."""
+    """What ``contrasweep.runner.executor.run_trial`` hands the loop, for every grid trial."""
     from contrasweep.search.registry import pause_epochs
     from contrasweep.spec.static import SweepStatic
     from contrasweep.spec.trial import trial_hp
@@ -158,7 +158,7 @@ def run_direct(configs: list[dict], sweep, work: Path, round_: int) -> dict:
     """(a): the loop called directly, trial after trial; the data read as a trial's would be
     (the same cache entry, a cache hit as in (b))."""
     from contrasweep.data import load_splits
-    from contrasweep.run.inputs import prepare_data
+    from contrasweep.runner.inputs import prepare_data
     from trainables.loop import train
 
     started = time.perf_counter()
@@ -183,9 +183,9 @@ def run_direct(configs: list[dict], sweep, work: Path, round_: int) -> dict:
 
 
 def run_sweep(spec_path: Path, work: Path) -> dict:
-    """(b): the same trials through ``contrasweep.run.tune.run`` (Tune, executor, MLflow)."""
+    """(b): the same trials through ``contrasweep.runner.tune.run`` (Tune, executor, MLflow)."""
     from contrasweep.folder import sweeps
-    from contrasweep.run import ray_start, tune
+    from contrasweep.runner import ray_start, tune
     from contrasweep.spec import load as spec
 
     uri = f"sqlite:///{work / 'mlflow.db'}"
@@ -234,7 +234,7 @@ def data_ready(sweep, cpu: float) -> dict:
     before its loop starts), on the running Ray: three fresh references, timed in the task."""
     import ray
 
-    from contrasweep.run.inputs import prepare_data, put_data
+    from contrasweep.runner.inputs import prepare_data, put_data
 
     @ray.remote(num_cpus=cpu)
     def fetch(refs):
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> dict:
     spec_path = write_spec(work / "spec.yaml", args, model)
     sweep = spec.load_spec(spec_path)
 
-    from contrasweep.run.inputs import prepare_data
+    from contrasweep.runner.inputs import prepare_data
 
     prepared = prepare_data(sweep)[0]  # write the cache entry now: both sides then read a hit
     configs = loop_configs(sweep, prepared.num_labels)
@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> dict:
         "goal": f"a single-worker trial adds <= {PER_TRIAL_GOAL_S:g} s (MLflow span - loop + gap to the next trial "
                 f"+ set-up above the direct median); sweep / direct wall time <= {RATIO_GOAL:.2f}",
         "config": {**vars(args), "model_path": model if args.model != "tiny" else "tiny (tests/conftest.py build_tiny_bert)",
-                   "sweep_path": "contrasweep.run.tune.run in-process (no CLI subprocess, no report)",
+                   "sweep_path": "contrasweep.runner.tune.run in-process (no CLI subprocess, no report)",
                    "torch": torch.__version__, "cpu_count": os.cpu_count(), "loadavg_1min": [load, load_between, os.getloadavg()[0]],
                    "loop_config": configs[0]},
         "direct": direct,

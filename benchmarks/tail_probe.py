@@ -27,8 +27,8 @@ TARGETS = (
     ("contrasweep.tracking.runs", "RunTree", "close_dropped", "tracker: close dropped groups"),
     ("contrasweep.tracking.artifacts", "Artifacts", "repair", "tracker: artifacts repair"),
     ("contrasweep.tracking.selection", "Selection", "best_to_parent", "tracker: best to the sweep run"),
-    ("contrasweep.run.tune", "", "reclaim", "fit: reclaim resume states"),
-    ("contrasweep.run.tune", "", "_status", "fit: status"),
+    ("contrasweep.runner.tune", "", "reclaim", "fit: reclaim resume states"),
+    ("contrasweep.runner.tune", "", "_status", "fit: status"),
 )
 
 

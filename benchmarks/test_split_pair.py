@@ -2,7 +2,7 @@
 spec run with ``evaluation.test: reported`` and with ``evaluation.test: all``, side by side in one
 run (issue 29).
 
-Both sweeps run in this process through ``contrasweep.run.tune.run`` (what ``contrasweep run``
+Both sweeps run in this process through ``contrasweep.runner.tune.run`` (what ``contrasweep run``
 does, without the report it builds afterwards), on the same local Ray (started once, before
 either is timed), the same tokenised data (the cache, filled before either is timed) and a fresh
 MLflow store each. ``reported`` runs first.
@@ -40,7 +40,7 @@ MODES = ("reported", "all")
 
 def one_sweep(spec: str, overrides: list[str], mode: str, work: Path) -> dict:
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.spec.load import load_spec
     from trial_times import PHASES, trial_rows
 
@@ -77,11 +77,11 @@ def main() -> None:
     parser.add_argument("--out", default="test_split_pair.json")
     args = parser.parse_args()
 
-    from contrasweep.run.ray_env import local_ray_environment
+    from contrasweep.runner.ray_env import local_ray_environment
 
     local_ray_environment()  # before Ray's import: init_ray's loopback and token mode
-    from contrasweep.run.inputs import prepare_data
-    from contrasweep.run.ray_start import init_ray
+    from contrasweep.runner.inputs import prepare_data
+    from contrasweep.runner.ray_start import init_ray
     from contrasweep.spec.load import load_spec
 
     prepare_data(load_spec(args.spec, args.overrides))  # the cache both sweeps hit

@@ -1,7 +1,7 @@
 """Per-trial overhead: the in-process trial path vs the TorchTrainer path, side by side.
 
 Both run the same 1-epoch CE trial (tiny random BERT, BBC News few-shot k=4) through
-``contrasweep.run.tune.run`` on one local Ray session; the ratio of wall times is the cost of
+``contrasweep.runner.tune.run`` on one local Ray session; the ratio of wall times is the cost of
 starting a Ray Train worker group (measured here: ~30 s vs ~1 s). When the machine has a GPU,
 a second pair compares a one-GPU trial in the trial process (what ``resources: {gpu: 1}`` does
 now) with the same trial forced through a one-worker ``TorchTrainer`` (what it did before).
@@ -31,7 +31,7 @@ def main() -> None:
     from conftest import build_tiny_bert, write_spec
 
     from contrasweep.folder import sweeps
-    from contrasweep.run import ray_start, tune
+    from contrasweep.runner import ray_start, tune
     from contrasweep.spec import load as spec
 
     work = Path(tempfile.mkdtemp(prefix="contrasweep-bench-"))

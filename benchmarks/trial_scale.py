@@ -3,7 +3,7 @@
 Issue 41. The same sweep (CE on a 2-layer, 32-wide BERT with random weights and the MiniLM
 tokenizer, BBC News few-shot k = 4, 1 epoch of ~0.06 s of training, one seed, ``searcher:
 random`` over a log-uniform learning rate, ``scheduler: none``, 2 trials at a time on 1 CPU
-each) runs at each size in a fresh Python process: ``init_ray`` and ``contrasweep.run.tune.run``
+each) runs at each size in a fresh Python process: ``init_ray`` and ``contrasweep.runner.tune.run``
 as ``contrasweep run`` calls them (the report ``run`` writes afterwards is left out: it is timed
 by ``contrasweep report`` and not per trial), into a fresh MLflow SQLite store and sweep folder.
 The data cache is written once, by a 2-trial warm-up sweep, so that every measured sweep is a
@@ -67,7 +67,7 @@ def folder_bytes(path: Path) -> int:
 
 # -- the child: one sweep in a process of its own --------------------------------------------------
 def child(trials: int, model: str, work: Path) -> dict:
-    from contrasweep.run.ray_env import local_ray_environment
+    from contrasweep.runner.ray_env import local_ray_environment
 
     local_ray_environment()  # before Ray's import: init_ray's loopback and token mode
     import functools
@@ -75,7 +75,7 @@ def child(trials: int, model: str, work: Path) -> dict:
     import yaml
 
     from contrasweep.folder import sweeps
-    from contrasweep.run import ray_start, tune
+    from contrasweep.runner import ray_start, tune
     from contrasweep.spec import load as spec
     from contrasweep.tracking import tracker
 

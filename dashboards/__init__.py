@@ -8,6 +8,6 @@ May import: ``contrasweep.tracking`` (the store, aggregation, the registry), ``c
 (a checkpoint's test split), ``contrasweep.spec`` (how numbers read, objectives),
 ``contrasweep.errors``, ``trainables.loop``, ``trainables.sessions``, ``trainables.gather`` (to
 load a checkpoint and embed), ``trainables.user_methods`` (a user's method's short name), MLflow,
-scipy, Optuna, matplotlib, scikit-learn, requests (the HTTP errors of MLflow's artifact uploads). Nothing in ``contrasweep``
-imports this package except the CLI.
+scipy, Optuna, matplotlib, scikit-learn, requests (the HTTP errors of MLflow's artifact uploads).
+Nothing in ``contrasweep`` imports this package except the CLI.
 """

@@ -19,7 +19,7 @@ def seed_summary(
     parents = parent_runs(tracking_uri, experiment, sweep)
     if not parents:
         raise LookupError(f"no sweep {sweep!r} in experiment {experiment!r}")
-    groups: dict[tuple, list[tuple[str, float]]] = {}
+    groups: dict[tuple, list[tuple[str | None, float]]] = {}
     for row in trial_table(tracking_uri, parents[0].info.run_id, (metric,)):
         if row["status"] != "FINISHED" or row.get(metric) is None or row.get("outcome") == "stopped":
             continue  # a trial the scheduler stopped early is not a finished repeat

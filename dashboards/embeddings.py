@@ -43,7 +43,10 @@ def tsne_map(
     coords = _tsne(np.concatenate([x, labels]) if labels is not None else x, seed)
     label_coords = coords[len(x) :] if labels is not None else None
     setting = chosen.tags.get(SETTING_TAG, "")
-    title = f"{record.label} ({record.name} v{chosen.version}{', ' + setting if setting else ''}): t-SNE of {len(x)} test rows"
+    title = (
+        f"{record.label} ({record.name} v{chosen.version}{', ' + setting if setting else ''}): "
+        f"t-SNE of {len(x)} test rows"
+    )
     caption = f"model {record.name} version {chosen.version} (run {chosen.run_id}); {len(x)} test rows" + (
         "; stars: label embeddings" if labels is not None else ""
     )

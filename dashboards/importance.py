@@ -42,8 +42,8 @@ def distribution(values: list[str]):
     """The Optuna distribution of one hyperparameter's values (strings, as MLflow keeps params)."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution
 
-    numbers = [_number(v) for v in values]
-    if all(n is not None for n in numbers):
+    numbers = [n for n in (_number(v) for v in values) if n is not None]
+    if len(numbers) == len(values):  # every value is a number
         low, high = min(numbers), max(numbers)
         return FloatDistribution(low, high, log=low > 0 and high / low >= LOG_SPAN)
     return CategoricalDistribution(sorted({str(v) for v in values}))

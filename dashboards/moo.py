@@ -20,9 +20,10 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from contrasweep.spec.objective import Objective
-from contrasweep.tracking.aggregate import rank
+from contrasweep.tracking.aggregate import Group, rank
 from dashboards.pareto import pareto_front
 
 CSV_COLUMNS = (
@@ -59,7 +60,7 @@ class MooPoint:
 def _matches(hp: dict, where: dict) -> bool:
     """hp[k] == where[k] for every k, numerically when both read as numbers ("0.30" == 0.3)."""
     for key, want in where.items():
-        have = hp.get(key)
+        have: Any = hp.get(key)  # None (no such hp) fails float() and compares as text
         try:
             if not math.isclose(float(have), float(want)):
                 return False
@@ -87,9 +88,10 @@ def moo_points(
     match (e.g. ``{"temperature": 0.3, "lam": 0.3}``). When several groups share a (solver, r1)
     (τ, λ or others varying), the one with the best mean of ``selection`` (``selection_mode``)
     is kept, as ``aggregate.select`` chooses a configuration; a group without that metric
-    ranks last, ties go to the group whose key sorts first (``aggregate.rank``). Note that ℓ1 and ℓ2 depend on λ (Eq. 4–5) and on
-    τ (Eq. 2–3 and the 1/τ shift): points chosen with different τ, λ lie on different
-    objective functions, so pass ``where`` to draw the front of one (τ, λ).
+    ranks last, ties go to the group whose key sorts first (``aggregate.rank``). Note that ℓ1
+    and ℓ2 depend on λ (Eq. 4–5) and on τ (Eq. 2–3 and the 1/τ shift): points chosen with
+    different τ, λ lie on different objective functions, so pass ``where`` to draw the front of
+    one (τ, λ).
 
     A sweep over several data settings must name one (``setting``): fronts across data would
     mix problems.
@@ -108,7 +110,7 @@ def moo_points(
         mean = group.stats(selection)["mean"]
         return -math.inf if math.isnan(mean) else sign * mean
 
-    best: dict[tuple[str, float], object] = {}
+    best: dict[tuple[str, float], Group] = {}
     for group in kept:
         missing = [k for k in ("moo", "r1") if k not in group.hp]
         if missing:

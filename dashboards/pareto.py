@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal, cast
 
 from contrasweep.spec.objective import Objective
 
@@ -22,7 +23,10 @@ def pareto_front(points: Sequence[Sequence[float]], modes: Sequence[str]) -> lis
     if any(m not in ("max", "min") for m in modes):
         raise ValueError(f"modes {list(modes)}: allowed 'max' or 'min' per metric")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(directions=[Objective("", m).direction for m in modes])
+    # Objective.direction is "maximize" or "minimize" (typed str)
+    study = optuna.create_study(
+        directions=[cast(Literal["maximize", "minimize"], Objective("", m).direction) for m in modes]
+    )
     index = []
     for i, point in enumerate(points):
         if len(point) != len(modes):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -32,12 +33,15 @@ from contrasweep.tracking.store import (
 from contrasweep.tracking.verdict import CHANCE_PREFIX, LEARNED_TAG, P_VALUE_TAG
 from trainables.user_methods import short_name
 
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
 
 @dataclass
 class SweepRecord:
     name: str
     tracking_uri: str
-    parent: object  # mlflow Run
+    parent: Run  # the sweep run
     spec: dict
     groups: list[Group]
     race: dict = field(default_factory=dict)  # group -> {"round", "p_value"}: the configurations a race eliminated
@@ -51,7 +55,8 @@ class SweepRecord:
         (the sweep run's ``chance/[<setting>/]...`` metrics: the mean over its data variants);
         None for a metric without one or a sweep recorded before them."""
         prefix = CHANCE_PREFIX + (f"{slug(setting)}/" if setting else "")
-        found = {k[len(prefix) :]: v for k, v in self.parent.data.metrics.items() if k.startswith(prefix)}
+        metrics = self.parent.data.metrics
+        found = {k[len(prefix) :]: v for k, v in metrics.items() if k.startswith(prefix)}
         return level_of(found, metric)
 
     def at_chance(self, group: Group) -> bool:

@@ -124,7 +124,7 @@ def cell(
         metric,
         stats["mean"],
         stats["std"],
-        stats["n"],
+        int(stats["n"]),
         found,
         fallback=metric != record.test_metric,
         at_chance=at_chance,
@@ -148,9 +148,9 @@ def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None, 
     alpha = alpha if alpha is not None else (records[0].alpha if records else ALPHA)
     columns: list[str] = []
     for record in records:
-        for group in record.selected.values():
-            if column_of(group) not in columns:
-                columns.append(column_of(group))
+        for g in record.selected.values():
+            if column_of(g) not in columns:
+                columns.append(column_of(g))
     base = {column_of(g): g for g in baseline.selected.values()} if baseline is not None else {}
     settings = {column_of(g): (r, g.setting) for r in reversed(records) for g in r.selected.values()}
     rows, out = [], []
@@ -187,7 +187,7 @@ def main_table(records: list[SweepRecord], baseline: SweepRecord | None = None, 
     # what a model that learned nothing scores there (contrasweep.data.chance: the best of the
     # majority and stratified predictors; a few-shot setting's mean over its samples)
     rows.append(
-        ["chance level"] + [chance_text(r.chance(setting, metric)) for r, setting in map(settings.get, columns)]
+        ["chance level"] + [chance_text(r.chance(setting, metric)) for r, setting in (settings[c] for c in columns)]
     )
     return Table(
         f"{metric}: mean ± std over repeats of each setting's selected configuration", ["method"] + columns, rows, out
@@ -218,8 +218,8 @@ def configurations_table(record: SweepRecord) -> Table:
                 *hp,
                 outcome,
                 f"{len(group.repeats)}/{group.size}",
-                Cell(val, v["mean"], v["std"], v["n"]).text(),
-                Cell(test, t["mean"], t["std"], t["n"]).text(),
+                Cell(val, v["mean"], v["std"], int(v["n"])).text(),
+                Cell(test, t["mean"], t["std"], int(t["n"])).text(),
                 learned,
                 "✓" if id(group) in chosen else "",
             ]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from contrasweep.run.ray_env import local_ray_environment
+from contrasweep.runner.ray_env import local_ray_environment
 from trainables.toy import build_tiny_bert
 
 local_ray_environment()  # the suite's local Ray (ray_session), before a test module imports Ray
@@ -80,7 +80,7 @@ def ray_session():
     (``contrasweep.cli.main``) finds it up and leaves it running."""
     import ray
 
-    from contrasweep.run.ray_start import init_ray
+    from contrasweep.runner.ray_start import init_ray
 
     init_ray(None, num_cpus=2)
     yield ray
@@ -135,7 +135,7 @@ def report_sweeps(ray_session, tiny_model_dir, tmp_path_factory, migrated_store)
     ``ce-small`` wrote. Returns ``(uri, root, folder)``; a test adds assertions here rather than
     a sweep of its own (README, "Development")."""
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.spec import load as spec
 
     tmp = tmp_path_factory.mktemp("report")

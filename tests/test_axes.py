@@ -118,7 +118,7 @@ def test_few_shot_n_total_draws_n_rows_in_all(tiny_model_dir, cache_dir, tmp_pat
 def test_run_name_tags_and_groups():
     sweep = validate({"method": "lacon", "data": {"source": "bbc_news", "protocol": "few_shot", "k": [5, 20], "seed": [0, 3]},
                       "grid": {"temperature": [0.1, 0.3], "lam": [0.5]}, "sweep": {"seeds": [0, 1]}})
-    from contrasweep.run.inputs import sweep_static
+    from contrasweep.runner.inputs import sweep_static
 
     class Prepared:  # what the sweep's fixed part reads of a PreparedData
         num_labels, key, label_names, is_pair = 5, "abc", ["a", "b", "c", "d", "e"], False

@@ -150,8 +150,8 @@ def test_ending_the_budget_ends_the_trials_that_never_started_and_cuts_their_gro
 
 
 def test_plan_counts_the_trials_that_fit_in_the_budget():
-    from contrasweep.run.plan_lines import describe
-    from contrasweep.run.sweep_plan import SweepPlan, TrialCost, fit_in_budget, trial_slot_seconds
+    from contrasweep.runner.plan_lines import describe
+    from contrasweep.runner.sweep_plan import SweepPlan, TrialCost, fit_in_budget, trial_slot_seconds
 
     sweep = validate(_spec({"seeds": [0, 1], "budget": {"slot_hours": 0.01}, "resources": {"cpu": 2}}))
     costs = [TrialCost(0, 1, 1, 5.0, 1) for _ in range(4)]
@@ -170,7 +170,7 @@ def test_plan_counts_the_trials_that_fit_in_the_budget():
 
 
 def test_extend_grows_a_budget_and_refuses_to_shrink_or_add_one():
-    from contrasweep.run.extend import check_growth
+    from contrasweep.runner.extend import check_growth
 
     ran = validate(_spec({"seeds": [0, 1], "budget": {"slot_hours": 1}}))
     assert check_growth(ran, validate(_spec({"seeds": [0, 1], "budget": {"slot_hours": 2}}))) == ["sweep.budget"]
@@ -182,7 +182,7 @@ def test_extend_grows_a_budget_and_refuses_to_shrink_or_add_one():
 
 
 def test_the_scheduler_judges_every_trial_handed_out_before_tune_starts_their_actors(tmp_path):
-    """Tune keeps several trials pending (``run.tune.pending_trials``) and starts their actors
+    """Tune keeps several trials pending (``runner.tune.pending_trials``) and starts their actors
     unasked, after the scheduler's choice in the same step: the budget judges every trial handed
     out since the last step (``LiveFIFO.admit``). With the budget ended by an earlier driver, a
     never-started trial ends unrun at once, while the unfinished repeats an earlier driver started

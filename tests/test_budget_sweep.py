@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import contrasweep as cs
 from conftest import write_spec
 from contrasweep.folder.budget_record import BUDGET_FILE
 from contrasweep.tracking.store import BUDGET_CUT, KIND_TAG, OUTCOME_TAG, get_client
@@ -70,6 +71,9 @@ def test_a_budget_ends_the_grid_early_and_extend_runs_what_it_left(ray_session, 
     assert "[contrasweep] best configuration" not in text
     assert main(["--root", str(root), "list"]) == 0
     assert "none: the budget ended the sweep first" in capsys.readouterr().out
+    configs = cs.load("b", root=root).configurations()  # the Python API says which left and why (issue 72)
+    assert configs["budget_cut"].tolist() == [True] and configs["repeats"].tolist() == [1]
+    assert configs["repeats_expected"].tolist() == [3] and not configs["selected"].any()
 
     # a budget may only grow; a larger one runs the five trials it left, none of them twice
     assert main(["--root", str(root), "extend", "b", "--set", "sweep.budget.slot_hours=0.0000001"]) == 2
@@ -82,6 +86,8 @@ def test_a_budget_ends_the_grid_early_and_extend_runs_what_it_left(ray_session, 
     assert sorted(r.data.tags[OUTCOME_TAG] for r in configs) == ["complete", "complete"]
     assert all(r.data.metrics["n_repeats"] == 3 and r.info.status == "FINISHED" for r in configs)
     assert len(_trained(folder)) == 6  # 1 in the run, 5 in its extension
+    grown_api = cs.load("b", root=root)  # every trial of both drivers, nothing cut any more
+    assert len(grown_api.trials()) == 6 and not grown_api.configurations()["budget_cut"].any()
     grown = json.loads((folder / BUDGET_FILE).read_text())
     assert grown["ended"] is None and grown["slot_hours"] == 10 and grown["ended_n"] == 6
 

@@ -209,7 +209,7 @@ def test_ui_on_another_host_warns_that_mlflow_has_no_authentication(tmp_path):
     import os
     import signal
 
-    from contrasweep.run.preflight import free_port
+    from contrasweep.runner.preflight import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "contrasweep", "ui", "--host", "0.0.0.0", "--port", str(port)],
@@ -262,7 +262,7 @@ def test_smoke_runs_go_to_their_own_experiment(tmp_path, tiny_model_dir, monkeyp
     its parent run is tagged, so smoke runs never mix into comparisons."""
     from contrasweep.cli import main
     from contrasweep.errors import UserError
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.tracking.describe import sweep_tags
 
     seen = {}
@@ -336,7 +336,7 @@ def test_a_sweeps_driver_starts_without_transformers_or_the_methods(tiny_model_d
     scikit-learn nor torch nor the method's module: those are the trial's (docs/architecture.md,
     "Facts about the stack"). LaCon's check reads the encoder's width from its config.json."""
     spec = write_spec(tmp_path / "s.yaml", tiny_model_dir, **DRIVER_SPECS[method])
-    code = ("import sys\nfrom contrasweep.run import checks, tune\nfrom contrasweep.data.tokens import tokenizer_identity\n"
+    code = ("import sys\nfrom contrasweep.runner import checks, tune\nfrom contrasweep.data.tokens import tokenizer_identity\n"
             "from contrasweep.spec.load import load_spec\n"
             f"sweep = load_spec({str(spec)!r}, [])\nchecks.check_resources(sweep, local=True)\n"
             "checks.check_against_encoder(sweep)\ntokenizer_identity(sweep.encoder['name'])\n"

@@ -55,7 +55,7 @@ def test_every_method_runs_under_ddp(ray_session, tiny_model_dir, cache_dir, tmp
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from contrasweep.run.inputs import prepare_data, put_data
+    from contrasweep.runner.inputs import prepare_data, put_data
     from contrasweep.spec.load import load_spec
     from contrasweep.spec.static import SweepStatic
     from contrasweep.spec.trial import trial_hp

@@ -13,7 +13,8 @@ import torch
 
 from trainables.checkpoints import FAILURE_DIR, StateFolder
 from trainables.errors import TrainingDiverged
-from trainables.loop import DIVERGENCE_CHECK_STEPS, check_finite, run_steps, train
+from trainables.loop import train
+from trainables.optim_steps import DIVERGENCE_CHECK_STEPS, check_finite, run_steps
 from trainables.sessions import LocalSession
 
 from helpers import loop_config, toy_tables

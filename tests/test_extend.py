@@ -1,4 +1,4 @@
-"""``contrasweep extend`` (contrasweep.run.extend) on a real local Ray, MLflow store and Optuna study:
+"""``contrasweep extend`` (contrasweep.runner.extend) on a real local Ray, MLflow store and Optuna study:
 a grid sweep grown by a training seed trains exactly the new repeats and ends with one sweep run,
 C configuration runs with n_repeats 2 and 2C trial runs, all FINISHED, the earlier trials never
 trained again; a new data.k adds a setting with its own selection and registry alias; --top 1
@@ -88,8 +88,8 @@ def test_a_grid_sweep_grows_by_seeds_settings_and_top(ray_session, tiny_model_di
     # --top 1: one more seed for each setting's best configuration only; the driver stops before
     # Tune wrote anything of the extension's experiment (Ctrl-C at its start): resume runs it again
     best = {s: parent.data.tags[f"contrasweep.best_config.{s}"] for s in ("k_4", "k_8")}
-    from contrasweep.run import tune
-    from contrasweep.run.extend import in_extension
+    from contrasweep.runner import tune
+    from contrasweep.runner.extend import in_extension
 
     tracker = tune.tracker
 
@@ -152,7 +152,7 @@ def test_an_optuna_sweep_grows_its_study(ray_session, tiny_model_dir, tmp_path, 
 def test_refused_growth_is_one_line(ray_session, tiny_model_dir, tmp_path, cache_dir, capsys):
     from contrasweep.cli import main
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.spec.load import load_spec
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -1,4 +1,4 @@
-"""What ``contrasweep extend`` may grow (``contrasweep.run.extend.check_growth``) and how the data
+"""What ``contrasweep extend`` may grow (``contrasweep.runner.extend.check_growth``) and how the data
 variants keep the indices their trials ran with (``contrasweep.spec.axes.keep_order``): no Ray."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import copy
 import pytest
 
 from contrasweep.errors import UserError
-from contrasweep.run.extend import check_growth
+from contrasweep.runner.extend import check_growth
 from contrasweep.spec.axes import expand, keep_order
 from contrasweep.spec.load import validate
 

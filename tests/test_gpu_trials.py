@@ -8,7 +8,7 @@ import torch
 from test_spec import base
 
 from contrasweep.errors import UserError
-from contrasweep.run.executor import trial_resources
+from contrasweep.runner.executor import trial_resources
 from contrasweep.spec.load import apply_override, validate
 from contrasweep.spec.static import SweepStatic
 from trainables.sessions import TuneSession

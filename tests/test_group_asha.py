@@ -254,7 +254,7 @@ def test_rungs_and_outcomes_follow_a_max_steps_budgets_epochs(tmp_path):
 def test_in_tune_max_running_holds_while_tune_keeps_several_trials_pending(ray_session, tmp_path, monkeypatch):
     """Real Tune on the suite's Ray (2 CPUs, a trial 1): one repeat group of 3 at
     ``max_concurrent`` 1, Tune keeping 2 trials pending (``TUNE_MAX_PENDING_TRIALS_PG``, as
-    ``run.tune.fit`` sets it to the slots). Tune starts an actor for every pending trial without
+    ``runner.tune.fit`` sets it to the slots). Tune starts an actor for every pending trial without
     asking the scheduler, so only the searcher's gate (``may_hand_out``) keeps the second CPU
     idle: the trials' own clocks never overlap, and the group passes its rung and finishes."""
     import json

@@ -1,6 +1,6 @@
 """A user's method that breaks its contract is caught before anything starts (issue 70, point 2):
 ``run``, ``resume`` and ``extend`` train it for one step and predict once on the toy task on
-the driver (``contrasweep.run.checks.method_runs``) and answer the contract's one line, exit 2,
+the driver (``contrasweep.runner.checks.method_runs``) and answer the contract's one line, exit 2,
 before Ray is imported and before anything is written; ``check-method`` words every row of the
 same fault as the contract does (the loop raises the contract's ``ContractError``); a trial that
 fails in a sweep is named as its other lines name it, with where its traceback is."""
@@ -90,7 +90,7 @@ def test_run_resume_and_extend_refuse_a_method_without_loss_before_ray(tmp_path,
 def test_a_built_in_method_is_not_trained_on_the_driver(monkeypatch):
     """The registry's methods are tested with every check already: the driver imports nothing
     for them (no torch, no transformers: ``run``'s first second stays torch-free)."""
-    from contrasweep.run import checks
+    from contrasweep.runner import checks
 
     monkeypatch.setitem(sys.modules, "trainables.contract", None)  # importing it raises ImportError
     for name in ("ce", "lacon", "abalone"):
@@ -100,7 +100,7 @@ def test_a_built_in_method_is_not_trained_on_the_driver(monkeypatch):
 def test_defaults_the_toy_model_cannot_take_skip_the_check_with_a_line(tmp_path, capsys):
     """A method whose defaults do not fit the 48 wide tiny BERT cannot be checked on it: the
     sweep goes on (its own encoder may fit) and one line says so and how to check it."""
-    from contrasweep.run.checks import method_runs
+    from contrasweep.runner.checks import method_runs
 
     source = NO_LOSS.replace("class ProtoPull(Method):", "class Wide(Method):\n"
                              "    @classmethod\n"

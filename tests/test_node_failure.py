@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 from conftest import write_spec
 
-from contrasweep.run.preflight import free_port
+from contrasweep.runner.preflight import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""``contrasweep plan`` (contrasweep.run.sweep_plan, trainables.calibration): the counts equal what
+"""``contrasweep plan`` (contrasweep.runner.sweep_plan, trainables.calibration): the counts equal what
 Tune is handed for every shipped search space and for a searcher (no training); the cost model's
 parts (concurrency from resources, FIFO makespan, resume states) by hand; the calibration runs
 the real loop for every method on the tiny model; and, end to end on a real Ray and MLflow, the
@@ -38,7 +38,7 @@ def _prepared(sweep, train=40, validation=40, test=200) -> list:
 def test_plan_counts_what_tune_is_given_for_every_shipped_search_space(path):
     from ray.tune.search.variant_generator import _count_variants
 
-    from contrasweep.run.sweep_plan import plan
+    from contrasweep.runner.sweep_plan import plan
     from contrasweep.search.registry import num_samples, param_space, total_trials
     from contrasweep.spec.load import load_spec
 
@@ -56,7 +56,7 @@ def test_plan_counts_what_tune_is_given_for_every_shipped_search_space(path):
 def test_plan_of_the_demo_and_of_a_searcher(tmp_path):
     """The demo by hand: 2 learning rates × 2 seeds, 3 epochs, 40 training rows in batches of 8;
     an Optuna sweep: num_samples suggestions × seeds × data variants, a searched epochs at its largest."""
-    from contrasweep.run.sweep_plan import plan
+    from contrasweep.runner.sweep_plan import plan
     from contrasweep.spec.load import load_spec
 
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
@@ -99,9 +99,9 @@ def test_the_plan_prints_each_settings_optimiser_steps_and_warns_under_the_floor
     """Issue 55: 10 epochs of batch 16 are 40 steps at k = 10 (4 an epoch) and 70 at k = 20: one
     warning line names both, the floor and what gives more. ``fixed.max_steps: 200`` trains 200
     steps in both (50 and 29 epochs: the cost model's epochs) and the warning goes."""
-    from contrasweep.run.plan_steps import MIN_STEPS
-    from contrasweep.run.plan_lines import describe
-    from contrasweep.run.sweep_plan import plan
+    from contrasweep.runner.plan_steps import MIN_STEPS
+    from contrasweep.runner.plan_lines import describe
+    from contrasweep.runner.sweep_plan import plan
 
     sweep, prepared = _few_shot("fixed.batch_size=16")
     found = plan(sweep, prepared, CALIBRATION, {"CPU": 2.0})
@@ -132,7 +132,7 @@ def test_the_plan_prints_each_settings_optimiser_steps_and_warns_under_the_floor
     # trains at the default batch of 32: 2 and 4 steps an epoch); a cut last epoch reads only its steps' rows
     sweep, prepared = _few_shot("grid.batch_size=[8, 16]")
     assert plan(sweep, prepared, CALIBRATION, {"CPU": 2.0}).setting_steps == {"k=10": [20, 70], "k=20": [40, 130]}
-    from contrasweep.run.sweep_plan import rows_trained
+    from contrasweep.runner.sweep_plan import rows_trained
 
     assert rows_trained({"batch_size": 16, "max_steps": 10}, 50) == 2 * 50 + 2 * 16
 
@@ -140,7 +140,7 @@ def test_the_plan_prints_each_settings_optimiser_steps_and_warns_under_the_floor
 def test_the_plan_counts_the_test_passes_of_what_is_reported():
     """LaCon Sec. 3.1's CE grid, lr 3 × batch size 5: the selected configuration and its slices are at
     most 1 + 2 + 4 = 7 of 15 configurations; ``all`` tests every trial, in the trials."""
-    from contrasweep.run.sweep_plan import plan
+    from contrasweep.runner.sweep_plan import plan
     from contrasweep.search.registry import reported_configurations
     from contrasweep.spec.load import load_spec
 
@@ -167,7 +167,7 @@ def test_the_disk_bound_follows_what_the_sweep_folder_keeps():
     group ASHA) + the repeats of each setting's keep_models + 1 best configurations and of the
     reported point; a resume state per live trial and one more per running one. LaCon's 15,000-trial
     grid at MiniLM's sizes (88.4 MB of best weights, 264 MB a resume state) fits in 10 GB on 2 CPUs."""
-    from contrasweep.run.sweep_plan import plan
+    from contrasweep.runner.sweep_plan import plan
     from contrasweep.spec.load import load_spec
 
     minilm = {**CALIBRATION, "weights_bytes": 88_400_000, "resume_bytes": 264_000_000}
@@ -186,9 +186,9 @@ def test_the_disk_bound_follows_what_the_sweep_folder_keeps():
 
 def test_a_run_opens_with_its_size_and_a_large_one_with_plans_estimate_and_the_smoke_test(cache_dir):
     """issue 57: `contrasweep run search_spaces/lacon.yaml` started 15,000 trials without a word."""
-    from contrasweep.run.size_line import LARGE_TRIALS, size_lines
-    from contrasweep.run.plan_lines import clock
-    from contrasweep.run.sweep_plan import plan
+    from contrasweep.runner.size_line import LARGE_TRIALS, size_lines
+    from contrasweep.runner.plan_lines import clock
+    from contrasweep.runner.sweep_plan import plan
     from contrasweep.spec.load import load_spec
 
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
@@ -207,7 +207,7 @@ def test_a_run_opens_with_its_size_and_a_large_one_with_plans_estimate_and_the_s
 
 
 def test_the_cost_model_by_hand():
-    from contrasweep.run.sweep_plan import concurrency, makespan, resume_states
+    from contrasweep.runner.sweep_plan import concurrency, makespan, resume_states
     from contrasweep.spec.sweep import Sweep
     from trainables.calibration import fixed_and_per_row
 
@@ -230,11 +230,11 @@ def test_the_cost_model_by_hand():
 
 
 def test_measured_fixed_costs_replace_the_defaults_in_the_estimate():
-    """The demo's estimate by hand with measured fixed costs (``contrasweep.run.fixed_costs``):
+    """The demo's estimate by hand with measured fixed costs (``contrasweep.runner.fixed_costs``):
     the sweep's (driver's imports + Ray's start + the tracker's end + the summary and figures),
     each slot's process start, and each trial's besides its loop; the console names them."""
-    from contrasweep.run.plan_lines import describe
-    from contrasweep.run.sweep_plan import SWEEP_END_S, cost_trials, makespan, plan, sizes_of, test_costs
+    from contrasweep.runner.plan_lines import describe
+    from contrasweep.runner.sweep_plan import SWEEP_END_S, cost_trials, makespan, plan, sizes_of, test_costs
     from contrasweep.spec.load import load_spec
 
     demo = load_spec(str(ROOT / "search_spaces" / "demo.yaml"), [])
@@ -256,7 +256,7 @@ def test_measured_fixed_costs_replace_the_defaults_in_the_estimate():
     assert lines[0].startswith("4 trials = 2 configurations × 2 repeats (1 setting); method ce")
     (wall,) = [line for line in lines if line.startswith("estimated wall time: ")]
     assert wall.endswith("every trial training all its epochs, with nothing else running there")  # not measured
-    from contrasweep.run.plan_lines import busy_cpus
+    from contrasweep.runner.plan_lines import busy_cpus
 
     busy = busy_cpus(0.2)
     assert 0.0 <= busy <= (os.cpu_count() or 1) + 0.01
@@ -325,7 +325,7 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
     trials it counted are the trials that ran, and the estimate is within a factor 1.5 of the
     command's wall time (issue 41). Here the sweep's fixed overheads dominate (Ray's start, the
     trial processes' imports, per-trial bookkeeping): the plan measures them on this machine
-    (``contrasweep.run.fixed_costs``), whose speed varies between sessions (the same run took
+    (``contrasweep.runner.fixed_costs``), whose speed varies between sessions (the same run took
     38.2 s and 21.3 s on two machines of 2026-11-26 against one estimate of 41-44 s from constants);
     a second plan keeps the first one's measurement. docs/performance.md holds the estimate's
     accuracy on real sweeps."""
@@ -349,7 +349,7 @@ def test_a_tiny_sweeps_plan_counts_its_trials_and_estimates_its_wall_time(tiny_m
     assert 1 / 1.5 <= ratio <= 1.5, (planned["estimated_seconds"], wall, planned["fixed"])
     assert planned["fixed"]["trial_s"] > 0 and planned["fixed"]["ray_start_s"] > 0 and not planned["fixed"]["kept"]
     # the run opened with its size and the plan's estimate, from the calibration the plan kept (issue 57)
-    from contrasweep.run.plan_lines import clock
+    from contrasweep.runner.plan_lines import clock
 
     assert (f"[contrasweep] 6 trials to run: 3 configurations × 2 repeats, 2 at a time; plan's estimate: "
             f"{clock(planned['estimated_seconds'])} on this machine") in done.stderr, done.stderr[:3000]
@@ -371,7 +371,7 @@ def test_the_status_lines_eta_is_the_plans_model_scaled_by_the_trials_that_ended
     seconds per unit; the trials not ended, less what the running ones have done, over the slots.
     A tracker pickled before the ETA unpickles without one."""
     from contrasweep.console import progress as module
-    from contrasweep.run.sweep_plan import trial_units
+    from contrasweep.runner.sweep_plan import trial_units
     from contrasweep.spec.load import load_spec
 
     now = [0.0]
@@ -424,9 +424,9 @@ def test_the_plan_prints_each_data_variants_split_sizes_and_unused_rows(tiny_mod
     (the draw's validation replaces the carved one): 64 / 64 / 48, and 40 + 24 = 64 unused. At
     k = 20: 80 / 80 / 48, 32 unused; each setting's 2 data repeats (data.seed) in one line;
     ``plan --json`` has every variant's."""
-    from contrasweep.run.inputs import prepare_data, rows_line
-    from contrasweep.run.plan_lines import data_lines, describe
-    from contrasweep.run.sweep_plan import plan
+    from contrasweep.runner.inputs import prepare_data, rows_line
+    from contrasweep.runner.plan_lines import data_lines, describe
+    from contrasweep.runner.sweep_plan import plan
     from contrasweep.spec.load import load_spec
 
     source = _tickets(tmp_path / "tickets.csv")

@@ -2,7 +2,7 @@
 ``save_pretrained`` (``trainables.toy.build_tiny_bert``: ``check-method``'s model, and a run's
 check of a user's method) writes without transformers' "Writing model shards" bar and leaves
 the bars' switch as it found it; every command starts with the libraries' bars off
-(``contrasweep.cli.commands.quiet_libraries``: the environment a local Ray's workers inherit),
+(``contrasweep.console.quiet.quiet_libraries``: the environment a local Ray's workers inherit),
 a user's own setting kept."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def test_a_commands_process_writes_a_model_silently(tmp_path):
     transformers bar is off at import (its ``Writing model shards`` as any other)."""
     import subprocess
 
-    code = ("import sys\nfrom contrasweep.cli.commands import quiet_libraries\nquiet_libraries()\n"
+    code = ("import sys\nfrom contrasweep.console.quiet import quiet_libraries\nquiet_libraries()\n"
             "from transformers.utils import logging\nprint('BARS', logging.is_progress_bar_enabled())\n")
     env = {k: v for k, v in os.environ.items() if k not in BARS}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

@@ -237,8 +237,8 @@ def test_the_race_searcher_never_issues_again_a_repeat_the_scheduler_stopped_whi
 
 
 def test_plan_says_a_race_runs_between_its_fewest_trials_and_all():
-    from contrasweep.run.plan_lines import describe
-    from contrasweep.run.sweep_plan import SweepPlan
+    from contrasweep.runner.plan_lines import describe
+    from contrasweep.runner.sweep_plan import SweepPlan
 
     sweep = validate(_spec({"seeds": [0, 1, 2, 3], "racing": {"min_repeats": 2}}))
     calibration = {"weights_bytes": 1, "resume_bytes": 1, "measured_s": 1.0, "steps": 3, "train_row_s": 0.01,
@@ -255,7 +255,7 @@ def _study_racer(tmp_path, num_samples=2, seeds=(0, 1, 2), max_concurrent=2):
     """A real study searcher of an optuna sweep with racing (min_repeats 2), its study in sqlite."""
     from types import SimpleNamespace
 
-    from contrasweep.search.study_search import build
+    from contrasweep.search.study_build import build
 
     spec = {**BASE, "grid": {}, "search": {"lr": {"loguniform": [1e-4, 1e-2]}},
             "sweep": {"searcher": "random", "seeds": list(seeds), "num_samples": num_samples,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import contrasweep as cs
 from conftest import write_spec
 from contrasweep.folder import race_record
 from contrasweep.folder.race_record import RACE_FILE
@@ -91,8 +92,14 @@ def test_a_configuration_at_chance_leaves_the_race_and_a_learning_one_runs_every
     assert "eliminated at round 3 (p " in table and "3,4," in table  # n of the 4 repeats per configuration
 
     root = tmp_path / "sweeps"
+    configs = cs.load("race", root=root).configurations()  # the Python API says who left, when and why (issue 72)
+    left, stayed = configs[configs["raced_out"]], configs[~configs["raced_out"]]
+    assert left["race_round"].tolist() == [3] and left["race_p"].iloc[0] <= 0.05 and left["repeats"].tolist() == [3]
+    assert stayed["repeats"].tolist() == [4] and stayed["selected"].tolist() == [True] and not left["selected"].any()
     assert main(["--root", str(root), "extend", "race", "--set", "sweep.seeds=[0, 1, 2, 3, 4, 5]", "--no-tsne"]) == 0
     grown = _check_race(uri, root / "race", repeats=6)
+    extended = cs.load("race", root=root)  # every trial of both drivers
+    assert len(extended.trials()) == 9 and sorted(extended.configurations()["repeats"]) == [3, 6]
     assert grown["out"] == journal["out"] and sorted(grown["repeats"][learner_group(grown)]) == [
         f"seed={s}" for s in range(6)]
     assert len(list((root / "race" / "tune-ext1").glob("run_trial_*"))) == 2  # the two new seeds of the learning one

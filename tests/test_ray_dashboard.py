@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from contrasweep.cli import build_parser
-from contrasweep.run.ray_start import wants_dashboard
+from contrasweep.runner.ray_start import wants_dashboard
 from contrasweep.spec.load import validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def test_init_ray_starts_the_dashboard_only_when_told(tmp_path):
     URL is empty without the dashboard, and on 127.0.0.1 with it."""
     script = (
         "import ray\n"
-        "from contrasweep.run.ray_start import init_ray\n"
+        "from contrasweep.runner.ray_start import init_ray\n"
         "for on in (False, True):\n"
         "    init_ray(None, num_cpus=1, dashboard=on)\n"
         "    print('url', repr(ray._private.worker._global_node.webui_url), flush=True)\n"

@@ -1,7 +1,7 @@
 """The local Ray contrasweep starts listens on 127.0.0.1 only: every listening TCP socket of
 the driver and of the processes it started (GCS, raylet, workers, dashboard agent, runtime env
 agent) is on a loopback address, and token authentication is on, with Ray 2.56 (which does not
-turn it on by itself) as with 2.60 (``contrasweep.run.ray_env``). Sockets are read from
+turn it on by itself) as with 2.60 (``contrasweep.runner.ray_env``). Sockets are read from
 /proc (Linux), the suite's machine."""
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def test_init_ray_sets_loopback_and_token_mode_itself_before_rays_import(tmp_pat
     import subprocess
     import sys
 
-    code = ("import os\nfrom contrasweep.run.ray_start import init_ray\ninit_ray(None, num_cpus=1, dashboard=False)\n"
+    code = ("import os\nfrom contrasweep.runner.ray_start import init_ray\ninit_ray(None, num_cpus=1, dashboard=False)\n"
             "import ray\nfrom ray._raylet import AuthenticationMode, get_authentication_mode\n"
             "print('MODE', get_authentication_mode() == AuthenticationMode.TOKEN, ray.util.get_node_ip_address(),"
             " os.environ['RAY_AUTH_MODE'])\nray.shutdown()\n")
@@ -120,7 +120,7 @@ def test_ray_imported_first_is_one_line_not_a_ray_on_every_interface(tmp_path):
     import subprocess
     import sys
 
-    code = ("import ray\nfrom contrasweep.errors import UserError\nfrom contrasweep.run.ray_start import init_ray\n"
+    code = ("import ray\nfrom contrasweep.errors import UserError\nfrom contrasweep.runner.ray_start import init_ray\n"
             "try:\n    init_ray(None, num_cpus=1, dashboard=False)\nexcept UserError as exc:\n"
             "    print('ERROR', exc, ray.is_initialized())\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=bare_env(), capture_output=True, text=True,
@@ -132,7 +132,7 @@ def test_ray_imported_first_is_one_line_not_a_ray_on_every_interface(tmp_path):
 
 
 def test_a_users_auth_mode_wins_and_bind_all_leaves_the_interfaces(monkeypatch):
-    from contrasweep.run.ray_env import LOOPBACK_ENV_VAR, local_ray_environment
+    from contrasweep.runner.ray_env import LOOPBACK_ENV_VAR, local_ray_environment
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     monkeypatch.delenv(LOOPBACK_ENV_VAR, raising=False)

@@ -211,7 +211,7 @@ def test_tunes_automatic_loggers_stay_off_and_its_pending_trials_fill_the_slots_
     automatic loggers (TensorBoard's imports torch into the driver) stay off while it runs; Tune
     keeps as many trials pending as run at once; the variables are put back."""
     from contrasweep.folder import sweeps
-    from contrasweep.run.tune import fit
+    from contrasweep.runner.tune import fit
 
     monkeypatch.delenv("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", raising=False)
     monkeypatch.delenv("TUNE_MAX_PENDING_TRIALS_PG", raising=False)
@@ -242,8 +242,8 @@ def test_a_trial_killed_for_memory_ends_the_driver_in_one_line():
     from ray.exceptions import OutOfMemoryError
 
     from contrasweep.errors import UserError
-    from contrasweep.run.recovery import out_of_memory
-    from contrasweep.run.tune import fit
+    from contrasweep.runner.recovery import out_of_memory
+    from contrasweep.runner.tune import fit
 
     class Tuner:
         def fit(self):

@@ -82,7 +82,7 @@ def test_a_view_saved_over_in_the_ui_is_left_alone(store):
 def test_ui_gives_the_runs_table_of_the_newest_sweep_in_the_store(tmp_path):
     """Two sweeps of the store served (sweep.json and tracking.json as a sweep leaves them):
     ``ui`` names the newer one's experiment; a named sweep is shown instead."""
-    from contrasweep.run.preflight import free_port
+    from contrasweep.runner.preflight import free_port
     from contrasweep.tracking.store import default_tracking_uri
 
     uri = default_tracking_uri(tmp_path)

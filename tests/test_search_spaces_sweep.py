@@ -43,7 +43,7 @@ def test_every_shipped_spec_is_swept_here():
 @pytest.mark.parametrize("name", SPECS)
 def test_search_space_sweeps_on_tiny_model(name, ray_session, tiny_model_dir, cache_dir, tmp_path, capsys):
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.spec import load as spec
 
     overrides = [f"encoder.name={tiny_model_dir}", "encoder.max_length=32",

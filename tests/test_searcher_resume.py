@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import contrasweep as cs
 from conftest import write_spec
 from contrasweep.folder.record import read as read_record
 from contrasweep.spec.identity import key_of
@@ -289,6 +290,9 @@ def test_interrupted_twice_resumes_exactly(searcher, seeds, scheduler, first, se
     assert {r.info.status for r in runs} == {"FINISHED"}, [(r.info.run_name, r.info.status) for r in runs]
     trials = [r for r in runs if r.data.tags["contrasweep.kind"] == "trial"]
     assert len({r.data.tags["contrasweep.config_key"] for r in trials}) == total  # one run per repeat
+    read = cs.load(name, root=folder.parent)  # the Python API sees every trial of the three drivers (issue 72)
+    assert sorted(read.trials()["run_id"]) == sorted(r.info.run_id for r in trials)
+    assert read.configurations()["repeats"].tolist() == [len(seeds)] * SUGGESTIONS and read.status == "finished"
     client = _client(tmp_path)
     for run in trials:  # every epoch it trained, logged once
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "val/accuracy")]

@@ -1,4 +1,4 @@
-"""contrasweep.run.shipping: what a sweep on a cluster ships to its workers. Unit tests build the
+"""contrasweep.runner.shipping: what a sweep on a cluster ships to its workers. Unit tests build the
 runtime_env without Ray; two tests use the suite's shared Ray session (a task-level runtime_env
 stands in for the job's, which cannot change on a running driver)."""
 
@@ -13,8 +13,8 @@ import pytest
 
 import contrasweep
 from contrasweep.errors import UserError
-from contrasweep.run import shipping
-from contrasweep.run.shipping import worker_env
+from contrasweep.runner import shipping
+from contrasweep.runner.shipping import worker_env
 
 ROOT = Path(__file__).resolve().parents[1]
 

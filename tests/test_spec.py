@@ -124,7 +124,7 @@ def test_the_reported_point_outside_a_one_point_grid_is_named_and_inside_it_runs
     first, second = outside.grid_points()
     assert name(first) == f"ce lr=2e-05 batch_size={hp_defaults('ce')['batch_size']} (reported) · seed=0"
     assert name(second) == "ce lr=0.0001 batch_size=8 · seed=0"
-    from contrasweep.run.inputs import reported_line  # the console's line says so, in the run names' numbers
+    from contrasweep.runner.inputs import reported_line  # the console's line says so, in the run names' numbers
 
     assert reported_line(inside) is None
     assert reported_line(outside).endswith(f"(its runs are named '(reported)'): lr=2e-05 batch_size={hp_defaults('ce')['batch_size']}")

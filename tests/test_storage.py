@@ -73,7 +73,7 @@ def test_a_sweep_on_s3_keeps_its_state_there_and_resumes_from_it_elsewhere(ray_s
     from pyarrow import fs as pafs
 
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.spec.identity import key_of
     from contrasweep.spec import load as spec
     from dashboards.trials import parent_runs, trial_runs
@@ -124,8 +124,9 @@ def test_resume_from_storage_reads_the_stage_from_the_fetched_folder(tmp_path, m
     import argparse
     import json
 
+    from contrasweep.api import actions
     from contrasweep.cli import commands
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
 
     storage = tmp_path / "store"
     (storage / "grown" / "sweep").mkdir(parents=True)
@@ -140,10 +141,11 @@ def test_resume_from_storage_reads_the_stage_from_the_fetched_folder(tmp_path, m
 
         return go_on
 
-    monkeypatch.setattr(commands, "resume_extension", went_on("extension"))
+    monkeypatch.setattr(actions, "resume_extension", went_on("extension"))
     monkeypatch.setattr(tune, "resume", went_on("sweep"))
     args = argparse.Namespace(root=str(tmp_path / "sweeps"), name="grown", storage=str(storage), address=None,
-                              ray_dashboard=False, ray_bind_all=False, allow_changed_method=False, no_tsne=True)
+                              ray_dashboard=False, ray_bind_all=False, allow_changed_method=False, no_tsne=True,
+                              verbose=False)
     with pytest.raises(KeyboardInterrupt):
         commands.cmd_resume(args)
     assert called == [("extension" if extensions else "sweep", "grown", True)]

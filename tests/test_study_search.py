@@ -1,6 +1,6 @@
 """The resume rule's parts (docs/architecture.md, "Resume"): the searcher
 (``contrasweep.search.study_search``: a real Optuna study in sqlite; a later driver builds it
-anew over the same study, as ``run.tune`` does, never from Tune's copy) and the schedulers' base
+anew over the same study, as ``runner.tune`` does, never from Tune's copy) and the schedulers' base
 (``contrasweep.search.fifo.LiveFIFO``)."""
 
 from __future__ import annotations

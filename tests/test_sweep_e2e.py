@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def _run_sweep(tmp_path, spec_path, name):
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.spec import load as spec
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

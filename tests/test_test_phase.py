@@ -1,4 +1,4 @@
-"""``evaluation.test`` on a real local Ray, MLflow store and sweep folder (contrasweep.run.test_phase).
+"""``evaluation.test`` on a real local Ray, MLflow store and sweep folder (contrasweep.runner.test_phase).
 
 A grid of lr × weight decay = 3 × 2, one seed: with ``reported`` a report shows 4 configurations
 (the selected one and its sensitivity slices) and the test split is evaluated for those whose

@@ -132,7 +132,7 @@ def test_a_local_ray_starts_without_the_drivers_mlflow_credentials(tmp_path):
     write MLflow, so the driver's credentials stay out of it (and in the driver, for its writer)."""
     script = (
         "import os, ray\n"
-        "from contrasweep.run.ray_start import init_ray\n"
+        "from contrasweep.runner.ray_start import init_ray\n"
         "init_ray(None, num_cpus=1, dashboard=False)\n"
         "seen = ray.get(ray.remote(lambda: [os.environ.get(k) for k in ('MLFLOW_TRACKING_USERNAME', "
         "'MLFLOW_TRACKING_PASSWORD', 'MLFLOW_TRACKING_TOKEN')]).remote())\n"

@@ -2,7 +2,7 @@
 machine. Ray Train frees a stopped run's placement group through the State API, which finds
 its server by auto-detection: next to another local Ray ("multiple active Ray instances") it
 asked the newest one, so the stopped run kept its CPUs and the next trial waited forever for
-them. ``contrasweep.run.ray_start.init_ray`` names its own dashboard to every process of its instance
+them. ``contrasweep.runner.ray_start.init_ray`` names its own dashboard to every process of its instance
 (``RAY_API_SERVER_ADDRESS``; docs/architecture.md, "Facts about the stack").
 
 One distributed sweep (its own local Ray, no ``--address``; 2 workers x 0.9 CPU of the 2) and,

@@ -136,7 +136,7 @@ def test_resume_stops_on_an_unreadable_record_before_anything_starts(tmp_path):
 
 
 def test_the_sweeps_count_is_one_per_repeat_whichever_driver_ran_it(tmp_path):
-    """``sweep.json``'s trials and errors (``run.tune.fit``) come from the record (issue 69, point
+    """``sweep.json``'s trials and errors (``runner.tune.fit``) come from the record (issue 69, point
     9): a repeat a resumed searcher issued again under another trial id, settled at once, counts
     once; a failed repeat retried to its end is not an error; one still failed is."""
     trials = {"t0": {"config_key": "k0", "status": "FINISHED"}, "t0-again": {"config_key": "k0", "status": "FINISHED"},

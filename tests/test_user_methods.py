@@ -126,7 +126,7 @@ def test_a_file_beside_the_spec_and_a_module_on_the_path_are_searched_like_built
 
 
 def test_what_another_machine_gets_of_a_method(tmp_path, monkeypatch):
-    from contrasweep.run.shipping import runtime_env
+    from contrasweep.runner.shipping import runtime_env
     from trainables.user_methods import shipped_sources
 
     (tmp_path / "m.py").write_text(GOOD)
@@ -152,7 +152,7 @@ def test_what_another_machine_gets_of_a_method(tmp_path, monkeypatch):
 
 def test_a_changed_method_is_refused_unless_allowed_and_then_recorded(tmp_path, capsys):
     from contrasweep.folder import sweeps
-    from contrasweep.run.checks import method_unchanged
+    from contrasweep.runner.checks import method_unchanged
     from contrasweep.tracking.provenance import method_fingerprint, method_tags
 
     file = tmp_path / "m.py"

@@ -30,12 +30,12 @@ def _study(root, name: str):
 
 def _cold_suggestions(spec, folder) -> list[dict]:
     """The first two suggestions of a sweep without warm start, from the searcher `run` builds
-    (``OptunaSearch.sampler`` and ``study_search.build``: the reported point enqueued first, the
+    (``OptunaSearch.sampler`` and ``study_build.build``: the reported point enqueued first, the
     sampler seeded by the first seed), as Tune would ask for them with two trials live."""
     from types import SimpleNamespace
 
     from contrasweep.search.optuna_search import OptunaSearch
-    from contrasweep.search.study_search import build
+    from contrasweep.search.study_build import build
     from contrasweep.spec.load import load_spec
 
     sweep = load_spec(str(spec), [])
@@ -52,7 +52,7 @@ def test_an_earlier_sweeps_results_seed_the_study(ray_session, tiny_model_dir, t
 
     from contrasweep.cli import main
     from contrasweep.folder import sweeps
-    from contrasweep.run import tune
+    from contrasweep.runner import tune
     from contrasweep.spec.load import load_spec
     from contrasweep.tracking.store import get_client
 

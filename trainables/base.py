@@ -78,7 +78,8 @@ class Method(nn.Module):
 
     def param_groups(self, lr: float, weight_decay: float) -> list[dict]:
         """AdamW groups: no weight decay on biases and LayerNorm weights (BERT convention)."""
-        decay, no_decay = [], []
+        decay: list[nn.Parameter] = []
+        no_decay: list[nn.Parameter] = []
         for name, param in self.named_parameters():
             if not param.requires_grad:
                 continue

@@ -120,7 +120,7 @@ class Checkpointer:
         self.best_weights: dict[str, torch.Tensor] | None = None
         self.resume: str | None = None  # newest resume state
         self.state_epoch = 0  # its epoch (0: none)
-        self.reported: set[str] = set()  # what the newest resume state names (its pointer)
+        self.reported: set[str | None] = set()  # what the newest resume state names (its pointer)
         self.unreported = False  # restored from a state newer than the pointer Ray gave
         self.metrics: dict[str, float] = {}  # the restored pointer's metrics (cost/train_s)
         self._writer: BackgroundTask | None = None
@@ -152,7 +152,12 @@ class Checkpointer:
         if self.session.rank == 0:
             meta = {"epoch": epoch, "config": self.config, "metrics": numeric(metrics)}
             weights = self.best_weights
-            self._writer = BackgroundTask(lambda: (self.folder.write_best(weights, epoch, meta), self._prune()))
+
+            def write() -> None:
+                self.folder.write_best(weights, epoch, meta)
+                self._prune()
+
+            self._writer = BackgroundTask(write)
 
     def wait(self) -> None:
         """Until the pending best-weights write is on disk (re-raises its error)."""
@@ -173,7 +178,8 @@ class Checkpointer:
                 "best": self.best,
                 "metrics": numeric(metrics or {}),
             }
-            same = self.folder.path(self.best) / WEIGHTS_FILE if self.best == best_name(epoch) else None
+            best = self.folder.path(self.best) if self.best == best_name(epoch) else None
+            same = best / WEIGHTS_FILE if best is not None else None
             name = self.folder.write_resume(method, state, epoch, same_weights=same)
         self.resume, self.state_epoch = name, epoch
         # the state just written is what a restore goes on from (``restore``): the older one and
@@ -224,7 +230,7 @@ class Checkpointer:
         own = self.folder.names("resume") if getattr(self.session, "resume_newest", False) else []
         if not pointer and not own:
             return 0
-        meta = read_meta(pointer) if pointer else {"resume": own[-1], "state_dir": self.folder.location}
+        meta: dict[str, Any] = read_meta(pointer) if pointer else {"resume": own[-1], "state_dir": self.folder.location}
         if "resume" not in meta:  # a checkpoint of an older contrasweep: the whole state in one folder
             meta.update(resume=".", state_dir=pointer)
         folder = self.folder if self.folder.has(meta["resume"]) else StateFolder(meta["state_dir"])
@@ -237,7 +243,10 @@ class Checkpointer:
                 self.unreported = True
         self.unreported |= not pointer
         path = folder.local(meta["resume"])
-        method.load_state_dict(load_weights(weights_file(path)))
+        weights = weights_file(path)
+        if weights is None:
+            raise FileNotFoundError(f"no weights file in {path}")
+        method.load_state_dict(load_weights(weights))
         state = load_state(path / STATE_FILE)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])

@@ -132,7 +132,9 @@ def best_of_trial(state_dir: str | Path, best_epoch: int) -> Path | None:
 
 
 def epoch_of(name: str) -> int:
-    return int(_NAME.match(name).group(2))
+    match = _NAME.match(name)
+    assert match is not None
+    return int(match.group(2))
 
 
 class StateFolder:
@@ -281,9 +283,9 @@ class StateFolder:
         """Remove resume states older than the newest, best folders no kept name points at, and
         leftovers of interrupted writes."""
         resumes = self.names("resume")
-        keep = {k for k in keep if k} | set(resumes[-_KEEP_RESUME:])
+        kept = {k for k in keep if k} | set(resumes[-_KEEP_RESUME:])
         for name in resumes + self.names("best"):
-            if name not in keep:
+            if name not in kept:
                 self._delete(name)
         if self.root.is_dir():
             for leftover in self.root.glob(".*.tmp"):

@@ -282,7 +282,7 @@ def check_before_sweep(method: str) -> Result | None:
     """The first failure of the ``CHEAP`` checks on a user's ``method`` at its defaults (what
     ``contrasweep check-method METHOD`` prints in its first rows), or None when they pass.
     ``run``, ``resume`` and ``extend`` call it on the driver before Ray starts
-    (``contrasweep.run.checks.method_runs``); a built-in method is never checked here, its
+    (``contrasweep.runner.checks.method_runs``); a built-in method is never checked here, its
     tests run every check (tests/test_user_methods.py). Restores the random generators'
     state it seeds (Python's, NumPy's, torch's CPU one): the driver draws as it would without it."""
     import random

@@ -6,6 +6,8 @@ The default encoder is all-MiniLM-L6-v2 as shipped inside the PyPI package
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 from torch import nn
 
@@ -47,7 +49,8 @@ class Encoder(nn.Module):
             raise UserError(f"encoder.pooling {pooling!r} is not allowed; allowed: {', '.join(POOLINGS)}")
         self.backbone = backbone
         self.pooling = pooling
-        self.hidden_size = int(backbone.config.hidden_size)
+        # a transformers config (nn.Module types unknown attributes as Tensor | Module)
+        self.hidden_size = int(cast(Any, backbone.config).hidden_size)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}

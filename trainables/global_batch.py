@@ -53,8 +53,8 @@ def global_batch(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     count = torch.tensor([n], device=device)
     counts = [torch.zeros_like(count) for _ in range(dist.get_world_size())]
     dist.all_gather(counts, count)
-    counts = [int(c) for c in counts]
-    cap = max(counts)
+    sizes = [int(c) for c in counts]
+    cap = max(sizes)
     out = []
     for t in tensors:
         # all_gather needs equal shapes: pad to the largest shard, trim after
@@ -62,7 +62,7 @@ def global_batch(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         if t.is_floating_point():
             parts = all_gather(padded.contiguous())
         else:
-            parts = [torch.empty_like(padded) for _ in counts]
+            parts = [torch.empty_like(padded) for _ in sizes]
             dist.all_gather(parts, padded.contiguous())
-        out.append(torch.cat([part[:c] for part, c in zip(parts, counts)]))
+        out.append(torch.cat([part[:c] for part, c in zip(parts, sizes)]))
     return tuple(out)

@@ -3,7 +3,8 @@
 AdamW with warm-up (LaCon Sec. 3.1: 6 % of the optimisation steps) and then a linear decay
 (default), a constant rate or a half-cosine decay (``lr_schedule``), gradient clipping, evaluation on the
 validation split every epoch (or every ``eval_every``-th: ``trainables.report_window``), the test split
-once at the end on the best validation epoch's weights (unless the sweep evaluates it after selection: ``trainables.test_split``), checkpoints sized to their job (``trainables.checkpoints``: best weights on
+once at the end on the best validation epoch's weights (unless the sweep evaluates it after selection:
+``trainables.test_split``), checkpoints sized to their job (``trainables.checkpoints``: best weights on
 improvement, a full resume state every ``checkpoint_every`` epochs; what is written when and the
 restore: ``trainables.checkpointing``), seeded. ``train`` = ``set_up`` + one ``run_epoch`` per epoch.
 The budget is ``epochs``, or ``max_steps`` optimiser steps where set (``trainables.params.epochs_for``:
@@ -11,7 +12,8 @@ the last epoch cut after the steps left, the schedule's total steps ``max_steps`
 reports ``train/steps``, the optimiser steps so far.
 
 The loop never branches on a method's name: it builds the method from the registry and calls
-only the interface of ``trainables.base.Method``.
+only the interface of ``trainables.base.Method``. The schedule and an epoch's optimiser steps
+with the divergence check: ``trainables.optim_steps``.
 
 May import: torch, transformers, numpy and the generic modules of ``trainables`` (the registry
 finds the method; never a module of ``trainables.methods`` by name).
@@ -23,19 +25,15 @@ import itertools
 import os
 import random
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from transformers import (
-    get_constant_schedule_with_warmup,
-    get_cosine_schedule_with_warmup,
-    get_linear_schedule_with_warmup,
-)
 
-from trainables.batches import to_device, train_batches
+from trainables.batches import train_batches
 from trainables.checkpointing import BestTracker, Checkpointer
 from trainables.checkpoints import (
     META_FILE,
@@ -50,6 +48,7 @@ from trainables.encoder import load_encoder
 from trainables.errors import ObjectiveNotFinite, SpecError, TrainingDiverged
 from trainables.gather import StageContext
 from trainables.gather import classification_evaluate as evaluate  # noqa: F401  (users' and tests' name)
+from trainables.optim_steps import make_scheduler, run_steps
 from trainables.params import (  # noqa: F401  (LOOP_PARAMS: users' and tests' name)
     LOOP_PARAMS,
     epochs_for,
@@ -71,7 +70,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def build_method(config: dict[str, Any], num_labels: int, pretrained: bool = True):
+def build_method(config: dict[str, Any], num_labels: int | None, pretrained: bool = True):
     """Encoder + method heads, from the trial config (also used to reload a checkpoint, whose
     weights replace the pretrained ones: ``pretrained=False`` reads the encoder's config only)."""
     encoder_cfg = config.get("encoder", {})
@@ -258,7 +257,7 @@ def run_epoch(run: TrialRun, epoch: int) -> dict[str, float]:
     started, trained = time.perf_counter(), clock.times.get("train", 0.0)
     run.model.train()
     with clock("train"):
-        batches = itertools.islice(
+        batches: Iterator[Any] = itertools.islice(
             train_batches(tables["train"], hp("batch_size"), hp("seed"), epoch, session.rank, session.world_size), due
         )  # the same batches, in order, as far as due
         batches = track(batches, f"epoch {epoch}/{run.epochs} training", due, session.rank)
@@ -316,49 +315,6 @@ def no_best(run: TrialRun, epoch: int) -> ObjectiveNotFinite | None:
     return failure
 
 
-# The loss is read on the host once every this many steps (one GPU sync per window, never per
-# step) to stop a diverging trial within a few steps of its first non-finite loss.
-DIVERGENCE_CHECK_STEPS = 16
-
-
-def run_steps(step, batches, device, step_metrics, first_step: int = 1, epoch: int = 1) -> tuple[dict, dict, int]:
-    """One epoch's optimiser steps: the sums of the scalar outputs and the per-step series of
-    ``step_metrics``, both kept on the device (no host sync per step on a GPU). Raises
-    ``TrainingDiverged`` naming the first step (``first_step`` = this epoch's first global
-    step) whose loss is NaN or infinite, at most ``DIVERGENCE_CHECK_STEPS`` steps later."""
-    sums: dict[str, torch.Tensor] = {}
-    per_step: dict[str, list[torch.Tensor]] = {k: [] for k in step_metrics}
-    window: list[torch.Tensor] = []
-    steps = 0
-    for batch in batches:
-        out = step(to_device(batch, device))
-        for key, value in out.items():
-            if torch.is_tensor(value) and value.numel() == 1:
-                sums[key] = sums.get(key, 0.0) + value.float()
-        for key in per_step:
-            per_step[key].append(out[key].float())
-        window.append(out["loss"].detach().float())
-        steps += 1
-        if len(window) == DIVERGENCE_CHECK_STEPS:
-            check_finite(window, first_step + steps - len(window), epoch)
-            window = []
-    if window:
-        check_finite(window, first_step + steps - len(window), epoch)
-    return sums, per_step, steps
-
-
-def check_finite(losses: list[torch.Tensor], first_step: int, epoch: int) -> None:
-    values = torch.stack(losses)
-    finite = torch.isfinite(values)
-    if bool(finite.all()):
-        return
-    at = int((~finite).nonzero()[0])
-    raise TrainingDiverged(
-        f"train/loss is {float(values[at])} at step {first_step + at} (epoch {epoch}): the trial "
-        "diverged; try a lower lr, gradient clipping (max_grad_norm) or less weight_decay"
-    )
-
-
 def tests_in_trial(config: dict[str, Any]) -> bool:
     """Whether the trial evaluates the test split after its last epoch (``evaluate_test`` in the
     loop's config, default yes). A sweep with ``evaluation.test: reported`` says no: it
@@ -388,17 +344,6 @@ def evaluate_test(
     return prefixed("test", method.evaluate(context, "test"))
 
 
-def make_scheduler(optimizer, schedule: str, method, warmup: int, total_steps: int):
-    """Warm-up, then ``schedule``; ``method`` defers to the method's paper (``Method.lr_schedule``)."""
-    if schedule == "method":
-        schedule = method.lr_schedule()
-    if schedule == "constant":
-        return get_constant_schedule_with_warmup(optimizer, warmup)
-    if schedule == "cosine":  # half a cosine period from the peak to 0 at the last step
-        return get_cosine_schedule_with_warmup(optimizer, warmup, total_steps)
-    return get_linear_schedule_with_warmup(optimizer, warmup, total_steps)
-
-
 def prefixed(prefix: str, metrics: dict[str, float]) -> dict[str, float]:
     return {f"{prefix}/{k}": v for k, v in metrics.items()}
 
@@ -420,13 +365,15 @@ def load_trained(directory: str, num_labels: int | None = None, encoder_dir: str
     if encoder_dir is not None:
         meta["config"]["encoder"] = {**encoder, "name": encoder_dir}
     elif encoder.get("origin") and not os.path.exists(encoder["name"]):
-        # trained on a cluster from a shipped folder (contrasweep.run.shipping): the worker read it at
+        # trained on a cluster from a shipped folder (contrasweep.runner.shipping): the worker read it at
         # a path relative to the job's working_dir; here it is the driver's own folder
         meta["config"]["encoder"] = {**encoder, "name": encoder["origin"]}
     if num_labels is None:
         num_labels = int(meta["config"].get("num_labels", 0)) or None
     method = build_method(meta["config"], num_labels, pretrained=encoder_dir is None)
-    missing, unexpected = method.load_state_dict(load_weights(weights_file(folder)), strict=False)
+    weights = weights_file(folder)
+    assert weights is not None  # best_folder found the weights there
+    missing, unexpected = method.load_state_dict(load_weights(weights), strict=False)
     missing = [k for k in missing if not UNREAD_WEIGHTS.search(k)]
     if missing or unexpected:
         raise RuntimeError(

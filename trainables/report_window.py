@@ -43,7 +43,7 @@ class ReportWindow:
         """The report's training part (``train/<loss>``: means over every rank's steps; the
         per-step series; ``evaluations``), counting one more validation; the window starts again
         (``epoch_started`` keeps when this one began: the report's ``time/epoch_s``)."""
-        out = mean_over_ranks(session, {k: float(v) for k, v in self.sums.items()}, self.steps)
+        out: dict[str, Any] = mean_over_ranks(session, {k: float(v) for k, v in self.sums.items()}, self.steps)
         if any(self.per_step.values()):
             out[STEP_METRICS] = step_series(self.per_step, first_step=self.first_step or 1)
         self.evaluations += 1

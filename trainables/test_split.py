@@ -16,7 +16,7 @@ from __future__ import annotations
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -24,6 +24,8 @@ from trainables.checkpoints import best_folder, best_of_trial, read_meta
 from trainables.gather import StageContext
 from trainables.loop import load_trained, prefixed, seed_everything
 from trainables.params import hp_value
+
+_ModuleT = TypeVar("_ModuleT", bound=torch.nn.Module)
 
 
 class EvalSession:
@@ -36,8 +38,8 @@ class EvalSession:
     def __init__(self, use_gpu: bool = False):
         self.device = torch.device("cuda" if use_gpu and torch.cuda.is_available() else "cpu")
 
-    def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
-        return model.to(self.device)
+    def wrap_model(self, model: _ModuleT) -> _ModuleT:
+        return model.to(self.device)  # not wrapped: the method itself, on the device
 
     def all_gather(self, obj: Any) -> list[Any]:
         return [obj]

@@ -6,7 +6,7 @@ self-contained file (a spec's relative path is read from the spec's folder,
 
 Where a trial process finds it: a file by its path when the path exists there (this machine),
 else the module of the file's name, which a cluster's job ships as a ``py_modules`` entry
-(``contrasweep.run.shipping``) and an MLflow model carries in its ``code_paths``; a module by
+(``contrasweep.runner.shipping``) and an MLflow model carries in its ``code_paths``; a module by
 its import path (the working directory is on every local worker's ``sys.path``, as Ray puts it
 there; on a cluster the job ships the module's top-level package unless it is installed).
 
@@ -73,7 +73,9 @@ def source_file(method: str) -> Path:
     where, _ = parts(method)
     if is_file(where) and Path(where).is_file():
         return Path(where).resolve()
-    return Path(sys.modules[load_class(method).__module__].__file__).resolve()
+    file = sys.modules[load_class(method).__module__].__file__
+    assert file is not None
+    return Path(file).resolve()
 
 
 def shipped_sources(method: str) -> list[str]:
@@ -89,7 +91,9 @@ def shipped_sources(method: str) -> list[str]:
     found = importlib.util.find_spec(where.split(".")[0])  # the spec's check imported it: it is on sys.path
     if found is None or not (found.submodule_search_locations or found.origin):
         return []
-    path = Path(found.submodule_search_locations[0] if found.submodule_search_locations else found.origin).resolve()
+    location = found.submodule_search_locations[0] if found.submodule_search_locations else found.origin
+    assert location is not None  # one of them is set (checked above)
+    path = Path(location).resolve()
     return [] if {"site-packages", "dist-packages"} & set(path.parts) else [str(path)]
 
 
@@ -125,9 +129,11 @@ def _from_file(where: str):
     if loaded is not None and _FROM_FILE[name] == path.resolve():
         return loaded
     spec = importlib.util.spec_from_file_location(name, path)  # new, or another file of that name: (re)loaded
+    assert spec is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
+        assert spec.loader is not None
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - whatever the user's module raises is one line
         sys.modules.pop(name, None)

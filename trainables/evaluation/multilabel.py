@@ -226,7 +226,7 @@ def combination_clustering(
     )
     n_keep = min(len(combos), math.ceil(keep_fraction * len(combos) - 1e-9))
     kept = np.isin(classes, order[:n_keep])
-    out = {
+    out: dict[str, float | str | None] = {
         "silhouette": float("nan"),
         "davies_bouldin": float("nan"),
         "n_points": 0,

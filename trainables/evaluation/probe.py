@@ -9,12 +9,13 @@ accuracy; mean and standard deviation over 5 splits that are fixed for all model
 
 The representations are computed once by the caller; every split and every K reuses them.
 
-Two implementations of the same probe: ``linear_probe`` trains one classifier in a plain
-PyTorch loop on CPU (the reference, kept readable), ``linear_probes`` trains many at once as one
-batched computation on any device (what ``few_shot_probe`` uses: all splits × all K of Table 3
-in one loop of ``iterations`` steps). ``tests/test_probe_batched.py`` checks that they agree. This module holds the protocol (the
-splits, ``few_shot_probe``) and the batched ``linear_probes``; ``linear_probe`` and the input
-helpers both use are in ``trainables.evaluation.probe_reference``.
+Two implementations of the same probe: ``linear_probe`` trains one classifier in a plain PyTorch
+loop on CPU (the reference, kept readable), ``linear_probes`` trains many at once as one batched
+computation on any device (what ``few_shot_probe`` uses: all splits × all K of Table 3 in one
+loop of ``iterations`` steps). ``tests/test_probe_batched.py`` checks that they agree. This
+module holds the protocol (the splits, ``few_shot_probe``) and the batched ``linear_probes``;
+``linear_probe`` and the input helpers both use are in
+``trainables.evaluation.probe_reference``.
 
 May import: numpy, torch, ``trainables.evaluation.probe_reference``.
 """
@@ -22,6 +23,7 @@ May import: numpy, torch, ``trainables.evaluation.probe_reference``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -254,7 +256,7 @@ def linear_probes(
         return total
 
     optimizer = torch.optim.Adam([weight, bias], lr=lr)
-    checkpoints, val_counts, test_counts = [], [], []
+    checkpoints, val_history, test_history = [], [], []
     for step in range(1, iterations + 1):
         if (step - 1) % _CHUNK_STEPS == 0:
             rows_t, padding_t, sizes_t = schedule(step - 1, min(step - 1 + _CHUNK_STEPS, iterations))
@@ -270,17 +272,17 @@ def linear_probes(
         if step % eval_every == 0 or step == iterations:
             with torch.no_grad():
                 checkpoints.append(step)
-                val_counts.append(val_hits())
-                test_counts.append(test_hits())
+                val_history.append(val_hits())
+                test_history.append(test_hits())
 
-    val_counts = torch.stack(val_counts).cpu().numpy()  # [E, P]
-    test_counts = torch.stack(test_counts).cpu().numpy()
+    val_counts = torch.stack(val_history).cpu().numpy()  # [E, P]
+    test_counts = torch.stack(test_history).cpu().numpy()
     best = val_counts.argmax(axis=0)  # the first maximum: earliest on ties
     results = []
     for p in range(n_probes):
         e = int(best[p])
         # integer counts over lengths: the reference's float64 accuracies
-        result = {
+        result: dict[str, Any] = {
             "test_accuracy": int(test_counts[e, p]) / len(sy),
             "val_accuracy": int(val_counts[e, p]) / len(vals[p]),
             "best_iteration": checkpoints[e],

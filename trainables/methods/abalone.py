@@ -39,8 +39,8 @@ DDP: each rank's keys and labels are all-gathered (``trainables.global_batch``, 
 the largest shard) when ``training_step`` computes them, so every rank enqueues the same keys in
 the same (rank) order and all queues stay identical (MoCo does the same). The batch's own
 projections and labels are gathered with their gradients (``trainables.global_batch``), so the
-loss is the global batch's, the same for 1 and 2 workers. Every rank calls ``training_step`` the same number of times (the
-loop's batching guarantees it), so the collective is matched.
+loss is the global batch's, the same for 1 and 2 workers. Every rank calls ``training_step`` the
+same number of times (the loop's batching guarantees it), so the collective is matched.
 
 Linear evaluation (stage 2, ``second_stage``, App. A; the fit is
 ``trainables.evaluation.multilabel_probe.fit_linear_probe``): after every epoch one logistic
@@ -53,11 +53,12 @@ BCE-family losses: plain fine-tuning of a dropout + linear classifier on f(x); p
 its logits; no queue, momentum encoder or stage 2. "Fine-Tuning after Supervised Contrastive
 Learning" (Sec. 5.2; App. A: "we discard the projection head and train a linear layer using BCE
 ... learning rate in {5e−5, 2e−5} and a number of epochs in {5, 10}") is a second sweep: set
-``init_from`` to the best folder of a stage-1 trial (its ``model.safetensors``; ``trainables.checkpoints``) and ``loss: bce``.
-Only the keys under ``encoder.`` are loaded (the head, momentum model, queue, prototypes and probe
-are discarded), at the first ``training_step`` (``load_init``): a resumed trial restores its own
-checkpoint instead (the ``init_loaded`` buffer is saved with it), and ``load_trained`` of a
-fine-tuned checkpoint never needs the stage-1 file. Every DDP rank reads the file (shared storage).
+``init_from`` to the best folder of a stage-1 trial (its ``model.safetensors``;
+``trainables.checkpoints``) and ``loss: bce``. Only the keys under ``encoder.`` are loaded (the
+head, momentum model, queue, prototypes and probe are discarded), at the first ``training_step``
+(``load_init``): a resumed trial restores its own checkpoint instead (the ``init_loaded`` buffer is
+saved with it), and ``load_trained`` of a fine-tuned checkpoint never needs the stage-1 file. Every
+DDP rank reads the file (shared storage).
 
 Evaluation (``evaluate``): scores (σ of the classifier, or of the probe) thresholded at
 ``threshold`` (0.5); "the hamming loss, Micro-F1 score and Macro-F1 score" (Sec. 4.3), per-label F1
@@ -114,6 +115,10 @@ class MultiLabelContrastive(Method):
     metric_names = DECLARATIONS["abalone"].metric_names
     params = ABALONE  # trainables.methods.declarations
     serving_output = DECLARATIONS["abalone"].serving_output  # σ per label (predict), the set at the threshold
+    # buffers, registered by __init__ for the losses that use them
+    probe_weight: torch.Tensor
+    probe_bias: torch.Tensor
+    init_loaded: torch.Tensor
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

@@ -49,6 +49,7 @@ def contrastive_loss(
     if loss == "bqueue":
         return jaccard_supcon_loss(z, y, tau, queue_z=queue_z, queue_y=queue_y)
     if loss == "bqproto":
+        assert prototypes is not None  # the method makes them for every loss in WITH_PROTOTYPES
         return bqproto_loss(z, y, prototypes, tau, queue_z=queue_z, queue_y=queue_y)
     return msc_loss(z, y, tau, hp["beta"], prototypes=prototypes, queue_z=queue_z, queue_y=queue_y)
 

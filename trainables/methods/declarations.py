@@ -228,7 +228,7 @@ class Declaration:
     sts_metric_names: tuple[str, ...] = ()  # ... and on validation when the spec gives STS pairs
     # ``check(hp, hidden_size)``, torch-free: what its class's ``check`` runs when it is built, and
     # what the driver runs on every value the searcher may give before a sweep
-    # (``contrasweep.run.checks.check_against_encoder``); ``reads_width``: it needs the encoder's
+    # (``contrasweep.runner.checks.check_against_encoder``); ``reads_width``: it needs the encoder's
     # width, which the driver reads from the model's config.json (no transformers, no torch)
     check: Callable[[dict[str, Any], int], None] | None = None
     reads_width: bool = False

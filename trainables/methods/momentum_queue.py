@@ -50,6 +50,11 @@ class EmbeddingQueue(nn.Module):
     ``[0, d]``/``[0, L]`` tensors, which the losses accept (same result as no queue).
     """
 
+    _z: torch.Tensor
+    _y: torch.Tensor
+    _ptr: torch.Tensor
+    _count: torch.Tensor
+
     def __init__(
         self,
         dim: int,

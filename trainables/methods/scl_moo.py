@@ -74,9 +74,8 @@ class SCLMOO(CrossEntropy):
         logits = self.classifier(self.dropout(pooled))
         ce = F.cross_entropy(logits, labels, label_smoothing=self.hp["label_smoothing"])
         # the contrastive terms over every rank's rows; CE stays per rank (DDP averages it)
-        l1, l2 = scl_moo_objectives(
-            *global_batch(pooled, labels), ce, self.hp["temperature"], self.hp["lam"], shift=True
-        )
+        z, y = global_batch(pooled, labels)
+        l1, l2 = scl_moo_objectives(z, y, ce, self.hp["temperature"], self.hp["lam"], shift=True)
         return ce, l1, l2, logits
 
     def training_step(self, batch):

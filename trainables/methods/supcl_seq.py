@@ -59,6 +59,8 @@ def dropout_probability(module: nn.Module, p: float):
 class SupCLSeq(Method):
     name = "supcl_seq"
     params = SUPCL_SEQ  # trainables.methods.declarations
+    head_weight: torch.Tensor  # buffers (__init__)
+    head_bias: torch.Tensor
 
     def __init__(self, encoder, num_labels, hp):
         super().__init__(encoder, num_labels, hp)

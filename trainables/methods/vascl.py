@@ -10,13 +10,14 @@ on Eq. 2 within ‖δ_i‖ = Δ (Eq. 3-4; ``trainables.losses.vascl``). Labels a
 Hyperparameters (App. A): head lr 5e-4 and backbone lr 5e-6 (``head_lr`` and the loop's
 ``lr``; constant schedule, see search_spaces/vascl.yaml), Δ = 15 for base-size encoders and 30
 for large ones, τ = 0.05 (as SimCSE), batch 1024, 5 epochs. The paper gives no K: 16 here
-(the default of the public VaSCL code), sweepable (Fig. 2a studies top-K neighbourhoods). ``neighbour_grad`` (default true, the paper:
-Eq. 6 is minimised over every parameter and e* depends on the encoder through e) lets the
-neighbourhood term's gradient reach the encoder; false keeps it to the head. ``clean_grad``
-(default true, Eq. 5-6 as written) lets that term differentiate through the clean z as well as
-through z*; false treats the clean z as constants there, as the authors' public code does
-(``trainables.losses.vascl.vascl_loss`` says why the paper's reading is the default). A last batch
-with M ≤ K uses K = M − 1 (and no neighbourhood term when M = 1).
+(the default of the public VaSCL code), sweepable (Fig. 2a studies top-K neighbourhoods).
+``neighbour_grad`` (default true, the paper: Eq. 6 is minimised over every parameter and e*
+depends on the encoder through e) lets the neighbourhood term's gradient reach the encoder; false
+keeps it to the head. ``clean_grad`` (default true, Eq. 5-6 as written) lets that term
+differentiate through the clean z as well as through z*; false treats the clean z as constants
+there, as the authors' public code does (``trainables.losses.vascl.vascl_loss`` says why the
+paper's reading is the default). A last batch with M ≤ K uses K = M − 1 (and no neighbourhood term
+when M = 1).
 """
 
 from __future__ import annotations

@@ -7,11 +7,12 @@ traceback; a sweep interrupted that way loses nothing already finished (resume i
 ``check_method``: a method's contract with the loop.
 A command's module is imported when that command runs (``COMMANDS``, as pip's command table
 does), so ``--help`` and a bad argument answer without importing the data or tracking layers;
-every command starts with the libraries' progress bars off (``commands.quiet_libraries``).
+every command starts with the libraries' progress bars off (``contrasweep.console.quiet``).
 
-May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
-``contrasweep.console``, ``contrasweep.run``, ``contrasweep.search`` (a spec checked by its searcher),
-``dashboards`` (the report after a sweep), ``trainables.contract`` (``check-method``).
+May import: ``contrasweep.api`` (run, resume, extend, list), ``contrasweep.errors``,
+``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``, ``contrasweep.console``,
+``contrasweep.runner``, ``dashboards`` (the
+report after a sweep), ``trainables.contract`` (``check-method``).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import os
 import sys
 
 from contrasweep.cli.parser import build_parser
-from contrasweep.console import Console
+from contrasweep.console.quiet import quiet_libraries
 from contrasweep.errors import UserError
-from contrasweep.run.ray_env import local_ray_environment
-from contrasweep.run.stop_signal import interrupted_exit, take_sigterm
+from contrasweep.runner.ray_env import local_ray_environment
+from contrasweep.runner.stop_signal import interrupted_exit
 
 __all__ = ["build_parser", "main"]
 
@@ -43,14 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command in STARTS_RAY and not (args.address or os.environ.get("RAY_ADDRESS")):
         local_ray_environment(getattr(args, "ray_bind_all", False))  # before a command imports Ray
-    importlib.import_module("contrasweep.cli.commands").quiet_libraries()  # before a library is imported
+    quiet_libraries()  # before a library is imported
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(module), function)
-    try:
-        if args.command in ("run", "resume", "extend"):  # our lines on the terminal, all of it in driver.log
-            take_sigterm()  # a preempted job's SIGTERM: as Ctrl-C (contrasweep.run.stop_signal)
-            with Console(args.verbose):
-                return command(args)
+    try:  # run, resume, extend: the console and SIGTERM as Ctrl-C are the API's (contrasweep.api.actions)
         return command(args)
     except UserError as exc:
         print(f"contrasweep: error: {exc}", file=sys.stderr)

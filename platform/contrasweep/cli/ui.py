@@ -14,7 +14,7 @@ from pathlib import Path
 from contrasweep.errors import UserError
 from contrasweep.folder import sweeps
 from contrasweep.folder.record import read as read_record
-from contrasweep.run.preflight import is_loopback, local_port
+from contrasweep.runner.preflight import is_loopback, local_port
 from contrasweep.spec.load import _name
 from contrasweep.tracking.credentials import check_uri
 from contrasweep.tracking.runs_view import runs_url

@@ -23,6 +23,7 @@ import io
 import logging
 import sys
 from pathlib import Path
+from typing import TextIO
 
 from trainables.phase_progress import parse
 
@@ -73,7 +74,7 @@ class Console:
     def __init__(self, verbose: bool = False):
         self.verbose = verbose
         self._memory: list[str] = []
-        self._log = None
+        self._log: TextIO | None = None
         self._saved: list = []
         self.progress = None  # the sweep's contrasweep.console.progress.Progress, once it has shown something
         self._ray_was_up = False

@@ -57,7 +57,7 @@ def _mean_std(values: list[float]) -> str:
     return f"{mean_std(sum(values) / len(values), std, len(values))} ({counted(len(values), 'repeat')})"
 
 
-def test_text(trials: dict, tests: dict, group: str | None, metric: str) -> str:
+def test_text(trials: dict, tests: dict | None, group: str | None, metric: str) -> str:
     """The selected configuration's test metric, mean ± std over its repeats that have one
     (each repeat's own, or the test phase's result: ``tracking.json``'s ``tests``); ``-`` before
     any repeat was tested (``evaluation.test: reported`` tests after selection)."""

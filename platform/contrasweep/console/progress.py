@@ -30,8 +30,11 @@ def bar(done: int, total: int, width: int = 10) -> str:
 
 class Progress:
     """``units``: each trial's relative cost in the order Tune starts them
-    (``contrasweep.run.sweep_plan.trial_units``), ``slots``: trials at a time; with them the status
+    (``contrasweep.runner.sweep_plan.trial_units``), ``slots``: trials at a time; with them the status
     line shows an ETA once a trial has ended (``eta``)."""
+
+    units: list[float]  # set by __setstate__, as a pickled copy's are
+    slots: int
 
     def __init__(self, total: int, metric: str, units: list[float] | None = None, slots: int = 1):
         self.total, self.metric = total, metric
@@ -40,7 +43,7 @@ class Progress:
     def __getstate__(self):
         return {"total": self.total, "metric": self.metric, "units": self.units, "slots": self.slots}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.begun: dict[str, float] = {}  # running trial name -> when it started (this session)
         self.took: list[float] = []  # seconds of the trials that started and ended in this session
@@ -128,8 +131,9 @@ class Progress:
     def _line(self, text: str) -> None:
         self._clear()
 
-        if console.active() is not None:
-            console.active().log_write(text + "\n")
+        active = console.active()
+        if active is not None:
+            active.log_write(text + "\n")
         stream = self._stream()
         stream.write(text + "\n")
         stream.flush()

@@ -3,17 +3,17 @@ trials' outcomes, each setting's best configuration (the selection rule of
 ``contrasweep.tracking.aggregate``: best mean validation value over complete repeat groups) with its
 validation and test metric and a link to its MLflow run, a selection that did not learn (its
 verdict, ``contrasweep.tracking.verdict``), the failures, the sweep folder and its disk use, and
-the commands to run next."""
+the commands to run next. What the sweep keeps (its MLflow models, its folder's disk use):
+``contrasweep.console.footprint``."""
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
+from contrasweep.console.footprint import disk_use, human, model_errors, model_lines
 from contrasweep.console.limits import budget_lines, not_run, nothing_selected, race_lines, sweep_meta
-from contrasweep.folder.record import MODEL_LOGGED, MODEL_MISSING
 from contrasweep.folder.record import read as read_record
 from contrasweep.search.registry import group_sizes, reported_names, searcher_of
 from contrasweep.spec import names
@@ -73,7 +73,10 @@ def best_lines(
     for setting, group in best.items():
         where = f" [{setting}]" if setting else ""
         val = group.stats(selection_key(metric))
-        text = f"[contrasweep] best configuration{where}: {configuration_text(group.hp, sweep)}: {metric} {mean_std(**val)}"
+        text = (
+            f"[contrasweep] best configuration{where}: {configuration_text(group.hp, sweep)}: "
+            f"{metric} {mean_std(**val)}"
+        )
         if test:  # not evaluated (yet): "–", never a number
             text += f", {test} {mean_std(**group.stats(test))}"
         lines.append(text + f" ({counted(val['n'], 'repeat')})")
@@ -93,7 +96,7 @@ def configuration_text(hp: dict, sweep) -> str:
 
 
 def test_lines(folder: Path, sweep) -> list[str]:
-    """How many test passes the sweep ran (``evaluation.test``; contrasweep.run.test_phase)."""
+    """How many test passes the sweep ran (``evaluation.test``; contrasweep.runner.test_phase)."""
     try:
         state = read_record(folder / "tracking.json")
     except (OSError, ValueError):
@@ -103,7 +106,8 @@ def test_lines(folder: Path, sweep) -> list[str]:
         why = (
             "evaluation.test: all"
             if sweep.test_split == "all"
-            else f"{a(sweep.searcher)} sweep's report shows every configuration, so evaluation.test: reported tests them all"
+            else f"{a(sweep.searcher)} sweep's report shows every configuration, so evaluation.test: reported "
+            "tests them all"
         )
         return [
             f"[contrasweep] test split: each complete trial evaluated it once, at its best epoch "
@@ -123,8 +127,8 @@ def test_lines(folder: Path, sweep) -> list[str]:
     if pruned:
         lines.append(
             f"[contrasweep] test split: not evaluated for {counted(pruned, 'repeat')} a report shows, whose weights "
-            f"went while the sweep ran (each setting keeps its {max(1, int(sweep.keep_models))} best configurations' and the "
-            "reported point's; tracking.keep_models): the report draws them on validation"
+            f"went while the sweep ran (each setting keeps its {max(1, int(sweep.keep_models))} best configurations' "
+            "and the reported point's; tracking.keep_models): the report draws them on validation"
         )
     return lines
 
@@ -182,69 +186,6 @@ def tune_trial_id(result) -> str | None:
     return "_".join(parts[2:4]) if name.startswith("run_trial_") and len(parts) >= 4 else None
 
 
-def model_errors(folder: Path) -> list[str]:
-    """Why complete trials got no MLflow model (``tracking.json``; contrasweep.tracking.artifacts)."""
-    try:
-        trials = read_record(Path(folder) / "tracking.json").get("trials", {})
-    except (OSError, ValueError):
-        return []
-    return [e["model_error"] for e in trials.values() if e.get("model_error")]
-
-
-def model_lines(folder: Path, keep_models) -> list[str]:
-    """How many complete trials keep an MLflow model, and the kept ones whose weights were gone
-    (``tracking.json``'s ``model``: contrasweep.tracking.kept)."""
-    try:
-        trials = read_record(Path(folder) / "tracking.json").get("trials", {})
-    except (OSError, ValueError):
-        return []
-    complete = sum(1 for e in trials.values() if e.get("outcome") == "complete")
-    logged = sum(1 for e in trials.values() if e.get("model") == MODEL_LOGGED)
-    missing = sum(1 for e in trials.values() if e.get("model") == MODEL_MISSING)
-    if not complete:
-        return []
-    which = (
-        "every complete trial"
-        if keep_models == "all"
-        else f"the {max(1, int(keep_models))} best configurations of each setting and the reported point, whose weights "
-        "the sweep keeps"
-    )
-    lines = [
-        f"[contrasweep] MLflow models: {logged} of {counted(complete, 'complete trial')} ({which}; "
-        "tracking.keep_models)"
-    ]
-    if missing:
-        lines.append(
-            f"[contrasweep] no MLflow model for {counted(missing, 'repeat')} kept after the sweep first finished: "
-            "their weights were removed then; to get them, run that configuration again"
-        )
-    return lines
-
-
-def disk_use(folder: Path) -> int:
-    """Bytes under ``folder``: each file once (a resume state hard-links the best weights),
-    links not followed."""
-    seen, total = set(), 0
-    for here, _, files in os.walk(folder):
-        for name in files:
-            try:
-                stat = os.lstat(os.path.join(here, name))
-            except OSError:
-                continue
-            if (stat.st_dev, stat.st_ino) not in seen:
-                seen.add((stat.st_dev, stat.st_ino))
-                total += stat.st_size
-    return total
-
-
-def human(size: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TB"
-
-
 def resume_line(folder: Path, name: str) -> str:
     """The line a ``resume`` opens with: the trials that ended (and how) of the sweep's total,
     those that go on from their last resume state (the epoch each had reached), and those
@@ -271,6 +212,8 @@ def resume_line(folder: Path, name: str) -> str:
 def _scheduler_stops(folder: Path | None) -> int:
     """Trials the scheduler (ASHA) ended before their last epoch (``tracking.json``: FINISHED,
     outcome ``stopped``)."""
+    if folder is None:  # no folder: no record (as the TypeError of ``None / str`` below made it)
+        return 0
     try:
         trials = read_record(folder / "tracking.json").get("trials", {})
     except (OSError, ValueError, TypeError):
@@ -316,10 +259,14 @@ def summary_lines(results, metric: str, mode: str, name: str, status: str, sweep
     links = run_links(folder) if folder is not None else {}
     if sweep is not None:  # an ended sweep's best from MLflow: its test numbers came after Tune's results
         recorded = folder is not None and status in ("finished", "failed") and (folder / "tracking.json").exists()
-        best = recorded_best(folder, metric, mode) if recorded else best_groups(results, sweep, metric, mode)
+        best = (
+            recorded_best(folder, metric, mode)
+            if recorded and folder is not None  # (recorded: there is a folder)
+            else best_groups(results, sweep, metric, mode)
+        )
         lines += best_lines(results, sweep, metric, mode, links, best)
         lines += chance_lines(folder, best, metric, mode)  # a selection that did not learn says so
-        lines += test_lines(folder, sweep) if recorded else []
+        lines += test_lines(folder, sweep) if recorded and folder is not None else []
     if folder is not None and sweep is not None and sweep.racing:
         lines += race_lines(folder, sweep.racing)
     if folder is not None and sweep is not None and sweep.budget:
@@ -362,8 +309,8 @@ def failed_line(result, static: SweepStatic | None) -> str:
     """``[contrasweep] failed: <trial>: <error> (traceback: <file>)``: the trial named as its
     other lines and its MLflow run name it (``run_name``; its Tune id where its configuration is
     unknown), the error's last line (e.g. a divergence and its step, a method's broken
-    contract; the exception's class without its module's path), and the error file Tune wrote in the trial's folder (``error.txt``: every
-    failure of the trial, each with its traceback)."""
+    contract; the exception's class without its module's path), and the error file Tune wrote in
+    the trial's folder (``error.txt``: every failure of the trial, each with its traceback)."""
     trial = (result.metrics or {}).get("trial_id") or result.path.rstrip("/").rsplit("/", 1)[-1]
     if static is not None and result.config:
         trial = run_name(identify(result.config, static), static)

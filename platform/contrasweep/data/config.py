@@ -11,7 +11,7 @@ import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from contrasweep.errors import DataError
 
@@ -101,7 +101,7 @@ class DataConfig:
     labels: LabelRule = LabelRule()
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> DataConfig:
+    def from_dict(cls, d: DataConfig | Mapping[str, Any]) -> DataConfig:
         if isinstance(d, DataConfig):
             return d
         if not isinstance(d, Mapping):
@@ -268,7 +268,8 @@ def _parse_few_shot(d):
     if d.get("k") is None and d.get("n_total") is None:
         raise DataError(
             "data.k is required for protocol 'few_shot' (or data.n_total); allowed: k, an integer >= 1 per class "
-            "(LaCon Sec. 4.1 uses 10, 20, 50, 100), or n_total, an integer >= 2 in all, stratified (SCL-MOO Sec. 3: 20, 50, 100)"
+            "(LaCon Sec. 4.1 uses 10, 20, 50, 100), or n_total, an integer >= 2 in all, stratified "
+            "(SCL-MOO Sec. 3: 20, 50, 100)"
         )
     return {"k": _int(d, "k", None, lo=1), "n_total": _int(d, "n_total", None, lo=2)}
 
@@ -345,11 +346,12 @@ def _fraction(d, key, default):
 
 
 def _as_number(value) -> float | None:
-    # Strings are accepted because PyYAML reads `1e-5`-style floats as strings (docs/architecture.md, "The spec format").
+    # Strings are accepted because PyYAML reads `1e-5`-style floats as strings
+    # (docs/architecture.md, "The spec format").
     if isinstance(value, bool):
         return None
     if isinstance(value, numbers.Real):  # int, float and numpy scalars
-        return value
+        return cast(float, value)  # as given: mypy does not take a numbers.Real for a float
     if isinstance(value, str):
         for parse in (int, float):
             try:

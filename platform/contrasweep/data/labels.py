@@ -45,7 +45,7 @@ def encode(columns: dict[str, pa.ChunkedArray], rule: LabelRule) -> tuple[dict, 
         split: pa.array(code[pc.index_in(column, value_set=value_set).to_numpy(zero_copy_only=False)])
         for split, column in columns.items()
     }
-    report = {}
+    report: dict[str, dict[str, list[str]] | list[dict]] = {}
     merged = {name_of_group[key]: values for key, values in groups.items() if len(values) > 1}
     if merged:
         report["merged"] = dict(sorted(merged.items()))

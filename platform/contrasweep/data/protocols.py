@@ -55,10 +55,8 @@ def few_shot(splits: Splits, names: list[str], cfg: DataConfig):
     counts = np.bincount(labels, minlength=len(names))
     if cfg.n_total is not None:
         per_class = stratified_counts(counts, cfg.n_total)
-        what = f"n_total={cfg.n_total}"
     else:
         per_class = np.full(len(names), cfg.k)
-        what = f"k={cfg.k}"
     keep_validation = cfg.dev_test_fraction is not None
     chunks = 1 if keep_validation else 2
     short = [c for c in range(len(names)) if counts[c] < chunks * per_class[c]]
@@ -99,7 +97,8 @@ def _few_shot_shortfall(short, counts, per_class, chunks: int, names: list[str],
             f"from the source or merge it into another class, then a k every class can give"
         )
     error = DataError(f"few_shot {what} needs {need}{parts}; short: {listed}; allowed: {works}")
-    error.label = names[int(np.argmin(counts))]  # prepare names another spelling it could merge with
+    # prepare names another spelling it could merge with (DataError, in trainables.errors, declares no label)
+    error.label = names[int(np.argmin(counts))]  # type: ignore[attr-defined]
     raise error
 
 
@@ -111,12 +110,13 @@ def imbalance(splits: Splits, names: list[str], cfg: DataConfig):
     in label order (for binary tasks, label 1)."""
     minority_names = cfg.minority_classes or (names[-1],)
     _check_names(minority_names, names, "minority_classes")
+    assert cfg.minority is not None and cfg.rho is not None  # the parser's defaults (config._parse_imbalance)
     majority = round_half_up(cfg.minority * cfg.rho)
     wanted = {c: cfg.minority if name in minority_names else majority for c, name in enumerate(names)}
     labels = labels_of(splits["train"])
     counts = np.bincount(labels, minlength=len(names))
     short = {c: need - counts[c] for c, need in wanted.items()}
-    c = max(short, key=short.get)  # the class short by the most rows
+    c = max(short, key=short.__getitem__)  # the class short by the most rows
     if short[c] > 0:
         raise DataError(
             f"imbalance (minority={cfg.minority}, rho={cfg.rho:g}) needs {wanted[c]} training rows of class "
@@ -136,15 +136,17 @@ def num_classes(splits: Splits, names: list[str], cfg: DataConfig):
     if cfg.classes is not None:
         _check_names(cfg.classes, names, "classes")
         kept = [c for c, name in enumerate(names) if name in cfg.classes]
-    elif cfg.num_classes > len(names):
-        raise DataError(
-            f"data.num_classes={cfg.num_classes} but the source has {len(names)} classes; allowed: 2..{len(names)}"
-        )
     else:
+        assert cfg.num_classes is not None  # the parser asks for classes or num_classes (config._parse_num_classes)
+        if cfg.num_classes > len(names):
+            raise DataError(
+                f"data.num_classes={cfg.num_classes} but the source has {len(names)} classes; allowed: 2..{len(names)}"
+            )
         kept = list(range(cfg.num_classes))
     remap = np.full(len(names), -1, dtype=np.int64)
     remap[kept] = np.arange(len(kept))
     splits = {split: _keep_classes(table, remap) for split, table in splits.items()}
+    assert cfg.per_class is not None  # the parser's default: 1000
     return _cap_train(splits, len(kept), cfg.per_class, cfg.seed), [names[c] for c in kept]
 
 

@@ -133,6 +133,7 @@ def dev_splits(splits: dict[str, pa.Table], cfg: DataConfig) -> dict[str, pa.Tab
     if dev is None or dev.num_rows == 0:
         rest, carved = stratified_split(labels_of(train), [cfg.validation_fraction], cfg.split_seed)
         train, dev = take(train, rest), take(train, carved)
+    assert cfg.dev_test_fraction is not None  # the dev rule's (make_splits)
     keep, test = stratified_split(labels_of(dev), [cfg.dev_test_fraction], cfg.split_seed)
     cap = cfg.dev_validation_max
     if cap is not None and len(keep) > cap:

@@ -35,7 +35,7 @@ def tokenizer_identity(name: str | None) -> str:
     path = resolve_model_path(name)
     digest = hashlib.sha256(_versions().encode())
     if os.path.isdir(path):
-        files = [(f, os.path.join(path, f)) for f in TOKENIZER_FILES]
+        files: list[tuple[str, str | None]] = [(f, os.path.join(path, f)) for f in TOKENIZER_FILES]
     else:
         digest.update(f"hub:{path}".encode())
         files = [(f, _hub_cached(path, f)) for f in TOKENIZER_FILES]

@@ -7,9 +7,9 @@ wall time while it held its slots × its slots, counted up at every result, paus
 expects of the next trial) and ``ended`` (None, or when the budget ended the sweep: ``at``,
 ``spent_s``, ``not_run`` (the folder names of Tune's trials it ended before they started),
 ``cut`` (repeat groups with repeats that never started, with the repeats each ran: they close
-with those)). The scheduler writes it, whole and atomically; the tracker, the summary and ``extend`` read it. Time a running trial spent after
-its last result is not in it when the driver is killed: the budget undercounts by at most one
-epoch per running trial.
+with those)). The scheduler writes it, whole and atomically; the tracker, the summary and ``extend``
+read it. Time a running trial spent after its last result is not in it when the driver is killed:
+the budget undercounts by at most one epoch per running trial.
 
 May import: ``contrasweep.folder.record`` (its atomic writer).
 """

@@ -7,7 +7,7 @@ ends in any way it can see (normal end, Ctrl-C, an error); after a SIGKILL or a 
 stays, and ``state`` then says ``dead``: on this host because the process is gone, on another
 host because the heartbeat is older than ``STALE_S``. ``contrasweep list`` and ``resume`` use
 it to show such a sweep as ``interrupted`` and to close its MLflow runs
-(``contrasweep.run.recovery``).
+(``contrasweep.runner.recovery``).
 """
 
 from __future__ import annotations

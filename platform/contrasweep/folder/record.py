@@ -6,9 +6,10 @@ The record is saved several times per trial, and a whole snapshot grows with the
 (issue 41, ``benchmarks/trial_scale.py``). A change to one trial's entry (or one
 configuration's run id) is therefore appended to ``tracking.journal`` (one JSON line); the
 snapshot is rewritten when the journal has grown as large as it, and by every ``save``. Each
-snapshot carries a generation number and the journal opens with the generation it extends, so a journal left from before the last snapshot
-(a driver killed between writing the two) is never replayed over it. Read the record with
-``TrackingState(path).data`` (or ``read``), never the snapshot file alone.
+snapshot carries a generation number and the journal opens with the generation it extends, so a
+journal left from before the last snapshot (a driver killed between writing the two) is never
+replayed over it. Read the record with ``TrackingState(path).data`` (or ``read``), never the
+snapshot file alone.
 
 Its run ids: a run the writer had not made yet when an entry was written is named by its
 placeholder; loading maps it through ``mlflow_wal/ids`` (``folder.placeholders``).
@@ -113,6 +114,7 @@ class TrackingState:
         ``data[key]``): appended to the journal in one write; a new snapshot once the journal is
         as large as the last one (or where there is no journal yet)."""
         if section == "trials":
+            assert isinstance(key, str)  # a trial id: a tuple would not index the trials
             self._tid_of[id(self.data[section][key])] = key
         if self._journal_bytes == 0 or self._journal_bytes >= max(self._snapshot_bytes, MIN_JOURNAL_BYTES):
             self.save()
@@ -173,6 +175,7 @@ class Follower:
                 fh.seek(self._offset)
                 raw = fh.read()
             complete = raw[: raw.rfind(b"\n") + 1]
+            assert self.data is not None  # read whole before (self._files)
             for line in complete.splitlines():
                 record = json.loads(line)
                 section = record["section"]

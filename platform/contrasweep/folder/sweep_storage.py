@@ -77,8 +77,8 @@ def check(storage: str | None, sweep_path: Path, machines: int) -> None:
         return
     if machines > 1 and not shared_path(local_path(where)):
         raise UserError(
-            f"the sweep's storage {where} is a folder of this machine only, but the Ray cluster spans {machines} machines: "
-            "trials on other nodes could neither write nor resume their checkpoints; allowed: --storage "
+            f"the sweep's storage {where} is a folder of this machine only, but the Ray cluster spans {machines} "
+            "machines: trials on other nodes could neither write nor resume their checkpoints; allowed: --storage "
             "s3://bucket/prefix (or gs://…, hdfs://…), or a path on a file system every node mounts (NFS)"
         )
 

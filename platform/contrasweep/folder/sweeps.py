@@ -146,7 +146,10 @@ class SweepDir:
 
     def spec(self) -> dict:
         """The spec the sweep was started with (``spec.yaml``, written by ``create``)."""
-        allowed = "allowed: the spec.yaml contrasweep wrote there (restore it, or start the sweep again with `contrasweep run`)"
+        allowed = (
+            "allowed: the spec.yaml contrasweep wrote there (restore it, or start the sweep again with "
+            "`contrasweep run`)"
+        )
         if not self.spec_file.is_file():
             raise UserError(f"sweep {self.name!r} has no spec file {self.spec_file}; {allowed}")
         try:
@@ -160,7 +163,7 @@ class SweepDir:
     def status(self) -> str:
         """``sweep.json``'s status, or ``damaged`` (``contrasweep list`` goes on past it);
         ``interrupted`` for a sweep recorded as running whose driver is gone
-        (``contrasweep.folder.driver``; ``contrasweep.run.recovery`` then records it so)."""
+        (``contrasweep.folder.driver``; ``contrasweep.runner.recovery`` then records it so)."""
         try:
             status = self.meta().get("status", "?")
         except UserError:

@@ -12,5 +12,5 @@ repeat groups;
 
 May import: ``contrasweep.errors``, ``contrasweep.data`` (a data axis's default),
 ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking`` (the ledger, what ran, warm
-starts' aggregates), ``trainables.params``, Ray Tune, Optuna. Never ``run``, ``console`` or ``cli``.
+starts' aggregates), ``trainables.params``, Ray Tune, Optuna. Never ``runner``, ``console`` or ``cli``.
 """

@@ -41,7 +41,7 @@ class Searcher(ABC):
        as the Tune config ``run`` will start), ``reported_configurations`` (how many
        configurations per setting a report shows, so how many the test phase evaluates),
        ``fewest_trials`` (where a race may end sooner: ``sweep.racing``).
-    2. **Launch** (``contrasweep.run.tune.build_tuner``): ``param_space``, ``search_alg`` and
+    2. **Launch** (``contrasweep.runner.tune.build_tuner``): ``param_space``, ``search_alg`` and
        ``num_samples`` make Tune's part. A trial's Tune config takes one of two forms, which
        ``contrasweep.spec.trial.plan_of`` decodes for every reader (the executor, the tracker,
        the repeat groups' key): ``{"hp": {...}}`` for one trial of a grid, or
@@ -63,7 +63,7 @@ class Searcher(ABC):
     cannot_grow: str = ""
     resumes_from: str = ""  # where its memory is, in a sentence (docs and errors quote it)
 
-    def check(self, sweep: Sweep) -> None:
+    def check(self, sweep: Sweep) -> None:  # noqa: B027 - a hook: a searcher that needs nothing keeps it
         """What it needs of the spec's sections; anything else is one ``SpecError``."""
 
     def reported_names(self, sweep: Sweep) -> dict | None:
@@ -141,9 +141,9 @@ class Searcher(ABC):
 
 def held_back(searcher) -> bool:
     """Whether a searcher hands out no trial now: it keeps ``max_concurrent`` trials live, or its
-    scheduler's gate (``gate``, a callable set by ``contrasweep.run.tune.build_tuner``:
+    scheduler's gate (``gate``, a callable set by ``contrasweep.runner.tune.build_tuner``:
     ``Scheduler``'s ``may_hand_out``) is shut. Tune starts an actor for every trial handed out,
-    up to ``TUNE_MAX_PENDING_TRIALS_PG`` at once (``run.tune.fit``), before any scheduler chooses
+    up to ``TUNE_MAX_PENDING_TRIALS_PG`` at once (``runner.tune.fit``), before any scheduler chooses
     it: what may run is decided here, at the hand-out."""
     gate = getattr(searcher, "gate", None)
     return len(searcher.live) >= searcher.max_concurrent or (gate is not None and not gate())

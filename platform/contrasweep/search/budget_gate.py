@@ -17,7 +17,8 @@ are ended without a run (``end``: Tune's public ``stop_trial``, after ``budget.j
 them, so the tracker makes no MLflow run for them, and after the searcher ``forget``s them, so
 no searcher records them as repeats: an extension with a larger budget runs them), the search
 algorithm is told it is finished (Tune then ends the experiment once the running trials have),
-and the repeat groups that started without all their repeats are *cut*: they close with what they ran (``budget_record.cut_groups``).
+and the repeat groups that started without all their repeats are *cut*: they close with what they
+ran (``budget_record.cut_groups``).
 
 Memory: ``budget.json`` (``contrasweep.folder.budget_record``); the open intervals live in
 this object only. A larger budget (``contrasweep extend NAME --set sweep.budget.slot_hours=H``)

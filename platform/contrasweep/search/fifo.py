@@ -1,7 +1,7 @@
 """The schedulers' base: FIFO over the trials that have not ended, with the budget's clock
 (docs/architecture.md, "Resume").
 
-Every driver builds a fresh Tuner from the sweep's own records (``run.tune``): its searcher never
+Every driver builds a fresh Tuner from the sweep's own records (``runner.tune``): its searcher never
 hands out a repeat the record says finished, and an unfinished one comes back under a new Tune
 trial whose loop goes on from the repeat's state folder (``trials/<key>/state``). So nothing
 here reads or writes Tune's saved state: a trial is started, paused or stopped, and the loops
@@ -34,7 +34,7 @@ def stop_waiting(tune_controller, trial: Trial) -> None:
 class LiveTrials:
     """Trials added and not ended, in the order Tune added them."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._live: dict[str, Trial] = {}
 
     def add(self, trial: Trial) -> None:
@@ -54,7 +54,7 @@ class LiveFIFO(FIFOScheduler):
     """FIFO over the live trials; ``budget``: sweep.budget's gate
     (``contrasweep.search.budget_gate``), or None."""
 
-    def __init__(self, budget=None):
+    def __init__(self, budget=None) -> None:
         super().__init__()
         self.budget = budget
         self._live = LiveTrials()

@@ -8,7 +8,7 @@ the whole spec each time, so a 15,000-trial grid (``search_spaces/lacon.yaml``) 
 a square of the grid's size before its first trial, with Tune's Ctrl-C check waiting behind it.
 Here a suggestion is one dict copied.
 
-How it resumes: every driver builds it anew (``run.tune``) with ``done``, the configuration keys
+How it resumes: every driver builds it anew (``runner.tune``) with ``done``, the configuration keys
 the sweep's record says finished (``tracking.ledger.finished``): those are never handed out; the
 rest come in the grid's order, so an unfinished repeat (its loop goes on from its state folder)
 and one that failed (retried) come first, as every point before them finished. An extension's
@@ -43,7 +43,7 @@ class GridQueue(Searcher):
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True  # the trials are the spec's; the objective is the scheduler's and the tracker's
 
-    def suggest(self, trial_id: str) -> dict | str | None:
+    def suggest(self, trial_id: str) -> dict | str | None:  # type: ignore[override]  # Ray's types omit its FINISHED
         if self.position >= len(self.trials):
             return Searcher.FINISHED
         if held_back(self):

@@ -107,7 +107,8 @@ class GridSearch(Searcher):
         searched value but one), counted for the grid point that has the most."""
         keys = [k for k in sweep.varied if k != "seed"]
         points = list({repr(sorted((k, repr(p.get(k))) for k in keys)): p for p in sweep.grid_points()}.values())
-        others = {k: {} for k in keys}  # key -> the other keys' values -> how many points share them
+        # key -> the other keys' values -> how many points share them
+        others: dict[str, dict[tuple[str, ...], int]] = {k: {} for k in keys}
         for p in points:
             for k in keys:
                 sig = tuple(repr(p.get(o)) for o in keys if o != k)
@@ -194,7 +195,7 @@ def new_trials(
     """The extended grid's trials that did not run: repeats of the complete configurations of
     each setting that ran (``top``: of its ``top`` best by validation mean; groups stopped early
     or failed get none), and every configuration of a new setting. ``reopened``: the groups an
-    earlier try of the same extension reopened (``contrasweep.run.extend.resume_extension``): they,
+    earlier try of the same extension reopened (``contrasweep.runner.extend.resume_extension``): they,
     and no others, get repeats (their group size grew, so they no longer count as complete).
     ``cut``: the groups a budget cut short (``budget.json``): their other repeats run."""
     ran = {e["config_key"] for e in state["trials"].values() if "status" in e}  # unfinished: created again

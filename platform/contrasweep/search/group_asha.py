@@ -65,7 +65,7 @@ def survives(value: float, recorded: list[float], reduction_factor: float, mode:
         return values.size == 0
     sign = Objective("", mode).sign
     cutoff = np.percentile(sign * values, (1 - 1 / reduction_factor) * 100)
-    return sign * value >= cutoff
+    return bool(sign * value >= cutoff)  # numpy's bool otherwise
 
 
 class GroupASHA(LiveFIFO):

@@ -7,7 +7,7 @@ How it resumes: the Optuna study in ``<sweep>/optuna.db`` is its memory (suggest
 repeat's outcome, the tells); Tune's copy says only which repeats Tune holds. What it stores:
 the study.
 
-May import: ``contrasweep.spec``, ``contrasweep.errors``, ``contrasweep.search.study_search``,
+May import: ``contrasweep.spec``, ``contrasweep.errors``, ``contrasweep.search.study_build``,
 ``contrasweep.search.warm_start``; Optuna (inside its methods).
 """
 
@@ -50,7 +50,7 @@ class OptunaSearch(Searcher):
         return dict(sweep.fixed)
 
     def search_alg(self, sweep, sweep_dir, live: int, queue: list[dict] | None = None):
-        from contrasweep.search.study_search import build  # Ray Tune: plan and the console count without it
+        from contrasweep.search.study_build import build  # Ray Tune: plan and the console count without it
 
         warm = warm_points(sweep, sweep_dir.path.parent) if sweep.warm_start else []
         extension = len(sweep_dir.meta().get("extensions", []))

@@ -9,7 +9,7 @@ Memory: the race's journal (``race.json``, ``contrasweep.folder.race_record``: o
 per change) is written the moment a repeat ends, before the tracker records it (Tune tells the
 searcher first), so a driver killed at any moment resumes the race exactly: a repeat whose value
 is in the journal is not raced again, and no elimination is undone. Every driver builds this
-object anew (``run.tune``); ``first``, the repeats the sweep's record calls unfinished, go out
+object anew (``runner.tune``); ``first``, the repeats the sweep's record calls unfinished, go out
 before the race's next ones (a kill between the journal's write and the record's: the repeat's
 loop goes on from its state folder to its end, which the record then holds).
 
@@ -25,6 +25,7 @@ import pickle
 from ray.tune.search import Searcher
 
 from contrasweep.folder import race_record
+from contrasweep.folder.record import TrackingState
 from contrasweep.folder.relocation import here
 from contrasweep.search.base import held_back
 from contrasweep.search.racing import Entry, Race, entries_of
@@ -64,7 +65,7 @@ class RaceSearcher(Searcher):
         by_key = {key_of({"hp": t}): entry for entry, t in self.trials.items()}
         self.first = [by_key[key_of(c)] for c in first if key_of(c) in by_key]
         self._race: Race | None = None
-        self._journal = None  # race.json, open (folder.record.TrackingState)
+        self._journal: TrackingState | None = None  # race.json, open (folder.record.TrackingState)
 
     def __getstate__(self):
         state = self.__dict__.copy()
@@ -97,6 +98,7 @@ class RaceSearcher(Searcher):
     def _write(self, whole: bool = False) -> None:
         """What changed in the race, one journal line each (``whole``: a new snapshot)."""
         race = self._race
+        assert race is not None and self._journal is not None  # made by ``race`` before any write
         ending = sum(
             1 for g, r in self.live.values() if g in race.out() and r not in race.ended(g)
         )  # out, still running
@@ -109,7 +111,7 @@ class RaceSearcher(Searcher):
         race.touched.clear()
 
     # -- Searcher API ------------------------------------------------------------------
-    def suggest(self, trial_id: str) -> dict | str | None:
+    def suggest(self, trial_id: str) -> dict | str | None:  # type: ignore[override]  # Ray's types omit its FINISHED
         race = self.race
         if held_back(self):
             return None

@@ -48,8 +48,9 @@ Settings race apart. A configuration whose repeat the scheduler stopped (group A
 failed for good leaves the race with that outcome, as it would leave the selection.
 
 May import: numpy, scipy (inside ``_one_sided``), ``contrasweep.tracking.aggregate`` (the
-selection's tie rule), ``contrasweep.tracking.store`` (the outcome's word), ``contrasweep.folder.race_record`` (the journal's words),
-``contrasweep.spec`` (a trial's repeat group and repeat).
+selection's tie rule), ``contrasweep.tracking.store`` (the outcome's word),
+``contrasweep.folder.race_record`` (the journal's words), ``contrasweep.spec`` (a trial's repeat
+group and repeat).
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ May import: the searcher and scheduler modules of this room, ``contrasweep.spec`
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 from contrasweep.errors import SpecError
 from contrasweep.search.base import Searcher
 from contrasweep.search.grid_search import GridSearch
@@ -43,9 +47,14 @@ def validate(raw: dict) -> Sweep:
     return check(spec_load.validate(raw))
 
 
-def load_spec(path, overrides: list[str] | None = None, smoke: bool = False) -> Sweep:
-    """A spec file and its ``--set`` overrides → a whole, validated ``Sweep`` (``contrasweep.spec.load.load_spec``, checked)."""
-    return check(spec_load.load_spec(path, overrides, smoke))
+def load_spec(
+    spec: str | os.PathLike | Mapping[str, Any],
+    overrides: Sequence[str] | None = None,
+    smoke: bool = False,
+) -> Sweep:
+    """A spec (a file or a mapping) and its ``--set`` overrides → a whole, validated ``Sweep``
+    (``contrasweep.spec.load.load_spec``, checked)."""
+    return check(spec_load.load_spec(spec, overrides, smoke))
 
 
 def tests_in_trials(sweep: Sweep) -> bool:

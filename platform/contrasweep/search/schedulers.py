@@ -8,8 +8,8 @@ line in ``contrasweep.search.registry``.
 
 Both ask ``sweep.budget``'s gate (``budget_gate``) before a trial that never ran starts.
 
-May import: ``contrasweep.search.fifo``, ``contrasweep.search.group_asha``, ``contrasweep.search.budget_gate``, ``contrasweep.spec``,
-``contrasweep.folder.budget_record``.
+May import: ``contrasweep.search.fifo``, ``contrasweep.search.group_asha``,
+``contrasweep.search.budget_gate``, ``contrasweep.spec``, ``contrasweep.folder.budget_record``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from contrasweep.spec.identity import GroupKey
 
 
 def budget_gate(sweep, sweep_dir, group_sizes, static):
-    """``sweep.budget``'s gate, which both schedulers ask before a trial that never ran starts; None without a budget."""
+    """``sweep.budget``'s gate, which both schedulers ask before a trial that never ran starts; None
+    without a budget."""
     if sweep.budget is None:
         return None
     from contrasweep.search.budget_gate import BudgetGate  # Ray Tune, as the schedulers

@@ -13,9 +13,10 @@ applied (the others were judged at their own rounds), so they are the family: a 
 eliminates a suggestion in truth as good as the best of its pool with probability at most
 ``alpha``. The suggestion leaves the race in that setting when its adjusted p-value is at most
 ``alpha`` (``best`` in its record: the suggestion it was shown worse than, the pool's best mean
-wherever that one shows it); otherwise it runs its next repeat. A repeat that group ASHA stopped, or that failed, takes the suggestion out of the
-race in that setting, as in a grid's race. The study is told when every setting of a suggestion
-is out of the race or has run all its repeats: the mean over the repeats it ran.
+wherever that one shows it); otherwise it runs its next repeat. A repeat that group ASHA stopped, or
+that failed, takes the suggestion out of the race in that setting, as in a grid's race. The study is
+told when every setting of a suggestion is out of the race or has run all its repeats: the mean over
+the repeats it ran.
 
 Memory: the study. Each repeat's outcome and value are its trial's user attributes
 (``repeat.<i>``, written by the searcher before it judges), and an elimination is the attribute

@@ -3,7 +3,7 @@ with repeats (docs/architecture.md, "Resume").
 
 One *suggestion* is one trial of the Optuna study in ``<sweep>/optuna.db``. It runs as
 ``repeats`` Tune trials (training seeds fastest, then data variants: ``__trial_index__``, read
-by ``contrasweep.run.executor``), each carrying the suggestion's number (``__suggestion__``). When
+by ``contrasweep.runner.executor``), each carrying the suggestion's number (``__suggestion__``). When
 every repeat has ended the study is told once: COMPLETE with the mean over the repeats of what
 the selection ranks them by (each metric's ``aggregate.selection_key``: a validation metric's
 best epoch's value, not its last epoch's; ``told``), PRUNED when group ASHA stopped a repeat (an
@@ -20,7 +20,7 @@ already finished (``UpdateFinishedTrialError``), and suggestions made after the 
 again. Here the study is the memory, written as things happen: each repeat's outcome and values
 are user attributes of its study trial (``repeat.<i>``) the moment Tune reports it, and a tell
 checks the stored state first, so it happens exactly once whatever was replayed. Every driver
-builds this object anew (``run.tune``: Tune's copy is never read back): ``_reconcile`` issues
+builds this object anew (``runner.tune``: Tune's copy is never read back): ``_reconcile`` issues
 the repeats of open suggestions that have not ended, first those the sweep's record calls
 unfinished (``first``: their end may be in the study and not in the record, a kill between the
 two), and tells a suggestion whose repeats had all ended before the kill. The sampler (its
@@ -31,12 +31,15 @@ The budget is counted in the study: suggestions made before a kill are kept, nev
 With ``sweep.racing`` a suggestion runs only the repeats its race asks for
 (``contrasweep.search.study_race``), and is told once it has left the race or run them all.
 
-May import: Optuna, Ray Tune's ``Searcher``, numpy, ``contrasweep.spec`` (the config keys a
-trial reads, the domains), ``contrasweep.folder`` (a moved folder, the race's journal),
-``contrasweep.search.study_storage``, ``contrasweep.search.optuna_versions``, ``contrasweep.search.warm_start`` (warm points as trials),
-``contrasweep.search.study_race``, ``contrasweep.search.base`` (the hand-out gate), ``contrasweep.folder.record`` (a whole write), ``contrasweep.tracking.ledger``
-(what is unfinished), ``contrasweep.tracking.aggregate``
-(what a repeat is judged by), ``trainables.params``.
+The searcher as a driver builds it from the sweep's folder: ``contrasweep.search.study_build``;
+what the study is told of a repeat: ``contrasweep.search.study_tell``.
+
+May import: Optuna, Ray Tune's ``Searcher``, ``contrasweep.spec`` (the config keys a
+trial reads, the objectives), ``contrasweep.folder`` (a moved folder), ``contrasweep.search.study_storage``,
+``contrasweep.search.optuna_versions``, ``contrasweep.search.warm_start`` (warm points as trials),
+``contrasweep.search.study_race``, ``contrasweep.search.base`` (the hand-out gate),
+``contrasweep.folder.record`` (a whole write), ``contrasweep.tracking.aggregate`` (what a repeat
+is judged by).
 """
 
 from __future__ import annotations
@@ -45,24 +48,25 @@ import logging
 import math
 import pickle
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, cast
 
-import numpy as np
 from ray.tune.search import Searcher
 
-from contrasweep.folder import race_record
 from contrasweep.folder.record import write_whole
 from contrasweep.folder.relocation import here_uri
 from contrasweep.search.base import held_back
-from contrasweep.search.optuna_versions import finished_trial_error, savable
+from contrasweep.search.optuna_versions import finished_trial_error
 from contrasweep.search.study_race import RACE_PREFIX, REPEAT_PREFIX, StudyRace, recorded
+from contrasweep.search.study_tell import nanmean, number_or_none, told
 from contrasweep.search.warm_start import WARM_ATTR, warm_trials
-from contrasweep.spec.identity import GroupKey
 from contrasweep.spec.objective import objectives
-from contrasweep.spec.static import SweepStatic
-from contrasweep.spec.sweep import reported_point
 from contrasweep.spec.trial import SUGGESTION, TRIAL_INDEX
 from contrasweep.tracking.aggregate import ran_every_epoch, selection_key
-from trainables.params import LOOP_PARAMS, as_text
+
+if TYPE_CHECKING:
+    from optuna import Study
+
+    from contrasweep.search.study_storage import SoleWriterStorage
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +108,11 @@ class StudySearcher(Searcher):
         first=(),
         sampler_path: str | None = None,
     ):
-        super().__init__(metric=metrics if len(metrics) > 1 else metrics[0], mode=modes if len(modes) > 1 else modes[0])
+        # Ray's Searcher takes a list of metrics and modes for several objectives (as its OptunaSearch does)
+        super().__init__(
+            metric=metrics if len(metrics) > 1 else metrics[0],  # type: ignore[arg-type]  # (above)
+            mode=modes if len(modes) > 1 else modes[0],  # type: ignore[arg-type]  # (above)
+        )
         self.space, self.metrics, self.modes, self.sampler = space, list(metrics), list(modes), sampler
         self.study_name, self.storage_url = study_name, storage_url
         self.repeats, self.num_samples, self.max_concurrent = repeats, num_samples, max_concurrent
@@ -116,7 +124,8 @@ class StudySearcher(Searcher):
         self.forgotten: set[str] = set()  # handed out, never to run (``forget``)
         self.first = [tuple(pair) for pair in first]
         self.sampler_path = sampler_path
-        self._study = self._storage = None
+        self._study: Study | None = None
+        self._storage: SoleWriterStorage | None = None
         self._queue: list[tuple[int, int]] | None = None  # repeats to issue; None: not reconciled yet
         self._ids: dict[int, int] = {}  # suggestion number -> the storage's trial id (never changes)
         self._params: dict[int, dict] = {}  # suggestion number -> its hyperparameters (never change)
@@ -165,7 +174,9 @@ class StudySearcher(Searcher):
 
         from contrasweep.search.study_storage import SoleWriterStorage, StudyStorage  # Optuna: once, where it opens
 
-        directions = [o.direction for o in objectives(self.metrics, self.modes)]
+        directions = cast(  # an objective's direction is one of Optuna's two words
+            "list[Literal['minimize', 'maximize']]", [o.direction for o in objectives(self.metrics, self.modes)]
+        )
         self._storage = SoleWriterStorage(StudyStorage(self.storage_url))  # this driver alone writes it
         self._study = optuna.create_study(
             study_name=self.study_name,
@@ -246,7 +257,7 @@ class StudySearcher(Searcher):
         return self._asked
 
     # -- Searcher API ------------------------------------------------------------------
-    def suggest(self, trial_id: str) -> dict | str | None:
+    def suggest(self, trial_id: str) -> dict | str | None:  # type: ignore[override]  # Ray's FINISHED is a str
         if self._queue is None:
             self._reconcile()
         if held_back(self):
@@ -256,7 +267,8 @@ class StudySearcher(Searcher):
                 # a race's next rounds come from the repeats still running
                 return None if self.race is not None and self.live else Searcher.FINISHED
             trial = self.study.ask(self.space)
-            self._asked += 1  # counted above, before this ask
+            assert self._asked is not None  # counted above (asked), before this ask
+            self._asked += 1
             self._params[trial.number] = dict(trial.params)
             self._save_sampler()  # its random state after this ask: where a resumed driver goes on
             self._queue = [(trial.number, r) for r in (self.race.first() if self.race else range(self.repeats))]
@@ -308,6 +320,7 @@ class StudySearcher(Searcher):
         """The repeats of ``trial`` a race runs next (``contrasweep.search.study_race``): its
         eliminations are recorded first and the study is told once it is finished (the
         caller then writes ``race.json``: ``_race_written``)."""
+        assert self.race is not None  # called for a racing sweep only
         due, decisions = self.race.due(trial, trials, {r for n, r in held if n == trial.number})
         for setting, left in decisions.items():
             self.storage.set_trial_user_attr(self.trial_id(trial.number), f"{RACE_PREFIX}{setting}", left)
@@ -320,6 +333,7 @@ class StudySearcher(Searcher):
     def _race_written(self, number: int | None = None) -> None:
         """``race.json`` from the study as it is now (its eliminations, tells and records);
         ``number``: only that suggestion changed."""
+        assert self.race is not None  # called for a racing sweep only
         self.race.write(self.study.get_trials(deepcopy=False), self.num_samples, number)
 
     def _record(self, result: dict | None, error: bool, params: dict) -> dict:
@@ -333,9 +347,9 @@ class StudySearcher(Searcher):
         }  # a study pickled before: 0
         complete = bool(result) and ran_every_epoch(epoch, budget, result.get("train/steps"))
         outcome = "failed" if error else ("complete" if complete else "stopped")
-        values = [_number(result.get(m)) for m in self.metrics]
+        values = [number_or_none(result.get(m)) for m in self.metrics]
         # what the selection (and a race, and the study) judges a repeat by: its best validation value
-        selections = [_number(result.get(selection_key(m), result.get(m))) for m in self.metrics]
+        selections = [number_or_none(result.get(selection_key(m), result.get(m))) for m in self.metrics]
         record = {"outcome": outcome, "epoch": epoch, "values": values, "selection": selections[0]}
         if len(self.metrics) > 1:
             record["selections"] = selections  # every metric's (several objectives: NSGA-II)
@@ -354,7 +368,7 @@ class StudySearcher(Searcher):
                 return
             records = list(recorded(frozen).values())
         outcomes = {r["outcome"] for r in records}
-        means = [_nanmean([told(r, i) for r in records]) for i in range(len(self.metrics))]
+        means = [nanmean([told(r, i) for r in records]) for i in range(len(self.metrics))]
         try:
             if "failed" in outcomes or ("stopped" not in outcomes and any(math.isnan(m) for m in means)):
                 self.study.tell(number, state=TrialState.FAIL)
@@ -367,60 +381,3 @@ class StudySearcher(Searcher):
                 self.study.tell(number, means if len(means) > 1 else means[0])
         except UpdateFinishedTrialError:  # told by another path a moment ago
             pass
-
-
-def told(record: dict, i: int) -> float | None:
-    """What the study is told of one repeat for metric ``i``: what the selection ranks it by (its
-    best epoch's value, ``aggregate.selection_key``). A record written before issue 69 has it for
-    the first metric only (``selection``, since the race) or not at all: then the last epoch's value."""
-    chosen = record.get("selections", [])[i : i + 1] or ([record.get("selection")] if i == 0 else [])
-    if chosen and chosen[0] is not None:
-        return chosen[0]
-    values = record.get("values") or []
-    return values[i] if i < len(values) else None
-
-
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None
-
-
-def _nanmean(values: list) -> float:
-    numbers = [v for v in values if v is not None and not math.isnan(v)]
-    return float(np.mean(numbers)) if numbers else math.nan
-
-
-def build(sweep, sweep_dir, max_concurrent: int, sampler, warm: list[dict] | None = None) -> StudySearcher:
-    """The searcher of an ``optuna`` or ``random`` sweep (``contrasweep.search.optuna_search``):
-    the sampler the stage's last driver saved, else ``sampler``; the repeats the record calls
-    unfinished first."""
-    from contrasweep.tracking import ledger
-
-    path = sweep_dir.path / f"sampler-{sweep_dir.stage}.pkl"
-    sampler = pickle.loads(path.read_bytes()) if path.exists() else savable(sampler)
-    first = [
-        (c[SUGGESTION], c[TRIAL_INDEX])
-        for c in ledger.unfinished(sweep_dir.path / "tracking.json")
-        if SUGGESTION in c and TRIAL_INDEX in c
-    ]
-    reported = reported_point(sweep)
-    static = SweepStatic.of(sweep)
-    return StudySearcher(
-        distributions(sweep.domains),
-        sweep.metric,
-        sweep.mode,
-        sampler,
-        study_name=sweep_dir.name,
-        storage_url=sweep_dir.optuna_uri,
-        repeats=sweep.repeats,
-        num_samples=sweep.num_samples,
-        max_concurrent=max_concurrent,
-        reported={k: as_text(v) for k, v in reported.items()} if reported else None,
-        epochs=int(sweep.fixed.get("epochs", LOOP_PARAMS["epochs"].default)),
-        max_steps=int(sweep.fixed.get("max_steps", LOOP_PARAMS["max_steps"].default)),
-        warm=warm,
-        race=StudyRace.of(sweep, static, GroupKey(static), str(sweep_dir.path / race_record.RACE_FILE))
-        if sweep.racing
-        else None,
-        first=first,
-        sampler_path=str(path),
-    )

@@ -65,10 +65,11 @@ class WarmActors(_ObjectCache):
 class _KeepsBootingActors:
     """Tune's controller, but a trial whose actor is booting waits for it (the module)."""
 
+    # the ignores: a mixin, whose other base is Tune's controller class (keep_warm), unknown to mypy
     def _maybe_reuse_cached_actor(self, trial) -> bool:
-        if booting(self, self._trial_to_actor.get(trial)):
+        if booting(self, self._trial_to_actor.get(trial)):  # type: ignore[attr-defined]
             return False  # it starts on its own actor; the freed one goes to another pending trial
-        return super()._maybe_reuse_cached_actor(trial)
+        return super()._maybe_reuse_cached_actor(trial)  # type: ignore[misc]
 
 
 def keep_warm(controller) -> bool:

@@ -169,7 +169,9 @@ class Choice:
 
 
 Domain = Range | LogRange | SteppedRange | IntRange | Choice
-KINDS: dict[str, type] = {cls.kind: cls for cls in (Range, LogRange, SteppedRange, IntRange, Choice)}
+KINDS: dict[str, type[Range] | type[Choice]] = {
+    cls.kind: cls for cls in (Range, LogRange, SteppedRange, IntRange, Choice)
+}
 
 
 def parse_domain(key: str, domain, param: Param) -> Domain:

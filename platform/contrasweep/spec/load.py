@@ -19,6 +19,8 @@ Layout of a spec::
     sweep: {searcher: grid, metric: val/accuracy, mode: max, num_samples: 1,
             max_concurrent: 1, scheduler: asha, seeds: [0], resources: {cpu: 1, gpu: 0, workers: 1}}
     tracking: {experiment: contrasweep, keep_models: 2}   # or keep_models: all
+
+The ``sweep:`` section's checks: ``contrasweep.spec.sweep_section``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from __future__ import annotations
 import copy
 import os
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, overload
 
 import yaml
 
@@ -35,27 +39,16 @@ from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel
 from contrasweep.data.sts import check_source
 from contrasweep.errors import SpecError
 from contrasweep.spec.axes import expand
-from contrasweep.spec.budget import parse_budget
 from contrasweep.spec.domains import Domain, as_spec, parse_domain
 from contrasweep.spec.paths import absolute_paths
-from contrasweep.spec.racing import parse_racing
 from contrasweep.spec.smoke import TRIALS, smoke_raw
-from contrasweep.spec.sweep import (
-    ASHA_PARAMS,
-    ENCODER_PARAMS,
-    MODES,
-    NAME_RE,
-    RESOURCE_PARAMS,
-    SCHEDULERS,
-    SHIP_MODES,
-    SWEEP_PARAMS,
-    TEST_MODES,
-    TOP_KEYS,
-    Sweep,
-    all_params,
+from contrasweep.spec.sweep import ENCODER_PARAMS, NAME_RE, TEST_MODES, TOP_KEYS, Sweep, all_params
+from contrasweep.spec.sweep_section import (
+    parse_sweep_section,
+    storage_location,  # noqa: F401  (the CLI's and tests' name)
 )
 from contrasweep.spec.tracking import parse_tracking
-from trainables.params import LOOP_PARAMS, Param
+from trainables.params import Param
 from trainables.registry import declaration, method_names
 
 
@@ -90,10 +83,18 @@ EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 UniqueKeyLoader.add_implicit_resolver("tag:yaml.org,2002:float", EXPONENT_FLOAT, list("-+0123456789"))
 
 
-def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke: bool = False) -> Sweep:
-    """The spec at ``path`` with its ``--set`` overrides, validated; ``smoke``: cut to one epoch
-    and two trials after the overrides (``--smoke-test``, ``contrasweep.spec.smoke``)."""
-    path = Path(path)
+def load_spec(
+    spec: str | os.PathLike | Mapping[str, Any],
+    overrides: Sequence[str] | None = None,
+    smoke: bool = False,
+) -> Sweep:
+    """The spec at ``spec`` (a YAML file, or the mapping it would hold: the Python API's) with
+    its ``--set`` overrides, validated;
+    ``smoke``: cut to one epoch and two trials after the overrides (``--smoke-test``,
+    ``contrasweep.spec.smoke``)."""
+    if isinstance(spec, Mapping):  # relative paths in it: from the working directory
+        return _loaded(copy.deepcopy(dict(spec)), Path.cwd(), overrides, smoke)
+    path = Path(spec)
     if not path.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist; allowed: a path to a sweep YAML (see search_spaces/)")
     try:
@@ -122,7 +123,11 @@ def load_spec(path: str | os.PathLike, overrides: list[str] | None = None, smoke
     if not isinstance(raw, dict):
         raise SpecError(f"spec file {str(path)!r} must hold a YAML mapping with keys {', '.join(TOP_KEYS)}")
 
-    absolute_paths(raw, path.parent)  # the spec's own relative paths: from its folder
+    return _loaded(raw, path.parent, overrides, smoke)
+
+
+def _loaded(raw: dict, base: Path, overrides: Sequence[str] | None, smoke: bool) -> Sweep:
+    absolute_paths(raw, base)  # the spec's own relative paths: from its folder
     for item in overrides or []:
         apply_override(raw, item)
     absolute_paths(raw, Path.cwd())  # --set ones: from the working directory, as the shell's
@@ -149,12 +154,20 @@ def apply_override(raw: dict, item: str) -> None:
         raise SpecError(f"--set {item!r}: key {exc.key!r} appears twice; allowed: each key once in a mapping") from None
     except yaml.YAMLError:
         value = text
+    set_value(raw, key, value, f"--set {key!r}")
+
+
+def set_value(raw: dict, key: str, value: Any, where: str) -> None:
+    """``raw``'s value at dotted ``key`` (``fixed.epochs``) set to ``value``; ``where``: what an error names."""
+    parts = key.strip().split(".")
+    if parts[0] not in TOP_KEYS:
+        raise SpecError(f"{where}: unknown section {parts[0]!r}; allowed: {', '.join(TOP_KEYS)}")
     node = raw
     for part in parts[:-1]:
         if node.get(part) is None:
             node[part] = {}
         if not isinstance(node[part], dict):
-            raise SpecError(f"--set {key!r}: {part!r} is not a mapping in the spec")
+            raise SpecError(f"{where}: {part!r} is not a mapping in the spec")
         node = node[part]
     node[parts[-1]] = value
 
@@ -188,14 +201,19 @@ def validate(raw: dict) -> Sweep:
     sweep.grid = _union(sweep.grids)
     sweep.domains = _search(_mapping(raw, "search"), params)
     sweep.search = {key: as_spec(domain) for key, domain in sweep.domains.items()}
-    _sweep_section(sweep, _mapping(raw, "sweep"), method_cls)
+    parse_sweep_section(sweep, _mapping(raw, "sweep"), method_cls)
     sweep.experiment, sweep.keep_models = parse_tracking(_mapping(raw, "tracking"))
     raw["method"] = sweep.method
     sweep.raw = raw
     return sweep
 
 
-def _name(value) -> str | None:
+@overload
+def _name(value: None) -> None: ...
+@overload
+def _name(value: str) -> str: ...
+def _name(value: Any) -> str | None:
+    """A sweep's name as given (``name:``, ``--name``, a command's NAME), checked: never a path."""
     if value is None:
         return None
     if not isinstance(value, str) or not NAME_RE.match(value):
@@ -322,120 +340,3 @@ def _grid(section: dict, params: dict[str, Param]) -> dict:
 
 def _search(section: dict, params: dict[str, Param]) -> dict[str, Domain]:
     return {key: parse_domain(key, domain, _param(params, key, "search")) for key, domain in section.items()}
-
-
-STORAGE_SCHEMES = ("s3", "gs", "gcs", "hdfs", "viewfs", "abfs", "abfss", "file")
-
-
-def storage_location(value, where: str) -> str | None:
-    """A storage path or URI (what Ray Tune's ``storage_path`` and ``pyarrow.fs`` take); only
-    the form is checked here, reaching it is the preflight's job (``contrasweep.storage``)."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise SpecError(f"{where}={value!r} is not a location; allowed: a path, or a URI such as s3://bucket/prefix")
-    scheme = value.split("://", 1)[0] if "://" in value else None
-    if scheme is not None and scheme not in STORAGE_SCHEMES:
-        raise SpecError(
-            f"{where}={value!r}: pyarrow.fs opens no {scheme}:// storage; allowed: a path, or "
-            + ", ".join(f"{s}://" for s in STORAGE_SCHEMES)
-        )
-    return value
-
-
-def _sweep_section(sweep: Sweep, section: dict, method_cls) -> None:
-    allowed = {
-        "searcher",
-        "metric",
-        "mode",
-        "scheduler",
-        "asha",
-        "seeds",
-        "resources",
-        "storage",
-        "ship",
-        "warm_start",
-        "racing",
-        "budget",
-        *SWEEP_PARAMS,
-    }
-    unknown = sorted(set(section) - allowed)
-    if unknown:
-        raise SpecError(f"unknown key sweep.{unknown[0]}; allowed: {', '.join('sweep.' + k for k in sorted(allowed))}")
-    # the searcher's name and what it needs of the spec: contrasweep.search.registry.check
-    sweep.searcher = section.get("searcher", "grid")
-    sweep.scheduler = _choice(section.get("scheduler", "asha"), SCHEDULERS, "sweep.scheduler")
-    for key, param in SWEEP_PARAMS.items():
-        setattr(sweep, key, param.coerce(f"sweep.{key}", section.get(key, param.default)))
-    sweep.asha = _sub(section.get("asha") or {}, ASHA_PARAMS, "sweep.asha")
-    sweep.storage = storage_location(section.get("storage"), "sweep.storage")
-    sweep.ship = _choice(section.get("ship", "code"), SHIP_MODES, "sweep.ship")
-    sweep.resources = _sub(section.get("resources") or {}, RESOURCE_PARAMS, "sweep.resources")
-    gpu, workers = sweep.resources["gpu"], sweep.resources["workers"]
-    if workers > 1 and gpu != int(gpu):
-        raise SpecError(
-            f"sweep.resources.gpu={gpu:g} with workers={workers}: DDP ranks need a whole GPU each; allowed: "
-            "a fraction of a GPU with workers 1 (trials share a GPU), or whole GPUs with several workers"
-        )
-    _metrics(sweep, section, method_cls)
-    seeds = section.get("seeds", [0])
-    seeds = seeds if isinstance(seeds, list) else [seeds]
-    if not seeds:
-        raise SpecError("sweep.seeds is empty; allowed: a non-empty list of integers in [0, 2147483647]")
-    sweep.seeds = [LOOP_PARAMS["seed"].coerce("sweep.seeds", s) for s in seeds]
-    if len(set(sweep.seeds)) != len(sweep.seeds):
-        raise SpecError(f"sweep.seeds={seeds!r} repeats a seed; allowed: distinct integers")
-    overlap = sorted((set(sweep.grid) | set(sweep.search)) & set(sweep.fixed))
-    if overlap:
-        raise SpecError(f"{overlap[0]} is both fixed and searched; allowed: one of fixed or grid/search")
-    for key, value in sweep.reported.items():
-        if key in sweep.domains and not sweep.domains[key].contains(value):
-            raise SpecError(
-                f"reported.{key}={value!r} lies outside search.{key}={sweep.search[key]}; allowed: a value inside the domain"
-            )
-    warm = section.get("warm_start") or []
-    for other in warm if isinstance(warm, list) else [warm]:
-        if not isinstance(other, str) or not NAME_RE.match(other):
-            raise SpecError(
-                f"sweep.warm_start names {other!r}; allowed: the names of earlier sweeps (`contrasweep list`)"
-            )
-        sweep.warm_start.append(other)
-    if "seed" in sweep.grid or "seed" in sweep.search or "seed" in sweep.fixed:
-        raise SpecError("seed is set through sweep.seeds; allowed: sweep.seeds: [0, 1, 2]")
-    sweep.racing = parse_racing(section.get("racing"), sweep.setting_repeats)
-    sweep.budget = parse_budget(section.get("budget"))
-
-
-def _choice(value, allowed: tuple, where: str) -> str:
-    if value not in allowed:
-        raise SpecError(f"{where}={value!r} is not allowed; allowed: {', '.join(allowed)}")
-    return value
-
-
-def _sub(section: dict, params: dict[str, Param], where: str) -> dict:
-    if not isinstance(section, dict):
-        raise SpecError(f"{where} must be a mapping; allowed keys: {', '.join(params)}")
-    unknown = sorted(set(section) - set(params))
-    if unknown:
-        raise SpecError(f"unknown key {where}.{unknown[0]}; allowed: {', '.join(where + '.' + k for k in params)}")
-    return {k: p.coerce(f"{where}.{k}", section.get(k, p.default)) for k, p in params.items()}
-
-
-def _metrics(sweep: Sweep, section: dict, method_cls) -> None:
-    metric = section.get("metric", f"val/{method_cls.metric_names[0]}")
-    mode = section.get("mode", "max")
-    metrics = metric if isinstance(metric, list) else [metric]
-    modes = mode if isinstance(mode, list) else [mode] * len(metrics)
-    names = method_cls.metric_names + (method_cls.sts_metric_names if sweep.evaluation.get("sts") else ())
-    # cost metrics (trainables/loop.py) for quality-cost Pareto sweeps, e.g. [val/accuracy, cost/train_s]
-    allowed = [f"val/{m}" for m in names] + ["train/loss", "cost/train_s", "cost/parameters"]
-    for m in metrics:
-        if m not in allowed:
-            raise SpecError(f"sweep.metric={m!r} is not allowed; allowed: {', '.join(allowed)}")
-    if len(modes) != len(metrics):
-        raise SpecError(f"sweep.mode={mode!r} must name one mode per metric ({len(metrics)}); allowed: max, min")
-    for m in modes:
-        _choice(m, MODES, "sweep.mode")
-    if len(set(metrics)) != len(metrics):
-        raise SpecError(f"sweep.metric={metric!r} repeats a metric; allowed: distinct metrics")
-    sweep.metric, sweep.mode = list(metrics), list(modes)

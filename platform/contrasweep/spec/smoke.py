@@ -30,12 +30,14 @@ def smoke_raw(raw: dict) -> None:
     if searched and isinstance(reported, dict) and "epochs" in reported:
         reported["epochs"] = 1
     if not searched:
-        fixed = raw.get("fixed") if isinstance(raw.get("fixed"), dict) else {}
+        fixed = raw.get("fixed")
+        fixed = fixed if isinstance(fixed, dict) else {}
         raw["fixed"] = {**fixed, "epochs": 1}
         if isinstance(reported, dict):
             reported.pop("epochs", None)  # the fixed value wins: one epoch for the reported point too
     no_max_steps(raw)
-    sweep = raw.get("sweep") if isinstance(raw.get("sweep"), dict) else {}
+    sweep = raw.get("sweep")
+    sweep = sweep if isinstance(sweep, dict) else {}
     raw["sweep"] = {**sweep, "num_samples": min(int(sweep.get("num_samples") or TRIALS), TRIALS)}
 
 

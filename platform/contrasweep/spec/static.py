@@ -1,6 +1,6 @@
 """A sweep's fixed part (``SweepStatic``): what every trial of a sweep shares, typed and frozen
 (docs/architecture.md, "Data flow"). Built once per driver from the ``Sweep``, the prepared data
-and the sweep's folder (``SweepStatic.of``; ``contrasweep.run.inputs.sweep_static`` gives it
+and the sweep's folder (``SweepStatic.of``; ``contrasweep.runner.inputs.sweep_static`` gives it
 what only the run knows), then handed as the same object to the executor (each trial's process),
 the tracker, the repeat groups' key and ``plan``. Where no data is prepared (``plan``, the
 console's summary, a searcher counting its groups), ``SweepStatic.of(sweep)`` gives the part a
@@ -16,8 +16,9 @@ May import: nothing of the project but ``contrasweep.spec.axes`` (a leaf, like
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from contrasweep.spec.axes import expand
 
@@ -87,7 +88,7 @@ class SweepStatic:
     trial_storage: str | None = None  # where each repeat's state folder is, by configuration key (trials/)
     checkpoint_at: tuple[int, ...] = ()  # epochs the scheduler may pause at (a full resume state there)
     # evaluation.test: all = each complete trial evaluates the test split; reported = after
-    # selection (contrasweep.run.test_phase)
+    # selection (contrasweep.runner.test_phase)
     tests_in_trials: bool = True
     # which complete trials keep an MLflow model (contrasweep.tracking.kept): "all", as they end,
     # or after selection what a report shows plus the best keep_models configurations per setting
@@ -99,9 +100,9 @@ class SweepStatic:
     def of(
         cls,
         sweep,
-        prepared: list = (),
+        prepared: Sequence = (),
         folder=None,
-        checkpoint_at: list[int] = (),
+        checkpoint_at: Sequence[int] = (),
         paths: dict[str, str] | None = None,
         tests_in_trials: bool = True,
         reported: dict | None = None,
@@ -146,7 +147,7 @@ class SweepStatic:
     def train_rows(self) -> tuple[int, ...]:
         """Each variant's training rows, in order; () where a variant's are unknown (nothing prepared)."""
         rows = tuple(v.sizes.get("train") for v in self.variants)
-        return () if any(r is None for r in rows) else rows
+        return () if any(r is None for r in rows) else cast(tuple[int, ...], rows)  # none is None there
 
     def moved(self, trial_storage: str) -> SweepStatic:
         """The same sweep whose trial folders are now under ``trial_storage`` (a moved folder)."""

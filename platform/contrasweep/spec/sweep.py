@@ -17,7 +17,7 @@ from contrasweep.spec.trial import DATA_KEY
 from trainables.params import LOOP_PARAMS, Param, epochs_for
 from trainables.registry import declaration
 
-SHIP_MODES = ("code", "installed")  # sweep.ship (contrasweep.run.shipping)
+SHIP_MODES = ("code", "installed")  # sweep.ship (contrasweep.runner.shipping)
 # evaluation.test: the test split for the configurations a report shows, after selection
 # (docs/architecture.md, "Selection and the test split"), or in every complete trial
 TEST_MODES = ("reported", "all")

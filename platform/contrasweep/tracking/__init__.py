@@ -16,11 +16,11 @@ runs it makes for the driver's placeholders. ``closed``: the groups the driver c
 the selection at the sweep's end.
 
 May import: ``contrasweep.errors``, ``contrasweep.spec``, ``contrasweep.folder`` (the record, moved
-folders, Tune's uploads), ``contrasweep.data.chance`` (what learning nothing scores), ``trainables.checkpoints`` and ``trainables.storage`` (the state folder),
-``trainables.params``, ``trainables.registry``, ``trainables.encoder_names``, ``trainables.outputs``,
-``trainables.errors``, ``trainables.user_methods`` (a user's method's file), ``trainables.loop`` (the
-registry's loader), ``trainables.phase_progress``,
-``trainables.inference`` (inside an MLflow model), MLflow, Ray Tune's ``Callback``, GitPython
-(provenance). Never
+folders, Tune's uploads), ``contrasweep.data.chance`` (what learning nothing scores),
+``trainables.checkpoints`` and ``trainables.storage`` (the state folder), ``trainables.params``,
+``trainables.registry``, ``trainables.encoder_names``, ``trainables.outputs``,
+``trainables.errors``, ``trainables.user_methods`` (a user's method's file), ``trainables.loop``
+(the registry's loader), ``trainables.phase_progress``, ``trainables.inference`` (inside an MLflow
+model), MLflow, Ray Tune's ``Callback``, GitPython (provenance). Never
 ``contrasweep.search``, ``run``, ``console`` or ``cli``.
 """

@@ -16,7 +16,7 @@ Rules (docs/architecture.md, "Repeat groups and early stopping"):
 * **Reported**: what a report shows test numbers for (``reported``): each setting's selected
   group and, for a grid, the complete groups on its sensitivity slices, equal to the selected
   one in every searched hyperparameter but one (LaCon Fig. 5). With ``evaluation.test:
-  reported`` only these repeats evaluate the test split (``contrasweep.run.test_phase``).
+  reported`` only these repeats evaluate the test split (``contrasweep.runner.test_phase``).
 """
 
 from __future__ import annotations

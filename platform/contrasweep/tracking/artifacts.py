@@ -11,7 +11,8 @@ the weights are logged as plain files under ``best_checkpoint/``.
 
 May import: ``contrasweep.folder.record``, ``contrasweep.tracking.rows``,
 ``contrasweep.tracking.store``, ``contrasweep.tracking.model_flavor``, ``contrasweep.folder.relocation``,
-``contrasweep.spec.static``, ``contrasweep.spec.identity`` (a repeat's key), ``trainables`` (the state folder's helpers).
+``contrasweep.spec.static``, ``contrasweep.spec.identity`` (a repeat's key), ``trainables`` (the
+state folder's helpers).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class Artifacts:
 
     def state_dir(self, trial) -> str | None:
         """The repeat's state folder on the sweep's storage (a path or a URI):
-        ``trials/<configuration key>/state``, as the trial's loop names it (``run.executor.state_dir``)."""
+        ``trials/<configuration key>/state``, as the trial's loop names it (``runner.executor.state_dir``)."""
         if not self.trial_storage:
             return None
         return join(self.trial_storage, key_of(trial.config), STATE_DIR)

@@ -31,6 +31,8 @@ def closed_groups(
     out: dict[str, Group] = {}
     for entry in trials.values():
         group, config = entry.get("group"), entry.get("config")
+        if group is None:  # in no group closed here (final's keys are groups)
+            return None
         metrics = final.get(group, {}).get(entry["run_id"])
         if metrics is None or config is None:
             return None
@@ -46,6 +48,7 @@ def closed_groups(
                 size=group_size(group),
                 info={k: run_tags[f"contrasweep.{k}"] for k in ("method", "dataset", "protocol")},
             )
+        assert identity.plan is not None  # identify() always gives the plan
         out[group].add(
             entry["outcome"],
             {

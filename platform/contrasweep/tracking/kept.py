@@ -4,7 +4,7 @@
 Nobody reads a thousand models: what a user looks at is each setting's selected configuration,
 the configurations on its sensitivity slices (what a report shows, ``aggregate.reported``) and
 perhaps the next best few. So a complete trial's best weights stay in its state folder while
-the sweep runs, and once Tune has ended (the test phase, ``contrasweep.run.test_phase``, after
+the sweep runs, and once Tune has ended (the test phase, ``contrasweep.runner.test_phase``, after
 a run, a resume or an extension) the repeats of the reported configurations and of the
 ``keep_models`` best configurations of each setting (best mean validation value, ties as the
 selection breaks them) get their MLflow model (``artifacts.Artifacts.log_checkpoint``).

@@ -6,9 +6,9 @@ ended to ``tracking.json`` before it tells MLflow (``contrasweep.tracking``; reb
 MLflow's tags when the file is lost), so that record, not Tune's copy, says what finished: a
 repeat with the same configuration key (``contrasweep.spec.identity.key_of`` of the trial's config:
 its hyperparameters, seed, data variant and, for searchers, its suggestion and repeat index)
-is never trained again: every driver's searcher leaves it out (docs/architecture.md, "Resume"). A trial that failed is not
-finished: ``resume`` retries it. A record that exists but cannot be read stops its reader
-with a ``UserError`` (``unreadable``; ``resume`` checks before Ray starts,
+is never trained again: every driver's searcher leaves it out (docs/architecture.md, "Resume"). A
+trial that failed is not finished: ``resume`` retries it. A record that exists but cannot be read
+stops its reader with a ``UserError`` (``unreadable``; ``resume`` checks before Ray starts,
 ``check_readable``), never reads as "nothing finished".
 
 May import: ``contrasweep.errors``, ``contrasweep.spec.identity``, ``contrasweep.folder.record``.

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import mlflow.pyfunc
 import pandas as pd
+from mlflow.pyfunc import PythonModel
 
 from contrasweep.tracking.store import MODEL_PATH
 from trainables.checkpoints import META_FILE, UNREAD_WEIGHTS, WEIGHTS_FILE
@@ -82,7 +83,7 @@ def input_names(info: dict) -> dict[str, tuple[str, ...]]:
     return {role: tuple(dict.fromkeys([own[role]] + ([role] if role not in own.values() else []))) for role in roles}
 
 
-class ContrasweepModel(mlflow.pyfunc.PythonModel):
+class ContrasweepModel(PythonModel):
     """``predict(DataFrame[text(, text_pair)])`` (or the sweep's own column names) → one row per
     input (see the module docstring)."""
 
@@ -117,20 +118,20 @@ def signature(info: dict, kind: str):
     sweep's column has another, both names optional (MLflow's schema check passes a frame with
     either; ``predict`` refuses one with neither)."""
     from mlflow.models import ModelSignature
-    from mlflow.types.schema import Array, ColSpec, DataType, Schema
+    from mlflow.types.schema import Array, ColSpec, DataType, Schema, TensorSpec
 
-    types = {
+    types: dict[str, DataType | Array] = {
         "string": DataType.string,
         "double": DataType.double,
         "list<string>": Array(DataType.string),
         "list<float>": Array(DataType.float),
     }
-    inputs = [
+    inputs: list[ColSpec | TensorSpec] = [
         ColSpec(DataType.string, name, required=len(names) == 1)
         for names in input_names(info).values()
         for name in names
     ]
-    outputs = [
+    outputs: list[ColSpec | TensorSpec] = [
         ColSpec(types[t], name) for name, t in output_columns(kind, [str(n) for n in info["label_names"]]).items()
     ]
     return ModelSignature(inputs=Schema(inputs), outputs=Schema(outputs))

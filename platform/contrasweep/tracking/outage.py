@@ -93,9 +93,10 @@ def unreachable(exc: BaseException) -> str | None:
             )
         if isinstance(seen, (ConnectionError, TimeoutError)):
             return type(seen).__name__
-        seen = seen.__cause__ or seen.__context__
-        if seen is None:
+        cause = seen.__cause__ or seen.__context__
+        if cause is None:
             return None
+        seen = cause
     return None
 
 

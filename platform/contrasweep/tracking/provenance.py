@@ -101,6 +101,7 @@ def file_git(path: Path) -> dict[str, str]:
         return {}
     try:
         repo = Repo(path.parent, search_parent_directories=True)
+        assert repo.working_tree_dir is not None  # a bare repository has none: no git tags (below)
         relative = str(path.relative_to(Path(repo.working_tree_dir).resolve()))
         tracked = bool(repo.git.ls_files("--", relative))
         dirty = not tracked or repo.is_dirty(untracked_files=False, path=relative)
@@ -124,7 +125,8 @@ def provenance_tags(spec: dict, method_at_start: dict[str, str] | None = None) -
     from mlflow.tracking.context.git_context import GitRunContext
     from mlflow.tracking.context.registry import resolve_tags
 
-    tags = dict(resolve_tags(ignore=[GitRunContext]))
+    # MLflow's annotation says instances; its docstring and its isinstance test take classes
+    tags = dict(resolve_tags(ignore=[GitRunContext]))  # type: ignore[list-item]
     tags.update(git_tags(source_tree()))
     tags.update({VERSION_TAG + name: version for name, version in versions().items()})
     tags[SPEC_SHA_TAG] = hashlib.sha256(spec_yaml(spec).encode()).hexdigest()

@@ -1,6 +1,6 @@
 """MLflow is the record, ``tracking.json`` its cache: find a sweep's runs by their tags and
 rebuild the cache from them (a resume whose ``tracking.json`` was deleted re-attaches to the
-same runs instead of opening a second parent; ``contrasweep.run.recovery`` closes a dead sweep's
+same runs instead of opening a second parent; ``contrasweep.runner.recovery`` closes a dead sweep's
 runs the same way).
 
 Every run of a sweep carries ``contrasweep.sweep`` (its name) and ``contrasweep.kind``; the

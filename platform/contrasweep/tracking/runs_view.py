@@ -96,9 +96,10 @@ def publish(client, experiment_id: str, metrics: list[str]) -> None:
         client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
     now = int(time.time() * 1000)
     raw = tags.get(VIEW_PREFIX + VIEW_ID)
+    state: dict | None  # the view's saved state; None where it cannot be read (below)
     if raw is None:
         envelope = {"name": VIEW_NAME, "createdAt": now}
-        state: dict = {"orderByKey": "attributes.start_time", "orderByAsc": False}
+        state = {"orderByKey": "attributes.start_time", "orderByAsc": False}
     else:
         try:
             envelope = json.loads(raw)

@@ -36,7 +36,7 @@ class StoreWriteError(RuntimeError):
     its message is already the store's one line (``store_line``)."""
 
 
-def store_errors() -> tuple[type, ...]:
+def store_errors() -> tuple[type[BaseException], ...]:
     """What the MLflow store raises when it cannot be written (a read-only or locked database,
     a vanished artifact folder, a server gone)."""
     from mlflow.exceptions import MlflowException
@@ -70,7 +70,7 @@ def search_all(client, experiment_ids: list[str], filter_string: str = "") -> li
     call saw its newest 5,000 runs only (issue 69). MLflow's stores sort by start time, then run
     id, and page by offset: a run started during the read moves the later pages by one, so a run
     seen twice is kept once (a repeat counted twice would weigh twice in its mean)."""
-    found = {}
+    found: dict[str, object] = {}  # run id -> its mlflow Run
     for run in every_page(client.search_runs, experiment_ids=experiment_ids, filter_string=filter_string):
         found.setdefault(run.info.run_id, run)
     return list(found.values())

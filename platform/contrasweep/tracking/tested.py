@@ -71,7 +71,7 @@ class TestRecord:
     def plan(self, keys: list[str], slices: bool, evaluate: bool) -> tuple[list[Group], list[Due]]:
         """The reported groups (recorded) and, with ``evaluate``, their complete repeats that
         have no ``test/*`` yet, neither in MLflow nor in the record."""
-        self.found = self.groups()  # every group of the sweep, read once (the models kept: run.test_phase.keep)
+        self.found = self.groups()  # every group of the sweep, read once (the models kept: runner.test_phase.keep)
         chosen = reported(self.found, self.metric, self.mode, keys, slices)
         by_run = {e["run_id"]: (tid, e) for tid, e in self.state.trials.items()}
         runs = [r["run_id"] for g in chosen for r in g.repeats if r["run_id"] in by_run]

@@ -69,10 +69,10 @@ def guarded(hook):
 
 class MlflowTracker(Callback):
     """Tune's callback that writes the sweep to MLflow, over its parts: the run hierarchy
-    (``runs.RunTree``), each epoch's metrics (``epochs.EpochLog``), the state folders and artifacts (``artifacts.Artifacts``), the selection
-    and registry (``selection.Selection``) and the console's progress. Only the constructor's
-    arguments are pickled into Tune's ``tuner.pkl`` (the parts are built in ``setup``), so a
-    sweep tracked by an earlier version resumes with this one."""
+    (``runs.RunTree``), each epoch's metrics (``epochs.EpochLog``), the state folders and artifacts
+    (``artifacts.Artifacts``), the selection and registry (``selection.Selection``) and the
+    console's progress. Only the constructor's arguments are pickled into Tune's ``tuner.pkl``
+    (the parts are built in ``setup``), so a sweep tracked by an earlier version resumes with this one."""
 
     def __init__(
         self,
@@ -106,7 +106,7 @@ class MlflowTracker(Callback):
         self.group_sizes = group_sizes
         self.texts = texts or {}
         self.state: TrackingState | None = None
-        self.client = None
+        self.client: QueuedClient | None = None
         self.store_error: str | None = None  # set when MLflow failed: the sweep stops, resume catches up
 
     PARTS = ("runs", "artifacts", "selection", "epochs", "pruner", "ended", "best_ended", "race_journal")
@@ -125,7 +125,8 @@ class MlflowTracker(Callback):
         self.__dict__.update(state)
 
     # -- the sweep run ----------------------------------------------------------------------
-    def setup(self, **info) -> None:
+    def setup(self, stop=None, num_samples=None, total_num_samples=None, **info) -> None:
+        # Tune's stopper and sample counts: its own (the parameters match Callback.setup)
         import logging
 
         # MLflow logs each database error with its traceback before raising it; store_failed
@@ -141,6 +142,8 @@ class MlflowTracker(Callback):
             ) from None
 
     def _setup(self) -> None:
+        # setup() has just read the record; a tracked sweep always has its fixed part (self.static.variants below)
+        assert self.state is not None and self.static is not None
         lost = not ids_path(self.sweep_dir).exists() and self.state.data.get("experiment_id") is not None
         if (
             lost
@@ -182,7 +185,7 @@ class MlflowTracker(Callback):
         self.pruner = Pruner(self.state, self.static, self.runs.group_size, self.runs.members, self.runs.dropped())
         ended = [e for e in self.state.trials.values() if "status" in e]  # kept from here on: not re-counted per trial
         self.ended = {e["run_id"] for e in ended}
-        self.best_ended = None
+        self.best_ended: float | None = None
         for entry in ended:
             self._count_best(entry)
         if self.state.data.get("parent_run_id") is None:
@@ -196,6 +199,7 @@ class MlflowTracker(Callback):
     def _remap(self) -> None:
         """The record's placeholders (runs this driver or a killed one named before the writer
         made them) by their MLflow ids, once the writer has applied its queue (``run_ids``)."""
+        assert self.client is not None and self.state is not None  # both set in setup
         ids = self.client.placeholders()
         if remap(self.state.data, ids):
             remap(getattr(self, "ended", set()), ids)  # set in setup after the first remap
@@ -208,6 +212,7 @@ class MlflowTracker(Callback):
         written, and artifacts lost from the store since (re-logged from the checkpoints the sweep keeps)."""
         self.epochs.catch_up()
         self.epochs.resume_progress(self.parent_run_id, self._done(), self.best_ended)
+        assert self.state is not None
         for entry in list(self.state.trials.values()):
             if "pending" in entry:
                 self._apply_finish(entry)
@@ -228,6 +233,7 @@ class MlflowTracker(Callback):
 
     @property
     def parent_run_id(self) -> str:
+        assert self.state is not None
         return self.state.data["parent_run_id"]
 
     # -- trials -----------------------------------------------------------------------------
@@ -269,7 +275,7 @@ class MlflowTracker(Callback):
         """The best trial's value of the objective so far (the sweep run's live number)."""
         value = entry.get("best_value")
         if value is not None:
-            known = [] if self.best_ended is None else [self.best_ended]
+            known: list[float] = [] if self.best_ended is None else [self.best_ended]
             self.best_ended = Objective(self.metric, self.mode).best([*known, value])
 
     @guarded
@@ -285,6 +291,7 @@ class MlflowTracker(Callback):
     def _finish(self, trial, status: str) -> None:
         """Record how the trial ended in ``tracking.json`` first, then in MLflow: what MLflow
         could not take stays ``pending`` there and ``resume`` applies it."""
+        assert self.state is not None  # read in setup, as self.runs was made
         if self.store_error and trial.trial_id not in self.state.trials:
             return
         self.runs.trial_run(trial)
@@ -323,7 +330,8 @@ class MlflowTracker(Callback):
             )
 
     def _apply_finish(self, entry: dict, dropped: dict | None = None) -> None:
-        """``dropped``: the configurations a race or the budget dropped (``RunTree.dropped``), where the caller has read them."""
+        """``dropped``: the configurations a race or the budget dropped (``RunTree.dropped``),
+        where the caller has read them."""
         if self.store_error:
             return
         dropped = self.runs.dropped() if dropped is None else dropped
@@ -372,7 +380,7 @@ class MlflowTracker(Callback):
 def stop_tune() -> None:
     """Tune's own graceful stop, as on Ctrl-C: ``tune.run`` handles SIGUSR1 like SIGINT (where it
     installed its handlers; elsewhere the trials go on and their results wait in the record).
-    The user sees one line, from the driver once Tune has stopped (``contrasweep.run.tune.fit``)."""
+    The user sees one line, from the driver once Tune has stopped (``contrasweep.runner.tune.fit``)."""
     import signal
 
     if callable(signal.getsignal(getattr(signal, "SIGUSR1", signal.SIGINT))):

@@ -97,9 +97,8 @@ def apply(client, ids: Ids, name: str, args: tuple, kwargs: dict, replaying: boo
     if name == "create_run" and "run_id" in kwargs:
         kwargs = dict(kwargs)
         placeholder = kwargs.pop("run_id")
-        return made_run(
-            client, ids, *ids.translate(args), run_id=placeholder, replaying=replaying, **ids.translate(kwargs)
-        )
+        (experiment_id,) = ids.translate(args)  # its one positional argument (QueuedClient.create_run)
+        return made_run(client, ids, experiment_id, run_id=placeholder, replaying=replaying, **ids.translate(kwargs))
     return getattr(client, name)(*ids.translate(args), **ids.translate(kwargs))
 
 

@@ -24,7 +24,7 @@ The guarantee the record gives (docs/operations.md: record first, nothing lost o
   run exists is skipped, and a replayed metric row its run already has is dropped by the replay
   itself (the file store would append it again: ``contrasweep.tracking.wal``).
 * A writer holds ``mlflow_wal/lock`` while it runs, its pid and host written in it: a resumed
-  sweep's writer waits for an earlier one to finish, and so does ``contrasweep.run.recovery``
+  sweep's writer waits for an earlier one to finish, and so does ``contrasweep.runner.recovery``
   (``replay_log``) for ``writer_lock.LOCK_WAIT_S`` at most; then it stops with one line naming the lock and
   its holder (``StoreWriteError``) rather than replay beside a writer still applying its calls
   (whose later ``set_terminated`` would overwrite the ``KILLED`` set here).
@@ -44,6 +44,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import functools
 import os
 import pickle
 import select
@@ -51,6 +52,7 @@ import signal
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contrasweep.folder.placeholders import translate
 from contrasweep.tracking.frames import FRAME, receive, send
@@ -60,6 +62,9 @@ from contrasweep.tracking.store import StoreWriteError, get_client, store_line
 from contrasweep.tracking.wal import apply, apply_again, new_session, remove, replay
 from contrasweep.tracking.writer_lock import WAL_DIR, drained, hold
 
+if TYPE_CHECKING:
+    import subprocess
+
 QUEUED = frozenset({"log_batch", "log_inputs", "set_terminated", "set_tag"})
 PLACEHOLDERS = "placeholders"  # the writer's own call (``QueuedClient.placeholders``), not MLflow's
 SEGMENT_BYTES = 1 << 20  # a log segment is closed at this size and deleted once applied
@@ -67,7 +72,7 @@ SEGMENT_BYTES = 1 << 20  # a log segment is closed at this size and deleted once
 # stays bounded where no call waits for an answer (a trial's run is made queued: ``run_ids``).
 NOTE_EVERY = 256
 _LIVE: dict[Path, QueuedClient] = {}  # this process's running writers, by their sweep's log folder
-_SPARE: dict[str, object] = {}  # tracking URI -> a writer started ahead (``prestart``), not yet taken
+_SPARE: dict[str, subprocess.Popen[bytes]] = {}  # tracking URI -> a writer started ahead (``prestart``), not yet taken
 
 
 class QueuedClient:
@@ -81,10 +86,10 @@ class QueuedClient:
         self.session = new_session(self.wal)  # replayed after every session before it (``wal``)
         self.seq = 0
         self.segments: list[tuple[Path, int]] = []  # (segment, its last call's number), oldest first
-        self._fd = None
-        self._roll()
+        self._fd = self._open_segment()
         spare = _SPARE.pop(tracking_uri, None)
         self._proc = spare if spare is not None and spare.poll() is None else _spawn(tracking_uri)
+        assert self._proc.stdin is not None and self._proc.stdout is not None  # both piped (_spawn)
         self._out, self._in = self._proc.stdin.fileno(), self._proc.stdout.fileno()
         send(self._out, pickle.dumps((str(self.wal), str(self.session))))  # the sweep it writes for
         self.pid = self._proc.pid
@@ -171,11 +176,15 @@ class QueuedClient:
             raise StoreWriteError(self._failed)
 
     def _roll(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
+        os.close(self._fd)
+        self._fd = self._open_segment()
+
+    def _open_segment(self) -> int:
+        """The next log segment, open for appending (the first one from ``__init__``)."""
         path = self.session / f"{len(self.segments):06d}.wal"
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.segments.append((path, self.seq))
+        return fd
 
     def _applied(self, applied: int) -> None:
         """The writer has applied every call up to ``applied``: segments wholly applied go."""
@@ -207,6 +216,7 @@ class QueuedClient:
                     break
         except (EOFError, OSError):
             failed = failed or "the writer process ended"
+        assert self._proc.stdin is not None and self._proc.stdout is not None  # both piped (_spawn)
         self._proc.stdin.close()
         self._proc.wait(timeout=60)
         self._proc.stdout.close()
@@ -238,7 +248,7 @@ def prestart(tracking_uri: str) -> None:
         _SPARE[tracking_uri] = _spawn(tracking_uri)
 
 
-def _spawn(tracking_uri: str):
+def _spawn(tracking_uri: str) -> subprocess.Popen[bytes]:
     """A writer process: its own interpreter (Ray's threads make a fork unsafe; multiprocessing's
     spawn would import the driver's ``__main__`` again), finding this package where the driver does."""
     import subprocess
@@ -260,6 +270,7 @@ def _end_spares() -> None:
     """A writer never taken ends (it reads the end of its pipe before any sweep)."""
     while _SPARE:
         proc = _SPARE.popitem()[1]
+        assert proc.stdin is not None and proc.stdout is not None  # both piped (_spawn)
         proc.stdin.close()
         proc.wait(timeout=30)
         proc.stdout.close()
@@ -337,7 +348,8 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
                 why = unreachable(exc) if server else None
                 if why is None:
                     raise
-                value, failed = held.wait_back(lambda: apply_again(client, ids, name, args, kwargs), why)
+                again = functools.partial(apply_again, client, ids, name, args, kwargs)  # this call's, bound now
+                value, failed = held.wait_back(again, why)
                 if failed is not None:
                     with contextlib.suppress(OSError):  # a driver that ended reads nothing
                         send(out, pickle.dumps(("failed", applied, failed)))
@@ -361,7 +373,7 @@ def serve(tracking_uri: str, inp: int = 0, out: int = 1) -> None:
 
 
 def replay_log(client, sweep_dir: str | os.PathLike, timeout_s: float | None = None) -> int:
-    """``wal.replay`` for a sweep whose driver is gone (``contrasweep.run.recovery``): once its
+    """``wal.replay`` for a sweep whose driver is gone (``contrasweep.runner.recovery``): once its
     writer has applied what it was sent, holding the lock as a writer does (``writer_lock.drained``: a
     ``StoreWriteError`` when that writer has not finished within ``timeout_s``)."""
     wal = Path(sweep_dir) / WAL_DIR

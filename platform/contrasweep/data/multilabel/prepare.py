@@ -187,7 +187,7 @@ def _splits(cfg: MultiLabelConfig, hub: HubSource | None):
         )
     kept = filter_labels(splits, names, cfg.min_label_count, count_split="train", drop_empty=cfg.drop_empty)
     splits, names = kept.data, kept.label_names
-    stats = {
+    stats: dict[str, Any] = {
         split: {"n": splits[split].num_rows, **label_statistics(splits[split]["labels"], names)} for split in SPLITS
     }
     stats["removed_labels"] = kept.removed

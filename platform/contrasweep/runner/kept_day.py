@@ -1,6 +1,6 @@
 """Measurements kept a day in a JSON file of the data cache's folder, one entry per key, each
-with the time it was measured (``when``): ``plan``'s fixed costs (``contrasweep.run.fixed_costs``)
-and calibrations (``contrasweep.run.sweep_plan``). Written whole (``folder.record.write_whole``);
+with the time it was measured (``when``): ``plan``'s fixed costs (``contrasweep.runner.fixed_costs``)
+and calibrations (``contrasweep.runner.sweep_plan``). Written whole (``folder.record.write_whole``);
 best effort: a file that cannot be read or written means nothing kept.
 
 May import: ``contrasweep.folder.record``.

@@ -78,7 +78,8 @@ def out_of_memory(exc: BaseException, name: str) -> UserError | None:
     None for any other error."""
     from ray.exceptions import OutOfMemoryError
 
-    seen, chain = exc, set()
+    seen: BaseException | None = exc
+    chain: set[int] = set()
     while seen is not None and id(seen) not in chain:
         if isinstance(seen, OutOfMemoryError):
             return UserError(

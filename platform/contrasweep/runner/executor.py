@@ -37,7 +37,7 @@ def run_trial(config: dict[str, Any], data: list, static: SweepStatic) -> None:
     plan = plan_of(config, static)
     variant, hp = plan.variant, dict(plan.hp)
     encoder = {"name": static.encoder, "pooling": static.pooling}
-    # files the job shipped (contrasweep.run.shipping): read where the worker has them
+    # files the job shipped (contrasweep.runner.shipping): read where the worker has them
     paths = static.paths
     if encoder["name"] in paths:  # the driver's name stays in "origin", for load_trained on the driver
         encoder["origin"], encoder["name"] = encoder["name"], paths[encoder["name"]]
@@ -51,7 +51,7 @@ def run_trial(config: dict[str, Any], data: list, static: SweepStatic) -> None:
         "metric": static.metric,
         "mode": static.mode,
         "num_labels": static.variants[variant].num_labels,
-        # evaluation.test: reported = the sweep evaluates the test split after selection (run.test_phase)
+        # evaluation.test: reported = the sweep evaluates the test split after selection (runner.test_phase)
         "evaluate_test": static.tests_in_trials,
     }
     if static.checkpoint_at:
@@ -71,6 +71,7 @@ def state_dir(static: SweepStatic, config: dict) -> str:
     on the sweep's storage, named by what the repeat is (``identity.key_of`` of its config), not
     by Tune's trial: a later driver's fresh Tuner runs an unfinished repeat under a new trial id,
     and its loop goes on from this folder's newest resume state (``TuneSession.resume_newest``)."""
+    assert static.trial_storage is not None  # a sweep's static part has its folder's (SweepStatic.of)
     return join(static.trial_storage, key_of(config), STATE_DIR)
 
 
@@ -105,10 +106,11 @@ def run_distributed(loop_config: dict, data_ref, static: SweepStatic, key: str, 
             storage_path=static.train_storage,
             # Tune owns retries (sweep.max_failures); a finite controller limit keeps a trial
             # that cannot get resources from retrying forever (docs/architecture.md, "Facts about the stack").
-            failure_config=FailureConfig(max_failures=0, controller_failure_limit=3),
+            # (ignores: mypy reads ray.train's v1 FailureConfig and callbacks; v2's are the ones run here)
+            failure_config=FailureConfig(max_failures=0, controller_failure_limit=3),  # type: ignore[call-arg]
             # pointers to the trial's state folder (trainables.checkpoints): kilobytes each
             checkpoint_config=CheckpointConfig(num_to_keep=2),
-            callbacks=[TuneReportCallback()],
+            callbacks=[TuneReportCallback()],  # type: ignore[list-item]
         ),
     )
     trainer.fit()

@@ -47,7 +47,7 @@ def evaluate_task(state_dir: str | None, best_epoch: int | None, files: dict | N
 
 
 def after_tune(sweep: Sweep, sweep_dir: sweeps.SweepDir, static: SweepStatic, refs: list):
-    """What ``run.tune.fit`` calls once Tune has ended every trial."""
+    """What ``runner.tune.fit`` calls once Tune has ended every trial."""
     return lambda: run_phase(sweep, sweep_dir, static, refs)
 
 

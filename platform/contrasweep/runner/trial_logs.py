@@ -43,7 +43,7 @@ def trial_folder(trial) -> Path:
 class TrialLogs(LoggerCallback):
     """``result.json`` and ``progress.csv`` per trial (the module's docstring)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._open: dict = {}  # trial -> [result file, progress file, csv writer or None]
 
     def __getstate__(self):  # pickled into tuner.pkl with the run config: no open files
@@ -72,9 +72,9 @@ class TrialLogs(LoggerCallback):
         files[0].flush()
         flat = flatten_dict({k: v for k, v in result.items() if k != "config"}, delimiter="/")
         if files[2] is None:
-            files[2] = csv.DictWriter(files[1], fieldnames=list(flat), extrasaction="ignore")
+            files[2] = writer = csv.DictWriter(files[1], fieldnames=list(flat), extrasaction="ignore")
             if not files[3]:  # a restored trial's file has its header already
-                files[2].writeheader()
+                writer.writeheader()
         files[2].writerow(flat)
         files[1].flush()
 

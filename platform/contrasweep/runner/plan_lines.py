@@ -1,9 +1,9 @@
-"""``contrasweep plan``'s lines: the plan (``contrasweep.run.sweep_plan.SweepPlan``) as the console
+"""``contrasweep plan``'s lines: the plan (``contrasweep.runner.sweep_plan.SweepPlan``) as the console
 prints it, with what the estimate assumes of other work on the machine (``busy_cpus``: measured
 before the plan's own calibration), each data variant's split sizes (``data_lines``) and a
 wall-clock time format shared with ``run``'s first lines.
 
-May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.plan_steps``, ``contrasweep.run.inputs``
+May import: ``contrasweep.runner.sweep_plan``, ``contrasweep.runner.plan_steps``, ``contrasweep.runner.inputs``
 (the split sizes' words), ``contrasweep.search``, ``contrasweep.spec``, ``contrasweep.console.summary``
 (its number format).
 """
@@ -14,9 +14,9 @@ import os
 import time
 
 from contrasweep.console.summary import human
-from contrasweep.run.inputs import SPLIT_NAMES, sizes_text
-from contrasweep.run.plan_steps import floor_warning, steps_line
-from contrasweep.run.sweep_plan import SweepPlan, fixed_overheads
+from contrasweep.runner.inputs import SPLIT_NAMES, sizes_text
+from contrasweep.runner.plan_steps import floor_warning, steps_line
+from contrasweep.runner.sweep_plan import SweepPlan, fixed_overheads
 from contrasweep.search.registry import tests_in_trials
 from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.sweep import Sweep
@@ -33,16 +33,7 @@ def describe(
         f"{counted(found.trials, 'trial')} = {counted(found.configurations, 'configuration')} × "
         f"{counted(found.repeats, 'repeat')} ({counted(found.settings, 'setting')}); method {sweep.method}, searcher "
         f"{sweep.searcher}, scheduler {sweep.scheduler}",
-        *(
-            [
-                f"racing (min_repeats {sweep.racing.min_repeats}, alpha {sweep.racing.alpha:g}): between "
-                f"{found.fewest_trials} and {found.trials} trials (every configuration's first {sweep.racing.min_repeats} "
-                "repeats; more while a configuration is not significantly worse than the best); the figures below are "
-                "for all of them"
-            ]
-            if found.fewest_trials is not None
-            else []
-        ),
+        *([racing_line(sweep, found)] if found.fewest_trials is not None else []),
         *data_lines(found.data),
         *([budget_line(sweep, found)] if found.budget_trials is not None else []),
         f"training: {counted(found.epochs_total, 'epoch')}, {counted(found.steps_total, 'optimiser step')} in all; "
@@ -126,7 +117,18 @@ def load_text(where: str, busy: float | None) -> str:
     )
 
 
+def racing_line(sweep: Sweep, found: SweepPlan) -> str:
+    assert sweep.racing is not None  # a race's plan (found.fewest_trials: sweep_plan)
+    return (
+        f"racing (min_repeats {sweep.racing.min_repeats}, alpha {sweep.racing.alpha:g}): between "
+        f"{found.fewest_trials} and {found.trials} trials (every configuration's first "
+        f"{sweep.racing.min_repeats} repeats; more while a configuration is not significantly worse than the "
+        "best); the figures below are for all of them"
+    )
+
+
 def budget_line(sweep: Sweep, found: SweepPlan) -> str:
+    assert found.budget_trials is not None and sweep.budget is not None  # a budgeted sweep's plan (sweep_plan)
     unit = trial_slots(float(sweep.resources["cpu"]), float(sweep.resources["gpu"]), 1)[1]
     fits = (
         "all of them fit"

@@ -5,13 +5,14 @@ What may grow: a grid sweep's repeat axes (``sweep.seeds``, ``data.seed``, ``dat
 and setting axes (``data.k``, ``data.n_total``, ``data.rho``, ``data.num_classes``) as supersets
 of what ran; an ``optuna``/``random`` sweep's ``sweep.num_samples``, larger; any sweep's
 ``sweep.budget.slot_hours``, larger (or the budget removed): the trials the budget left run.
-Anything else is a new sweep. The extension is a new Tune experiment in the sweep's folder (``tune-extN/``; a
-resumed one ``tune-extN-rK/``: ``resume_extension``) that holds only the new trials, tracked by the same record (``tracking.json``) on the same MLflow
-runs: the trials that ran are identified by their configuration key, as ``resume`` identifies
-them, so nothing that finished trains again. A searcher's study continues with the larger
-budget (it has been told every earlier suggestion).
+Anything else is a new sweep. The extension is a new Tune experiment in the sweep's folder
+(``tune-extN/``; a resumed one ``tune-extN-rK/``: ``resume_extension``) that holds only the new
+trials, tracked by the same record (``tracking.json``) on the same MLflow runs: the trials that
+ran are identified by their configuration key, as ``resume`` identifies them, so nothing that
+finished trains again. A searcher's study continues with the larger budget (it has been told
+every earlier suggestion).
 
-May import: ``contrasweep.run`` (the Tuner's assembly, the sweep's inputs), ``contrasweep.errors``,
+May import: ``contrasweep.runner`` (the Tuner's assembly, the sweep's inputs), ``contrasweep.errors``,
 ``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.folder``, ``contrasweep.tracking``,
 ``contrasweep.search``, ``contrasweep.console``; Ray Tune.
 """
@@ -28,8 +29,8 @@ from contrasweep.console.summary import resume_line
 from contrasweep.errors import UserError
 from contrasweep.folder import driver, sweeps
 from contrasweep.folder.record import TrackingState
-from contrasweep.run.checks import check_services, method_unchanged
-from contrasweep.run.inputs import load_sweep
+from contrasweep.runner.checks import check_services, method_unchanged
+from contrasweep.runner.inputs import load_sweep
 from contrasweep.search.grid_search import REPEAT_GROWTH, default_of, shown
 from contrasweep.search.registry import SEARCHERS, searcher_of, total_trials
 from contrasweep.spec.axes import REPEAT_AXES, keep_order
@@ -183,7 +184,7 @@ def extend(
 ):
     """Grow the sweep ``name``; returns Tune's results of the new trials (or of the resume, when
     the sweep was unfinished and did not finish). An unfinished sweep is resumed first."""
-    from contrasweep.run import tune  # Ray: only once the growth was checked
+    from contrasweep.runner import tune  # Ray: only once the growth was checked
 
     sweep_dir = sweeps.open_existing(root, name)
     status = sweep_dir.status()
@@ -238,7 +239,7 @@ def resume_extension(
     """``resume`` of a sweep whose stage is an extension: the same extension (``sweep.json``'s last
     entry, ``spec.yaml`` already grown) in a fresh Tuner: what ended is kept, unfinished repeats
     go on from their state folders, re-attached to their runs by configuration key."""
-    from contrasweep.run import tune  # Ray's side
+    from contrasweep.runner import tune  # Ray's side
 
     sweep_dir = tune.open_or_fetch(name, root, storage)
     tune.resumable(sweep_dir)
@@ -251,8 +252,8 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     """Run the extension ``entry`` (None: the sweep's last one, again) as a new Tune experiment."""
     import yaml
 
-    from contrasweep.run import executor, test_phase, tune  # Ray's side: after the growth was checked
-    from contrasweep.run.slots import start_slots
+    from contrasweep.runner import executor, test_phase, tune  # Ray's side: after the growth was checked
+    from contrasweep.runner.slots import start_slots
 
     meta = sweep_dir.meta()
     tracking_uri = meta["tracking_uri"]
@@ -263,7 +264,7 @@ def _grow(sweep_dir, new: Sweep, entry: dict | None, address, ray_dashboard, ray
     client = get_client(tracking_uri)
     parent = record.data["parent_run_id"]
     again = entry is None
-    entry = meta["extensions"][-1] if again else entry
+    entry = meta["extensions"][-1] if entry is None else entry
     top = entry["top"]
     ended = [e for e in record.trials.values() if "status" in e]
     growth = searcher_of(new).extension(new, client, record.data, parent, top, again, sweep_dir.path)

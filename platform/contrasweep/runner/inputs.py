@@ -3,19 +3,20 @@ put once into Ray's object store, and the static configuration the trials share
 (docs/architecture.md, "Data flow").
 
 May import: ``contrasweep.data``, ``contrasweep.spec``, ``contrasweep.search.registry``,
-``contrasweep.run.shipping``, ``contrasweep.folder`` (the sweep's folder); Ray (inside ``put_data``).
+``contrasweep.runner.shipping``, ``contrasweep.folder`` (the sweep's folder); Ray (inside ``put_data``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from contrasweep.data import DataConfig, load_splits, prepare
 from contrasweep.data.multilabel.prepare import MultiLabelConfig, is_multilabel, prepare_multilabel
 from contrasweep.data.prepare import data_notes as notes_of
 from contrasweep.data.sts import prepare_sts as tokenise_pairs
 from contrasweep.folder import sweeps
-from contrasweep.run.shipping import worker_path
+from contrasweep.runner.shipping import worker_path
 from contrasweep.search.registry import check, pause_epochs, reported_names, tests_in_trials
 from contrasweep.spec.axes import expand, keep_order
 from contrasweep.spec.identity import reported_config
@@ -124,7 +125,7 @@ def put_data(prepared: list, sts: dict | None = None) -> list:
     return refs
 
 
-def sweep_static(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: list[str] = ()) -> SweepStatic:
+def sweep_static(sweep: Sweep, sweep_dir: sweeps.SweepDir, prepared: list, shipped: Sequence[str] = ()) -> SweepStatic:
     """The sweep's fixed part (``contrasweep.spec.static``), built once per driver; ``shipped``:
     the local files a cluster's workers get (``paths``: where a worker reads each)."""
     static = SweepStatic.of(

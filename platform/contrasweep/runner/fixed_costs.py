@@ -23,7 +23,7 @@ set-up holds the method's build on this machine.
 The result is kept for a day in the data cache's folder, per host, Ray address, slots and method
 (``contrasweep plan --remeasure`` measures again); the plan says when it was measured.
 
-May import: ``contrasweep.run.ray_start``, ``contrasweep.search.fifo``,
+May import: ``contrasweep.runner.ray_start``, ``contrasweep.search.fifo``,
 ``contrasweep.tracking.tracker``, ``contrasweep.spec.static``, ``contrasweep.data.cache`` (the
 cache's folder); Ray;
 ``trainables`` (inside the probe's trials).
@@ -42,14 +42,14 @@ import time
 from pathlib import Path
 
 from contrasweep.data.cache import cache_root
-from contrasweep.run import kept_day
-from contrasweep.run.ray_start import init_ray
+from contrasweep.runner import kept_day
+from contrasweep.runner.ray_start import init_ray
 from contrasweep.spec.static import SweepStatic
 from trainables.registry import get_method
 
 # what the driver imports before Ray starts (contrasweep.cli's run: the launcher and the tracker;
 # the summary and report: MLflow's client, Optuna's importance, matplotlib)
-DRIVER_IMPORTS = ("contrasweep.run.tune", "contrasweep.tracking.tracker", "mlflow", "optuna", "matplotlib.pyplot")
+DRIVER_IMPORTS = ("contrasweep.runner.tune", "contrasweep.tracking.tracker", "mlflow", "optuna", "matplotlib.pyplot")
 
 
 def cache_file() -> Path:
@@ -85,7 +85,7 @@ def probe(method: str, slots: int, address: str | None) -> dict:
         command = [
             sys.executable,
             "-m",
-            "contrasweep.run.fixed_costs",
+            "contrasweep.runner.fixed_costs",
             "--method",
             method,
             "--slots",
@@ -112,7 +112,7 @@ def probe(method: str, slots: int, address: str | None) -> dict:
 
 # -- the probe process --------------------------------------------------------------------------
 def _trial(config: dict) -> None:
-    """A trial that imports what a sweep's trial imports (``run.executor.run_trial``: the loop,
+    """A trial that imports what a sweep's trial imports (``runner.executor.run_trial``: the loop,
     its Tune session, the method) and reports one epoch."""
     from ray import tune
 
@@ -172,7 +172,7 @@ def _run_probe(method: str, slots: int, address: str | None, work: Path) -> dict
         },
         tune_config=tune.TuneConfig(
             max_concurrent_trials=slots, scheduler=LiveFIFO(), reuse_actors=True
-        ),  # as a sweep of one-worker trials does (run.tune)
+        ),  # as a sweep of one-worker trials does (runner.tune)
         run_config=tune.RunConfig(
             storage_path=str(work / "tune"), name="probe", callbacks=[tracker, Clock()], verbose=0
         ),

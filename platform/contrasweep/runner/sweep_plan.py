@@ -9,7 +9,8 @@ batch size, the resume states its scheduler and ``checkpoint_every`` make it wri
 come from one calibration on this machine (``trainables.calibration``: the real loop for a few
 steps of the sweep's first trial on a slice of its data, at most about 20 s):
     trial_s = set-up + rows trained × train + validated epochs (``eval_every``) × (train rows ×
-              second stage + an evaluation of the validation rows) [+ an evaluation of the test rows: evaluation.test all]
+              second stage + an evaluation of the validation rows)
+              [+ an evaluation of the test rows: evaluation.test all]
               + bytes written × write speed + the per-trial overhead
               (an evaluation: fixed seconds + rows × seconds per row)
     test_s  = set-up + an evaluation of the test rows + TEST_TASK_OVERHEAD_S, for each repeat the
@@ -20,7 +21,7 @@ steps of the sweep's first trial on a slice of its data, at most about 20 s):
               + the report's t-SNE map (TSNE_S + up to TSNE_POINTS test rows × eval; not with --no-tsne)
 
 The sweep overhead, a trial process's start and the per-trial overhead are measured on the
-machine (or cluster) the sweep will run on (``contrasweep.run.fixed_costs``: Ray's start, the
+machine (or cluster) the sweep will run on (``contrasweep.runner.fixed_costs``: Ray's start, the
 driver's imports, a Tune run of no-op trials under the sweeps' scheduler and tracker; kept for a
 day), else the defaults below.
 
@@ -29,27 +30,17 @@ GPUs) of this machine or of the cluster at ``--address``, by ``sweep.resources``
 assumes every trial trains all its epochs (a scheduler that stops some makes the sweep shorter)
 and, for a searched ``epochs``, ``max_steps`` or ``batch_size``, the most epochs and steps and the
 smallest batch. The optimiser steps per trial of each setting, and a warning under ``MIN_STEPS``:
-``contrasweep.run.plan_steps``.
+``contrasweep.runner.plan_steps``. Disk, kept models, the makespan and the budget's slot time:
+``contrasweep.runner.plan_bounds``.
 
-Disk (``disk_held``): a live trial (running, or paused at a rung) holds its newest resume state
-(weights + optimiser state; a second while it writes one) and up to three best folders; a trial
-that ended holds no resume state, and its best weights only while its group is open, among its
-setting's ``max(keep_models, 1)`` best, the reported point's or cut short by the budget
-(``contrasweep.tracking.pruning``). ``disk_bytes`` is the most the sweep folder holds at once
-by that rule; ``kept_bytes`` what stays once it has finished: one copy of the best weights of
-each trial that keeps an MLflow model (the repeats of the ``tracking.keep_models`` best
-configurations of each setting and of the reported point; or every trial;
-``contrasweep.tracking.kept``), in the store.
-
-May import: ``contrasweep.spec``, ``contrasweep.search.registry``, ``contrasweep.run.inputs``,
-``contrasweep.run.ray_start``, ``contrasweep.data`` (the data a plan prepares),
-``trainables`` (the calibration); Ray (``--address``). Its lines: ``contrasweep.run.plan_lines``.
+May import: ``contrasweep.spec``, ``contrasweep.search.registry``, ``contrasweep.runner.inputs``,
+``contrasweep.runner.ray_start``, ``contrasweep.data`` (the data a plan prepares),
+``trainables`` (the calibration); Ray (``--address``). Its lines: ``contrasweep.runner.plan_lines``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 import math
 import os
@@ -57,23 +48,30 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from contrasweep.data import load_splits
 from contrasweep.data.cache import cache_root
-from contrasweep.run import kept_day
-from contrasweep.run.checks import _local_gpus
-from contrasweep.run.inputs import split_rows
-from contrasweep.run.plan_steps import setting_steps
-from contrasweep.run.ray_start import init_ray
+from contrasweep.runner import kept_day
+from contrasweep.runner.checks import _local_gpus
+from contrasweep.runner.inputs import split_rows
+from contrasweep.runner.plan_bounds import (
+    TrialCost,
+    disk_held,
+    fit_in_budget,
+    kept_models,
+    makespan,
+    trial_slot_seconds,
+)
+from contrasweep.runner.plan_steps import setting_steps
+from contrasweep.runner.ray_start import init_ray
 from contrasweep.search.registry import (
     fewest_trials,
-    live_limit,
     pause_epochs,
     reported_configurations,
     tests_in_trials,
     trial_configs,
 )
-from contrasweep.spec.budget import trial_slots
 from contrasweep.spec.identity import setting_label
 from contrasweep.spec.static import SweepStatic
 from contrasweep.spec.sweep import Sweep
@@ -81,7 +79,7 @@ from contrasweep.spec.trial import DATA_KEY, plan_of
 from trainables.calibration import calibrate
 from trainables.params import LOOP_PARAMS, epochs_for, resume_states, steps_per_epoch, total_steps, validated_epochs
 
-# Fixed costs where none were measured on this machine (contrasweep.run.fixed_costs measures them
+# Fixed costs where none were measured on this machine (contrasweep.runner.fixed_costs measures them
 # for `contrasweep plan`; these are its tests' and an earlier day's, docs/performance.md, "plan's
 # estimate"): a sweep's own seconds besides its trials (the command's imports, Ray's start, the
 # Tuner, the registry, the summary and the report without t-SNE), a trial process's start (Ray's
@@ -99,15 +97,6 @@ TSNE_POINTS = 500
 TSNE_S = 3.0
 DISTRIBUTED_TRIAL_OVERHEAD_S = 18.4  # a Ray Train worker group per trial (benchmarks/trial_overhead.py)
 TEST_TASK_OVERHEAD_S = 1.0  # a test-phase task besides its evaluation: the weights read, its result logged
-
-
-@dataclass
-class TrialCost:
-    variant: int
-    epochs: int
-    steps: int
-    seconds: float
-    resume_states: int
 
 
 @dataclass
@@ -200,15 +189,6 @@ def rows_trained(hp: dict, train_rows: int) -> int:
     return whole * train_rows + min(train_rows, left * int(hp["batch_size"]))
 
 
-def makespan(seconds: list[float], slots: int, start: float = 0.0) -> float:
-    """Trials started in order on the first free of ``slots`` (Tune's FIFO), each slot's first
-    after ``start`` (its process)."""
-    free = [start] * slots
-    for s in seconds:
-        heapq.heappush(free, heapq.heappop(free) + s)
-    return max(free) if seconds else 0.0
-
-
 # the cost model's relative weights without a calibration (a running sweep's ETA: scaled by the
 # trials that end): a training row costs about 4.5 evaluated rows (MiniLM here: 113 vs 25 ms)
 RELATIVE = {
@@ -278,37 +258,8 @@ def test_costs(sweep: Sweep, sizes: list[dict], calibration: dict, configuration
     ]
 
 
-def kept_models(sweep: Sweep, trials: int, settings: int) -> int:
-    """The most trials that keep an MLflow model: every one (``keep_models: all``), or per setting
-    the repeats of the configurations a report shows whose weights the sweep kept: the
-    ``keep_models`` best ones (the selected one among them) and the grid's reported point
-    (``contrasweep.tracking.pruning``)."""
-    if sweep.keep_models == "all":
-        return trials
-    keep = int(sweep.keep_models)
-    configurations = min(
-        reported_configurations(sweep) + max(0, keep - 1), max(1, keep) + (1 if sweep.has_reported_point else 0)
-    )
-    return min(trials, configurations * max(1, sweep.repeats) * settings)
-
-
-def disk_held(
-    sweep: Sweep, trials: int, running: int, settings: int, weights: int, resume: int, train_rows: tuple[int, ...] = ()
-) -> int:
-    """The most bytes the sweep folder holds at once (module docstring): ``3 ×`` the live trials'
-    best folders + the repeats of each setting's ``max(keep_models, 1) + 1`` best configurations
-    (one closing while another leaves) and of the grid's reported point; resume states: one per
-    live trial and one more per running trial. ``train_rows``: each variant's (``pause_epochs``)."""
-    live = min(trials, live_limit(sweep)) if pause_epochs(sweep, train_rows) else running  # paused trials hold theirs
-    repeats = max(1, sweep.setting_repeats)  # a repeat group's trials
-    kept = 0 if sweep.keep_models == "all" else max(1, int(sweep.keep_models)) + 1  # "all": in MLflow at once
-    reported = repeats if sweep.has_reported_point else 0
-    best = min(trials, 3 * live + settings * (kept * repeats + reported))
-    return best * weights + min(trials, live + running) * resume
-
-
 def fixed_overheads(fixed: dict | None) -> dict:
-    """(sweep, worker start, per trial) seconds: measured (``contrasweep.run.fixed_costs``) or the defaults."""
+    """(sweep, worker start, per trial) seconds: measured (``contrasweep.runner.fixed_costs``) or the defaults."""
     if not fixed:
         return {"sweep_s": SWEEP_OVERHEAD_S, "worker_start_s": WORKER_START_S, "trial_s": TRIAL_OVERHEAD_S}
     return {
@@ -376,24 +327,6 @@ def data_variants(sweep: Sweep, sizes: list[dict]) -> list[dict]:
     ]
 
 
-def trial_slot_seconds(sweep: Sweep, costs: list[TrialCost], slots: int, worker_start: float) -> list[float]:
-    """Each trial's slot time as ``sweep.budget`` counts it: its seconds (a slot's first trial
-    also waits for its process) × its CPUs, or GPUs (``contrasweep.spec.budget.trial_slots``)."""
-    res = sweep.resources
-    per_second = trial_slots(float(res["cpu"]), float(res["gpu"]), int(res["workers"]))[0]
-    return [(c.seconds + (worker_start if i < slots else 0.0)) * per_second for i, c in enumerate(costs)]
-
-
-def fit_in_budget(sweep: Sweep, slot_costs: list[float]) -> int:
-    """How many trials, in the order they start, fit in ``sweep.budget`` (each whole)."""
-    left, n = sweep.budget.slot_seconds, 0
-    for cost in slot_costs:
-        if cost > left:
-            break
-        left, n = left - cost, n + 1
-    return n
-
-
 def quiet() -> None:
     """The plan prints its own lines only: no progress bars of datasets (tokenising into the
     cache) or transformers (loading weights) in this process."""
@@ -404,7 +337,7 @@ def quiet() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _first_trial(sweep: Sweep, prepared: list) -> tuple[dict, object]:
+def _first_trial(sweep: Sweep, prepared: list) -> tuple[dict, Any]:
     """The loop config of the sweep's first trial and its prepared data variant."""
     config = trial_configs(sweep)[0]
     trial = plan_of(config, SweepStatic.of(sweep))

@@ -9,14 +9,14 @@ Scheduler: group ASHA on the first metric with our own ``epoch`` counter as time
 Every driver (``run``, ``resume``, an extension's) builds a fresh Tuner in its own Tune
 experiment (``SweepDir.new_experiment``) from the sweep's records: Tune runs trials, and its
 saved state is never read back (``Tuner.restore`` is not used: docs/architecture.md, "Resume").
+What a resumed driver checks and settles first: ``contrasweep.runner.resume_checks``; the blocks
+the launch runs in (Tune's environment, Ctrl-C held or seen): ``contrasweep.runner.driver_context``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 
@@ -24,13 +24,14 @@ from contrasweep import console
 from contrasweep.console.progress import Progress
 from contrasweep.console.summary import resume_line
 from contrasweep.errors import UserError
-from contrasweep.folder import driver, relocation, sweep_storage, sweeps
+from contrasweep.folder import driver, sweep_storage, sweeps
 from contrasweep.folder.cleanup import reclaim
 from contrasweep.folder.record import TrackingState
-from contrasweep.run import recovery, sweep_plan, test_phase
-from contrasweep.run.checks import check_against_encoder, check_services, method_unchanged
-from contrasweep.run.executor import make_trainable, torch_threads_env
-from contrasweep.run.inputs import (
+from contrasweep.runner import recovery, sweep_plan, test_phase
+from contrasweep.runner.checks import check_against_encoder, check_services, method_unchanged
+from contrasweep.runner.driver_context import ctrl_c_seen, deferred_ctrl_c, scoped_env
+from contrasweep.runner.executor import make_trainable, torch_threads_env
+from contrasweep.runner.inputs import (
     data_notes,
     load_sweep,
     prepare_data,
@@ -40,10 +41,11 @@ from contrasweep.run.inputs import (
     rows_line,
     sweep_static,
 )
-from contrasweep.run.ray_start import alive_machines, init_ray, wants_dashboard
-from contrasweep.run.shipping import local_files_of
-from contrasweep.run.size_line import size_lines
-from contrasweep.run.slots import pending_trials, run_slots, start_slots
+from contrasweep.runner.ray_start import alive_machines, init_ray, wants_dashboard
+from contrasweep.runner.resume_checks import arrived, open_or_fetch, resumable
+from contrasweep.runner.shipping import local_files_of
+from contrasweep.runner.size_line import size_lines
+from contrasweep.runner.slots import pending_trials, run_slots, start_slots
 from contrasweep.search.registry import group_sizes, num_samples, param_space, scheduler, search_alg, total_trials
 from contrasweep.search.warm_start import warm_points
 from contrasweep.spec.static import SweepStatic
@@ -53,12 +55,11 @@ from contrasweep.tracking.describe import method_params
 from contrasweep.tracking.provenance import method_fingerprint
 from contrasweep.tracking.store import default_tracking_uri, store_errors, store_line
 from contrasweep.tracking.tracker import MlflowTracker
-from trainables.storage import display
 
 # Tune's own periodic save of its experiment state, which no driver reads back: every 15 min
 # (each save writes every trial's JSON, O(trials so far)). What a killed driver must not lose is
 # the sweep's own records, written as things happen: how each trial ended (tracking.ledger), the
-# study, the journals, each trial's state folder and logs (run.trial_logs).
+# study, the journals, each trial's state folder and logs (runner.trial_logs).
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "900")
 
 
@@ -70,8 +71,8 @@ os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "900")
 
 def tune_loggers() -> list:
     """result.json and progress.csv in each trial's folder, as Tune writes them by default, but
-    straight into the sweep's folder (``contrasweep.run.trial_logs``: not copied at every save)."""
-    from contrasweep.run.trial_logs import TrialLogs
+    straight into the sweep's folder (``contrasweep.runner.trial_logs``: not copied at every save)."""
+    from contrasweep.runner.trial_logs import TrialLogs
 
     return [TrialLogs()]
 
@@ -100,7 +101,7 @@ def tracker(
     sizes: dict | None = None,
     total: int | None = None,
 ) -> MlflowTracker:
-    """The sweep's MLflow callback. An extension (``contrasweep.run.extend``) gives the repeat
+    """The sweep's MLflow callback. An extension (``contrasweep.runner.extend``) gives the repeat
     groups' sizes (``sizes``: what ran plus what it adds) and the trials in all (``total``)."""
     params = {
         **method_params(sweep.method),
@@ -158,10 +159,10 @@ def tracker(
 def start(
     sweep: Sweep, address: str | None, ray_dashboard: bool, ray_bind_all: bool, storage: str | None, folder: Path
 ) -> tuple[list, list, list[str]]:
-    """What ``run``, ``resume`` and an extension (``contrasweep.run.extend``) do alike once the pre-start checks passed: tokenise every
-    data variant (the cache), start or join Ray, check the sweep's storage from the nodes Ray
-    has, and put the data into the object store. Returns (prepared data, object refs, the
-    local files a cluster's workers get)."""
+    """What ``run``, ``resume`` and an extension (``contrasweep.runner.extend``) do alike once the
+    pre-start checks passed: tokenise every data variant (the cache), start or join Ray, check
+    the sweep's storage from the nodes Ray has, and put the data into the object store. Returns
+    (prepared data, object refs, the local files a cluster's workers get)."""
     prepared = prepare_data(sweep)
     sts = prepare_sts(sweep)
     files = shipped_files(sweep, address)
@@ -190,7 +191,7 @@ def build_tuner(
     queue: list[dict] | None = None,
 ):
     """The sweep's Tuner and its fixed part (``contrasweep.spec.static``, built here once), for
-    ``run`` and for an extension (``contrasweep.run.extend``: ``space`` and ``queue``, the new
+    ``run`` and for an extension (``contrasweep.runner.extend``: ``space`` and ``queue``, the new
     trials, as ``contrasweep.search.base.Extension`` gives them; ``sizes``, the repeat groups'
     sizes with them; ``total``, the trials in all)."""
     from ray import tune
@@ -283,9 +284,9 @@ def _open(
         print(f"[contrasweep] data: {note}", file=sys.stderr, flush=True)
     for line in size_lines(sweep, prepared, {k: float(v) for k, v in ray.cluster_resources().items()}, address):
         print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
-    line = reported_line(sweep)
-    if line:  # a user's grid replaced the paper's: say what the extra first trial is
-        print(f"[contrasweep] {line}", file=sys.stderr, flush=True)
+    reported = reported_line(sweep)
+    if reported:  # a user's grid replaced the paper's: say what the extra first trial is
+        print(f"[contrasweep] {reported}", file=sys.stderr, flush=True)
     sweep_dir.update_meta(data_key=",".join(p.key for p in prepared), cache_hit=all(p.cache_hit for p in prepared))
     return build_tuner(sweep, sweep_dir, prepared, refs, files, tracking_uri)
 
@@ -304,7 +305,7 @@ def resume(
     go on from their state folders, failed ones are retried, MLflow runs are re-attached by
     configuration key. ``storage``: where to find a sweep this machine has no folder of (its
     driver files are mirrored there). An extension's stage is resumed by
-    ``contrasweep.run.extend.resume_extension``."""
+    ``contrasweep.runner.extend.resume_extension``."""
     sweep_dir = open_or_fetch(name, root, storage)
     meta = resumable(sweep_dir)
     sweep = load_sweep(sweep_dir)
@@ -323,34 +324,8 @@ def resume(
         return fit(tuner, sweep_dir, test_phase.after_tune(sweep, sweep_dir, static, refs), start_slots(sweep))
 
 
-def resumable(sweep_dir: sweeps.SweepDir) -> dict:
-    """``sweep.json`` of a sweep that ``resume`` may take: unfinished, no driver alive, its spec
-    and record readable (each a one-line ``UserError`` before anything starts)."""
-    meta, name = sweep_dir.meta(), sweep_dir.name
-    if meta.get("status") == "finished":
-        raise UserError(
-            f"sweep {name!r} has already finished; allowed: resume an unfinished sweep (see `contrasweep list`)"
-        )
-    alive, who = sweep_dir.driver()
-    if alive == "alive":
-        raise UserError(f"sweep {name!r} is still running ({who}); allowed: resume it once that process has ended")
-    sweep_dir.spec()  # missing or damaged: one line before anything starts
-    ledger.check_readable(sweep_dir.path / "tracking.json")  # unreadable: one line, not "nothing finished"
-    return meta
-
-
-def arrived(sweep_dir: sweeps.SweepDir) -> None:
-    """A dead driver's RUNNING runs closed (the tracker reopens them) and a moved folder's paths
-    mapped (``folder.relocation``), before a resumed driver's Tuner is built."""
-    meta = sweep_dir.meta()
-    recovery.settle(sweep_dir)
-    earlier = relocation.arrived(sweep_dir.path, meta.get("folder"), meta.get("earlier_folders", []))
-    if earlier is not None:  # the record names the folders it ran in
-        sweep_dir.update_meta(folder=str(sweep_dir.path), earlier_folders=earlier)
-
-
 def fit(tuner, sweep_dir: sweeps.SweepDir, after=None, slots: int | None = None):
-    """Run Tune, then ``after`` (the test phase, ``contrasweep.run.test_phase``) once Tune has
+    """Run Tune, then ``after`` (the test phase, ``contrasweep.runner.test_phase``) once Tune has
     ended every trial, then record how the sweep ended: ``finished`` only after both. An MLflow
     failure mid-sweep (the tracker stopped Tune for it) is one line: the sweep is interrupted
     and resumable. ``slots``: trials kept pending at once (``pending_trials``)."""
@@ -391,82 +366,6 @@ def fit(tuner, sweep_dir: sweeps.SweepDir, after=None, slots: int | None = None)
             f"store, then `contrasweep resume {sweep_dir.name}`"
         )
     return results
-
-
-@contextlib.contextmanager
-def scoped_env(values: dict[str, str]):
-    """These environment variables for the duration of the block, then as they were (a test
-    process runs many sweeps, made at different versions)."""
-    before = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-@contextlib.contextmanager
-def deferred_ctrl_c():
-    """Yields a function that says whether a Ctrl-C (SIGINT) came inside the block: the first
-    is held until the block ends, so that what the block writes (a new sweep's folder and its
-    Tuner) is whole; a second ends the block at once (``KeyboardInterrupt``)."""
-    asked, before = [], signal.getsignal(signal.SIGINT)
-
-    def hold(signum, frame):
-        if asked:
-            raise KeyboardInterrupt
-        asked.append(signum)  # (no line here: a write inside a signal handler may re-enter the stream's)
-
-    signal.signal(signal.SIGINT, hold)
-    try:
-        yield lambda: bool(asked)
-    finally:
-        signal.signal(signal.SIGINT, before)
-
-
-class _CtrlC:
-    """SIGINT's handler while Tune runs, until Tune installs its own: Python's (a
-    ``KeyboardInterrupt``). Tune keeps the handler it replaced and puts it back at the first
-    Ctrl-C, which it takes as "stop and save"; that handler being this object again after
-    ``fit`` is how ``ctrl_c_seen`` knows. Tune's result alone cannot tell: a Ctrl-C before its
-    first trial was created left no trial unfinished, and the sweep read as finished."""
-
-    def __call__(self, signum, frame):
-        raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def ctrl_c_seen():
-    """Yields a function that says, once the block has run, whether Tune took a Ctrl-C (SIGINT)
-    inside it; SIGINT's handler is as it was afterwards."""
-    marker, before, seen = _CtrlC(), signal.getsignal(signal.SIGINT), []
-    signal.signal(signal.SIGINT, marker)
-    try:
-        yield lambda: bool(seen)
-    finally:
-        if signal.getsignal(signal.SIGINT) is marker:
-            seen.append(True)
-        signal.signal(signal.SIGINT, before)
-
-
-def open_or_fetch(name: str, root: Path, storage: str | None) -> sweeps.SweepDir:
-    """The sweep's folder here, or fetched from ``storage`` when this machine has none."""
-    if storage and not (root / name / "sweep.json").exists() and not sweep_storage.fetch(storage, root / name):
-        raise UserError(
-            f"no sweep named {name!r} in {root} or in {display(storage)}; allowed: the --storage the sweep "
-            "was started with"
-        )
-    sweep_dir = sweeps.open_existing(root, name)
-    if storage and sweep_dir.storage != storage:
-        raise UserError(
-            f"sweep {name!r} keeps its state in {display(sweep_dir.storage or str(sweep_dir.path))}, not "
-            f"{display(storage)}; allowed: --storage {sweep_dir.storage or '(none)'}"
-        )
-    return sweep_dir
 
 
 def shipped_files(sweep: Sweep, address: str | None) -> list[str]:

@@ -2,8 +2,8 @@
 the cluster at ``--address`` / ``$RAY_ADDRESS`` with the project's code shipped or its installed
 version checked (docs/architecture.md, "Storage and clusters", "Facts about the stack").
 
-May import: ``contrasweep.errors``, ``contrasweep.run.shipping``, ``contrasweep.run.preflight``,
-``contrasweep.run.stop_signal``, ``contrasweep.run.ray_env``, ``contrasweep.tracking.credentials``; Ray.
+May import: ``contrasweep.errors``, ``contrasweep.runner.shipping``, ``contrasweep.runner.preflight``,
+``contrasweep.runner.stop_signal``, ``contrasweep.runner.ray_env``, ``contrasweep.tracking.credentials``; Ray.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ import sys
 
 from contrasweep import __version__
 from contrasweep.errors import UserError
-from contrasweep.run import shipping
-from contrasweep.run.preflight import free_port
-from contrasweep.run.ray_env import LOOPBACK_ENV_VAR, local_ray_environment
-from contrasweep.run.shipping import worker_env
-from contrasweep.run.stop_signal import take_sigterm
+from contrasweep.runner import shipping
+from contrasweep.runner.preflight import free_port
+from contrasweep.runner.ray_env import LOOPBACK_ENV_VAR, local_ray_environment
+from contrasweep.runner.shipping import worker_env
+from contrasweep.runner.stop_signal import take_sigterm
 from contrasweep.tracking import credentials
 
 
@@ -33,7 +33,7 @@ def init_ray(
     """A local Ray sized to this machine, or the cluster at ``address`` / ``RAY_ADDRESS``, to
     which the job ships the project's code and the spec's local files (``ship: code``), or on
     whose nodes the installed contrasweep must be the driver's version (``ship: installed``;
-    ``contrasweep.run.shipping``); ``method``: the spec's, shipped there when it is a user's.
+    ``contrasweep.runner.shipping``); ``method``: the spec's, shipped there when it is a user's.
 
     ``dashboard`` (local Ray only; bound to 127.0.0.1): Train V2 frees the CPUs of a Train run
     that ASHA stopped through the State API, which needs it (docs/architecture.md, "Facts about
@@ -66,7 +66,7 @@ def init_ray(
     if not bind_all and ray.util.get_node_ip_address() != "127.0.0.1":
         raise UserError(
             f"Ray was imported before its one-machine mode was set, so the local Ray would listen on every "
-            f"interface: call contrasweep.run.ray_env.local_ray_environment() before importing ray, "
+            f"interface: call contrasweep.runner.ray_env.local_ray_environment() before importing ray, "
             f"or set {LOOPBACK_ENV_VAR}=0 and RAY_AUTH_MODE=token"
         )
     env = worker_env()

@@ -6,7 +6,7 @@ the searcher may give suits the encoder (docs/architecture.md, "The method inter
 (``method_unchanged``). ``run``, ``resume`` and ``extend`` train a user's method for one step
 and one prediction on a toy task on the driver before Ray starts (``method_runs``).
 
-May import: ``contrasweep.run.preflight``, ``contrasweep.search.registry``, ``contrasweep.errors``,
+May import: ``contrasweep.runner.preflight``, ``contrasweep.search.registry``, ``contrasweep.errors``,
 ``contrasweep.spec`` (the ``Sweep``), ``contrasweep.folder`` (``sweep.json``), ``contrasweep.tracking``
 (a method's fingerprint), ``trainables`` (the methods' torch-free declarations and encoder names;
 transformers only for a plugin method's check; torch, ``trainables.contract``, only for a user's
@@ -22,7 +22,7 @@ import time
 
 from contrasweep.errors import UserError
 from contrasweep.folder.sweeps import SweepDir
-from contrasweep.run import preflight
+from contrasweep.runner import preflight
 from contrasweep.search.registry import candidate_configs
 from contrasweep.spec.sweep import Sweep
 from contrasweep.tracking.provenance import method_fingerprint
@@ -85,7 +85,7 @@ def check_against_encoder(sweep: Sweep) -> None:
         check, reads_width = get_method(sweep.method).check, True
     if check is None:
         return
-    hidden = 0
+    hidden: int | None = 0
     if reads_width:
         hidden = config_width(sweep.encoder["name"]) or _auto_config_width(sweep.encoder["name"])
         if hidden is None:

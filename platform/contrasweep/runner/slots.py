@@ -1,15 +1,15 @@
 """How many of a sweep's trials run at once, and how many Tune keeps pending at once, on the Ray
-this driver joined (``contrasweep.run.tune``: its ``fit`` and its tracker's progress).
+this driver joined (``contrasweep.runner.tune``: its ``fit`` and its tracker's progress).
 
-May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.ray_start``, ``contrasweep.spec``; Ray.
+May import: ``contrasweep.runner.sweep_plan``, ``contrasweep.runner.ray_start``, ``contrasweep.spec``; Ray.
 """
 
 from __future__ import annotations
 
 import os
 
-from contrasweep.run import sweep_plan
-from contrasweep.run.ray_start import boot_capacity
+from contrasweep.runner import sweep_plan
+from contrasweep.runner.ray_start import boot_capacity
 from contrasweep.spec.sweep import Sweep
 
 

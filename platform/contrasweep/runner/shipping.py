@@ -16,7 +16,7 @@ A user's method (``method: mylab.losses:Class`` or ``path/to/file.py:Class``,
 folder, unless it is installed (in site-packages: then, as with ``installed``, every node must
 have it).
 
-Tokenised data are not shipped here: they go through the object store (``contrasweep.run.inputs.put_data``);
+Tokenised data are not shipped here: they go through the object store (``contrasweep.runner.inputs.put_data``);
 data files are read on the driver only.
 
 A shipped local file is read on the worker at ``worker_path(value)``: a path relative to the
@@ -40,6 +40,7 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from contrasweep.errors import UserError
 from contrasweep.folder.driver import pid_exists
@@ -107,7 +108,7 @@ def runtime_env(ship: str, local_files: Sequence[str | Path] = (), limit: int | 
     (``local_files_of``); with ``ship == "installed"`` they must already be where the value
     says on every node. ``limit``: bytes per shipped package (default: Ray's own limit);
     ``method``: the spec's method (a user's is shipped: ``shipped_sources``)."""
-    env = {"env_vars": worker_env()}
+    env: dict[str, Any] = {"env_vars": worker_env()}
     if check_ship(ship) == "installed":
         return env
     limit = ray_package_limit() if limit is None else limit
@@ -127,6 +128,7 @@ def package_dir(name: str) -> Path:
     """The folder an imported package was loaded from: the repository folder for an editable
     install, site-packages for a normal one (what this driver runs is what workers get)."""
     module = importlib.import_module(name)
+    assert module.__file__ is not None  # a regular package (a namespace package has no file)
     return Path(module.__file__).resolve().parent
 
 

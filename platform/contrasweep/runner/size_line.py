@@ -10,13 +10,13 @@ steps, at most about 20 s, nothing against the hours such a sweep takes), with t
 kept calibration names ``plan`` instead; its status line shows an ETA once a trial has ended
 (``contrasweep.console.progress``).
 
-May import: ``contrasweep.run.sweep_plan``, ``contrasweep.run.plan_lines``, ``contrasweep.run.fixed_costs``, ``contrasweep.search``,
-``contrasweep.spec``.
+May import: ``contrasweep.runner.sweep_plan``, ``contrasweep.runner.plan_lines``,
+``contrasweep.runner.fixed_costs``, ``contrasweep.search``, ``contrasweep.spec``.
 """
 
 from __future__ import annotations
 
-from contrasweep.run import fixed_costs, plan_lines, sweep_plan
+from contrasweep.runner import fixed_costs, plan_lines, sweep_plan
 from contrasweep.search.registry import total_trials
 from contrasweep.spec.smoke import TRIALS as SMOKE_TRIALS
 from contrasweep.spec.sweep import Sweep
