@@ -37,9 +37,21 @@ def _distributed() -> bool:
 
 def global_batch(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Each tensor's rows from every rank, concatenated in rank order (identity without a
-    process group or with one rank). All tensors share their first dimension on a rank; ranks
-    may hold different numbers of rows (a short last batch). Floating tensors carry
-    gradients back to this rank's rows; others (labels) are gathered as values."""
+    process group or with one rank).
+
+    Args:
+        *tensors: This rank's rows, e.g. ``z: [B, d]`` and ``labels: [B]``. All tensors share
+            their first dimension on a rank; ranks may hold different numbers of rows (a short
+            last batch). Floating tensors carry gradients back to this rank's rows; others
+            (labels) are gathered as values.
+
+    Returns:
+        One tensor per argument, in order: ``[N, ...]`` with N the rows of all ranks
+        (``[B, d]`` → ``[N, d]``); the arguments themselves without DDP.
+
+    Raises:
+        ValueError: The tensors do not share their number of rows.
+    """
     if not _distributed():
         return tensors
     import torch.distributed as dist

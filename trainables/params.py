@@ -12,22 +12,55 @@ from typing import Any
 
 from trainables.errors import SpecError
 
+__all__ = [
+    "LOOP_PARAMS",
+    "AmpParam",
+    "Param",
+    "as_text",
+    "epochs_for",
+    "hp_value",
+    "is_validated",
+    "resume_states",
+    "steps_in_epoch",
+    "steps_per_epoch",
+    "total_steps",
+    "validated_epochs",
+]
+
 
 @dataclass(frozen=True)
 class Param:
-    kind: str  # "float" | "int" | "bool" | "str" | "floats" (a non-empty list of floats)
+    """One hyperparameter's declaration: its kind, default and allowed values.
+
+    Attributes:
+        kind: ``"float"``, ``"int"``, ``"bool"``, ``"str"`` or ``"floats"`` (a non-empty list of floats).
+        default: The value where the spec sets none; must be allowed.
+        low: The range's lower bound; None: unbounded.
+        high: The range's upper bound; None: unbounded.
+        low_open: ``(low, high]`` instead of ``[low, high]``.
+        high_open: ``[low, high)`` instead of ``[low, high]``.
+        choices: The only values allowed; None: any in the range.
+        help: One line on what it does.
+        symbol: What trial lines, run names, the summary, ``list`` and the report call it
+            (``τ`` for ``temperature``: ``contrasweep.spec.names``); ``""`` prints the name as written.
+    """
+
+    kind: str
     default: Any
     low: float | None = None
     high: float | None = None
-    low_open: bool = False  # (low, high] instead of [low, high]
+    low_open: bool = False
     high_open: bool = False
     choices: tuple | None = None
     help: str = ""
-    # what trial lines, run names, the summary, `list` and the report call it (``τ`` for
-    # ``temperature``: ``contrasweep.spec.names``); "" prints the name as written
     symbol: str = ""
 
     def allowed(self) -> str:
+        """What values are allowed, as an error message says it.
+
+        Returns:
+            Text such as ``a number in (0, 1]`` or ``one of 'cls', 'mean'``.
+        """
         if self.choices is not None:
             return "one of " + ", ".join(repr(c) for c in self.choices)
         if self.kind == "bool":
@@ -42,7 +75,18 @@ class Param:
         return f"a{'n integer' if self.kind == 'int' else ' number'} in {lo}{low}, {high}{hi}"
 
     def coerce(self, name: str, value: Any) -> Any:
-        """Return the value converted to this parameter's kind, or raise SpecError."""
+        """Return the value converted to this parameter's kind, or raise SpecError.
+
+        Args:
+            name: The parameter's name, for the message.
+            value: The value as the spec or a searcher gives it (text such as ``"1e-5"`` reads).
+
+        Returns:
+            The value as this kind: ``float``, ``int``, ``bool``, ``str`` or ``list[float]``.
+
+        Raises:
+            SpecError: The value is not of this kind or not allowed; the message says what is.
+        """
         bad = SpecError(f"{name}={value!r} is not allowed; allowed: {self.allowed()}")
         if self.kind == "bool":
             if isinstance(value, bool):

@@ -19,13 +19,7 @@ Computed as a masked log-softmax over the 2M × 2M cosine logits (self-similarit
 every denominator, as in ``supcon_loss``), with ``logsumexp``: stable in float32 at τ = 0.05
 (logits lie in [−1/τ, 1/τ] = [−20, 20]).
 
-Args:
-    z: ``[M, d]`` first views (raw vectors; normalised here, cosine is scale invariant).
-    z_prime: ``[M, d]`` second views, row i being the positive of row i of ``z``.
-    temperature: τ > 0; 0.05 is the SimCSE/VaSCL default.
-
-Returns:
-    A scalar: the mean of the 2M directional losses, i.e. 1/(2M) Σ_i of both directions.
+Arguments, result and errors: ``info_nce``.
 
 Edge cases (defined here, tested in tests/test_loss_infonce.py): M = 1 has no negatives, the
 denominator holds the positive alone and each ℓ_B is −log 1 = 0 exactly; the returned 0 still
@@ -43,8 +37,24 @@ import torch
 
 from trainables.losses.common import cosine, masked_logsumexp, self_mask
 
+__all__ = ["info_nce"]
+
 
 def info_nce(z: torch.Tensor, z_prime: torch.Tensor, temperature: float = 0.05) -> torch.Tensor:
+    """Symmetric InfoNCE / NT-Xent of two views (vascl.txt Eq. 1, both ways as in Eq. 6).
+
+    Args:
+        z: ``[M, d]`` first views (raw vectors; normalised here, cosine is scale invariant).
+        z_prime: ``[M, d]`` second views, row i being the positive of row i of ``z``.
+        temperature: τ > 0; 0.05 is the SimCSE/VaSCL default.
+
+    Returns:
+        A scalar: the mean of the 2M directional losses, i.e. 1/(2M) Σ_i of both directions
+        (0, still connected to ``z`` and ``z_prime``, for M = 1).
+
+    Raises:
+        ValueError: ``z`` and ``z_prime`` are not both ``[M, d]`` of the same shape.
+    """
     if z.ndim != 2 or z.shape != z_prime.shape:
         raise ValueError(f"z {tuple(z.shape)} and z_prime {tuple(z_prime.shape)} must both be [M, d]")
     m = z.shape[0]

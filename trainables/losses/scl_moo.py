@@ -89,21 +89,51 @@ def _class_averaged_log_mean_exp(
 def scl_moo_pos(embeddings: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
     """ℓ̃pos, scl_moo.txt Eq. 2 (intra-class term; minimising it pulls each class together).
 
-    Averaged over the classes with at least two members in the batch; 0 (still connected to
-    ``embeddings``) if there is none. Lies in [−1/τ, 1/τ]."""
+    Args:
+        embeddings: ``[M, d]`` — normalised here, so raw vectors are fine.
+        labels: ``[M]`` integer class of each embedding (any integer values).
+        temperature: τ > 0.
+
+    Returns:
+        A scalar in [−1/τ, 1/τ]: averaged over the classes with at least two members in the
+        batch; 0 (still connected to ``embeddings``) if there is none.
+
+    Raises:
+        ValueError: τ ≤ 0, or shapes other than ``[M, d]`` and ``[M]``.
+    """
     return -_class_averaged_log_mean_exp(embeddings, labels, temperature, same_class=True)
 
 
 def scl_moo_neg(embeddings: torch.Tensor, labels: torch.Tensor, temperature: float) -> torch.Tensor:
     """ℓ̃neg, scl_moo.txt Eq. 3 (inter-class term; minimising it pushes classes apart).
 
-    Averaged over every class present in the batch; 0 (still connected to ``embeddings``) if
-    only one class is present. Lies in [−1/τ, 1/τ]."""
+    Args:
+        embeddings: ``[M, d]`` — normalised here, so raw vectors are fine.
+        labels: ``[M]`` integer class of each embedding (any integer values).
+        temperature: τ > 0.
+
+    Returns:
+        A scalar in [−1/τ, 1/τ]: averaged over every class present in the batch; 0 (still
+        connected to ``embeddings``) if only one class is present.
+
+    Raises:
+        ValueError: τ ≤ 0, or shapes other than ``[M, d]`` and ``[M]``.
+    """
     return _class_averaged_log_mean_exp(embeddings, labels, temperature, same_class=False)
 
 
 def nonneg_shift(temperature: float) -> float:
-    """The constant s = 1/τ with ℓ̃pos + s ≥ 0 and ℓ̃neg + s ≥ 0 (see the module docstring)."""
+    """The constant s = 1/τ with ℓ̃pos + s ≥ 0 and ℓ̃neg + s ≥ 0 (see the module docstring).
+
+    Args:
+        temperature: τ > 0.
+
+    Returns:
+        s = 1/τ.
+
+    Raises:
+        ValueError: τ ≤ 0.
+    """
     _check_temperature(temperature)
     return 1.0 / temperature
 
@@ -127,10 +157,19 @@ def scl_moo_objectives(
     which EPO requires. λ ∈ [0, 1] (scl_moo.txt Sec. 3: best runs use λ = 0.3, τ = 0.3).
 
     Args:
+        embeddings: ``[M, d]`` — normalised here, so raw vectors are fine.
+        labels: ``[M]`` integer class of each embedding (any integer values).
         ce: the (scalar) cross-entropy of the same batch, computed by the caller.
+        temperature: τ > 0 (scl_moo.txt Sec. 3 sweeps τ ∈ {0.1, 0.3, 0.5, 0.7, 0.9}).
         lam: λ, the weight of the contrastive term.
         shift: add s = 1/τ to each contrastive term (default; needed for EPO, harmless for
             linear scalarisation up to a constant).
+
+    Returns:
+        ``(ℓ1, ℓ2)``: two scalars, Eq. 4 and Eq. 5.
+
+    Raises:
+        ValueError: λ outside [0, 1], τ ≤ 0, or shapes other than ``[M, d]`` and ``[M]``.
     """
     if not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam (λ) must lie in [0, 1], got {lam!r}")

@@ -7,14 +7,7 @@ with B(i) = I \\ {i} (every other embedding in the batch, all views included) an
 P(i) = {p ∈ B(i) : y_p = y_i}. ``sim`` is the inner product of L2-normalised embeddings
 (cosine similarity; supcl_seq.txt footnote 2 L2-normalises the pooled embeddings).
 
-Args:
-    embeddings: ``[M, d]`` — M = batch × views; normalised here, so raw vectors are fine.
-    labels: ``[M]`` integer class of each embedding (views carry their anchor's label).
-    temperature: τ > 0 (SupCL-Seq default 0.05; Gunel et al. grid 0.1, 0.3, 0.5, 0.7, 0.9).
-    reduction: ``"mean"`` (default) divides Eq. 2's sum by the number of anchors that have at
-        least one positive, so the scale does not grow with the batch and a λ weighting
-        against cross-entropy means the same at batch 8 and 96 (as in Khosla et al.'s
-        reference code and Gunel et al.'s per-batch normalisation); ``"sum"`` is Eq. 2 verbatim.
+Arguments, result and errors: ``supcon_loss``.
 
 Edge cases (defined here, tested): an anchor with no positive (a class seen once, one view)
 contributes nothing and is not counted; a batch where no anchor has a positive gives a loss
@@ -31,6 +24,23 @@ from trainables.losses.common import cosine, masked_log_softmax, self_mask
 def supcon_loss(
     embeddings: torch.Tensor, labels: torch.Tensor, temperature: float = 0.05, reduction: str = "mean"
 ) -> torch.Tensor:
+    """Supervised contrastive loss L^sup_out (Khosla et al. 2020; supcl_seq.txt Eq. 2).
+
+    Args:
+        embeddings: ``[M, d]`` — M = batch × views; normalised here, so raw vectors are fine.
+        labels: ``[M]`` integer class of each embedding (views carry their anchor's label).
+        temperature: τ > 0 (SupCL-Seq default 0.05; Gunel et al. grid 0.1, 0.3, 0.5, 0.7, 0.9).
+        reduction: ``"mean"`` (default) divides Eq. 2's sum by the number of anchors that have at
+            least one positive, so the scale does not grow with the batch and a λ weighting
+            against cross-entropy means the same at batch 8 and 96 (as in Khosla et al.'s
+            reference code and Gunel et al.'s per-batch normalisation); ``"sum"`` is Eq. 2 verbatim.
+
+    Returns:
+        A scalar: the loss, 0 (still connected to ``embeddings``) where no anchor has a positive.
+
+    Raises:
+        ValueError: ``reduction`` is neither ``"mean"`` nor ``"sum"``.
+    """
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction {reduction!r}; allowed: 'mean', 'sum'")
     logits = cosine(embeddings) / temperature
