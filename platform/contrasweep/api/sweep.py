@@ -228,7 +228,11 @@ class Sweep:
         return Path(path)
 
     def report(
-        self, out: str | Path | None = None, compare: Iterable[Sweep | str] = (), baseline: str | None = None, tsne=True
+        self,
+        out: str | Path | None = None,
+        compare: Iterable[Sweep | str] = (),
+        baseline: str | None = None,
+        tsne: bool = True,
     ) -> Path:
         """Write the report ``contrasweep report`` writes (HTML, CSV, figures; logged to the sweep
         run as ``report/`` where the user may) and return the HTML file's path.
