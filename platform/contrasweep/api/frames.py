@@ -20,17 +20,17 @@ from contrasweep.tracking.aggregate import Group
 from contrasweep.tracking.store import GROUP_TAG, OUTCOME_TAG, VARIANT_TAG
 from dashboards.source import SweepRecord
 
-# a trial run's identity columns, in order, and the tag each comes from
-IDENTITY = {
+# a trial run's identity columns, in order, and the tag each comes from: keys and names stay text
+# (a hex key such as "00061170" is not a number), the variant and the data seeds are numbers
+KEYS = {
     "trial_id": "contrasweep.trial_id",
     "name": "mlflow.runName",
     "group": GROUP_TAG,
     "config": "contrasweep.config",
     "setting": "contrasweep.setting",
-    "variant": VARIANT_TAG,
-    "data_seed": "contrasweep.data_seed",
-    "split_seed": "contrasweep.split_seed",
 }
+NUMBERS = {"variant": VARIANT_TAG, "data_seed": "contrasweep.data_seed", "split_seed": "contrasweep.split_seed"}
+IDENTITY = {**KEYS, **NUMBERS}
 # final metrics a trial row leaves out: the last epoch's bookkeeping (its history has them)
 BOOKKEEPING = ("epoch", "lr", "evaluations")
 
@@ -61,7 +61,8 @@ def trial_rows(runs: list) -> pd.DataFrame:
         tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
         start, end = run.info.start_time, run.info.end_time
         row: dict[str, Any] = {"run_id": run.info.run_id}
-        row.update({column: value(tags.get(tag)) for column, tag in IDENTITY.items()})
+        row.update({column: tags.get(tag) for column, tag in KEYS.items()})
+        row.update({column: value(tags.get(tag)) for column, tag in NUMBERS.items()})
         row["setting"] = tags.get("contrasweep.setting", "")
         row["seed"] = value(params.get("hp.seed"))
         row["status"] = run.info.status
